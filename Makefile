@@ -1,0 +1,37 @@
+# The two commands a newcomer types (see README.md):
+#   make lab    set up .venv if needed, then open JupyterLab on notebooks/
+#   make test   set up .venv if needed, then run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+STAMP   = $(VENV)/.tensorviz-installed
+
+.PHONY: lab test bench gallery notebooks browser-deps clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[test,lab]'
+	touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+gallery: $(STAMP)
+	$(BIN)/python docs/make_gallery.py
+
+notebooks: $(STAMP)
+	$(BIN)/python tools/run_notebooks.py
+
+# Headless Chromium for the real-browser test (Debian's package; Playwright drives it).
+browser-deps:
+	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; }
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,259 @@
+"""Byte footprints of strided views, and the run-set algebra over them.
+
+Pure numpy; nothing here knows about torch. A view is described by the byte address of its
+first element (``start``), its ``shape``, its ``stride`` (in elements, as torch counts them) and
+its ``itemsize``. Element ``(i0, i1, ...)`` occupies the bytes
+``[start + itemsize*Σ i_k*stride_k, ... + itemsize)``.
+
+A *run set* is an ``int64`` array of shape ``(k, 2)`` holding sorted, disjoint, non-abutting
+half-open byte ranges ``[a, b)``. Every function here returns run sets in that canonical form, so
+two footprints are equal exactly when their arrays are equal.
+
+>>> footprint(0, (4, 6), (6, 1), 4).runs.tolist()       # a whole float32 matrix: one run
+[[0, 96]]
+>>> footprint(0, (4, 3), (6, 2), 4).runs[:2].tolist()   # x[:, ::2]: one run per element
+[[0, 4], [8, 12]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "RUN_BUDGET",
+    "Footprint",
+    "span",
+    "footprint",
+    "dense_run",
+    "as_runs",
+    "union",
+    "total",
+    "intersection_nbytes",
+    "contains",
+    "coverage",
+    "EMPTY",
+]
+
+#: Largest number of element *starts* a single footprint is expanded into (16 Mi, 256 MiB of
+#: int64 pairs at worst). Above it the footprint is reported as the whole span with
+#: ``exact=False`` -- an upper bound that tensorviz flags everywhere it is used, never silently.
+RUN_BUDGET = 1 << 24
+
+EMPTY = np.zeros((0, 2), dtype=np.int64)
+EMPTY.flags.writeable = False
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The bytes one view reads.
+
+    Attributes:
+        runs: canonical run set, ``(k, 2)`` int64 (read-only).
+        exact: False when the view needed more than :data:`RUN_BUDGET` element starts and
+            ``runs`` is its span instead (an upper bound).
+    """
+
+    runs: np.ndarray
+    exact: bool = True
+
+    @property
+    def nbytes(self) -> int:
+        return total(self.runs)
+
+
+def span(start: int, shape: Sequence[int], stride: Sequence[int], itemsize: int) -> tuple[int, int]:
+    """Half-open byte range from the lowest to one past the highest addressed byte.
+
+    An empty view (a zero in ``shape``) has ``start == stop``.
+
+    >>> span(8, (2, 3), (3, 1), 4)
+    (8, 32)
+    """
+    reach = 0
+    for size, st in zip(shape, stride):
+        if size == 0:
+            return start, start
+        reach += (size - 1) * st
+    return start, start + (reach + 1) * itemsize
+
+
+def _effective_dims(shape: Sequence[int], stride: Sequence[int]) -> list[tuple[int, int]]:
+    """(stride, size) of the dims that move the address, innermost (smallest stride) first.
+
+    Size-1 dims and stride-0 (expanded) dims address no new bytes and are dropped.
+    """
+    dims = [(st, size) for size, st in zip(shape, stride) if size > 1 and st != 0]
+    dims.sort()
+    return dims
+
+
+def dense_run(start: int, shape: Sequence[int], stride: Sequence[int], itemsize: int) -> tuple[int, int] | None:
+    """The single run ``(start, stop)`` if the view's footprint is one gap-free block, else None.
+
+    Pure Python and allocation-free: the fast path for the common case (contiguous tensors,
+    transposes, expands, slices of leading dims). Empty views return None.
+    """
+    block = 1  # elements covered so far by the innermost dims, gap-free
+    for size, st in zip(shape, stride):
+        if size == 0:
+            return None
+    for st, size in _effective_dims(shape, stride):
+        if st > block:
+            return None
+        block += (size - 1) * st
+    return start, start + block * itemsize
+
+
+def footprint(start: int, shape: Sequence[int], stride: Sequence[int], itemsize: int,
+              budget: int = RUN_BUDGET) -> Footprint:
+    """Exact set of bytes a strided view reads, as a canonical run set.
+
+    Steps: (1) drop size-1 and stride-0 dims; (2) from the innermost dim outwards, fold dims
+    whose copies touch or overlap the block built so far into one gap-free block; (3) place one
+    copy of that block at every combination of the remaining outer indices (vectorised); (4) sort
+    and merge. Linear in the number of blocks (plus a sort when strides interleave).
+
+    Args:
+        start: byte address of element (0, ..., 0).
+        shape, stride: as torch reports them (stride in elements, non-negative).
+        itemsize: bytes per element.
+        budget: most element starts to expand; above it the span is returned, ``exact=False``.
+
+    Raises:
+        ValueError: on a negative stride or size.
+    """
+    if any(s < 0 for s in shape) or any(st < 0 for st in stride):
+        raise ValueError(f"negative size or stride: shape={tuple(shape)}, stride={tuple(stride)}")
+    if len(shape) != len(stride):
+        raise ValueError(f"shape {tuple(shape)} and stride {tuple(stride)} differ in length")
+    if any(size == 0 for size in shape):
+        return Footprint(EMPTY)
+    dims = _effective_dims(shape, stride)
+    block = 1
+    k = 0
+    while k < len(dims) and dims[k][0] <= block:
+        block += (dims[k][1] - 1) * dims[k][0]
+        k += 1
+    outer = dims[k:]
+    count = 1
+    for _, size in outer:
+        count *= size
+    if count > budget:
+        a, b = span(start, shape, stride, itemsize)
+        return Footprint(_freeze(np.array([[a, b]], dtype=np.int64)), exact=False)
+    starts = np.zeros(1, dtype=np.int64)
+    for st, size in reversed(outer):  # outermost first, so nested layouts come out sorted
+        starts = (starts[:, None] + np.arange(size, dtype=np.int64) * st).ravel()
+    return Footprint(_freeze(_merge_equal_length(starts, block) * itemsize + start))
+
+
+def _merge_equal_length(starts: np.ndarray, length: int) -> np.ndarray:
+    """Merge runs ``[s, s+length)`` (unsorted, possibly overlapping) into a canonical run set."""
+    if starts.size > 1 and not bool(np.all(starts[1:] >= starts[:-1])):
+        starts = np.sort(starts)
+    if starts.size == 0:
+        return EMPTY.copy()
+    # Equal lengths: after sorting, the furthest end so far is always the last start + length.
+    breaks = np.flatnonzero(np.diff(starts) > length)
+    firsts = np.concatenate(([0], breaks + 1))
+    lasts = np.concatenate((breaks, [starts.size - 1]))
+    return np.stack((starts[firsts], starts[lasts] + length), axis=1)
+
+
+def _freeze(runs: np.ndarray) -> np.ndarray:
+    runs = np.ascontiguousarray(runs, dtype=np.int64)
+    runs.flags.writeable = False
+    return runs
+
+
+def as_runs(pairs: Iterable[tuple[int, int]] | np.ndarray) -> np.ndarray:
+    """Canonical run set from any ``[a, b)`` pairs (unsorted, overlapping, empty ones dropped)."""
+    arr = np.asarray(list(pairs) if not isinstance(pairs, np.ndarray) else pairs, dtype=np.int64)
+    return union(arr.reshape(-1, 2))
+
+
+def union(*run_sets: np.ndarray) -> np.ndarray:
+    """Union of run sets (or of any ``(k, 2)`` arrays of half-open ranges)."""
+    runs = np.concatenate([np.asarray(r, dtype=np.int64).reshape(-1, 2) for r in run_sets]) if run_sets else EMPTY
+    runs = runs[runs[:, 1] > runs[:, 0]]
+    if runs.shape[0] <= 1:
+        return _freeze(runs.copy())
+    runs = runs[np.argsort(runs[:, 0], kind="stable")]
+    ends = np.maximum.accumulate(runs[:, 1])
+    new = np.empty(runs.shape[0], dtype=bool)
+    new[0] = True
+    new[1:] = runs[1:, 0] > ends[:-1]  # abutting runs merge
+    firsts = np.flatnonzero(new)
+    lasts = np.concatenate((firsts[1:] - 1, [runs.shape[0] - 1]))
+    return _freeze(np.stack((runs[firsts, 0], ends[lasts]), axis=1))
+
+
+def total(runs: np.ndarray) -> int:
+    """Number of bytes in a canonical run set."""
+    return int((runs[:, 1] - runs[:, 0]).sum()) if len(runs) else 0
+
+
+def intersection_nbytes(a: np.ndarray, b: np.ndarray) -> int:
+    """Bytes common to two canonical run sets (a linear sweep over their endpoints)."""
+    if len(a) == 0 or len(b) == 0:
+        return 0
+    if a[-1, 1] <= b[0, 0] or b[-1, 1] <= a[0, 0]:
+        return 0
+    if len(a) == 1 and len(b) == 1:
+        return max(0, int(min(a[0, 1], b[0, 1]) - max(a[0, 0], b[0, 0])))
+    pos = np.concatenate((a[:, 0], a[:, 1], b[:, 0], b[:, 1]))
+    delta = np.concatenate((np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)), -np.ones(len(b)))).astype(np.int8)
+    order = np.argsort(pos, kind="stable")
+    pos, depth = pos[order], np.cumsum(delta[order])
+    return int((np.diff(pos)[depth[:-1] == 2]).sum())
+
+
+def contains(outer: np.ndarray, inner: np.ndarray) -> bool:
+    """True when every byte of ``inner`` lies in ``outer``."""
+    return intersection_nbytes(outer, inner) == total(inner)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a storage's bytes are used by the footprints that read it."""
+
+    nbytes: int
+    covered: np.ndarray  # canonical run set, clipped to [0, nbytes)
+
+    @property
+    def covered_nbytes(self) -> int:
+        return total(self.covered)
+
+    @property
+    def unreferenced_nbytes(self) -> int:
+        return self.nbytes - self.covered_nbytes
+
+    def unreferenced(self) -> np.ndarray:
+        """Runs of the storage that no footprint reads (``torch.save`` still writes them)."""
+        return gaps(self.covered, 0, self.nbytes)
+
+
+def gaps(runs: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The complement of a canonical run set within ``[lo, hi)``."""
+    if hi <= lo:
+        return EMPTY
+    runs = clip(runs, lo, hi)
+    edges = np.concatenate(([lo], runs.ravel(), [hi])).reshape(-1, 2)
+    return _freeze(edges[edges[:, 1] > edges[:, 0]])
+
+
+def clip(runs: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """A canonical run set restricted to ``[lo, hi)``."""
+    if len(runs) == 0:
+        return EMPTY
+    out = np.clip(runs, lo, hi)
+    return _freeze(out[out[:, 1] > out[:, 0]])
+
+
+def coverage(nbytes: int, run_sets: Iterable[np.ndarray]) -> Coverage:
+    """Coverage of a storage of ``nbytes`` bytes by the given footprints."""
+    sets = list(run_sets)
+    return Coverage(nbytes, clip(union(*sets), 0, nbytes) if sets else EMPTY)

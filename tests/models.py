@@ -1,0 +1,77 @@
+"""Small models and tensor sets shared by the tests (the issues' seed cases). Nothing downloads."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def seed_tensors() -> dict[str, torch.Tensor]:
+    """The seed case: a = rand(8, 10, 50); b = a[2:4]; c = a[4:6]."""
+    a = torch.rand(8, 10, 50)
+    return {"a": a, "b": a[2:4], "c": a[4:6]}
+
+
+class FusedQKV(nn.Module):
+    """qkv = Linear(20, 30) whose q and v weights are Parameters viewing qkv.weight's rows."""
+
+    def __init__(self, device: str | torch.device | None = None):
+        super().__init__()
+        self.qkv = nn.Linear(20, 30, device=device)
+        self.q = nn.Linear(20, 10, device=device)
+        self.v = nn.Linear(20, 10, device=device)
+        self.q.weight = nn.Parameter(self.qkv.weight[:10])
+        self.v.weight = nn.Parameter(self.qkv.weight[10:20])
+
+
+class QVOnly(nn.Module):
+    """Only q and v are registered; both view rows of one hidden (unregistered) storage."""
+
+    def __init__(self):
+        super().__init__()
+        w = torch.randn(30, 20)
+        self.q = nn.Linear(20, 10)
+        self.v = nn.Linear(20, 10)
+        self.q.weight = nn.Parameter(w[:10])
+        self.v.weight = nn.Parameter(w[20:30])
+
+
+class TiedLM(nn.Module):
+    """Embedding and lm_head sharing one Parameter (a GPT-2-style tie)."""
+
+    def __init__(self, vocab: int = 50, dim: int = 16, device: str | torch.device | None = None):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim, device=device)
+        self.ln = nn.LayerNorm(dim, device=device)
+        self.lm_head = nn.Linear(dim, vocab, bias=False, device=device)
+        self.lm_head.weight = self.wte.weight
+
+
+class MetaTiedPlusTwins(nn.Module):
+    """One tied pair and two untied weights of identical shape (must not be grouped)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(40, 8)
+        self.head = nn.Linear(8, 40, bias=False)
+        self.head.weight = self.emb.weight
+        self.a = nn.Linear(8, 8, bias=False)
+        self.b = nn.Linear(8, 8, bias=False)
+
+
+def meta_model() -> nn.Module:
+    with torch.device("meta"):
+        return MetaTiedPlusTwins()
+
+
+def tiny_gpt2(tied: bool = True, device: str | None = None):
+    """A tiny transformers GPT-2 built from a config (no download)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=8, n_layer=2, n_head=2,
+                     tie_word_embeddings=tied)
+    if device == "meta":
+        with torch.device("meta"):
+            return GPT2LMHeadModel(cfg)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(cfg)
