@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Mapping
 
 from ._units import format_bytes
 
@@ -58,4 +59,46 @@ def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> s
         lines.append(f"skipped: {len(layout.skipped)}")
         for sk in layout.skipped:
             lines.append(f"  {sk.name}: {sk.reason}")
+    lines.extend(metadata_lines(layout.metadata))
     return "\n".join(lines)
+
+
+def metadata_lines(metadata: "Mapping[str, object]", limit: int = 10) -> list[str]:
+    """What a source says besides tensors: file headers, ``__metadata__``, dropped names, problems.
+
+    >>> metadata_lines({"dropped": {"lm_head.weight": "wte.weight"}})
+    ['metadata:', '  dropped: lm_head.weight -> kept wte.weight']
+    """
+    dropped = metadata.get("dropped") or {}
+    lines: list[str] = []
+    for key, value in metadata.items():
+        if key in _NOT_IN_TEXT:
+            continue
+        if key == "dropped":
+            items = [f"dropped: {a} -> kept {b}" for a, b in value.items()]
+        elif key == "problems":
+            items = [f"problem: {p}" for p in value]
+        elif key == "header":
+            items = [f"header: bytes [{a}, {b}) of {os.path.basename(f)}" for f, (a, b) in value.items()]
+        elif key == "__metadata__":
+            items = [f"__metadata__ of {os.path.basename(f)}: " + _brief({k: v for k, v in md.items() if k not in dropped})
+                     for f, md in value.items() if set(md) - set(dropped)]
+        else:
+            items = [f"{key}: {_brief(value)}"]
+        lines.extend(f"  {item}" for item in items[:limit])
+        if len(items) > limit:
+            lines.append(f"  … {len(items) - limit} more {key}")
+    return ["metadata:", *lines] if lines else []
+
+
+_NOT_IN_TEXT = ("record_offsets",)  # machine-readable detail; the storage labels name the records
+
+
+def _brief(value: object, width: int = 160) -> str:
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={v}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        text = ", ".join(map(str, value))
+    else:
+        text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
