@@ -14,6 +14,12 @@ from typing import Any
 from .errors import FileFormatError, TensorvizError, TooLargeError, UnsafeCheckpointError
 from .layout import Group, Layout, Skipped, Storage, TensorView
 
+# ``diagram``, ``show`` and ``explain`` name both a submodule and its function. Importing a
+# submodule rebinds the package attribute to the module, so bind the functions eagerly here
+# (these modules are light: matplotlib is imported inside their functions).
+from .diagram import diagram  # noqa: E402
+from .show import show  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -54,20 +60,6 @@ def analyze(obj: Any) -> Layout:
     from .collect import analyze_object
 
     return analyze_object(obj)
-
-
-def diagram(layout_or_obj: Any, **options: Any):
-    """The drawing plan of a layout (see :mod:`tensorviz.diagram`)."""
-    from .diagram import diagram as _diagram
-
-    return _diagram(layout_or_obj, **options)
-
-
-def show(obj: Any, **options: Any):
-    """A displayable diagram: PNG, escaped HTML table and plain text in one bundle."""
-    from .show import show as _show
-
-    return _show(obj, **options)
 
 
 def explain(*tensors: Any, **options: Any):

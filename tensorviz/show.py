@@ -1,0 +1,85 @@
+"""A displayable diagram: one object whose rich repr works with or without a kernel.
+
+``show(obj)`` renders the diagram once; its ``_repr_mimebundle_`` carries ``image/png``,
+escaped ``text/html`` (the PNG inline plus a compact table) and ``text/plain`` (the ASCII lane
+map), so a saved notebook still shows the picture in JupyterLab, VS Code and on GitHub.
+
+>>> import torch, tensorviz as tv
+>>> shown = tv.show({"w": torch.zeros(4, 4)})
+>>> sorted(shown._repr_mimebundle_())
+['image/png', 'text/html', 'text/plain']
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+from .diagram import Diagram, diagram
+from .layout import Layout
+
+__all__ = ["show", "Shown"]
+
+
+@dataclass(frozen=True, eq=False)
+class Shown:
+    """A rendered diagram: PNG bytes, the Diagram and the Layout it came from."""
+
+    diagram: Diagram
+    layout: Layout
+    png: bytes
+
+    @property
+    def text(self) -> str:
+        return self.diagram.to_text()
+
+    def to_html(self) -> str:
+        """A self-contained HTML fragment (inline PNG and table; every name escaped)."""
+        from .render.html import diagram_html
+
+        return diagram_html(self.diagram, self.layout, self.png)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        bundle = {"image/png": base64.b64encode(self.png).decode("ascii"),
+                  "text/html": self.to_html(), "text/plain": self.text}
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def show(obj: Any, *, dpi: int = 100, **options: Any) -> Shown:
+    """Render a layout's diagram for display (PNG + HTML table + text).
+
+    Args:
+        obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts (not a Diagram:
+            the table needs the layout).
+        dpi: PNG resolution.
+        **options: :func:`tensorviz.diagram` options (``by``, ``names``, ``max_lanes``, ...).
+
+    Returns:
+        A :class:`Shown`; Jupyter displays it, ``.png`` holds the bytes, ``.to_html()`` the HTML.
+
+    >>> import torch, tensorviz as tv
+    >>> tv.show({"w": torch.zeros(4, 4)}).png[:4]
+    b'\\x89PNG'
+    """
+    from .render.mpl import to_png
+
+    if isinstance(obj, Diagram):
+        raise TypeError("show() needs the Layout for its table: pass tv.show(layout, ...) or "
+                        "the analysed object, not a Diagram")
+    layout = obj if isinstance(obj, Layout) else _analyze(obj)
+    d = diagram(layout, **options)
+    return Shown(d, layout, to_png(d, dpi=dpi))
+
+
+def _analyze(obj: Any) -> Layout:
+    from . import analyze
+
+    return analyze(obj)
