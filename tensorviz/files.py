@@ -597,6 +597,8 @@ def _scan_zip(path: str, f: Any, zf: zipfile.ZipFile) -> dict[int, tuple[str, in
     records: dict[int, tuple[str, int]] = {}
     for info in zf.infolist():
         parts = info.filename.split("/")
+        if len(parts) >= 2 and parts[1] in ("constants.pkl", "code"):
+            raise UnsafeCheckpointError(_unsafe_reason(path, "TorchScript"))
         if parts[-1] == "data.pkl" and len(parts) == 2 and info.file_size > MAX_HEADER_BYTES:
             raise FileFormatError(f"{path}: its pickle claims {info.file_size} bytes, over the "
                                   f"{MAX_HEADER_BYTES}-byte limit tensorviz reads")
@@ -623,16 +625,21 @@ def _torch_load(path: str, keep_storage: Any) -> Any:
 
 
 def _unsafe_reason(path: str, text: str) -> str:
-    what = "it is a TorchScript archive (it contains code)" if "TorchScript" in text else "the pickle needs code"
+    what, hint = "the pickle needs code to rebuild its objects", ""
+    if "TorchScript" in text:
+        what = "it is a TorchScript archive (it contains code)"
     for line in text.splitlines():
         if "WeightsUnpickler error:" in line:
-            what = line.split("WeightsUnpickler error:", 1)[1].split(" was not an allowed")[0].strip()
-            what = f"the pickle needs {what.removeprefix('Unsupported global: ')}"
+            detail = line.split("WeightsUnpickler error:", 1)[1].split(" was not an allowed")[0].strip()
+            name = detail.removeprefix("Unsupported global:").strip().removeprefix("GLOBAL ").strip()
+            what = f"the pickle needs {name}"
+            if name.startswith("torch.nn.modules."):
+                hint = " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
             break
-    return (f"{path}: {what}. tensorviz loads checkpoints only with torch.load(weights_only=True) "
-            f"and never runs code from a file, because a pickle can execute anything. If you trust "
-            f"the file, load it yourself and pass the result: tv.analyze(torch.load(path, "
-            f"weights_only=False, map_location='meta'))")
+    return (f"{path}: {what}{hint}. tensorviz loads checkpoints only with torch.load(weights_only=True) "
+            f"and never runs code from a file, because unpickling can execute anything. If you trust "
+            f"the file, load it yourself and pass the result: "
+            f"tv.analyze(torch.load(path, weights_only=False, mmap=True))")
 
 
 def _walk_checkpoint(path: str, obj: Any) -> tuple[list[tuple[str, torch.Tensor]], dict[str, str], dict[str, str]]:

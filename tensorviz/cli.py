@@ -1,0 +1,167 @@
+"""``tensorviz PATH``: where a checkpoint's tensors live, for terminals and CI.
+
+Prints the text summary (storages, views, shared groups, file metadata); ``--json`` writes the
+layout as JSON with a stable, versioned schema (see :func:`layout_to_json`), ``--png``/``--html``
+write the diagram and ``--save-check`` adds what each saver would do. Bad input exits with
+status 1 and one line on stderr, never a traceback; usage errors exit with 2.
+
+    $ tensorviz model.safetensors
+    $ tensorviz ckpt.pt --by span --json ties.json --png layout.png
+    $ python -m tensorviz some/model_dir --save-check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from .errors import TensorvizError
+
+__all__ = ["main", "build_parser", "layout_to_json", "JSON_SCHEMA", "JSON_SCHEMA_VERSION"]
+
+JSON_SCHEMA = "tensorviz.layout"
+JSON_SCHEMA_VERSION = 1
+_GROUPINGS = ("storage", "span", "overlap")
+
+
+def layout_to_json(layout: Any) -> dict[str, Any]:
+    """The layout as plain JSON data (schema ``tensorviz.layout``, version 1).
+
+    Top level: ``schema``, ``version``, ``tensorviz_version``, ``source``, ``storages``,
+    ``views``, ``groups`` (``{"storage": [...], "span": [...], "overlap": [...]}``),
+    ``skipped`` and ``metadata``. A storage key is ``[device, identity]``; views and groups
+    also give ``storage_index``, the position in ``storages``. New fields may be added within
+    a version; a renamed or removed field bumps ``version``.
+
+    >>> import torch, tensorviz as tv
+    >>> w = torch.zeros(4, 4)
+    >>> doc = layout_to_json(tv.analyze({"w": w, "wt": w.t()}))
+    >>> doc["version"], [g["names"] for g in doc["groups"]["span"]]
+    (1, [['w', 'wt']])
+    """
+    from . import __version__
+
+    storages = layout.storages
+    index = {s.key: s.index for s in storages}
+    return {
+        "schema": JSON_SCHEMA,
+        "version": JSON_SCHEMA_VERSION,
+        "tensorviz_version": __version__,
+        "source": layout.source,
+        "storages": [_storage_json(s) for s in storages],
+        "views": [_view_json(v, index) for v in layout.views],
+        "groups": {by: [_group_json(g, index) for g in layout.groups(by)] for by in _GROUPINGS},
+        "skipped": [{"name": s.name, "reason": s.reason} for s in layout.skipped],
+        "metadata": _plain(layout.metadata),
+    }
+
+
+def _storage_json(s: Any) -> dict[str, Any]:
+    return {"index": s.index, "key": list(s.key), "device": s.device, "label": s.label,
+            "nbytes": s.nbytes, "covered_nbytes": s.covered_nbytes,
+            "unreferenced_nbytes": s.unreferenced_nbytes, "names": list(s.names),
+            "complete_names": list(s.complete_names), "exact": s.exact}
+
+
+def _view_json(v: Any, index: dict) -> dict[str, Any]:
+    return {"name": v.name, "storage": list(v.storage), "storage_index": index[v.storage],
+            "device": v.device, "dtype": v.dtype, "shape": list(v.shape), "stride": list(v.stride),
+            "offset": v.offset, "itemsize": v.itemsize, "start": v.start, "stop": v.stop,
+            "nbytes": v.nbytes, "footprint_nbytes": v.footprint_nbytes,
+            "is_contiguous": v.is_contiguous, "exact": v.exact, "note": v.note}
+
+
+def _group_json(g: Any, index: dict) -> dict[str, Any]:
+    return {"names": list(g.names), "storage": list(g.storage), "storage_index": index[g.storage],
+            "start": g.start, "stop": g.stop}
+
+
+def _plain(x: Any) -> Any:
+    """JSON-safe copy: tuples become lists, keys strings, anything else its ``str``."""
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return str(x)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    p = argparse.ArgumentParser(
+        prog="tensorviz",
+        description="Show where the tensors of a checkpoint live, reading only its metadata "
+                    "(safetensors header, index, or torch.load(weights_only=True, mmap=True)).")
+    p.add_argument("path", help="a .safetensors file, a *.index.json, a model folder or a .pt/.pth/.bin")
+    p.add_argument("--by", choices=_GROUPINGS, default="storage",
+                   help="grouping for the shared groups and the diagram (default: storage)")
+    p.add_argument("--png", metavar="OUT", help="write the diagram as a PNG (needs matplotlib)")
+    p.add_argument("--html", metavar="OUT", help="write a static HTML page of the diagram")
+    p.add_argument("--json", metavar="OUT", nargs="?", const="-",
+                   help="write the layout as JSON to OUT, or to stdout (instead of the text) if no OUT")
+    p.add_argument("--save-check", action="store_true",
+                   help="also report what each saver (safetensors, torch.save, ...) would do")
+    p.add_argument("--max-views", type=int, default=12, metavar="N",
+                   help="views listed per storage in the text (default: 12)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 bad input, 2 usage)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
+        print(f"tensorviz: error: {_one_line(err)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .files import analyze_path
+
+    layout = analyze_path(args.path)
+    json_to_stdout = args.json == "-"
+    if not json_to_stdout:
+        print(layout.to_text(by=args.by, max_views=args.max_views))
+    if args.save_check:
+        from .saving import save_check
+
+        report = save_check(layout).to_text()
+        print(report, file=sys.stderr if json_to_stdout else sys.stdout)
+    if args.json:
+        text = json.dumps(layout_to_json(layout), indent=1)
+        if json_to_stdout:
+            print(text)
+        else:
+            _write(args.json, text.encode())
+    if args.png:
+        from .diagram import diagram
+        from .render.mpl import to_png
+
+        _write(args.png, to_png(diagram(layout, by=args.by)))
+    if args.html:
+        from .show import show
+
+        _write(args.html, show(layout, by=args.by).to_html().encode())
+    return 0
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+    print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, KeyError) and len(err.args) == 1:
+        text = str(err.args[0])
+    if isinstance(err, ImportError) and err.name:
+        text = f"{text} (install it, e.g. pip install 'tensorviz[plot]')"
+    return text if os.environ.get("TENSORVIZ_FULL_ERRORS") or len(text) <= 500 else text[:499] + "…"
