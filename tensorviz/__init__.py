@@ -19,6 +19,7 @@ from .layout import Group, Layout, Skipped, Storage, TensorView
 # (these modules are light: matplotlib is imported inside their functions).
 from .diagram import diagram  # noqa: E402
 from .show import show  # noqa: E402
+from .explain import explain  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -60,13 +61,6 @@ def analyze(obj: Any) -> Layout:
     from .collect import analyze_object
 
     return analyze_object(obj)
-
-
-def explain(*tensors: Any, **options: Any):
-    """Teaching figure: each view's logical grid beside the storage cells it reads."""
-    from .explain import explain as _explain
-
-    return _explain(*tensors, **options)
 
 
 def explore(obj: Any, **options: Any):

@@ -1,0 +1,214 @@
+"""Teaching panel: how (offset, shape, stride) map each logical index to a storage cell.
+
+For small tensors: the storage drawn as a strip of cells (wrapped in rows), each view's logical
+grid beside it, every grid cell showing and coloured by the storage cell it reads, so colour and
+number link the two. Under each strip row, one "reach" row per view marks the cells it reads
+and its offset. Cells no view reads are grey and hatched; cells a view reads through several
+indices (stride 0, overlapping ``as_strided``) get a "×n" badge. Each grid is titled with its
+address formula in real numbers: ``addr = 2 + 4·i + 1·j``.
+
+>>> import torch, tensorviz as tv
+>>> x = torch.arange(12.).reshape(3, 4)
+>>> plan = explain_plan(x, x.t(), x[:, ::2], names=["x", "x.t()", "x[:, ::2]"])
+>>> [v.formula for v in plan.strips[0].views]
+['addr = 0 + 4·i + 1·j', 'addr = 0 + 1·i + 4·j', 'addr = 0 + 4·i + 2·j']
+>>> plan.strips[0].views[2].addresses.tolist()
+[[0, 2], [4, 6], [8, 10]]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from .errors import TensorvizError, TooLargeError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["explain", "explain_plan", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
+
+#: Most logical elements one view may have in the panel.
+MAX_ELEMENTS = 256
+#: Most storage cells one strip may show.
+MAX_CELLS = 256
+_INDEX = "ijklmnpq"
+_ROW_CELLS = 24  # strip cells per row before wrapping
+_CELL = 0.36  # inches
+_REACH = 0.17  # inches per reach row
+_VIEW_COLORS = ("#222222", "#aa3377", "#228833", "#4477aa", "#ee7733", "#66ccee", "#997700", "#5566dd")
+
+
+@dataclass(frozen=True, eq=False)
+class ExplainedView:
+    """One view in storage-cell units: ``addresses[idx]`` is the cell logical ``idx`` reads."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    itemsize: int
+    addresses: np.ndarray  # int64, shape == self.shape, in strip cells
+    formula: str
+    color: str
+
+    @property
+    def reads(self) -> np.ndarray:
+        """Distinct cells read (each element covers itemsize // cell_bytes cells)."""
+        return np.unique(self.addresses)
+
+    def reuse(self) -> dict[int, int]:
+        """Cells read through more than one logical index: ``{cell: times}``."""
+        cells, counts = np.unique(self.addresses, return_counts=True)
+        return {int(c): int(n) for c, n in zip(cells, counts) if n > 1}
+
+
+@dataclass(frozen=True, eq=False)
+class Strip:
+    """One storage: the cell window drawn ``[lo, hi)`` (cells of ``cell_bytes`` bytes)."""
+
+    storage: int
+    nbytes: int
+    cell_bytes: int
+    lo: int
+    hi: int
+    views: tuple[ExplainedView, ...]
+
+    @property
+    def cells(self) -> int:
+        return self.hi - self.lo
+
+    def readers(self) -> np.ndarray:
+        """Per cell of the window, how many views read it."""
+        out = np.zeros(self.cells, dtype=np.int64)
+        for v in self.views:
+            out[span_cells(v, self.cell_bytes) - self.lo] += 1
+        return out
+
+    def reuse(self) -> np.ndarray:
+        """Per cell, the most times a single view reads it (1 = once, 0 = never)."""
+        out = np.zeros(self.cells, dtype=np.int64)
+        for v in self.views:
+            cells, counts = np.unique(span_cells(v, self.cell_bytes, unique=False), return_counts=True)
+            np.maximum.at(out, cells - self.lo, counts)
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class ExplainPlan:
+    strips: tuple[Strip, ...]
+
+
+def span_cells(v: ExplainedView, cell_bytes: int, unique: bool = True) -> np.ndarray:
+    """The strip cells a view reads (each element covers ``itemsize // cell_bytes`` cells)."""
+    per = v.itemsize // cell_bytes
+    cells = (v.addresses.reshape(-1)[:, None] + np.arange(per)[None, :]).reshape(-1)
+    return np.unique(cells) if unique else cells
+
+
+def formula(offset: int, stride: Sequence[int]) -> str:
+    """The address formula with real numbers, in elements of the view's own dtype.
+
+    >>> formula(2, (4, 1)), formula(0, (0, 1)), formula(5, ())
+    ('addr = 2 + 4·i + 1·j', 'addr = 0 + 0·i + 1·j', 'addr = 5')
+    """
+    terms = [str(offset)] + [f"{s}·{_INDEX[k] if k < len(_INDEX) else f'i{k}'}" for k, s in enumerate(stride)]
+    return "addr = " + " + ".join(terms)
+
+
+def explain_plan(*tensors: Any, names: Sequence[str] | None = None) -> ExplainPlan:
+    """The numbers behind :func:`explain`: strips of cells and each view's addresses.
+
+    Raises:
+        TooLargeError: a view has more than :data:`MAX_ELEMENTS` elements or a strip would need
+            more than :data:`MAX_CELLS` cells.
+        TensorvizError: no tensors, a name count mismatch, or a tensor that cannot be analysed.
+    """
+    names = _names(tensors, names)
+    from .collect import collect  # the only place that reads torch metadata
+
+    layout = collect(list(zip(names, tensors)), source="explain")
+    if layout.skipped:
+        sk = layout.skipped[0]
+        raise TensorvizError(f"explain cannot draw {sk.name!r}: {sk.reason}")
+    for v in layout.views:
+        n = v.numel
+        if n > MAX_ELEMENTS:
+            raise TooLargeError(f"explain draws at most MAX_ELEMENTS={MAX_ELEMENTS} elements per view; "
+                                f"{v.name!r} has {n:,} (shape {tuple(v.shape)}). Explain a small slice, "
+                                f"e.g. t[:4, :4], or use tv.show(...) for large tensors")
+    strips = []
+    palette = iter(_VIEW_COLORS * (1 + len(layout.views) // len(_VIEW_COLORS)))
+    for s in layout.storages:
+        views = layout.storage_views(s.key)
+        if views:
+            strips.append(_strip(s.index, s.nbytes, views, palette))
+    return ExplainPlan(tuple(strips))
+
+
+def _names(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
+    if not tensors:
+        raise TensorvizError("explain needs at least one tensor, e.g. tv.explain(x, x.t())")
+    if names is None:
+        return [f"t{i}" for i in range(len(tensors))]
+    names = [str(n) for n in names]
+    if len(names) != len(tensors):
+        raise TensorvizError(f"got {len(names)} names for {len(tensors)} tensors: {names!r}")
+    if len(set(names)) != len(names):
+        raise TensorvizError(f"names must be unique, got {names!r}")
+    return names
+
+
+def _strip(index: int, nbytes: int, views, palette) -> Strip:
+    cell = math.gcd(*[v.itemsize for v in views])
+    explained = []
+    for v in views:
+        idx = np.indices(v.shape, dtype=np.int64) if v.shape else np.zeros((0,), dtype=np.int64)
+        elems = v.offset + sum((idx[k] * st for k, st in enumerate(v.stride)), np.int64(0)) if v.shape \
+            else np.array(v.offset, dtype=np.int64)
+        addresses = np.asarray(elems * (v.itemsize // cell), dtype=np.int64)
+        explained.append(ExplainedView(v.name, v.dtype, tuple(v.shape), tuple(v.stride), v.offset, v.itemsize,
+                                       addresses, formula(v.offset, v.stride), next(palette)))
+    total = nbytes // cell
+    if total <= MAX_CELLS:
+        lo, hi = 0, total
+    else:
+        spans = [(v.start // cell, v.stop // cell) for v in views if not v.is_empty]
+        lo, hi = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
+        if hi - lo > MAX_CELLS:
+            raise TooLargeError(f"explain draws at most MAX_CELLS={MAX_CELLS} storage cells per strip; "
+                                f"the views of storage #{index} reach {hi - lo:,} cells "
+                                f"([{lo:,}, {hi:,}) in {cell}-byte cells). Explain views closer together")
+    return Strip(index, nbytes, cell, lo, hi, tuple(explained))
+
+
+def explain(*tensors: Any, names: Sequence[str] | None = None, width: float | None = None) -> "Figure":
+    """Draw how each view's logical indices map onto its storage's cells.
+
+    Args:
+        *tensors: small tensors (each at most :data:`MAX_ELEMENTS` elements); views of one
+            storage share one strip, views of different storages get separate strips.
+        names: one label per tensor (default ``t0``, ``t1``, ...).
+        width: figure width in inches (default: fits the strip).
+
+    Returns:
+        A ``matplotlib.figure.Figure`` (no pyplot state), with ``tensorviz_plan`` attached.
+
+    Raises:
+        TooLargeError: above the size limits (the message names the limit).
+
+    >>> import torch, tensorviz as tv
+    >>> x = torch.arange(12.).reshape(3, 4)
+    >>> fig = tv.explain(x, x.t(), names=["x", "x.t()"])
+    >>> [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("addr")]
+    ['addr = 0 + 4·i + 1·j', 'addr = 0 + 1·i + 4·j']
+    """
+    plan = explain_plan(*tensors, names=names)
+    from .render.panel import draw
+
+    return draw(plan, width=width)
