@@ -28,6 +28,8 @@ from .errors import TensorvizError, TooLargeError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from .layout import Layout
     from matplotlib.figure import Figure
 
 __all__ = ["explain", "explain_plan", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
@@ -136,6 +138,15 @@ def explain_plan(*tensors: Any, names: Sequence[str] | None = None) -> ExplainPl
     if layout.skipped:
         sk = layout.skipped[0]
         raise TensorvizError(f"explain cannot draw {sk.name!r}: {sk.reason}")
+    return layout_plan(layout)
+
+
+def layout_plan(layout: "Layout") -> ExplainPlan:
+    """:func:`explain_plan` from an analysed layout (metadata only, no tensors needed).
+
+    The explorer uses it: it keeps layouts, never tensors. Strip ``storage`` numbers are the
+    layout's storage indices. Same limits and errors as :func:`explain_plan`.
+    """
     for v in layout.views:
         n = v.numel
         if n > MAX_ELEMENTS:
