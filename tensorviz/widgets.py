@@ -391,11 +391,9 @@ class Explorer(W.VBox):
         lay = self.tensor_layout
         self.title = W.HTML(_CSS + f'<div class="tvz-title">{html.escape(_title(lay))}</div>')
         self.by_toggle = W.ToggleButtons(options=list(GROUPINGS), value=state.by,
-                                         description="group by",
                                          tooltips=["same storage", "same storage and identical byte span",
                                                    "footprints that share bytes"],
-                                         layout=W.Layout(width="auto"),
-                                         style={"button_width": "86px", "description_width": "60px"})
+                                         layout=W.Layout(width="auto"), style={"button_width": "96px"})
         self.name_filter = W.Text(value=state.names, placeholder="name regex, e.g. attn|mlp",
                                   description="names", continuous_update=False,
                                   layout=W.Layout(width="260px"), style={"description_width": "46px"})
@@ -431,7 +429,7 @@ class Explorer(W.VBox):
         self.save_pane = self._build_save_pane()
 
     def _arrange(self) -> list:
-        row1 = W.HBox([self.by_toggle, self.name_filter, self.only_shared_box, self.unreferenced_box],
+        row1 = W.HBox([_label("group by"), self.by_toggle, self.name_filter, self.only_shared_box, self.unreferenced_box],
                       layout=W.Layout(flex_flow="row wrap", align_items="center", gap="4px 14px"))
         row2 = W.HBox([self.storage_picker, self.zoom, self.zoom_hint],
                       layout=W.Layout(flex_flow="row wrap", align_items="center", gap="4px 14px"))
@@ -605,6 +603,10 @@ class Explorer(W.VBox):
 
 
 # -- helpers ----------------------------------------------------------------------------------
+def _label(text: str) -> W.HTML:
+    return W.HTML(html.escape(text), layout=W.Layout(width="60px", margin="0 0 0 6px"))
+
+
 def _title(layout: Layout) -> str:
     n, s = len(layout), len(layout.storages)
     src = f" ({layout.source})" if layout.source else ""
@@ -642,11 +644,36 @@ def _explain_png(layout: Layout, names: tuple[str, ...]) -> tuple[str, bytes | N
         return ('<span class="tvz-muted">Select one or more tensors in the list first, then press '
                 '"explain selected".</span>', None)
     try:
-        from .explain import explain  # noqa: F401
+        from .explain import layout_plan
+        from .render.panel import draw
     except ImportError:
         return ('<span class="tvz-error">The teaching panel (tensorviz.explain) is not available '
                 'in this installation.</span>', None)
-    raise NotImplementedError("explain integration pending")
+    from .errors import TooLargeError
+
+    try:
+        plan = layout_plan(sub_layout(layout, names))
+    except TooLargeError as err:
+        return (f'<span class="tvz-error">Too large to explain cell by cell: {html.escape(str(err))}'
+                f'</span>', None)
+    fig = draw(plan)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    shown = ", ".join(names)
+    return (f'<span class="tvz-muted">How each element of {html.escape(shown)} maps to its storage '
+            f'cells (address = offset + Σ index·stride).</span>', buf.getvalue())
+
+
+def sub_layout(layout: Layout, names: tuple[str, ...]) -> Layout:
+    """A layout of just these views, on their (whole) storages: metadata only."""
+    from .layout import StorageInfo
+
+    views = [layout[n] for n in names]
+    infos = {}
+    for v in views:
+        s = layout.storage(v.storage)
+        infos.setdefault(s.key, StorageInfo(s.key, s.device, s.nbytes, s.label))
+    return Layout(views, infos.values(), source=layout.source)
 
 
 def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_shared: bool = False,
