@@ -28,9 +28,9 @@ from .errors import TensorvizError, TooLargeError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
     from .layout import Layout
-    from matplotlib.figure import Figure
 
 __all__ = ["explain", "explain_plan", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
 
