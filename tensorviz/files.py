@@ -628,14 +628,16 @@ def _unsafe_reason(path: str, text: str) -> str:
     what, hint = "the pickle needs code to rebuild its objects", ""
     if "TorchScript" in text:
         what = "it is a TorchScript archive (it contains code)"
-    for line in text.splitlines():
-        if "WeightsUnpickler error:" in line:
-            detail = line.split("WeightsUnpickler error:", 1)[1].split(" was not an allowed")[0].strip()
-            name = detail.removeprefix("Unsupported global:").strip().removeprefix("GLOBAL ").strip()
+    if "WeightsUnpickler error:" in text:
+        detail = text.split("WeightsUnpickler error:", 1)[1].split("Check the documentation")[0]
+        detail = " ".join(detail.split()).split(" was not an allowed")[0]
+        name = detail.removeprefix("Unsupported global:").strip().removeprefix("GLOBAL ").strip()
+        if detail.startswith("Unsupported global"):
             what = f"the pickle needs {name}"
             if name.startswith("torch.nn.modules."):
                 hint = " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
-            break
+        else:
+            what = f"torch's weights-only unpickler refused it ({_short(detail, 120)[1:-1]})"
     return (f"{path}: {what}{hint}. tensorviz loads checkpoints only with torch.load(weights_only=True) "
             f"and never runs code from a file, because unpickling can execute anything. If you trust "
             f"the file, load it yourself and pass the result: "
@@ -713,6 +715,9 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
         t = by_name[v.name]
         st, i = t.untyped_storage(), len(new)
         rec = names.get(v.storage[1])
+        if rec and st.nbytes() > rec[1]:
+            raise FileFormatError(f"{path}: tensor {v.name!r}: its storage claims {st.nbytes()} bytes but "
+                                  f"record {rec[0]} holds {rec[1]}; the checkpoint is corrupt")
         if t.device.type == "meta":
             ident = f"{path}:meta#{i}"
             new[v.storage] = StorageInfo(("meta", ident), "meta", st.nbytes(), f"{base} meta storage #{i}")
@@ -721,7 +726,7 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
             label = f"{base}:{rec[0]}" if rec else f"{base} storage #{i}"
             new[v.storage] = StorageInfo(("file", ident), "file", st.nbytes(), label)
             if rec:
-                meta.setdefault("record_offsets", {})[ident] = rec[1]
+                meta.setdefault("record_offsets", {})[ident] = rec[2]
         if saved_on.get(st._cdata, "cpu") != "cpu":
             meta.setdefault("saved_on", {})[ident] = saved_on[st._cdata]
     views = [replace(v, storage=new[v.storage].key, device=new[v.storage].device) for v in layout.views]
@@ -737,8 +742,8 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
                  meta=meta, problems=problems)
 
 
-def _record_names(tensors: list[torch.Tensor], records: dict[int, tuple[str, int]]) -> dict[int, tuple[str, int]]:
-    """{storage id: (record name, file offset)} by matching mapped addresses to record offsets.
+def _record_names(tensors: list[torch.Tensor], records: dict[int, tuple[str, int]]) -> dict[int, tuple[str, int, int]]:
+    """{storage id: (record name, record size, file offset)} by matching addresses to record offsets.
 
     Every storage of an mmap-loaded checkpoint is a slice of one mapping of the whole file, so
     ``data_ptr - file_offset`` is the same base for all of them; we find that base and check it.
@@ -756,7 +761,7 @@ def _record_names(tensors: list[torch.Tensor], records: dict[int, tuple[str, int
     for off in offsets[:4]:
         base = lowest - off
         if all((p - base) in records for p in ptrs.values()):
-            return {sid: (records[p - base][0], p - base) for sid, p in ptrs.items()}
+            return {sid: (*records[p - base], p - base) for sid, p in ptrs.items()}
     return {}
 
 
