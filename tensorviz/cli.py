@@ -158,10 +158,14 @@ def _write(path: str, data: bytes) -> None:
     print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)
 
 
+_EXTRAS = {"matplotlib": "plot", "PIL": "plot", "ipywidgets": "widgets", "safetensors": "files"}
+
+
 def _one_line(err: BaseException) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     if isinstance(err, KeyError) and len(err.args) == 1:
         text = str(err.args[0])
-    if isinstance(err, ImportError) and err.name:
-        text = f"{text} (install it, e.g. pip install 'tensorviz[plot]')"
+    extra = _EXTRAS.get((getattr(err, "name", None) or "").split(".")[0]) if isinstance(err, ImportError) else None
+    if extra:
+        text = f"{text} (install it: pip install 'tensorviz[{extra}]')"
     return text if os.environ.get("TENSORVIZ_FULL_ERRORS") or len(text) <= 500 else text[:499] + "…"
