@@ -1,0 +1,421 @@
+"""The save check's steps: collect facts up front, ask each saver, read the bytes exactly.
+
+Step 1 (:func:`_subject`) turns the object into a layout, a ``{name: StandIn}`` state dict as
+each saver would receive it, and the module-only facts (ties, meta parameters) -- after which
+no tensor or module is referenced. Step 2 runs each saver's evaluation
+(:mod:`tensorviz._savers`). Step 3 (:func:`_verdict`) accounts bytes from the layout's exact
+footprints, lists misfires, and asks :mod:`tensorviz._save_plan` for fixes.
+
+Imported only from inside :func:`tensorviz.saving.save_check` (it imports torch at the top).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import torch
+
+from . import _savers as sv
+from . import footprint as fp
+from ._standin import StandIn, from_tensor, from_view
+from .layout import Layout, StorageInfo, TensorView
+from .saving import OUTCOMES, SAVERS, Misfire, SaveReport, Verdict
+
+__all__ = ["run_check", "Subject"]
+
+
+@dataclass
+class Subject:
+    """Everything the check needs, gathered once; holds stand-ins, never tensors."""
+
+    source: str
+    layout: Layout
+    kind: str  # "module" | "mapping" | "layout"
+    standins: dict[str, Any]
+    ordered: bool
+    real_state_dict: Any = None  # only used by torch.save's own dry run, dropped after it
+    pretrained: Any = None  # the transformers model, only while its verdict is computed
+    has_meta_parameters: bool = False
+    ties: Any = None
+    notes: list[str] = field(default_factory=list)
+
+
+def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
+    subject = _subject(obj)
+    verdicts = []
+    for saver in wanted:
+        v = _evaluate(saver, subject)
+        if v is not None:
+            verdicts.append(v)
+    subject.real_state_dict = subject.pretrained = None
+    from ._save_plan import attach_fixes
+
+    verdicts = attach_fixes(verdicts, subject)
+    return SaveReport(source=subject.source, verdicts=tuple(verdicts), versions=_versions(),
+                      unique_nbytes=_unique(subject.layout, subject.layout.names), ties=subject.ties,
+                      notes=tuple(subject.notes))
+
+
+# -- step 1: the subject ----------------------------------------------------------------------------
+def _subject(obj: Any) -> Subject:
+    if isinstance(obj, (str, os.PathLike)):
+        from . import analyze
+
+        obj = analyze(obj)
+    if isinstance(obj, Layout):
+        return _layout_subject(obj)
+    from .collect import analyze_object
+
+    layout = analyze_object(obj)
+    if isinstance(obj, torch.nn.Module):
+        sd = obj.state_dict()
+        subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=sd)
+        subject.has_meta_parameters = any(p.device.type == "meta" for p in obj.parameters())
+        from ._ties import module_ties
+
+        subject.ties = module_ties(obj, layout)
+        if _is_pretrained(obj):
+            subject.pretrained = obj
+        return subject
+    if isinstance(obj, Mapping):
+        ordered = isinstance(obj, collections.OrderedDict)
+        return Subject(type(obj).__qualname__, layout, "mapping", _standins(obj), ordered, real_state_dict=obj)
+    # a tensor or a sequence: the names tensorviz gives them, as a plain dict
+    from .collect import iter_named_values
+
+    sd = dict(iter_named_values(obj))
+    subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), False, real_state_dict=sd)
+    subject.notes.append("not a mapping: checked as the dict {name: tensor} with tensorviz's names")
+    return subject
+
+
+def _standins(sd: Mapping[str, Any]) -> dict[str, Any]:
+    """Stand-ins for plain strided tensors; anything else is passed to the savers as it is, so
+    they reject it with their own message."""
+    from .collect import why_not_analysable
+
+    storages: dict = {}
+    out: dict[str, Any] = {}
+    for name, value in sd.items():
+        if isinstance(value, torch.Tensor) and why_not_analysable(value) is None:
+            out[name] = from_tensor(name, value, storages)
+        else:
+            out[name] = value
+    return out
+
+
+def _layout_subject(layout: Layout) -> Subject:
+    fmt = str(layout.metadata.get("format", ""))
+    storages: dict = {}
+    sizes = {s.key: s.nbytes for s in layout.storages}
+    out: dict[str, Any] = {}
+    notes = []
+    for v in layout.views:
+        if fmt.startswith("safetensors") or fmt == "folder":
+            # safetensors.load_file gives every tensor its own storage
+            v = _own_storage(v)
+            out[v.name] = from_view(v, storages, v.nbytes)
+        else:
+            out[v.name] = from_view(v, storages, sizes[v.storage])
+    if fmt.startswith("safetensors") or fmt == "folder":
+        notes.append("safetensors file: checked as load_file would return it (every tensor its own storage)")
+        layout = _layout_of(out)
+    subject = Subject(layout.source or "Layout", layout, "layout", out, True)
+    subject.has_meta_parameters = any(v.device == "meta" for v in layout.views)
+    subject.notes.extend(notes)
+    subject.notes.append("checked from a Layout: addresses are stand-ins, module facts (ties) unknown")
+    return subject
+
+
+def _own_storage(v: TensorView) -> TensorView:
+    stride, acc = [], 1
+    for size in reversed(v.shape):
+        stride.append(acc)
+        acc *= max(size, 1)
+    return replace(v, storage=("cpu", f"loaded:{v.name}"), device="cpu", offset=0, start=0,
+                   stop=v.nbytes, stride=tuple(reversed(stride)), is_contiguous=True)
+
+
+def _layout_of(standins: dict[str, Any]) -> Layout:
+    """A layout built from stand-ins (their storages and geometry), for file-backed subjects."""
+    views, infos = [], {}
+    for name, s in standins.items():
+        st = s.untyped_storage()
+        key = ("cpu", st.key if not isinstance(st.key, tuple) else repr(st.key))
+        infos[key] = StorageInfo(key, "cpu", st.nbytes())
+        itemsize = s.element_size()
+        start = s.storage_offset() * itemsize
+        nbytes = s.nelement() * itemsize
+        views.append(TensorView(name, key, "cpu", str(s.dtype)[6:], tuple(s.shape), s.stride(),
+                                s.storage_offset(), itemsize, start, start + nbytes if nbytes else start,
+                                nbytes, nbytes, True))
+    return Layout(views, infos.values(), source="safetensors file")
+
+
+def _is_pretrained(obj: Any) -> bool:
+    mod = sys.modules.get("transformers.modeling_utils")
+    cls = getattr(mod, "PreTrainedModel", None) if mod is not None else None
+    return cls is not None and isinstance(obj, cls)
+
+
+def _versions() -> tuple[tuple[str, str], ...]:
+    out = []
+    for dist in ("torch", "safetensors", "transformers", "accelerate", "huggingface_hub"):
+        ver = sv.version(dist)
+        if ver is not None:
+            out.append((dist, ver))
+    return tuple(out)
+
+
+# -- step 2: one saver --------------------------------------------------------------------------------
+def _library(saver: str) -> str:
+    dist = {"safetensors.save_file": "safetensors", "safetensors.save_model": "safetensors",
+            "torch.save": "torch", "transformers.save_pretrained": "transformers",
+            "accelerate.save": "accelerate", "Accelerator.save_model": "accelerate"}[saver]
+    ver = sv.version(dist)
+    return f"{dist} {ver}" if ver else ""
+
+
+def _call(saver: str, subject: Subject) -> str:
+    model = "model"
+    sd = "model.state_dict()" if subject.kind == "module" else "state_dict"
+    call = SAVERS[saver].format(sd=sd, model=model)
+    if saver == "safetensors.save_model" and subject.kind != "module":
+        call += "  # a module whose state_dict() is this mapping"
+    if saver == "accelerate.save" and subject.kind == "mapping" and not subject.ordered:
+        call += "  # a plain dict: accelerate does not de-duplicate it"
+    return call
+
+
+def _evaluate(saver: str, s: Subject) -> Verdict | None:
+    library = _library(saver)
+    if not library:
+        return None  # not installed
+    sd = s.standins
+    try:
+        if saver == "safetensors.save_file":
+            run = sv.evaluate_save_file(sd)
+        elif saver == "safetensors.save_model":
+            run = sv.evaluate_save_model(sd)
+        elif saver == "torch.save":
+            run = sv.evaluate_torch_save(sd, s.real_state_dict)
+        elif saver == "transformers.save_pretrained":
+            if s.pretrained is None:
+                return None
+            run = sv.evaluate_save_pretrained(s.pretrained, sd)
+        elif saver == "accelerate.save":
+            run = sv.evaluate_accelerate_save(sd, s.ordered)
+        else:
+            if s.kind != "module":
+                return None
+            run = sv.evaluate_accelerator_save_model(sd, s.has_meta_parameters)
+    except sv.Unavailable as e:
+        return Verdict(saver, _call(saver, s), library, "could not evaluate", ("could not evaluate",),
+                       message=f"could not evaluate: {e}")
+    return _verdict(saver, _call(saver, s), library, run, s)
+
+
+# -- step 3: exact bytes ---------------------------------------------------------------------------------
+def _sub(layout: Layout, names) -> Layout:
+    names = [n for n in names if n in layout]
+    views = [layout[n] for n in names]
+    keys = {v.storage for v in views}
+    infos = [StorageInfo(st.key, st.device, st.nbytes, st.label) for st in layout.storages if st.key in keys]
+    return Layout(views, infos, source=layout.source)
+
+
+def _unique(layout: Layout, names) -> int:
+    return sum(st.covered_nbytes for st in _sub(layout, names).storages if st.device != "meta")
+
+
+def _source_name(name: str, value: Any) -> tuple[str, bool]:
+    """The given name a written stand-in reads from, and whether it is written as a copy."""
+    src = getattr(value, "source", name)
+    if src.startswith("copy of "):
+        return src[len("copy of "):], True
+    return src, src != name
+
+
+def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
+    layout = s.layout
+    given = [n for n in run.given if n in layout]
+    sub = _sub(layout, given)
+    problems: list[str] = []
+    notes = list(run.notes)
+    kept, cloned, sources = [], [], collections.defaultdict(list)
+    for name, value in run.written.items():
+        src, copied = _source_name(name, value)
+        kept.append(name)
+        if copied:
+            cloned.append(name)
+        if src in layout:
+            sources[layout[src].storage].append(src)
+    meta = {st.key for st in sub.storages if st.device == "meta"}
+    written = lost = distinct = unreferenced = 0
+    if run.error is None:
+        if saver == "torch.save":
+            for st in sub.storages:
+                if st.key not in meta:
+                    written += st.nbytes
+                    unreferenced += st.unreferenced_nbytes
+        else:
+            written = sum(_nbytes(v) for v in run.written.values())
+        for st in sub.storages:
+            if st.key in meta:
+                continue
+            all_runs = fp.union(*[sub.footprint_runs(n) for n in st.names]) if st.names else fp.EMPTY
+            kept_runs = fp.union(*[sub.footprint_runs(n) for n in sources.get(st.key, ())]) \
+                if sources.get(st.key) else fp.EMPTY
+            lost += fp.total(all_runs) - fp.total(kept_runs)
+            distinct += fp.total(kept_runs)
+        lost += _unrestored_nbytes(run, sub)
+    duplicated = max(written - distinct, 0) if saver != "torch.save" and run.error is None else 0
+    if run.error is not None:
+        problems.append("raises")
+    if lost:
+        problems.append("drops data")
+    if duplicated:
+        problems.append("duplicates bytes")
+    if unreferenced:
+        problems.append("writes unreferenced bytes")
+    if meta and run.error is None:
+        notes.append("meta tensors carry no data: only their shapes are saved")
+    file_nbytes = _file_nbytes(run)
+    problems.sort(key=OUTCOMES.index)
+    return Verdict(
+        saver=saver, call=call, library=library, outcome=problems[0] if problems else "ok",
+        problems=tuple(problems), error_type=run.error[0] if run.error else "",
+        message=run.error[1] if run.error else "", kept=tuple(kept), dropped=tuple(run.dropped),
+        cloned=tuple(cloned), written_nbytes=written if run.error is None else 0,
+        file_nbytes=file_nbytes, unique_nbytes=_unique(layout, given), lost_nbytes=lost,
+        duplicated_nbytes=duplicated, unreferenced_nbytes=unreferenced,
+        anchor=None if run.anchor is None else tuple(tuple(sorted(g)) for g in run.anchor if len(g) > 1),
+        anchor_name=run.anchor_name, misfires=tuple(_misfires(run, sub, s)), logs=tuple(run.logs),
+        notes=tuple(notes))
+
+
+def _nbytes(v: Any) -> int:
+    return v.nelement() * v.element_size() if isinstance(v, StandIn) else 0
+
+
+def _unrestored_nbytes(run: sv.Run, sub: Layout) -> int:
+    """transformers: dropped names from_pretrained will not re-tie come back as fresh weights."""
+    names = [n for n in run.dropped if any(n in note and "will not restore" in note for note in run.notes)]
+    return sum(sub[n].footprint_nbytes for n in names if n in sub)
+
+
+def _file_nbytes(run: sv.Run) -> int | None:
+    if run.error is not None:
+        return None
+    if run.file_nbytes is not None:
+        return run.file_nbytes
+    if not run.files:
+        return None
+    sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
+    return None if any(x is None for x in sizes) else sum(sizes)
+
+
+# -- misfires ---------------------------------------------------------------------------------------
+def _misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
+    out: list[Misfire] = []
+    name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
+    if run.anchor_error is not None:
+        out.extend(_view_misfires(run, sub, s, name))
+    out.extend(_refusal_misfires(run, sub))
+    for group in run.anchor or ():
+        names = tuple(n for n in sub.names if n in group)
+        if len(names) < 2:
+            continue
+        keys = {sub[n].storage for n in names}
+        if len(keys) > 1:
+            why = ("meta tensors all report address 0, so only their size tells them apart"
+                   if all(sub[n].device == "meta" for n in names) else "their storages report the same address")
+            out.append(Misfire(names, f"{name} puts them on one storage",
+                               f"{len(keys)} different storages ({why}); they share no byte"))
+            continue
+        parts = _sub(sub, names).groups("overlap")
+        if len(parts) > 1:
+            out.append(Misfire(names, f"{name} treats them as sharing memory",
+                               _parts_text(sub, names, parts)))
+    if run.anchor is not None:
+        for g in sub.shared("overlap"):
+            if not any(set(g.names) <= grp for grp in run.anchor):
+                why = ("they are meta tensors (address 0), which it skips"
+                       if sub[g.names[0]].device == "meta" else "its span check misses the overlap")
+                out.append(Misfire(tuple(g.names), f"{name} does not see them share memory",
+                                   f"{_relations(sub, g.names)}; {why}"))
+    return out
+
+
+def _parts_text(sub: Layout, names, parts) -> str:
+    if all(len(p) == 1 for p in parts):
+        return f"no byte in common: {_relations(sub, names)}"
+    shared = [p.names for p in parts if len(p) > 1]
+    return (f"only {', '.join('{' + ', '.join(p) + '}' for p in shared)} share bytes; "
+            f"{_relations(sub, names)}")
+
+
+def _relations(sub: Layout, names) -> str:
+    first = names[0]
+    rel = [f"{n} {sub.relation(n, first)} {first}" for n in names[1:4]]
+    more = f" (+{len(names) - 4} more)" if len(names) > 4 else ""
+    return "; ".join(rel) + more
+
+
+def _view_misfires(run: sv.Run, sub: Layout, s: Subject, name: str) -> list[Misfire]:
+    """The library's check failed on views it cannot flatten; name them and say what is true."""
+    err = f"{run.anchor_error[0]}: {run.anchor_error[1]}"
+    out = []
+    for st in sub.storages:
+        names = [n for n in st.names if isinstance(s.standins.get(n), StandIn)]
+        if len(names) < 2 or st.device == "meta":
+            continue
+        bad = [n for n in names if not _flattens(s.standins[n])]
+        if bad:
+            out.append(Misfire(tuple(names), f"{name} calls .view(-1) on every tensor sharing a storage, "
+                               f"impossible for non-contiguous {', '.join(bad)}: {err}",
+                               f"{_relations(sub, names)}; " + "; ".join(
+                                   f"{n} is a valid {_shape(sub[n])} view" for n in bad)))
+    if not out:
+        out.append(Misfire((), f"{name} fails: {err}", "tensorviz could not tell which tensor it failed on"))
+    return out
+
+
+def _refusal_misfires(run: sv.Run, sub: Layout) -> list[Misfire]:
+    """save_model refuses a group with no "complete" name; say when nothing was shared at all."""
+    if run.error is None or "no suitable name to keep" not in run.error[1] or not run.anchor:
+        return []
+    out = []
+    for group in run.anchor:
+        names = tuple(n for n in sub.names if n in group)
+        if not names or not f"{sorted(names)[0]!r}" in run.error[1]:
+            continue
+        st = sub.storage(names[0])
+        reads = "; ".join(f"{n} reads {sub[n].footprint_nbytes} of its storage's {st.nbytes} B"
+                          + (" (expanded: every byte, read several times)" if sub[n].is_expanded and
+                             sub[n].footprint_nbytes == st.nbytes else "") for n in names[:4])
+        shared = len(_sub(sub, names).shared("overlap")) > 0
+        what = "they share bytes" if shared else (
+            "nothing here is shared" if len(names) == 1 else "they share no byte")
+        out.append(Misfire(names, "save_model finds no name covering the whole storage and refuses",
+                           f"{what}; {reads}"))
+        break
+    return out
+
+
+def _flattens(s: StandIn) -> bool:
+    if s.nelement() == 0:
+        return True
+    try:
+        s.view(-1)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _shape(v: TensorView) -> str:
+    return f"{v.dtype}[{'×'.join(map(str, v.shape))}] stride {v.stride}"

@@ -1,0 +1,224 @@
+"""Fixes: code that makes a state dict every saver accepts, and code that restores it on load.
+
+The plan works per storage, from exact footprints:
+
+* a storage with a *complete* view (contiguous, reads every byte, no expansion) keeps that
+  view; every other view of it is dropped before saving and rebuilt after loading as a view of
+  the kept tensor (``_view_of``: same dtype, shape, stride and byte offset);
+* otherwise each view is written as its own compact copy: ``.clone()`` (only the bytes it
+  reads), ``.clone(memory_format=torch.contiguous_format)`` for a non-contiguous view, or, for
+  an expanded view, one copy of the expanded data that is re-``expand``-ed after loading.
+
+``mode="clone"`` (transformers) copies instead of dropping, so every name stays in the file;
+``mode="torch"`` only copies what ``torch.save`` mishandles (partial views of a storage, a second
+dtype on one storage). The test-suite executes every fix and checks a bit-exact round trip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ._units import format_bytes
+from .layout import Layout, TensorView
+from .saving import Fix, Verdict
+
+__all__ = ["attach_fixes", "plan_lines"]
+
+_HELPER = '''def _view_of(base, dtype, shape, stride, offset):
+    """A view of the bytes of contiguous `base`, as dtype/shape/stride from element `offset`."""
+    flat = base.reshape(-1).view(dtype)
+    return flat.as_strided(shape, stride, flat.storage_offset() + offset)
+'''
+
+_SAVE = {
+    "safetensors.save_file": ("from safetensors.torch import save_file", "save_file(fixed, path)"),
+    "safetensors.save_model": ("from safetensors.torch import save_file", "save_file(fixed, path)"),
+    "torch.save": ("", "torch.save(fixed, path)"),
+    "accelerate.save": ("from collections import OrderedDict\nfrom accelerate.utils import save",
+                        "save(OrderedDict(fixed), path, safe_serialization=True)"),
+    "Accelerator.save_model": ("from accelerate import Accelerator",
+                               "Accelerator().save(fixed, path, safe_serialization=True)"),
+    "transformers.save_pretrained": ("", "model.save_pretrained(path, state_dict=fixed)"),
+}
+_LOAD = {
+    "torch.save": "state_dict = torch.load(path, weights_only=True)",
+    "transformers.save_pretrained": "model = type(model).from_pretrained(path)\nstate_dict = model.state_dict()",
+}
+_LOAD_SAFETENSORS = "from safetensors.torch import load_file\nstate_dict = dict(load_file(path))"
+
+
+def attach_fixes(verdicts: list[Verdict], subject: Any) -> list[Verdict]:
+    """Each verdict with a problem gets its fixes (and a note where no code can help)."""
+    by = {v.saver: v for v in verdicts}
+    out = []
+    for v in verdicts:
+        if v.outcome in ("ok", "could not evaluate"):
+            out.append(v)
+            continue
+        fixes, notes = _fixes(v, subject, by)
+        out.append(replace(v, fixes=tuple(fixes), notes=v.notes + tuple(notes)))
+    return out
+
+
+def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[str]]:
+    layout: Layout = s.layout
+    given = [n for n in s.standins if n in layout]
+    if any(layout[n].device == "meta" for n in given):
+        return [], ["no code can save meta tensors: they have no data. Materialise first "
+                    "(model.to_empty(device='cpu') then load or initialise real weights), then check again"]
+    problem = _problem(v)
+    fixes = []
+    if v.saver == "safetensors.save_file" and s.kind == "module":
+        sm = by.get("safetensors.save_model")
+        if sm is not None and sm.ok:
+            fixes.append(Fix(problem, "from safetensors.torch import save_model\nsave_model(model, path)",
+                             "from safetensors.torch import load_model\nload_model(model, path)\n"
+                             "state_dict = model.state_dict()",
+                             note=f"save_model writes each storage once and records the "
+                                  f"{len(sm.dropped)} dropped alias(es); load_model restores them"))
+    mode = {"transformers.save_pretrained": "clone", "torch.save": "torch"}.get(v.saver, "single")
+    save_lines, load_lines, cost = plan_lines(layout, given, _contiguity(s), mode)
+    if not save_lines and not fixes:
+        return [], ["tensorviz has no code fix for this case"]
+    if save_lines:
+        fixes.append(_plan_fix(v, s, problem, save_lines, load_lines, cost))
+    return fixes, []
+
+
+def _contiguity(s: Any) -> dict[str, bool]:
+    return {n: bool(getattr(t, "is_contiguous", lambda: True)()) for n, t in s.standins.items()
+            if hasattr(t, "is_contiguous")}
+
+
+def _problem(v: Verdict) -> str:
+    if v.error_type:
+        first = v.message.strip().splitlines()[0] if v.message.strip() else v.error_type
+        return f"{v.saver} raises {v.error_type}: {first.strip()}"
+    parts = []
+    if v.lost_nbytes:
+        parts.append(f"loses {format_bytes(v.lost_nbytes)} (drops {', '.join(v.dropped)})")
+    if v.duplicated_nbytes:
+        parts.append(f"writes {format_bytes(v.duplicated_nbytes)} twice")
+    if v.unreferenced_nbytes:
+        parts.append(f"writes {format_bytes(v.unreferenced_nbytes)} that no tensor reads")
+    return f"{v.saver} " + "; ".join(parts)
+
+
+def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: str) -> Fix:
+    imports, call = _SAVE[v.saver]
+    base = "model.state_dict()" if s.kind == "module" else "state_dict"
+    save = "\n".join(["import torch", imports, "", f"fixed = dict({base})", *save_lines, call])
+    load_head = _LOAD.get(v.saver, _LOAD_SAFETENSORS)
+    needs_helper = any("_view_of(" in line for line in load_lines)
+    load = "\n".join(["import torch", load_head, *([_HELPER] if needs_helper else []), *load_lines])
+    if s.kind == "module" and v.saver != "transformers.save_pretrained":
+        load += "\nmodel.load_state_dict(state_dict)"
+    return Fix(problem, _tidy(save), load, note=cost)
+
+
+def _tidy(code: str) -> str:
+    out: list[str] = []
+    lines = code.split("\n")
+    for ln in lines:
+        if ln == "" and out and out[-1] == "":
+            continue
+        out.append(ln)
+    return "\n".join(out)
+
+
+# -- the plan ---------------------------------------------------------------------------------------
+def plan_lines(layout: Layout, names: list[str], contiguous: dict[str, bool], mode: str) -> tuple[list[str], list[str], str]:
+    """Save-side lines (editing ``fixed``), load-side lines (editing ``state_dict``), and a note."""
+    save: list[str] = []
+    load: list[str] = []
+    dup = 0
+    members: dict[Any, list[str]] = {}
+    for n in names:
+        members.setdefault(layout[n].storage, []).append(n)
+    for key, group in members.items():
+        st = layout.storage(key)
+        views = [layout[n] for n in group]
+        if mode == "torch":
+            _torch_steps(st, views, contiguous, save, load)
+            continue
+        keep = _keeper(st, views, contiguous)
+        if keep is not None and (len(views) > 1):
+            for v in views:
+                if v.name == keep.name:
+                    continue
+                if mode == "clone":
+                    save.append(_clone_line(v, contiguous, f"shares {keep.name}'s storage: its own copy"))
+                else:
+                    save.append(f"del fixed[{v.name!r}]  # {_why_drop(layout, v, keep)}: rebuilt after loading")
+                    load.append(f"state_dict[{v.name!r}] = {_restore(v, keep)}")
+        elif keep is None:
+            if mode == "clone" and len(views) == 1:
+                continue  # one name on its storage: transformers writes it as it is
+            dup += _overlap_bytes(layout, group)
+            for v in views:
+                _copy_steps(v, st.nbytes, contiguous, save, load)
+    note = f"the copies overlap: {format_bytes(dup)} written twice" if dup else ""
+    return save, load, note
+
+
+def _keeper(st, views: list[TensorView], contiguous: dict[str, bool]) -> TensorView | None:
+    for v in views:
+        if v.name in st.complete_names and contiguous.get(v.name, v.is_contiguous) and v.nbytes == st.nbytes:
+            return v
+    return None
+
+
+def _why_drop(layout: Layout, v: TensorView, keep: TensorView) -> str:
+    rel = layout.relation(v.name, keep.name)
+    if rel == "identical":
+        return f"an alias of {keep.name}"
+    if v.dtype != keep.dtype:
+        return f"{keep.name}'s bytes read as {v.dtype}"
+    return {"same-bytes": f"{keep.name}'s bytes, rearranged", "within": f"a view into {keep.name}"}.get(
+        rel, f"{rel} {keep.name}")
+
+
+def _restore(v: TensorView, keep: TensorView) -> str:
+    if (v.start, v.shape, v.stride, v.dtype) == (keep.start, keep.shape, keep.stride, keep.dtype):
+        return f"state_dict[{keep.name!r}]"
+    return (f"_view_of(state_dict[{keep.name!r}], torch.{v.dtype}, {v.shape}, {v.stride}, "
+            f"{(v.start - keep.start) // v.itemsize})")
+
+
+def _clone_line(v: TensorView, contiguous: dict[str, bool], why: str) -> str:
+    fmt = "" if contiguous.get(v.name, v.is_contiguous) else "memory_format=torch.contiguous_format"
+    return f"fixed[{v.name!r}] = fixed[{v.name!r}].clone({fmt})  # {why}"
+
+
+def _copy_steps(v: TensorView, storage_nbytes: int, contiguous: dict[str, bool], save: list[str], load: list[str]) -> None:
+    expanded = [i for i, (size, st) in enumerate(zip(v.shape, v.stride)) if st == 0 and size > 1]
+    if expanded:
+        index = ", ".join("0:1" if i in expanded else ":" for i in range(len(v.shape)))
+        save.append(f"fixed[{v.name!r}] = fixed[{v.name!r}][{index}].clone(memory_format=torch.contiguous_format)"
+                    f"  # expanded: save one copy, re-expand after loading")
+        load.append(f"state_dict[{v.name!r}] = state_dict[{v.name!r}].expand{v.shape}")
+        return
+    why = (f"reads {format_bytes(v.footprint_nbytes)} of a {format_bytes(storage_nbytes)} storage: write only those"
+           if v.footprint_nbytes < storage_nbytes else "its own storage")
+    if not contiguous.get(v.name, v.is_contiguous):
+        why = "non-contiguous: a packed copy"
+    save.append(_clone_line(v, contiguous, why))
+
+
+def _torch_steps(st, views: list[TensorView], contiguous: dict[str, bool], save: list[str], load: list[str]) -> None:
+    first_dtype = views[0].dtype
+    if st.unreferenced_nbytes:
+        for v in views:
+            _copy_steps(v, st.nbytes, contiguous, save, load)
+        return
+    for v in views:
+        if v.dtype != first_dtype:
+            save.append(_clone_line(v, contiguous, f"reads the storage as {v.dtype}, torch.save refuses a second dtype"))
+
+
+def _overlap_bytes(layout: Layout, names: list[str]) -> int:
+    from . import footprint as fp
+
+    runs = [layout.footprint_runs(n) for n in names]
+    return sum(fp.total(r) for r in runs) - fp.total(fp.union(*runs)) if runs else 0

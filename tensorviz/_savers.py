@@ -1,0 +1,449 @@
+"""What each saver would do, replayed with the installed libraries' own functions on stand-ins.
+
+Every ``evaluate_*`` function takes a ``{name: StandIn}`` state dict (see
+:mod:`tensorviz._standin`) and returns a :class:`Run`: the exception the library would raise
+(type and exact message), or the names and stand-ins it would write, the names it would drop,
+the groups its sharing check reported, and what it would log. No file is written and no tensor
+byte is read: the libraries' helpers only ever see stand-ins, and the steps that would touch
+data (serialising, ``.to("cpu")``) are replayed from their documented preconditions.
+
+A missing or changed private helper raises :class:`Unavailable`; the caller reports
+"could not evaluate: ..." for that saver only.
+
+Imported only from inside :func:`tensorviz.saving.save_check` (it imports torch at the top).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib
+import io
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+
+from ._standin import StandIn, _WouldReadData
+
+__all__ = ["Run", "Unavailable", "evaluate_save_file", "evaluate_save_model", "evaluate_torch_save",
+           "evaluate_save_pretrained", "evaluate_accelerate_save", "evaluate_accelerator_save_model",
+           "safetensors_file_nbytes", "version"]
+
+
+class Unavailable(Exception):
+    """A library helper this evaluation relies on is missing or behaves unexpectedly."""
+
+
+@dataclass
+class Run:
+    """One saver's decisions, in the library's own terms."""
+
+    given: tuple[str, ...]
+    error: tuple[str, str] | None = None
+    written: dict[str, Any] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    anchor: list[frozenset[str]] | None = None
+    anchor_error: tuple[str, str] | None = None
+    anchor_name: str = ""
+    logs: list[str] = field(default_factory=list)
+    files: list[tuple[str, dict[str, Any], dict[str, str] | None]] = field(default_factory=list)
+    file_nbytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def version(dist: str) -> str | None:
+    """Installed version of a distribution, or None."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _helper(module: str, name: str) -> Any:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as err:
+        raise Unavailable(f"cannot import {module}: {err}") from None
+    fn = getattr(mod, name, None)
+    if fn is None:
+        raise Unavailable(f"{module}.{name} does not exist in this version")
+    return fn
+
+
+def _err(e: BaseException) -> tuple[str, str]:
+    return type(e).__name__, str(e)
+
+
+def _guard(e: BaseException) -> None:
+    """Re-raise as Unavailable when ``e`` says the evaluation, not the library, went wrong."""
+    if isinstance(e, _WouldReadData):
+        raise Unavailable(f"the library went on to read tensor data ({e})") from None
+    if isinstance(e, (AttributeError, TypeError)):
+        raise Unavailable(f"a library helper changed ({type(e).__name__}: {e})") from None
+
+
+def _anchor(run: Run, sd: dict[str, Any], module: str, name: str) -> None:
+    """Record the groups a library's sharing check reports (or the error it raises)."""
+    fn = _helper(module, name)
+    run.anchor_name = f"{module}.{name}"
+    tensors = {k: v for k, v in sd.items() if isinstance(v, StandIn)}
+    try:
+        run.anchor = [frozenset(g) for g in fn(tensors)]
+    except Exception as e:  # noqa: BLE001 - the library's own failure is a finding
+        _guard(e)
+        run.anchor_error = _err(e)
+
+
+# -- safetensors -------------------------------------------------------------------------------
+_ST = "safetensors.torch"
+
+
+def _check_save_file(sd: dict[str, Any]) -> None:
+    """Raise exactly what ``safetensors.torch.save_file(sd, ...)`` raises before writing, if anything."""
+    _helper(_ST, "_evaluate_tensors_for_save")(sd)  # type, sparse and sharing checks
+    flatten = _helper(_ST, "_flatten_as_ptr")
+    sizes = _helper(_ST, "_SIZE")
+    for k, v in sd.items():  # the per-tensor loop of _flatten_as_ptr, in the same order
+        if not v.is_contiguous():
+            flatten({k: v._twin()}, [])  # a meta twin: the library raises its own message
+            raise Unavailable(f"safetensors accepted the non-contiguous tensor {k!r}")
+        if v.device.type == "meta":
+            _helper(_ST, "_to_ndarray")(v._twin())  # "Cannot copy out of meta tensor; no data!"
+            raise Unavailable("safetensors accepted a meta tensor")
+        if v.dtype not in sizes:
+            raise KeyError(v.dtype)
+
+
+def _save_file_into(run: Run, sd: dict[str, Any], metadata: dict[str, str] | None) -> None:
+    _check_save_file(sd)
+    run.written.update(sd)
+    run.files.append(("model.safetensors", dict(sd), metadata))
+
+
+def evaluate_save_file(sd: dict[str, Any]) -> Run:
+    """``safetensors.torch.save_file(state_dict, path)``."""
+    run = Run(tuple(sd))
+    _anchor(run, sd, _ST, "_find_shared_tensors")
+    try:
+        _save_file_into(run, dict(sd), None)
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+    return run
+
+
+class _StateDictOnly:
+    """Just enough of an ``nn.Module`` for ``safetensors.torch.save_model``: its state dict."""
+
+    def __init__(self, sd: dict[str, Any]):
+        self._sd = sd
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self._sd)
+
+
+def evaluate_save_model(sd: dict[str, Any]) -> Run:
+    """``safetensors.torch.save_model(model, path)``: the library's own function runs, with its
+    final ``save_file`` replaced by the metadata-only check above."""
+    run = Run(tuple(sd))
+    _anchor(run, sd, _ST, "_find_shared_tensors")
+    save_model = _helper(_ST, "save_model")
+    mod = importlib.import_module(_ST)
+
+    def fake_save_file(tensors, filename, metadata=None):
+        _save_file_into(run, dict(tensors), metadata)
+
+    try:
+        with _patched(mod, "save_file", fake_save_file):
+            save_model(_StateDictOnly(sd), "model.safetensors")
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        run.written.clear()
+        run.files.clear()
+    run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    return run
+
+
+@contextlib.contextmanager
+def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
+    """Swap one module attribute for the duration of a call (restored even on error)."""
+    if not hasattr(obj, name):
+        raise Unavailable(f"{getattr(obj, '__name__', obj)}.{name} does not exist in this version")
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+# Order safetensors writes tensors in (descending dtype, then name); only the digits of the
+# offsets depend on it. Codes as in the file header.
+_ST_DTYPES = [("uint64", "U64"), ("int64", "I64"), ("float64", "F64"), ("complex64", "C64"),
+              ("float32", "F32"), ("uint32", "U32"), ("int32", "I32"), ("bfloat16", "BF16"),
+              ("float16", "F16"), ("uint16", "U16"), ("int16", "I16"), ("float8_e5m2fnuz", "F8_E5M2FNUZ"),
+              ("float8_e4m3fnuz", "F8_E4M3FNUZ"), ("float8_e8m0fnu", "F8_E8M0"), ("float8_e4m3fn", "F8_E4M3"),
+              ("float8_e5m2", "F8_E5M2"), ("int8", "I8"), ("uint8", "U8"), ("bool", "BOOL")]
+_ST_RANK = {name: (i, code) for i, (name, code) in enumerate(_ST_DTYPES)}
+
+
+def safetensors_file_nbytes(tensors: dict[str, Any], metadata: dict[str, str] | None) -> int | None:
+    """Exact size of the safetensors file these tensors make: 8 + padded JSON header + data.
+
+    None when a dtype is not one whose header code tensorviz knows.
+    """
+    entries = []
+    for name, t in tensors.items():
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype not in _ST_RANK:
+            return None
+        entries.append((_ST_RANK[dtype][0], name, _ST_RANK[dtype][1], list(t.shape), t.nelement() * t.element_size()))
+    entries.sort()
+    header: dict[str, Any] = {} if metadata is None else {"__metadata__": metadata}
+    offset = 0
+    for _, name, code, shape, nbytes in entries:
+        header[name] = {"dtype": code, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    n = len(json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode())
+    return 8 + (n + 7) // 8 * 8 + offset
+
+
+# -- torch.save ----------------------------------------------------------------------------------
+_TORCH_DTYPE_MESSAGE = "Cannot save multiple tensors or storages that view the same data as different types"
+
+
+class _NullSink(io.RawIOBase):
+    """A writable, seekable stream that keeps nothing but its length."""
+
+    def __init__(self) -> None:
+        self.pos = self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # type: ignore[override]
+        n = len(memoryview(b))
+        self.pos += n
+        self.size = max(self.size, self.pos)
+        return n
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = offset if whence == 0 else (self.pos + offset if whence == 1 else self.size + offset)
+        self.size = max(self.size, self.pos)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+
+def evaluate_torch_save(sd: dict[str, Any], real: Any | None) -> Run:
+    """``torch.save(state_dict, path)``: every storage once, whole, keyed by the storage.
+
+    With the real state dict (``real``) torch itself runs, under
+    ``torch.serialization.skip_data()`` into a sink that keeps no bytes: its own checks and its
+    exact file size (for a file named ``archive.pt``). Without it (a Layout), the same rules are
+    applied to the stand-ins.
+    """
+    run = Run(tuple(sd))
+    if real is not None and hasattr(torch.serialization, "skip_data"):
+        sink = _NullSink()
+        try:
+            with torch.serialization.skip_data(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.save(real, sink)
+            run.file_nbytes = sink.size
+        except Exception as e:  # noqa: BLE001
+            _guard(e)
+            run.error = _err(e)
+    else:
+        dtypes: dict[int, torch.dtype] = {}
+        for v in sd.values():
+            if not isinstance(v, StandIn):
+                continue
+            st = v.untyped_storage()
+            if v.device.type != "meta" and st.data_ptr() != 0:
+                if dtypes.setdefault(st.data_ptr(), v.dtype) != v.dtype:
+                    run.error = ("RuntimeError", _TORCH_DTYPE_MESSAGE)
+                    break
+    if run.error is None:
+        run.written.update(sd)
+    return run
+
+
+# -- transformers ---------------------------------------------------------------------------------
+_TF = "transformers.modeling_utils"
+
+
+def _declared_tie_targets(model: Any) -> set[str]:
+    """The names ``from_pretrained`` re-ties on load (so dropping them on save loses nothing)."""
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if tied is None and hasattr(model, "get_expanded_tied_weights_keys"):
+        tied = model.get_expanded_tied_weights_keys(all_submodels=True)
+    return set(tied or ())
+
+
+def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
+    """``model.save_pretrained(directory)`` (safetensors, one or more shards)."""
+    run = Run(tuple(sd))
+    remove_tied = _helper(_TF, "remove_tied_weights_from_state_dict")
+    _anchor_transformers(run, sd)
+    sd = dict(sd)
+    for key in getattr(model, "_keys_to_ignore_on_save", None) or ():
+        sd.pop(key, None)
+    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "_hf_peft_config_loaded", False):
+        raise Unavailable("quantized or PEFT models save a converted state dict tensorviz does not replay")
+    try:
+        kept = remove_tied(sd, model)
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        return run
+    kept = _revert_conversion(model, kept)
+    metadata = {"format": "pt"}
+    try:
+        for filename, names in _shards(kept, "model{suffix}.safetensors", "50GB").items():
+            _save_file_into(run, {k: kept[k].contiguous() for k in names}, metadata)
+            run.files[-1] = (filename,) + run.files[-1][1:]
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        run.written.clear()
+        return run
+    run.dropped = [k for k in run.given if k not in run.written]
+    targets = _declared_tie_targets(model)
+    for name in run.dropped:
+        if name not in targets:
+            run.notes.append(f"from_pretrained will not restore {name}: it is dropped as a duplicate, "
+                             f"but the model does not declare it tied (all_tied_weights_keys)")
+    return run
+
+
+def _anchor_transformers(run: Run, sd: dict[str, Any]) -> None:
+    id_storage = _helper("transformers.pytorch_utils", "id_tensor_storage")
+    find_disjoint = _helper(_TF, "_find_disjoint")
+    run.anchor_name = f"{_TF}._find_disjoint"
+    groups: dict[Any, list[str]] = collections.defaultdict(list)
+    for name, t in sd.items():
+        if isinstance(t, StandIn) and t.device.type != "meta":
+            groups[id_storage(t)].append(name)
+    shared = [set(g) for g in groups.values() if len(g) > 1]
+    try:
+        run.anchor = [frozenset(g) for g in find_disjoint(shared, sd)[0]]
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.anchor_error = _err(e)
+
+
+def _revert_conversion(model: Any, sd: dict[str, Any]) -> dict[str, Any]:
+    try:
+        revert = _helper("transformers.core_model_loading", "revert_weight_conversion")
+    except Unavailable:
+        return sd
+    try:
+        return revert(model, sd)
+    except Exception as e:  # noqa: BLE001
+        raise Unavailable(f"its weight-conversion step needs tensor data ({type(e).__name__}: {e})") from None
+
+
+def _shards(sd: dict[str, Any], pattern: str, max_size: str) -> dict[str, list[str]]:
+    split = _helper("huggingface_hub", "split_torch_state_dict_into_shards")
+    try:
+        return dict(split(sd, filename_pattern=pattern, max_shard_size=max_size).filename_to_tensors)
+    except Exception as e:  # noqa: BLE001
+        raise Unavailable(f"huggingface_hub could not plan the shards ({type(e).__name__}: {e})") from None
+
+
+# -- accelerate -----------------------------------------------------------------------------------
+_ACC = "accelerate.utils.other"
+
+
+class _CaptureLog:
+    """Stands in for accelerate's module logger: keeps the messages instead of needing PartialState."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def warning(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self.messages.append(msg % args if args else msg)
+
+    info = debug = warning
+
+
+def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
+    clean = _helper(_ACC, "clean_state_dict_for_safetensors")
+    id_storage = _helper("accelerate.utils.modeling", "id_tensor_storage")
+    groups: dict[Any, list[str]] = collections.defaultdict(list)
+    for name, t in sd.items():
+        if isinstance(t, StandIn):
+            groups[id_storage(t)].append(name)
+    run.anchor_name = "accelerate.utils.modeling.id_tensor_storage"
+    run.anchor = [frozenset(g) for g in groups.values()]
+    log = _CaptureLog()
+    with _patched(importlib.import_module(_ACC), "logger", log):
+        out = clean(dict(sd))
+    run.logs.extend(log.messages)
+    return out
+
+
+def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
+    """``accelerate.utils.save(state_dict, path, safe_serialization=True)``.
+
+    accelerate only de-duplicates an ``OrderedDict`` (what ``model.state_dict()`` returns); a
+    plain ``dict`` goes to safetensors as it is.
+    """
+    run = Run(tuple(sd))
+    try:
+        cleaned = _accelerate_clean(run, sd) if ordered else dict(sd)
+        if not ordered:
+            _anchor(run, sd, _ST, "_find_shared_tensors")
+        _save_file_into(run, cleaned, {"format": "pt"})
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        run.written.clear()
+        run.files.clear()
+    run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    return run
+
+
+_META_MESSAGE = "You can't save the model since some parameters are on the meta device."
+
+
+def evaluate_accelerator_save_model(sd: dict[str, Any], has_meta_parameters: bool) -> Run:
+    """``Accelerator().save_model(model, directory)`` (safetensors, the default)."""
+    run = Run(tuple(sd))
+    if has_meta_parameters:
+        run.error = ("RuntimeError", _META_MESSAGE)
+        return run
+    try:
+        cleaned = _accelerate_clean(run, sd)
+        for filename, names in _shards(cleaned, "model{suffix}.safetensors", "10GB").items():
+            _save_file_into(run, {k: cleaned[k] for k in names}, {"format": "pt"})
+            run.files[-1] = (filename,) + run.files[-1][1:]
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        run.written.clear()
+        run.files.clear()
+    run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    return run
+

@@ -1,0 +1,227 @@
+"""Data-free stand-ins for tensors, so the savers' own checks can run on metadata alone.
+
+safetensors, transformers and accelerate decide what to keep, drop or refuse with small
+helper functions that only read tensor *metadata* (``data_ptr``, ``untyped_storage().nbytes()``,
+``view(-1)``, ``is_contiguous``...). Some of those helpers also copy (``.contiguous()``,
+``.clone()``) or are handed tensors whose data we must never touch. A :class:`StandIn` answers
+every metadata question exactly as the real tensor would -- same device, storage address and
+size, offset, shape, stride and dtype -- and turns ``.contiguous()`` / ``.clone()`` into a new
+stand-in on a fresh pretend storage. Shape operations (``view``, indexing) are delegated to a
+meta tensor twin, so torch itself decides whether ``view(-1)`` is possible and, when it is not,
+raises its own exact message.
+
+Imported only from inside :func:`tensorviz.saving.save_check` (it imports torch at the top).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+__all__ = ["StandIn", "StorageStandIn", "from_tensor", "from_view", "fresh_ptr"]
+
+# Pretend addresses for copies and for layouts without tensors: far above any real heap
+# address on the supported platforms, 1 TiB apart, never 0 (0 means "no storage" to the savers).
+_FRESH = itertools.count(1)
+_FRESH_BASE = 1 << 56
+_FRESH_STEP = 1 << 40
+
+
+def fresh_ptr() -> int:
+    """A new pretend storage address, distinct from every other one handed out."""
+    return _FRESH_BASE + next(_FRESH) * _FRESH_STEP
+
+
+class StorageStandIn:
+    """What ``tensor.untyped_storage()`` answers: an address, a size and a device."""
+
+    __slots__ = ("_ptr", "_nbytes", "device", "key")
+
+    def __init__(self, ptr: int, nbytes: int, device: torch.device, key: Any):
+        self._ptr, self._nbytes, self.device, self.key = ptr, nbytes, device, key
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    def size(self) -> int:
+        return self._nbytes
+
+    def __repr__(self) -> str:
+        return f"StorageStandIn(ptr={self._ptr:#x}, nbytes={self._nbytes}, device={self.device})"
+
+
+class StandIn:
+    """Tensor metadata without data. ``isinstance(s, torch.Tensor)`` is True on purpose, so the
+    savers' own type checks accept it and go on to their real decisions.
+
+    ``source`` is the name of the view it stands for, or ``"copy of NAME"`` after ``.contiguous()``
+    / ``.clone()`` made a new storage.
+    """
+
+    __slots__ = ("dtype", "device", "shape", "_stride", "_offset", "_storage", "source", "requires_grad")
+    layout = torch.strided
+    is_sparse = False
+    is_quantized = False
+    is_nested = False
+
+    def __init__(self, dtype: torch.dtype, device: torch.device, shape: tuple[int, ...],
+                 stride: tuple[int, ...], offset: int, storage: StorageStandIn, source: str):
+        self.dtype, self.device = dtype, device
+        self.shape = torch.Size(shape)
+        self._stride, self._offset, self._storage = tuple(stride), int(offset), storage
+        self.source = source
+        self.requires_grad = False
+
+    # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
+    @property  # type: ignore[misc]
+    def __class__(self):  # noqa: D401 - deliberately reports torch.Tensor
+        return torch.Tensor
+
+    # -- metadata the savers read -------------------------------------------------------
+    def untyped_storage(self) -> StorageStandIn:
+        return self._storage
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def stride(self, dim: int | None = None):
+        return self._stride if dim is None else self._stride[dim]
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def element_size(self) -> int:
+        return torch.empty((), dtype=self.dtype, device="meta").element_size()
+
+    def nelement(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    numel = nelement
+
+    @property
+    def nbytes(self) -> int:
+        return self.nelement() * self.element_size()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def data_ptr(self) -> int:
+        if self.nelement() == 0:
+            return 0  # as torch reports it for every empty tensor, whatever its offset
+        return self._storage.data_ptr() + self._offset * self.element_size()
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        return self._twin().is_contiguous()
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    # -- shape operations: torch decides, on a meta twin -----------------------------------
+    def _twin(self) -> torch.Tensor:
+        reach = 1
+        for size, st in zip(self.shape, self._stride):
+            if size == 0:
+                reach = 0
+                break
+            reach += (size - 1) * st
+        base = torch.empty(self._offset + reach, dtype=self.dtype, device="meta")
+        return base.as_strided(tuple(self.shape), self._stride, self._offset)
+
+    def _derived(self, t: torch.Tensor) -> "StandIn":
+        return StandIn(t.dtype, self.device, tuple(t.shape), t.stride(), t.storage_offset(),
+                       self._storage, self.source)
+
+    def view(self, *args: Any) -> "StandIn":
+        return self._derived(self._twin().view(*args))
+
+    def reshape(self, *args: Any) -> "StandIn":
+        twin = self._twin()
+        out = twin.reshape(*args)
+        if out.untyped_storage()._cdata != twin.untyped_storage()._cdata:  # reshape copied
+            return _copy_of(self, tuple(out.shape))
+        return self._derived(out)
+
+    def __getitem__(self, index: Any) -> "StandIn":
+        return self._derived(self._twin()[index])
+
+    def detach(self) -> "StandIn":
+        return self
+
+    # -- copies: a fresh pretend storage, never a byte read ----------------------------------
+    def contiguous(self, memory_format: Any = None) -> "StandIn":
+        return self if self.is_contiguous() else _copy_of(self, tuple(self.shape))
+
+    def clone(self, memory_format: Any = None) -> "StandIn":
+        return _copy_of(self, tuple(self.shape))
+
+    def to(self, *args: Any, **kwargs: Any):
+        raise _WouldReadData(f"{self.source}: .to() would copy tensor data")
+
+    def cpu(self):
+        raise _WouldReadData(f"{self.source}: .cpu() would copy tensor data")
+
+    def __repr__(self) -> str:
+        return (f"StandIn({self.source!r}, {str(self.dtype)[6:]}{list(self.shape)}, stride={self._stride}, "
+                f"offset={self._offset}, {self._storage!r})")
+
+
+class _WouldReadData(RuntimeError):
+    """A saver went on to read tensor data: the metadata-only evaluation stops here."""
+
+
+def _copy_of(s: StandIn, shape: tuple[int, ...]) -> StandIn:
+    stride, acc = [], 1
+    for size in reversed(shape):
+        stride.append(acc)
+        acc *= max(size, 1)
+    nbytes = s.nelement() * s.element_size()
+    ptr = fresh_ptr() if nbytes and s.device.type != "meta" else 0
+    storage = StorageStandIn(ptr, nbytes, s.device, ("copy", s.source))
+    name = s.source if s.source.startswith("copy of ") else f"copy of {s.source}"
+    return StandIn(s.dtype, s.device, shape, tuple(reversed(stride)), 0, storage, name)
+
+
+def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
+    """A stand-in answering like ``t`` (real addresses; nothing of ``t`` is kept).
+
+    ``storages`` maps a storage identity to its :class:`StorageStandIn`, so two names on one
+    storage share one stand-in storage, as they do in torch.
+    """
+    key = (str(t.device), torch._C._storage_id(t))
+    st = storages.get(key)
+    if st is None:
+        raw = t.untyped_storage()
+        st = storages[key] = StorageStandIn(raw.data_ptr(), raw.nbytes(), t.device, key)
+    return StandIn(t.dtype, t.device, tuple(t.shape), t.stride(), t.storage_offset(), st, name)
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device of a layout device string; a file stands in as CPU memory."""
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        return torch.device("cpu")
+
+
+def from_view(view: Any, storages: dict, storage_nbytes: int) -> StandIn:
+    """A stand-in for a :class:`~tensorviz.layout.TensorView` (pretend, distinct addresses;
+    address 0 for meta storages, as torch reports them)."""
+    st = storages.get(view.storage)
+    if st is None:
+        device = torch_device(view.device)
+        ptr = 0 if device.type == "meta" or storage_nbytes == 0 else fresh_ptr()
+        st = storages[view.storage] = StorageStandIn(ptr, storage_nbytes, device, view.storage)
+    dtype = getattr(torch, view.dtype)
+    return StandIn(dtype, st.device, view.shape, view.stride, view.offset, st, view.name)

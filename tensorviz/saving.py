@@ -1,0 +1,234 @@
+"""Save check: what safetensors, torch.save, transformers and accelerate would do with these tensors.
+
+A dry run, metadata only: no file is written and no tensor byte is read. Each installed saver
+gets one :class:`Verdict`, decided by that library's own helper functions (run on data-free
+stand-ins, see :mod:`tensorviz._standin`), so the verdict follows the installed version. Beside
+it, tensorviz's exact reading of the bytes (from the :class:`~tensorviz.layout.Layout`) shows
+where the library's reasoning is wrong (``misfires``) and what each outcome costs in bytes,
+and every problem comes with code that fixes it (``fixes``), checked by the test-suite.
+
+>>> import torch, tensorviz as tv
+>>> w = torch.zeros(4, 4)
+>>> report = tv.save_check({"w": w, "wt": w.t()})
+>>> report["safetensors.save_file"].outcome
+'raises'
+>>> report["torch.save"].outcome, report["torch.save"].written_nbytes
+('ok', 64)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+__all__ = ["save_check", "SaveReport", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
+
+#: Outcomes, most severe first. A verdict's ``outcome`` is the first of its ``problems`` (or "ok").
+OUTCOMES = ("could not evaluate", "raises", "drops data", "duplicates bytes", "writes unreferenced bytes", "ok")
+
+#: Saver keys, in report order, with the call each one stands for.
+SAVERS = {
+    "safetensors.save_file": "safetensors.torch.save_file({sd}, path)",
+    "safetensors.save_model": "safetensors.torch.save_model({model}, path)",
+    "torch.save": "torch.save({sd}, path)",
+    "transformers.save_pretrained": "{model}.save_pretrained(directory)",
+    "accelerate.save": "accelerate.utils.save({sd}, path, safe_serialization=True)",
+    "Accelerator.save_model": "Accelerator().save_model({model}, directory)",
+}
+
+
+@dataclass(frozen=True)
+class Misfire:
+    """Where a library's sharing check disagrees with the exact bytes.
+
+    ``library`` says what the library concluded (or how its check failed); ``tensorviz`` gives
+    the exact relation of those names, from their footprints.
+    """
+
+    names: tuple[str, ...]
+    library: str
+    tensorviz: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """Code that fixes one problem, and code that reads the weights back.
+
+    ``save_code`` uses the free names ``path`` and ``model`` (for a module) or ``state_dict``
+    (for a mapping); ``load_code`` defines ``state_dict`` holding every original name again
+    (it may use ``path`` and ``model``, a freshly built instance of the same architecture).
+    """
+
+    problem: str
+    save_code: str
+    load_code: str
+    note: str = ""
+
+    def code(self, path: str = "model.safetensors") -> str:
+        """The save code, ready to paste (``path`` assigned first)."""
+        return f"path = {path!r}\n{self.save_code}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one saver would do.
+
+    Attributes:
+        saver: key in :data:`SAVERS`; ``call`` the call it stands for; ``library`` name and version.
+        outcome: one of :data:`OUTCOMES`; ``problems`` every outcome that applies, worst first.
+        error_type, message: the exception the library would raise, its exact message.
+        kept, dropped, cloned: names written; names the saver leaves out; names written as a copy
+            (``.contiguous()``/``.clone()``) rather than as a view of their storage.
+        written_nbytes: tensor bytes the saver writes (torch.save: whole storages).
+        file_nbytes: exact file size(s) when known (safetensors; torch.save for ``archive.pt``).
+        unique_nbytes: distinct bytes the given tensors read.
+        lost_nbytes: bytes read by some given name that no longer come back on load.
+        duplicated_nbytes: bytes written more than once; ``unreferenced_nbytes``: bytes written that
+            no given name reads.
+        anchor: the groups the library's own sharing check reported (None if it raised or has none),
+            ``anchor_name`` the function that made them.
+        misfires: where that check is wrong about the bytes; ``logs``: what the library would log;
+        notes: further facts; ``fixes``: code for each problem.
+    """
+
+    saver: str
+    call: str
+    library: str
+    outcome: str
+    problems: tuple[str, ...] = ()
+    error_type: str = ""
+    message: str = ""
+    kept: tuple[str, ...] = ()
+    dropped: tuple[str, ...] = ()
+    cloned: tuple[str, ...] = ()
+    written_nbytes: int | None = None
+    file_nbytes: int | None = None
+    unique_nbytes: int = 0
+    lost_nbytes: int = 0
+    duplicated_nbytes: int = 0
+    unreferenced_nbytes: int = 0
+    anchor: tuple[tuple[str, ...], ...] | None = None
+    anchor_name: str = ""
+    misfires: tuple[Misfire, ...] = ()
+    logs: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    fixes: tuple[Fix, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome == "ok"
+
+
+@dataclass(frozen=True)
+class SaveReport:
+    """One :class:`Verdict` per installed saver, the three kinds of tie, and library versions.
+
+    ``report["torch.save"]`` is a verdict by saver key; ``to_text()``, ``to_html()`` and
+    ``to_dict()`` are the stable renderings (the explorer pane and the CLI use them).
+    """
+
+    source: str
+    verdicts: tuple[Verdict, ...]
+    versions: tuple[tuple[str, str], ...]
+    unique_nbytes: int
+    ties: Any = None
+    notes: tuple[str, ...] = ()
+
+    def __getitem__(self, saver: str) -> Verdict:
+        for v in self.verdicts:
+            if v.saver == saver:
+                return v
+        raise KeyError(f"no verdict for {saver!r}; this report has {[v.saver for v in self.verdicts]}")
+
+    def __iter__(self):
+        return iter(self.verdicts)
+
+    def __len__(self) -> int:
+        return len(self.verdicts)
+
+    @property
+    def ok(self) -> bool:
+        """Every saver would write every byte once and nothing else."""
+        return all(v.ok for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-friendly data (lists and dicts only)."""
+        out = asdict(self)
+        out["versions"] = dict(self.versions)
+        out["ties"] = self.ties.to_dict() if self.ties is not None else None
+        return _jsonable(out)
+
+    def to_text(self, fixes: bool = True) -> str:
+        """A plain-text report: one block per saver, then ties, fixes and versions."""
+        from ._save_render import report_text
+
+        return report_text(self, fixes=fixes)
+
+    def to_html(self) -> str:
+        """A self-contained, escaped HTML table (no scripts, no images)."""
+        from ._save_render import report_html
+
+        return report_html(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{v.saver}: {v.outcome}" for v in self.verdicts)
+        return f"<SaveReport {self.source}: {parts}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        bundle = {"text/plain": self.to_text(), "text/html": self.to_html()}
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
+    """What each installed saver would do with ``obj``: a dry run from metadata only.
+
+    Args:
+        obj: an ``nn.Module`` (a transformers ``PreTrainedModel`` adds ``save_pretrained``), a
+            mapping of names to tensors (a state dict), a :class:`~tensorviz.layout.Layout`, or
+            anything :func:`tensorviz.analyze` accepts (paths included).
+        savers: keys of :data:`SAVERS` to check (default: every installed, applicable saver).
+
+    Returns:
+        A :class:`SaveReport`. It keeps no reference to any tensor or module.
+
+    Raises:
+        ValueError: an unknown saver key (the message lists the known ones).
+
+    >>> import torch, tensorviz as tv
+    >>> emb = torch.nn.Embedding(10, 4); head = torch.nn.Linear(4, 10, bias=False)
+    >>> head.weight = emb.weight
+    >>> r = tv.save_check(torch.nn.ModuleDict({"emb": emb, "head": head}))
+    >>> r["safetensors.save_file"].outcome, r["safetensors.save_model"].dropped
+    ('raises', ('emb.weight',))
+    """
+    wanted = _wanted(savers)
+    from ._save_check import run_check
+
+    return run_check(obj, wanted)
+
+
+def _wanted(savers: Iterable[str] | None) -> tuple[str, ...]:
+    if savers is None:
+        return tuple(SAVERS)
+    if isinstance(savers, str):
+        savers = (savers,)
+    savers = tuple(savers)
+    unknown = [s for s in savers if s not in SAVERS]
+    if unknown:
+        raise ValueError(f"unknown saver(s) {unknown}; choose from {list(SAVERS)}")
+    return savers
