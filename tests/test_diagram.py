@@ -1,0 +1,255 @@
+"""The Diagram plan: lanes, bars, flags, ordering, filters and the text lane map."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
+
+import tensorviz as tv
+from tensorviz import footprint as fp
+from tensorviz.diagram import (PALETTE, Diagram, DiagramOptionError, _allocate, assign_colors, color_for,
+                               depth_runs, diagram)
+
+
+def spans(d: Diagram) -> dict[str, tuple[int, int]]:
+    return {b.label: (b.start, b.stop) for b in d.bars}
+
+
+# -- seed cases -------------------------------------------------------------------------------
+def test_seed_lanes_bars_and_overlaps():
+    d = diagram(seed_tensors())
+    assert [(lane.kind, lane.label) for lane in d.lanes] == [
+        ("storage", "storage #0 · 15.6 KiB"), ("view", "a"), ("view", "b"), ("view", "c")]
+    assert spans(d) == {"a": (0, 16000), "b": (4000, 8000), "c": (8000, 12000)}
+    assert [b.lane for b in d.bars] == [1, 2, 3]
+    assert all(b.is_dense and b.runs is None for b in d.bars)
+    assert d.bars_for("b")[0].overlap_runs.tolist() == [[4000, 8000]]
+    assert d.bars_for("a")[0].overlap_runs.tolist() == [[4000, 12000]]
+    (block,) = d.blocks
+    assert block.reasons == ("shared", "overlapping")
+    assert block.overlap_runs.tolist() == [[4000, 12000]]
+    assert block.unreferenced.tolist() == [] and block.unreferenced_nbytes == 0
+    assert d.x_range == (0, 16000)
+    assert d.collapsed is None
+
+
+def test_seed_header():
+    h = diagram(seed_tensors()).header
+    assert (h.tensors, h.storages, h.shared_groups, h.unique_nbytes, h.naive_nbytes) == (3, 1, 1, 16000, 24000)
+    assert h.text == "3 tensors · 1 storage · 1 shared group (by storage) · unique 15.6 KiB vs naive 23.4 KiB"
+
+
+def test_fused_qkv_rows_and_collapsed_biases():
+    d = diagram(FusedQKV())
+    assert [lane.label for lane in d.lanes] == ["storage #0 · 2.3 KiB", "qkv.weight", "q.weight", "v.weight",
+                                                "3 simple storages, 200 B"]
+    assert spans(d) == {"qkv.weight": (0, 2400), "q.weight": (0, 800), "v.weight": (800, 1600)}
+    assert d.collapsed is not None and d.collapsed.count == 3 and d.collapsed.nbytes == 200
+    assert d.lanes[-1].kind == "summary"
+    expanded = diagram(FusedQKV(), expand_simple=True)
+    assert [lane.kind for lane in expanded.lanes] == ["storage", "view", "view", "view", "simple", "simple", "simple"]
+    assert [lane.label for lane in expanded.lanes[4:]] == ["qkv.bias", "q.bias", "v.bias"]  # by size, then index
+    assert expanded.collapsed is None
+
+
+def test_hidden_storage_unreferenced_bytes():
+    d = diagram(QVOnly())
+    block = d.blocks[0]
+    assert block.reasons == ("shared", "partial")
+    assert block.unreferenced.tolist() == [[800, 1600]]
+    assert block.unreferenced_nbytes == 800
+    assert spans(d) == {"q.weight": (0, 800), "v.weight": (1600, 2400)}
+    assert diagram(QVOnly(), show_unreferenced=False).blocks[0].unreferenced.tolist() == []
+
+
+def test_tied_by_storage_two_lanes_by_span_one_bar():
+    by_storage = diagram(TiedLM())
+    assert [b.label for b in by_storage.bars] == ["wte.weight", "lm_head.weight"]
+    assert all(b.overlaps_other for b in by_storage.bars)
+    by_span = diagram(TiedLM(), by="span")
+    (bar,) = by_span.bars
+    assert bar.label == "wte.weight ≡ lm_head.weight" and bar.names == ("wte.weight", "lm_head.weight")
+    assert (bar.start, bar.stop) == (0, 3200) and not bar.overlaps_other
+    assert by_span.lanes[bar.lane].label == "wte.weight ≡ lm_head.weight"
+    assert by_span.bars_for("lm_head.weight") == (bar,)
+
+
+def test_meta_model_labels_device_and_merges_tie():
+    d = diagram(meta_model(), by="span")
+    assert d.lanes[0].label == "storage #0 · meta · 1.2 KiB"
+    assert [b.label for b in d.bars] == ["emb.weight ≡ head.weight"]
+    assert d.collapsed.count == 2  # a.weight and b.weight: same shape, never grouped
+
+
+def test_tiny_gpt2_tied_and_untied():
+    tied = diagram(tiny_gpt2(), by="span")
+    assert [b.label for b in tied.bars] == ["transformer.wte.weight ≡ lm_head.weight"]
+    assert (tied.bars[0].start, tied.bars[0].stop) == (0, 64 * 8 * 4)
+    untied = diagram(tiny_gpt2(tied=False), max_lanes=10)
+    # nothing interesting: simple storages are drawn (not collapsed), limited to the lane budget
+    assert [lane.kind for lane in untied.lanes] == ["simple"] * 9 + ["more-storages"]
+    assert untied.lanes[-1].hidden == untied.header.storages - 9 == 20
+    assert untied.lanes[0].label == "transformer.wte.weight"  # the largest storage first
+
+
+# -- flags ------------------------------------------------------------------------------------
+def test_strided_views_have_exact_runs_and_flags():
+    x = torch.arange(12.0).reshape(3, 4)
+    d = diagram({"x": x, "even": x[:, ::2], "xt": x.t(), "i": x.view(torch.int32), "row": x[0].expand(3, 4),
+                 "none": x[:0]})
+    even = d.bars_for("even")[0]
+    assert even.runs.tolist() == [[0, 4], [8, 12], [16, 20], [24, 28], [32, 36], [40, 44]]
+    assert even.non_contiguous and not even.expanded and not even.reinterpreted
+    xt = d.bars_for("xt")[0]
+    assert xt.runs is None and xt.non_contiguous  # a transpose reads every byte of its span
+    assert [b.label for b in d.bars if b.reinterpreted] == ["i"]  # only the other-dtype view
+    row = d.bars_for("row")[0]
+    assert row.expanded and (row.start, row.stop) == (0, 16) and row.runs is None
+    none = d.bars_for("none")[0]
+    assert none.empty and none.start == none.stop == 0 and none.runs is None and not none.overlaps_other
+
+
+def test_mixed_dtype_span_bar_is_reinterpreted():
+    x = torch.zeros(4)
+    (bar,) = diagram({"f": x, "i": x.view(torch.int32)}, by="span").bars
+    assert bar.reinterpreted and bar.dtype == "mixed"
+
+
+def test_overlap_mode_packs_subrows():
+    x = torch.arange(24.0).reshape(4, 6)
+    d = diagram({"even": x[:, ::2], "odd": x[:, 1::2], "top": x[:2], "bottom": x[2:], "all": x}, by="overlap")
+    lanes = {b.label: b.lane for b in d.bars}
+    # greedy packing by start (longest first): all, even, top take rows 1-3; odd needs a 4th;
+    # bottom starts where top ends, so it reuses top's row
+    assert lanes == {"all": 1, "even": 2, "top": 3, "odd": 4, "bottom": 3}
+    assert [lane.kind for lane in d.lanes] == ["storage", "view", "view", "view", "view"]
+    assert d.lanes[3].label == "top, bottom"
+    # even and odd have disjoint footprints: neither is marked as overlapping the other ...
+    odd = d.bars_for("odd")[0]
+    assert fp.intersection_nbytes(odd.overlap_runs, d.bars_for("even")[0].runs) == 0
+    # ... but every byte is also read by "all"
+    assert d.blocks[0].overlap_runs.tolist() == [[0, 96]]
+
+
+# -- ordering, filters, budget -----------------------------------------------------------------
+def test_interesting_storages_first_then_by_size():
+    big, small_shared = torch.zeros(100), torch.zeros(10)
+    t = torch.zeros(50)
+    d = diagram({"big": big, "s1": small_shared, "s2": small_shared[2:], "tt": t.view(5, 10).t(), "mid": torch.zeros(60)},
+                expand_simple=True)
+    order = [d.lanes[b.lanes[0]].label for b in d.blocks]
+    assert order == ["storage #2 · 200 B", "storage #1 · 40 B", "big", "mid"]
+    assert d.blocks[0].reasons == ("non-contiguous",)
+
+
+def test_names_regex_and_bad_pattern():
+    d = diagram(FusedQKV(), names=r"^q\.")
+    assert [b.label for b in d.bars] == ["q.weight"]  # q.bias: a simple storage, collapsed
+    assert d.collapsed.count == 1
+    d = diagram(FusedQKV(), names=r"bias$")  # only simple storages left: drawn, not collapsed
+    assert [b.label for b in d.bars] == ["qkv.bias", "q.bias", "v.bias"] and d.collapsed is None
+    with pytest.raises(DiagramOptionError, match=r"names='q\[' is not a valid regular expression"):
+        diagram(FusedQKV(), names="q[")
+    with pytest.raises(ValueError):  # DiagramOptionError is a ValueError too
+        diagram(FusedQKV(), names="(")
+
+
+def test_storage_filter_only_shared_and_option_errors():
+    layout = tv.analyze(FusedQKV())
+    d = diagram(layout, storages=[1])
+    assert [b.label for b in d.bars] == ["qkv.bias"]
+    assert [b.label for b in diagram(layout, only_shared=True).bars] == ["qkv.weight", "q.weight", "v.weight"]
+    assert [b.label for b in diagram(TiedLM(), by="span", only_shared=True).bars] == ["wte.weight ≡ lm_head.weight"]
+    with pytest.raises(DiagramOptionError, match="storages 0..3"):
+        diagram(layout, storages=[7])
+    with pytest.raises(DiagramOptionError, match="by must be one of"):
+        diagram(layout, by="size")
+    with pytest.raises(DiagramOptionError, match="max_lanes"):
+        diagram(layout, max_lanes=2)
+    with pytest.raises(DiagramOptionError, match="0 <= lo < hi"):
+        diagram(layout, byte_range=(10, 10))
+
+
+def test_byte_range_keeps_touching_bars_and_clips_runs():
+    x = torch.arange(24.0).reshape(4, 6)
+    d = diagram({"x": x, "col": x[:, 0], "tail": x[3:]}, byte_range=(20, 60))
+    assert [b.label for b in d.bars] == ["x", "col"]  # tail starts at 72
+    col = d.bars_for("col")[0]
+    assert (col.start, col.stop) == (0, 76)  # spans stay exact
+    assert col.runs.tolist() == [[24, 28], [48, 52]]  # runs are clipped to the zoom
+    assert d.x_range == (20, 60) and d.byte_range == (20, 60)
+
+
+def test_max_lanes_moves_extra_views_to_a_more_row_that_still_draws_them():
+    flat = torch.zeros(1000)
+    views = {f"p{i}": flat[10 * i:10 * (i + 1)] for i in range(100)}
+    d = diagram(views, max_lanes=12)
+    assert len(d.lanes) == 12
+    assert d.lanes[-1].kind == "more" and d.lanes[-1].label == "… 90 more views" and d.lanes[-1].hidden == 90
+    assert len(d.bars) == 100
+    assert sum(b.lane == 11 for b in d.bars) == 90
+    assert d.blocks[0].hidden_views == 90
+
+
+@pytest.mark.parametrize("needs,budget,expected", [
+    ([3, 4], 10, ([3, 4], 2)),
+    ([10, 2], 8, ([6, 2], 2)),
+    ([50, 50, 3], 20, ([8, 8, 3], 3)),
+    ([5] * 10, 10, ([3, 3, 3], 3)),  # 3 blocks of 3 lanes + the "more storages" row
+])
+def test_allocate_lane_budget(needs, budget, expected):
+    assert _allocate(needs, budget) == expected
+
+
+# -- colours ---------------------------------------------------------------------------------
+def test_colours_follow_names_not_order_and_ties_share():
+    a, b = torch.zeros(3), torch.zeros(5)
+    one = diagram({"a": a, "b": b}, expand_simple=True)
+    two = diagram({"b": b, "a": a}, expand_simple=True)
+    assert one.bars_for("a")[0].color == two.bars_for("a")[0].color
+    tied = diagram(TiedLM())
+    assert tied.bars_for("wte.weight")[0].color == tied.bars_for("lm_head.weight")[0].color
+    assert color_for("a") in PALETTE
+    many = assign_colors([f"n{i}" for i in range(len(PALETTE))])
+    assert sorted(many.values()) == sorted(PALETTE)  # no collision while colours remain
+
+
+# -- sweeps against brute force -------------------------------------------------------------
+def test_depth_runs_matches_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        sets = []
+        depth = np.zeros(64, dtype=int)
+        for _ in range(rng.integers(1, 5)):
+            mask = rng.random(64) < 0.4
+            depth += mask
+            idx = np.flatnonzero(mask)
+            sets.append(fp.as_runs([(i, i + 1) for i in idx]))
+        want = fp.as_runs([(i, i + 1) for i in np.flatnonzero(depth >= 2)])
+        assert depth_runs(sets, 2).tolist() == want.tolist()
+
+
+# -- text ----------------------------------------------------------------------------------
+def test_text_golden_fused_qkv():
+    assert diagram(FusedQKV()).to_text(width=20) == "\n".join([
+        "6 tensors · 4 storages · 1 shared group (by storage) · unique 2.5 KiB vs naive 4.1 KiB",
+        "storage #0 · 2.3 KiB: shared, overlapping · bytes [0, 2400), 120 B per cell",
+        "  storage #0 · 2.3 KiB     |xxxxxxxxxxxxxx======|",
+        "  qkv.weight               |####################| [0, 2400) overlaps",
+        "  q.weight                 |######+             | [0, 800) overlaps",
+        "  v.weight                 |      +######+      | [800, 1600) overlaps",
+        "3 simple storages, 200 B",
+    ])
+
+
+def test_text_golden_strided_and_unreferenced():
+    x = torch.arange(16.0)
+    text = diagram({"even": x[::2], "head": x[:4]}).to_text(width=16)
+    assert text.splitlines()[1:] == [
+        "storage #0 · 64 B: shared, partial, overlapping, non-contiguous · bytes [0, 64), 4 B per cell",
+        "  storage #0 · 64 B |x=x==.=.=.=.=.=.|",
+        "  even              |#-#-#-#-#-#-#-# | [0, 60) overlaps, non-contiguous",
+        "  head              |####            | [0, 16) overlaps",
+    ]

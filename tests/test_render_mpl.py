@@ -1,0 +1,202 @@
+"""matplotlib rendering, checked on the drawn artists: coordinates equal the layout's bytes."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
+
+import tensorviz as tv
+from tensorviz.diagram import diagram
+from tensorviz.render.mpl import BAR_HEIGHT, layer, names_at, render, to_png
+
+
+def pixels(fig) -> np.ndarray:
+    import io
+
+    from matplotlib.image import imread
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    buf.seek(0)
+    return imread(buf)
+
+
+def assert_same_picture(fig_test, fig_ref) -> None:
+    """check_figures_equal with tol=0, without writing result_images/ into the working tree."""
+    a, b = pixels(fig_test), pixels(fig_ref)
+    assert a.shape == b.shape
+    assert np.abs(a - b).max() == 0, f"{int((np.abs(a - b).max(axis=-1) > 0).sum())} pixels differ"
+
+
+def xranges(coll) -> list[tuple[float, float]]:
+    return [(float(p.vertices[:, 0].min()), float(p.vertices[:, 0].max())) for p in coll.get_paths()]
+
+
+def ycentres(coll) -> list[float]:
+    return [float(p.vertices[:, 1].min() + p.vertices[:, 1].max()) / 2 for p in coll.get_paths()]
+
+
+def assert_drawn_like_layout(fig, layout) -> None:
+    """Every drawn polygon sits exactly on the bytes the layout reports for its names."""
+    d = fig.tensorviz_diagram
+    spans = layer(fig, "spans")
+    owners = spans.tensorviz_owner.tolist()
+    assert sorted(owners) == [i for i, b in enumerate(d.bars) if not b.empty]
+    for k, (x0, x1) in enumerate(xranges(spans)):
+        bar = d.bars[owners[k]]
+        for name in names_at(fig, "spans", k):
+            v = layout[name]
+            assert (x0, x1) == (v.start, v.stop)
+        assert ycentres(spans)[k] == pytest.approx(bar.lane)
+    foot = layer(fig, "footprints")
+    for i, bar in enumerate(d.bars):
+        mine = [xr for xr, o in zip(xranges(foot), foot.tensorviz_owner) if o == i]
+        if bar.runs is None:
+            assert mine == []
+        else:
+            expect = layout.footprint_runs(bar.names[0])
+            assert np.array(mine).tolist() == expect.astype(float).tolist()
+    unref = layer(fig, "unreferenced")
+    for bi, block in enumerate(d.blocks):
+        mine = [xr for xr, o in zip(xranges(unref), unref.tensorviz_owner) if o == bi]
+        want = layout.unreferenced_runs(block.key).tolist() if d.lanes[block.lanes[0]].kind == "storage" else []
+        assert np.array(mine).reshape(-1, 2).tolist() == want
+    extents = layer(fig, "extents")
+    assert xranges(extents) == [(0.0, float(d.blocks[o].nbytes)) for o in extents.tensorviz_owner]
+
+
+@pytest.mark.parametrize("make,by", [
+    (seed_tensors, "storage"), (FusedQKV, "storage"), (QVOnly, "storage"), (TiedLM, "storage"),
+    (TiedLM, "span"), (meta_model, "overlap"), (tiny_gpt2, "span"),
+])
+def test_drawn_rectangles_equal_layout_bytes(make, by):
+    layout = tv.analyze(make())
+    fig = render(diagram(layout, by=by, expand_simple=True))
+    assert_drawn_like_layout(fig, layout)
+
+
+def test_strided_views_draw_exact_footprint_runs():
+    x = torch.arange(24.0).reshape(4, 6)
+    layout = tv.analyze({"x": x, "even": x[:, ::2], "odd": x[:, 1::2], "row": x[0].expand(3, 6)})
+    fig = render(diagram(layout, by="overlap"))
+    assert_drawn_like_layout(fig, layout)
+    foot = layer(fig, "footprints")
+    even = [xr for xr, o in zip(xranges(foot), foot.tensorviz_owner) if names_at(fig, "footprints", list(foot.tensorviz_owner).index(o)) == ("even",)]
+    assert even[:3] == [(0.0, 4.0), (8.0, 12.0), (16.0, 20.0)]
+    assert len(layer(fig, "expanded").get_paths()) == 1
+    assert names_at(fig, "expanded", 0) == ("row",)
+    # strided spans are drawn light (their exact runs are solid), dense spans opaque
+    spans = layer(fig, "spans")
+    alphas = {names_at(fig, "spans", k)[0]: a for k, a in enumerate(spans.get_facecolor()[:, 3])}
+    assert alphas["even"] == pytest.approx(0.22) and alphas["x"] == pytest.approx(1.0)
+
+
+def test_lane_labels_match_grouping():
+    fig = render(diagram(TiedLM(), by="span"))
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["storage #0 · 3.1 KiB", "wte.weight ≡ lm_head.weight"]
+    assert [t.get_text().strip() for t in ax.texts] == ["2 simple storages, 128 B"]
+    assert ax.get_ylim() == (2.5, -0.5)
+    assert "1 shared group (by span)" in ax.get_title(loc="left")
+
+
+def test_overlap_marks_and_storage_layers():
+    layout = tv.analyze(seed_tensors())
+    fig = render(diagram(layout))
+    overlaps = layer(fig, "overlaps")
+    assert [(names_at(fig, "overlaps", k), xr) for k, xr in enumerate(xranges(overlaps))] == [
+        (("a",), (4000.0, 12000.0)), (("b",), (4000.0, 8000.0)), (("c",), (8000.0, 12000.0))]
+    assert xranges(layer(fig, "storage-overlaps")) == [(4000.0, 12000.0)]
+    assert names_at(fig, "extents", 0) == ("a", "b", "c")
+    # the overlap strip sits inside its bar, along the bottom
+    ys = layer(fig, "overlaps").get_paths()[1].vertices[:, 1]
+    assert 2 - BAR_HEIGHT / 2 < ys.min() < ys.max() == pytest.approx(2 + BAR_HEIGHT / 2)
+
+
+def test_unreferenced_layer_and_label():
+    fig = render(diagram(QVOnly()))
+    assert xranges(layer(fig, "unreferenced")) == [(800.0, 1600.0)]
+    assert layer(fig, "unreferenced").get_hatch() == "////"
+    assert fig.axes[0].get_yticklabels()[0].get_text() == "storage #0 · 2.3 KiB\n800 B unreferenced"
+
+
+def test_byte_axis_ticks_and_readout():
+    fig = render(diagram(seed_tensors()))
+    ax = fig.axes[0]
+    fig.draw_without_rendering()
+    assert [t.get_text() for t in ax.get_xticklabels()][:3] == ["0", "2 KiB", "4 KiB"]
+    assert ax.get_xlim() == (0.0, 16000.0)
+    assert ax.format_coord(4000.4, 2.1) == "byte 4,000 (3.906 KiB) · b [4000, 8000)"
+    assert ax.format_coord(100, 0) == "byte 100 · storage #0 · 15.6 KiB"
+
+
+def test_zoom_sets_limits_and_offset():
+    big = torch.zeros(2 ** 28, dtype=torch.uint8, device="meta")
+    layout = tv.analyze({"big": big, "bit": big[2 ** 27 + 64: 2 ** 27 + 192]})
+    fig = render(diagram(layout, byte_range=(2 ** 27, 2 ** 27 + 256)))
+    ax = fig.axes[0]
+    fig.draw_without_rendering()
+    assert ax.get_xlim() == (2.0 ** 27, 2.0 ** 27 + 256)
+    assert ax.xaxis.get_major_formatter().get_offset() == "+128 MiB"
+    assert [t.get_text() for t in ax.get_xticklabels()][:3] == ["0", "32 B", "64 B"]
+    assert xranges(layer(fig, "spans"))[1] == (2.0 ** 27 + 64, 2.0 ** 27 + 192)
+
+
+def test_many_views_stay_readable_and_fast_to_build():
+    flat = torch.zeros(5000 * 4, device="meta")
+    views = {f"model.layers.{i}.mlp.down_proj.weight": flat[4 * i: 4 * i + 4] for i in range(5000)}
+    d = diagram(views)
+    fig = render(d)
+    ax = fig.axes[0]
+    assert len(layer(fig, "spans").get_paths()) == 5000  # every view drawn, in one collection
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(labels) == 40 and labels[-1] == "… 4,962 more views"
+    assert max(len(s) for s in labels) <= 44
+    assert labels[1] == "model.layers.0.mlp.down_proj.weight"
+    assert fig.get_size_inches()[1] < 15
+
+
+def test_render_into_given_axes_and_reused_figure():
+    d = diagram(seed_tensors())
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert render(d, ax) is fig and ax.tensorviz_diagram is d
+    reused = render(diagram(TiedLM()), figure=fig)
+    assert reused is fig and len(fig.axes) == 1
+    assert fig.tensorviz_diagram.bars[0].label == "wte.weight"
+    png = to_png(d, figure=fig)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plt.get_fignums() == []
+
+
+def test_picture_depends_on_bytes_not_dtype():
+    fig_test, fig_ref = Figure(), Figure()
+    a = torch.zeros(8, 10, 50)
+    render(diagram({"a": a, "b": a[2:4]}), figure=fig_test)
+    u = torch.zeros(16000, dtype=torch.uint8)
+    render(diagram({"a": u, "b": u[4000:8000]}), figure=fig_ref)
+    assert_same_picture(fig_test, fig_ref)
+    c = torch.zeros(16000, dtype=torch.uint8)
+    render(diagram({"a": c, "b": c[4000:8400]}), figure=fig_ref)  # a longer b: a different picture
+    with pytest.raises(AssertionError, match="pixels differ"):
+        assert_same_picture(fig_test, fig_ref)
+
+
+def test_reused_figure_draws_like_a_new_one():
+    fig_test, fig_ref = Figure(), Figure()
+    render(diagram(seed_tensors(), by="overlap"), figure=fig_test)
+    render(diagram(FusedQKV()), figure=fig_test)  # reuse: nothing of the first picture may remain
+    render(diagram(FusedQKV()), figure=fig_ref)
+    assert_same_picture(fig_test, fig_ref)
+
+
+def test_layout_plot_is_render_of_diagram():
+    layout = tv.analyze(TiedLM())
+    fig = layout.plot(by="span")
+    assert isinstance(fig, Figure)
+    assert_same_picture(fig, render(diagram(layout, by="span")))
