@@ -1,9 +1,9 @@
 """A binary byte axis for matplotlib: ticks on powers of two, labels in B/KiB/MiB/GiB/TiB.
 
 The locator puts ticks on multiples of a power-of-two step (4 to ``nbins`` ticks in view). The
-formatter picks the unit from the step, so every label is a whole number of units ("2 KiB",
-"4 KiB"), and when zoomed far from zero it moves the large common part into an offset shown
-at the axis end ("+1 GiB"). ``format_data`` gives the exact byte readout used by the cursor.
+formatter labels every tick in the unit of the largest one, with just the decimals the step
+needs ("0.5 MiB", "1 MiB", "1.5 MiB"; a smaller unit when the step is tiny), and when zoomed far
+from zero it moves the large common part into an offset shown at the axis end ("+1 GiB"). ``format_data`` gives the exact byte readout used by the cursor.
 
 Imports matplotlib at module top: import it only from functions that draw.
 
@@ -102,6 +102,7 @@ class ByteFormatter(Formatter):
         self._ticks: list[float] = []
         self.step = 1.0
         self.unit: tuple[str, int] = ("B", 1)
+        self.decimals = 3
         self.offset = 0
 
     def set_locs(self, locs) -> None:
@@ -110,6 +111,7 @@ class ByteFormatter(Formatter):
         self.step = float(diffs[diffs > 0].min()) if (diffs > 0).any() else 1.0
         self.unit = _unit_for(self.step)
         self.offset = self._offset()
+        self.unit, self.decimals = self._label_unit()
 
     def _offset(self) -> int:
         if not self._ticks:
@@ -121,13 +123,27 @@ class ByteFormatter(Formatter):
         block = 2 ** math.ceil(math.log2(max(hi - lo, self.step) * 2))
         return int(math.floor(lo / block) * block)
 
+    def _label_unit(self) -> tuple[tuple[str, int], int]:
+        """The unit of the largest label, if the step is a whole number of its thousandths;
+        else a smaller unit. Returns the unit and the decimals the step needs."""
+        top = max((abs(x - self.offset) for x in self._ticks), default=0.0)
+        for name, size in UNITS:
+            if size > max(top, 1):
+                continue
+            for decimals in range(4):
+                q = self.step / size * 10 ** decimals
+                if abs(q - round(q)) < 1e-9 and (size == 1 or self.step >= size / 64):
+                    return (name, size), decimals
+        return ("B", 1), 0
+
     def __call__(self, x: float, pos=None) -> str:
         v = x - self.offset
         if v == 0:
             return "0"
         name, size = self.unit
-        q = v / size
-        text = f"{q:.0f}" if abs(q - round(q)) < 1e-9 else f"{q:.3f}".rstrip("0").rstrip(".")
+        text = f"{v / size:.{getattr(self, 'decimals', 3)}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
         return f"{text} {name}"
 
     def get_offset(self) -> str:
