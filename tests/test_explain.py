@@ -1,0 +1,126 @@
+"""The teaching panel: addresses, formulas, colour links, reuse badges, limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tensorviz as tv
+from tensorviz.errors import TensorvizError, TooLargeError
+from tensorviz.explain import MAX_CELLS, MAX_ELEMENTS, explain_plan, formula
+from tensorviz.render.mpl import layer
+
+
+def texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.axes[0].texts]
+
+
+def test_addresses_are_offset_plus_index_times_stride():
+    base = torch.arange(14.0)
+    x = base[2:].view(3, 4)
+    plan = explain_plan(x, x.t(), x[:, ::2], names=["x", "x.t()", "x[:, ::2]"])
+    (strip,) = plan.strips
+    v, vt, ve = strip.views
+    assert v.formula == "addr = 2 + 4·i + 1·j"
+    assert v.addresses.tolist() == [[2, 3, 4, 5], [6, 7, 8, 9], [10, 11, 12, 13]]
+    assert vt.formula == "addr = 2 + 1·i + 4·j"
+    assert vt.addresses.tolist() == np.array(v.addresses).T.tolist()
+    assert ve.addresses.tolist() == [[2, 4], [6, 8], [10, 12]]
+    assert (strip.lo, strip.hi, strip.cell_bytes) == (0, 14, 4)  # the whole small storage
+    assert strip.readers().tolist() == [0, 0] + [3, 2] * 6  # cells 0, 1 unreachable; ::2 reads evens
+    assert strip.reuse().tolist() == [0, 0] + [1] * 12
+
+
+def test_formula_text():
+    assert formula(2, (4, 1)) == "addr = 2 + 4·i + 1·j"
+    assert formula(0, (12, 4, 1)) == "addr = 0 + 12·i + 4·j + 1·k"
+    assert formula(7, ()) == "addr = 7"
+
+
+def test_expand_and_as_strided_reuse_cells():
+    b = torch.arange(3.0)
+    s = torch.arange(10.0)
+    plan = explain_plan(b.expand(4, 3), names=["b.expand(4, 3)"])
+    assert plan.strips[0].views[0].reuse() == {0: 4, 1: 4, 2: 4}
+    plan = explain_plan(torch.as_strided(s, (4, 3), (2, 1), 1), names=["w"])
+    assert plan.strips[0].views[0].reuse() == {3: 2, 5: 2, 7: 2}
+    assert plan.strips[0].reuse().tolist() == [0, 1, 1, 2, 1, 2, 1, 2, 1, 1]
+
+
+def test_figure_links_grid_cells_to_strip_cells_by_colour_and_number():
+    x = torch.arange(12.0).reshape(3, 4)
+    fig = tv.explain(x, x.t(), names=["x", "x.t()"])
+    strip = layer(fig, "strip-cells")
+    strip_colour = {int(c): tuple(f) for c, f in zip(strip.tensorviz_owner, strip.get_facecolor())}
+    assert sorted(strip_colour) == list(range(12))
+    for k in range(2):
+        grid = layer(fig, f"grid-{k}")
+        for cell, face in zip(grid.tensorviz_owner, grid.get_facecolor()):
+            assert tuple(face) == strip_colour[int(cell)]
+    assert layer(fig, "grid-1").tensorviz_owner.tolist() == [0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]
+    words = texts(fig)
+    assert "addr = 0 + 4·i + 1·j" in words and "addr = 0 + 1·i + 4·j" in words
+    assert "j →  stride 4" in words and "i ↓\nstride 1" in words  # x.t()'s strides
+    assert len(set(tuple(c) for c in strip.get_facecolor())) == 12  # neighbours differ
+    assert fig.get_size_inches()[0] >= 6
+
+
+def test_unreachable_cells_grey_offset_marked_and_badges():
+    s = torch.arange(10.0)
+    fig = tv.explain(s[1:], torch.as_strided(s, (4, 3), (2, 1), 1), names=["s[1:]", "w"])
+    assert layer(fig, "strip-unread").tensorviz_owner.tolist() == [0]
+    assert layer(fig, "strip-unread").get_hatch() == "///"
+    assert layer(fig, "offset-0").tensorviz_owner.tolist() == [1]
+    assert layer(fig, "reach-1").tensorviz_owner.tolist() == list(range(1, 10))
+    assert sorted(t for t in texts(fig) if t.startswith("×")) == ["×2", "×2", "×2"]
+    widths = layer(fig, "grid-1").get_linewidths()
+    owners = layer(fig, "grid-1").tensorviz_owner
+    assert {int(o) for o, w in zip(owners, widths) if w > 1} == {3, 5, 7}  # reused cells in bold
+
+
+def test_views_of_different_storages_get_separate_strips():
+    a, b = torch.zeros(4), torch.zeros(2, 3)
+    plan = explain_plan(a, b, b.t(), names=["a", "b", "b.t()"])
+    assert [[v.name for v in s.views] for s in plan.strips] == [["a"], ["b", "b.t()"]]
+    fig = tv.explain(a, b, names=["a", "b"])
+    assert layer(fig, "strip-cells-1").tensorviz_owner.tolist() == list(range(6))
+    assert sum(t.startswith("storage #") for t in texts(fig)) == 2
+
+
+def test_mixed_dtypes_use_common_cells():
+    x = torch.zeros(4)
+    (strip,) = explain_plan(x, x.view(torch.int16), names=["f", "h"]).strips
+    assert strip.cell_bytes == 2 and strip.cells == 8
+    assert strip.views[0].addresses.tolist() == [0, 2, 4, 6]  # in 2-byte cells
+    assert strip.views[0].formula == "addr = 0 + 1·i"  # in the view's own elements
+
+
+def test_large_storage_shows_only_the_window_the_views_reach():
+    big = torch.zeros(10_000)
+    (strip,) = explain_plan(big[5000:5010], names=["piece"]).strips
+    assert (strip.lo, strip.hi) == (5000, 5010)
+
+
+def test_errors_name_the_limit():
+    with pytest.raises(TooLargeError, match=f"MAX_ELEMENTS={MAX_ELEMENTS}.*'big' has 1,000"):
+        explain_plan(torch.zeros(1000), names=["big"])
+    big = torch.zeros(10_000)
+    with pytest.raises(TooLargeError, match=f"MAX_CELLS={MAX_CELLS}"):
+        explain_plan(big[:4], big[-4:])
+    with pytest.raises(TensorvizError, match="at least one tensor"):
+        tv.explain()
+    with pytest.raises(TensorvizError, match="2 names for 1 tensors"):
+        explain_plan(torch.zeros(2), names=["a", "b"])
+    with pytest.raises(TensorvizError, match="explain cannot draw"):
+        explain_plan(torch.zeros(2, 2).to_sparse())
+    with pytest.raises(ValueError):  # TooLargeError is a ValueError too
+        tv.explain(torch.zeros(300))
+
+
+def test_scalar_empty_and_3d():
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    fig = tv.explain(torch.tensor(5.0), torch.zeros(0), x, names=["s", "e", "x"])
+    words = texts(fig)
+    assert "addr = 0" in words and "addr = 0 + 12·i + 4·j + 1·k" in words
+    assert layer(fig, "grid-0-s2").tensorviz_owner.tolist() == list(range(24))
