@@ -409,6 +409,8 @@ def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
     run = Run(tuple(sd))
     try:
         cleaned = _accelerate_clean(run, sd) if ordered else dict(sd)
+        if len(cleaned) < len(sd):
+            run.notes.append("accelerate deletes the names it drops from the very dict you pass (in place)")
         if not ordered:
             _anchor(run, sd, _ST, "_find_shared_tensors")
         _save_file_into(run, cleaned, {"format": "pt"})
