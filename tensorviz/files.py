@@ -454,8 +454,8 @@ def _merge(parts: Iterable[_Part], fmt: str, source: str, extra: Mapping[str, An
         label = part.storages[0].label if part.storages else "?"
         for v in part.views:
             if v.name in owner:
-                skipped.append(Skipped(f"{v.name} [{label}]", f"duplicate: {owner[v.name]} already holds "
-                                       f"a tensor of this name; a loader keeps only one"))
+                skipped.append(Skipped(f"{v.name} [{label}]", f"duplicate: {owner[v.name]} already holds a "
+                                       f"tensor of this name; this copy (bytes [{v.start}, {v.stop})) is hidden"))
                 problems.append(f"duplicated: {v.name!r} is in {owner[v.name]} and {label}")
                 continue
             owner[v.name] = label
@@ -514,6 +514,10 @@ def _analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any
     problems, skipped = _check_weight_map(wm, shards, parts)
     info = obj.get("metadata")
     total = info.get("total_size") if isinstance(info, dict) else None
+    mapped = sum(v.nbytes for shard, part in zip(shards, parts) for v in part.views if wm.get(v.name) == shard)
+    if type(total) is int and total != mapped:
+        problems.append(f"total_size: the index says {total} bytes, but the tensors it maps "
+                        f"hold {mapped} bytes")
     fmt = "torch-index" if paths and _sniff(paths[0]) == "torch" else "safetensors-index"
     parts = _prefer_mapped(parts, wm, shards) + [_Part(skipped=skipped, problems=problems)]
     meta = {"index": {"path": path, "shards": shards, "total_size": total}, **(extra or {})}
@@ -569,8 +573,9 @@ def _prefer_mapped(parts: list[_Part], wm: Mapping[str, str], shards: list[str])
         if not dup:
             out.append(part)
             continue
-        skipped = [Skipped(f"{v.name} [{shards[i]}]", f"duplicate: also in {shards[chosen[v.name]]}, "
-                           f"which the weight_map names; this copy is never loaded") for v in dup]
+        skipped = [Skipped(f"{v.name} [{shards[i]}]", f"duplicate: also in {shards[chosen[v.name]]}, which "
+                           f"the weight_map names; this copy (bytes [{v.start}, {v.stop})) is never loaded")
+                   for v in dup]
         problems = [f"duplicated: {v.name!r} is in {shards[chosen[v.name]]} and {shards[i]}" for v in dup]
         keep = [v for v in part.views if chosen[v.name] == i]
         out.append(replace(part, views=keep, skipped=part.skipped + skipped, problems=part.problems + problems))

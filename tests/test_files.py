@@ -265,11 +265,18 @@ def test_weight_map_checked_against_shard_headers(tmp_path):
         f"duplicated: 'embed.weight' is in {second} and {first}",
         f"missing: weight_map lists 'ghost.weight' in {first}, but that shard has no such tensor",
         f"misplaced: weight_map puts 'ln.weight' in {first}, but it is in {second}",
+        "total_size: the index says 512 bytes, but the tensors it maps hold 336 bytes",
     ]
     # The copy the weight_map names is the one shown; the other is skipped.
     assert layout["embed.weight"].storage == ("file", str(tmp_path / "m" / second))
     skipped = {s.name: s.reason for s in layout.skipped}
-    assert skipped[f"embed.weight [{first}]"].startswith(f"duplicate: also in {second}")
+    dup = layout.storage(("file", str(tmp_path / "m" / first)))
+    data_start, header = raw_header(tmp_path / "m" / first)
+    a, b = (data_start + o for o in header["embed.weight"]["data_offsets"])
+    assert skipped[f"embed.weight [{first}]"] == (
+        f"duplicate: also in {second}, which the weight_map names; this copy (bytes [{a}, {b})) is never loaded")
+    assert a == data_start  # the copy is first in its file, so header and copy are one unread run
+    assert layout.unreferenced_runs(dup.key).tolist() == [[0, b]]
     assert skipped["ghost.weight"] == f"weight_map puts it in {first}, but no shard's header has it"
     text = layout.to_text()
     assert "problem: missing: weight_map lists 'ghost.weight'" in text
@@ -279,7 +286,7 @@ def test_extra_tensor_not_in_weight_map_is_reported(tmp_path):
     shards = two_shards()
     first, second = list(shards)
     wm = {"embed.weight": first, "ln.bias": first, "head.weight": second}
-    layout = tv.analyze(write_sharded(tmp_path / "m", shards, weight_map=wm))
+    layout = tv.analyze(write_sharded(tmp_path / "m", shards, weight_map=wm, total=336))
     assert "ln.weight" in layout  # it is in the file, so it is shown
     assert layout.metadata["problems"] == [
         f"extra: 'ln.weight' is in {second} but not in the weight_map; loaders that follow the index never load it"]
