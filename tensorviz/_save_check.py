@@ -121,10 +121,11 @@ def _layout_subject(layout: Layout) -> Subject:
             out[v.name] = from_view(v, storages, v.nbytes)
         else:
             out[v.name] = from_view(v, storages, sizes[v.storage])
+    source = layout.source or "Layout"
     if fmt.startswith("safetensors") or fmt == "folder":
         notes.append("safetensors file: checked as load_file would return it (every tensor its own storage)")
-        layout = _layout_of(out)
-    subject = Subject(layout.source or "Layout", layout, "layout", out, True)
+        layout = _layout_of(out, source)
+    subject = Subject(source, layout, "layout", out, True)
     subject.has_meta_parameters = any(v.device == "meta" for v in layout.views)
     subject.notes.extend(notes)
     subject.notes.append("checked from a Layout: addresses are stand-ins, module facts (ties) unknown")
@@ -140,7 +141,7 @@ def _own_storage(v: TensorView) -> TensorView:
                    stop=v.nbytes, stride=tuple(reversed(stride)), is_contiguous=True)
 
 
-def _layout_of(standins: dict[str, Any]) -> Layout:
+def _layout_of(standins: dict[str, Any], source: str) -> Layout:
     """A layout built from stand-ins (their storages and geometry), for file-backed subjects."""
     views, infos = [], {}
     for name, s in standins.items():
@@ -153,7 +154,7 @@ def _layout_of(standins: dict[str, Any]) -> Layout:
         views.append(TensorView(name, key, "cpu", str(s.dtype)[6:], tuple(s.shape), s.stride(),
                                 s.storage_offset(), itemsize, start, start + nbytes if nbytes else start,
                                 nbytes, nbytes, True))
-    return Layout(views, infos.values(), source="safetensors file")
+    return Layout(views, infos.values(), source=source)
 
 
 def _is_pretrained(obj: Any) -> bool:
@@ -342,12 +343,24 @@ def _misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
             out.append(Misfire(names, f"{name} treats them as sharing memory",
                                _parts_text(sub, names, parts)))
     if run.anchor is not None:
-        for g in sub.shared("overlap"):
-            if not any(set(g.names) <= grp for grp in run.anchor):
-                why = ("they are meta tensors (address 0), which it skips"
-                       if sub[g.names[0]].device == "meta" else "its span check misses the overlap")
-                out.append(Misfire(tuple(g.names), f"{name} does not see them share memory",
-                                   f"{_relations(sub, g.names)}; {why}"))
+        out.extend(_missed(run, sub, name))
+    return out
+
+
+def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
+    """Pairs of names that share bytes but sit in different groups of the library's check."""
+    where = {n: i for i, grp in enumerate(run.anchor or ()) for n in grp}
+    out = []
+    for g in sub.shared("overlap"):
+        names = g.names
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                apart = where.get(a, ("alone", a)) != where.get(b, ("alone", b))
+                if apart and sub.overlap_nbytes(a, b):
+                    why = ("they are meta tensors (address 0), which it skips" if sub[a].device == "meta"
+                           else "its sweep over spans misses this overlap")
+                    out.append(Misfire((a, b), f"{name} does not see them share memory",
+                                       f"{b} {sub.relation(b, a)} {a}, {sub.overlap_nbytes(a, b)} B in common; {why}"))
     return out
 
 

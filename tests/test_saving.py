@@ -1,0 +1,329 @@
+"""Unit tests of the save check: stand-ins, headers, misfires, ties, guards, rendering, purity."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import os
+import struct
+import weakref
+
+import pytest
+import torch
+from safetensors.torch import save_file, save_model
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import tensorviz as tv
+from models import FusedQKV, QVOnly, TiedLM, meta_model
+from tensorviz import _savers, _standin
+from tensorviz.saving import OUTCOMES, SAVERS, SaveReport
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+
+# -- stand-ins answer like the tensors they stand for ------------------------------------------------
+def _cases() -> dict[str, torch.Tensor]:
+    w = torch.randn(4, 6)
+    return {"w": w, "wt": w.t(), "row": w[1], "col": w[:, 2], "empty": w[2:2], "u8": w.view(torch.uint8),
+            "expand": w[0, :3].expand(5, 3), "meta": torch.empty(3, 4, device="meta")[1:],
+            "scalar": w[1, 1], "bf16": torch.zeros(8, dtype=torch.bfloat16)[2:]}
+
+
+@pytest.mark.parametrize("name", list(_cases()))
+def test_stand_in_metadata_matches_the_tensor(name):
+    t = _cases()[name]
+    s = _standin.from_tensor(name, t, {})
+    assert isinstance(s, torch.Tensor)  # deliberately, so the savers' type checks accept it
+    assert s.data_ptr() == t.data_ptr()
+    assert s.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+    assert s.untyped_storage().nbytes() == t.untyped_storage().nbytes()
+    assert (tuple(s.shape), s.stride(), s.storage_offset(), s.dtype) == (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype)
+    assert (s.nelement(), s.element_size(), s.is_contiguous()) == (t.nelement(), t.element_size(), t.is_contiguous())
+    try:
+        flat = t.view(-1)
+    except RuntimeError as err:
+        with pytest.raises(RuntimeError) as info:
+            s.view(-1)
+        assert str(info.value) == str(err)
+    else:
+        if t.numel():
+            assert s.view(-1)[-1].data_ptr() == flat[-1].data_ptr()
+
+
+def test_stand_in_copies_get_a_fresh_storage_and_never_touch_data():
+    w = torch.randn(4, 6)
+    s = _standin.from_tensor("wt", w.t(), {})
+    c = s.contiguous()
+    assert c is not s and c.is_contiguous() and c.source == "copy of wt"
+    assert c.untyped_storage().nbytes() == 96 and c.untyped_storage().data_ptr() not in (0, w.data_ptr())
+    assert _standin.from_tensor("w", w, {}).contiguous().source == "w"  # contiguous: itself
+    with pytest.raises(RuntimeError, match="would copy tensor data"):
+        s.to("cpu")
+
+
+# -- safetensors file sizes, header included -----------------------------------------------------------
+@pytest.mark.parametrize("metadata", [None, {}, {"format": "pt", "é\"\n": "ü"}])
+def test_safetensors_file_size_is_exact(tmp_path, metadata):
+    from safetensors.torch import _SIZE
+
+    tensors = {f"t{i}_{str(dt)[6:]}": torch.zeros(i + 1, 3, dtype=dt)
+               for i, dt in enumerate(d for d in _SIZE if d is not None and d != getattr(torch, "float4_e2m1fn_x2", 0))}
+    tensors["empty"] = torch.zeros(0, 4)
+    tensors["scalar"] = torch.tensor(1.5)
+    tensors["nämé\"\\\t"] = torch.zeros(3, dtype=torch.float16)
+    save_file(tensors, tmp_path / "x.safetensors", metadata=metadata)
+    stand = {k: _standin.from_tensor(k, v, {}) for k, v in tensors.items()}
+    assert _savers.safetensors_file_nbytes(stand, metadata) == os.path.getsize(tmp_path / "x.safetensors")
+
+
+def test_unknown_dtype_gives_no_file_size():
+    s = {"c": _standin.from_tensor("c", torch.zeros(2, dtype=torch.complex128), {})}
+    assert _savers.safetensors_file_nbytes(s, None) is None
+
+
+# -- misfires: the library's reasoning against the exact bytes ------------------------------------------
+def test_non_contiguous_view_misfire_names_the_view_and_the_truth():
+    w = torch.randn(4, 6)
+    v = tv.save_check({"w": w, "wt": w.t()})["safetensors.save_file"]
+    assert v.error_type == "RuntimeError" and v.message.startswith("view size is not compatible")
+    (m,) = v.misfires
+    assert m.names == ("w", "wt")
+    assert "impossible for non-contiguous wt" in m.library
+    assert m.tensorviz == "wt same-bytes w; wt is a valid float32[6×4] stride (1, 6) view"
+
+
+def test_interleaved_slices_called_shared_are_disjoint():
+    x = torch.randn(12)
+    v = tv.save_check({"even": x[::2], "odd": x[1::2]})["safetensors.save_file"]
+    assert v.anchor == (("even", "odd"),)
+    (m,) = v.misfires
+    assert m.library == "_find_shared_tensors treats them as sharing memory"
+    assert m.tensorviz == "no byte in common: odd disjoint even"
+
+
+def test_nested_slices_missed_by_the_span_sweep(tmp_path):
+    """safetensors' sweep forgets the outer tensor's end: C (inside A) looks unshared."""
+    a = torch.randn(100)
+    d = collections.OrderedDict(A=a, B=a[10:20], C=a[30:40])
+    report = tv.save_check(d)
+    sf, sm = report["safetensors.save_file"], report["safetensors.save_model"]
+    assert sf.anchor == (("A", "B"),)
+    missed = [m for m in sf.misfires if "does not see" in m.library]
+    assert [m.names for m in missed] == [("A", "C")]
+    assert missed[0].tensorviz.startswith("C within A")
+    # save_model drops B (inside A) but then refuses C on its own: predicted, and true
+    assert sm.error_type == "RuntimeError" and "amongst: {'C'}" in sm.message
+    with pytest.raises(RuntimeError) as info:
+        holder = nn.Module()
+        for k, t in d.items():
+            holder.register_buffer(k, t)
+        save_model(holder, tmp_path / "m.safetensors")
+    assert str(info.value) == sm.message
+
+
+def test_meta_tensors_look_alike_to_accelerate():
+    v = tv.save_check(meta_model())["accelerate.save"]
+    assert v.error_type == "NotImplementedError" and v.message == "Cannot copy out of meta tensor; no data!"
+    wrong = [m for m in v.misfires if m.names == ("a.weight", "b.weight")]
+    assert wrong and "2 different storages" in wrong[0].tensorviz and "address 0" in wrong[0].tensorviz
+    assert v.logs == ("Removed shared tensor {'b.weight', 'head.weight'} while saving. This should be OK, but "
+                      "check by verifying that you don't receive any warning while reloading",) or \
+        v.logs == ("Removed shared tensor {'head.weight', 'b.weight'} while saving. This should be OK, but "
+                   "check by verifying that you don't receive any warning while reloading",)
+
+
+def test_save_model_refusal_of_an_unshared_slice_is_explained():
+    v = tv.save_check(QVOnly())["safetensors.save_model"]
+    m = [m for m in v.misfires if m.library.startswith("save_model finds no name")]
+    assert m and m[0].tensorviz == "nothing here is shared; q.weight reads 800 of its storage's 2400 B"
+
+
+# -- ties side by side -----------------------------------------------------------------------------
+def test_ties_fused_views_share_storage_without_a_tie():
+    t = tv.save_check(FusedQKV()).ties
+    assert t.storage == (("qkv.weight", "q.weight", "v.weight"),) and t.object == () and t.declared == ()
+    (g,) = t.groups
+    assert (g.storage, g.object, g.declared, g.relations) == (True, False, False, ("", "within", "within"))
+    assert len(t.mismatches) == 1 and "share a storage without being a tie" in t.mismatches[0]
+
+
+def test_ties_parameter_tie_is_storage_and_object():
+    t = tv.save_check(TiedLM()).ties
+    (g,) = t.groups
+    assert g.names == ("wte.weight", "lm_head.weight") and (g.storage, g.object) == (True, True)
+    assert t.mismatches == () and t.object_source.startswith("accelerate.utils.find_tied_parameters")
+
+
+def test_ties_same_bytes_but_two_parameter_objects():
+    m = TiedLM()
+    m.lm_head.weight = nn.Parameter(m.wte.weight.detach())  # same storage, a new Parameter
+    t = tv.save_check(m).ties
+    (g,) = t.groups
+    assert (g.storage, g.object, g.relations) == (True, False, ("", "identical"))
+    assert "find_tied_parameters does not see this tie" in t.mismatches[0]
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    from models import tiny_gpt2
+
+    return tiny_gpt2
+
+
+def test_ties_transformers_declared_and_real(gpt2):
+    t = tv.save_check(gpt2(tied=True), savers=["torch.save"]).ties
+    assert t.declared == (("lm_head.weight", "transformer.wte.weight"),)
+    assert t.declared_source == "transformers all_tied_weights_keys"
+    assert dict(t.config)["config.tie_word_embeddings"] is True
+    assert dict(t.config)["output embeddings is input embeddings"] is True
+    (g,) = t.groups
+    assert (g.storage, g.object, g.declared) == (True, True, True) and t.mismatches == ()
+
+
+def test_ties_transformers_declared_but_separate(gpt2):
+    m = gpt2(tied=True)
+    m.lm_head.weight = nn.Parameter(m.transformer.wte.weight.detach().clone())
+    t = tv.save_check(m, savers=["torch.save"]).ties
+    (g,) = t.groups
+    assert (g.storage, g.object, g.declared) == (False, False, True)
+    assert t.mismatches == ("{transformer.wte.weight, lm_head.weight}: declared tied but stored separately: "
+                            "save_pretrained writes each of them; the model no longer shares these weights",)
+
+
+def test_ties_transformers_tied_but_not_declared(gpt2):
+    m = gpt2(tied=False)
+    m.lm_head.weight = m.transformer.wte.weight
+    report = tv.save_check(m)
+    assert report.ties.declared == ()
+    assert any("tied in memory but not declared" in x for x in report.ties.mismatches)
+    v = report["transformers.save_pretrained"]
+    assert v.outcome == "drops data" and v.dropped == ("lm_head.weight",)
+
+
+# -- guards: a changed library gives "could not evaluate", never an exception ---------------------------
+def test_missing_private_helper_is_reported_not_raised(monkeypatch):
+    import safetensors.torch as st
+
+    monkeypatch.delattr(st, "_find_shared_tensors")
+    report = tv.save_check(TiedLM())
+    v = report["safetensors.save_file"]
+    assert v.outcome == "could not evaluate"
+    assert v.message == "could not evaluate: safetensors.torch._find_shared_tensors does not exist in this version"
+    assert report["torch.save"].outcome == "ok"  # the others still answer
+
+
+def test_changed_helper_signature_is_reported(monkeypatch):
+    import accelerate.utils.other as other
+
+    monkeypatch.setattr(other, "clean_state_dict_for_safetensors", lambda sd, extra: sd)
+    v = tv.save_check(TiedLM())["accelerate.save"]
+    assert v.outcome == "could not evaluate" and "a library helper changed (TypeError" in v.message
+
+
+def test_unknown_saver_is_a_teaching_error():
+    with pytest.raises(ValueError, match=r"unknown saver\(s\) \['pickle'\]; choose from"):
+        tv.save_check({"w": torch.zeros(2)}, savers=["pickle"])
+
+
+def test_savers_subset_and_order():
+    r = tv.save_check({"w": torch.zeros(2)}, savers=["torch.save", "safetensors.save_file"])
+    assert [v.saver for v in r] == ["torch.save", "safetensors.save_file"]
+
+
+# -- purity: metadata only, nothing kept, nothing written -----------------------------------------------
+class _Ops(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: set[tuple[str, str]] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        devices = {str(a.device) for a in args if isinstance(a, torch.Tensor)}
+        for d in devices:
+            self.ops.add((str(func), d))
+        return func(*args, **(kwargs or {}))
+
+
+def test_no_tensor_data_is_touched(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    m = FusedQKV()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    with _Ops() as rec:
+        tv.save_check(m)
+    on_real = {op for op, dev in rec.ops if dev != "meta"}
+    assert on_real <= {"aten.detach.default"}, on_real  # state_dict() detaches; nothing else
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+    assert os.listdir(tmp_path) == []
+
+
+def test_report_keeps_no_reference_to_the_module():
+    m = TiedLM()
+    ref = weakref.ref(m)
+    report = tv.save_check(m)
+    del m
+    gc.collect()
+    assert ref() is None and isinstance(report, SaveReport)
+
+
+# -- inputs: layouts and files ----------------------------------------------------------------------
+def test_safetensors_file_is_checked_as_loaded(tmp_path):
+    save_model(FusedQKV(), tmp_path / "f.safetensors")
+    report = tv.save_check(tmp_path / "f.safetensors")
+    assert report.ok
+    assert sorted(report["safetensors.save_file"].kept) == ["q.bias", "qkv.bias", "qkv.weight", "v.bias"]
+    assert str(tmp_path) in report.source
+    assert any("every tensor its own storage" in n for n in report.notes)
+
+
+def test_torch_checkpoint_keeps_its_storage_sharing(tmp_path):
+    torch.save(QVOnly().state_dict(), tmp_path / "qv.pt")
+    report = tv.save_check(str(tmp_path / "qv.pt"))
+    names = report["accelerate.save"].dropped
+    assert len(names) == 1 and names[0].endswith("v.weight")
+    assert report["torch.save"].unreferenced_nbytes == 800
+
+
+# -- rendering ----------------------------------------------------------------------------------------
+def test_text_html_dict_and_bundle():
+    w = torch.randn(2, 3)
+    report = tv.save_check({"<b>w</b>": w, "w&t": w.t()})
+    text = report.to_text()
+    assert text.splitlines()[0] == f"Save check of dict: {len(report)} saver(s), unique tensor bytes 24 B"
+    for v in report:
+        assert f"{v.saver}: " in text
+    html = report.to_html()
+    assert "<b>w</b>" not in html and "&lt;b&gt;w&lt;/b&gt;" in html and "w&amp;t" in html
+    assert "<script" not in html and "<img" not in html and html.count("<tr>") >= len(report) + 1
+    bundle = report._repr_mimebundle_()
+    assert set(bundle) == {"text/plain", "text/html"} and bundle["text/plain"] == text
+    assert set(report._repr_mimebundle_(include=["text/html"])) == {"text/html"}
+    d = report.to_dict()
+    json.dumps(d)
+    assert d["verdicts"][0]["saver"] == report.verdicts[0].saver
+    assert d["versions"]["torch"] == torch.__version__
+    assert set(d) == {"source", "verdicts", "versions", "unique_nbytes", "ties", "notes"}
+
+
+def test_outcome_is_worst_problem():
+    report = tv.save_check(QVOnly())
+    for v in report:
+        assert v.outcome in OUTCOMES and v.problems == tuple(sorted(v.problems, key=OUTCOMES.index))
+        assert v.outcome == (v.problems[0] if v.problems else "ok")
+    assert set(v.saver for v in report) <= set(SAVERS)
+
+
+def test_layout_method_and_public_function_agree():
+    m = TiedLM()
+    a, b = tv.save_check(m), tv.analyze(m).save_check()
+    assert [v.outcome for v in a if v.saver != "Accelerator.save_model"] == [v.outcome for v in b]
+
+
+def test_docstring_example_header_size_for_one_tensor(tmp_path):
+    """The header sizing follows safetensors' padding to 8 bytes exactly."""
+    save_file({"a": torch.zeros(3)}, tmp_path / "a.safetensors")
+    raw = open(tmp_path / "a.safetensors", "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert n % 8 == 0 and 8 + n + 12 == len(raw)
+    s = {"a": _standin.from_tensor("a", torch.zeros(3), {})}
+    assert _savers.safetensors_file_nbytes(s, None) == len(raw)
