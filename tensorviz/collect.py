@@ -1,32 +1,41 @@
-"""Turn torch objects into :class:`~tensorviz.layout.TensorView` records, reading metadata only.
+"""Turn torch objects into layout rows, reading metadata only.
 
 The only module that touches torch internals. It never reads tensor data, never copies, never
-calls ``.cpu()``, and keeps no reference to a tensor once the records are built.
+calls ``.cpu()``, and keeps no reference to a tensor once the layout is built.
 
 Storage identity is the storage object itself, keyed ``(device, torch._C._storage_id(t))`` -- not
 ``data_ptr()``, which is 0 for every meta and fake tensor and can repeat across storages.
+
+Speed matters (a state dict can hold 100k tensors): plain tensors take a short path that reads
+each attribute once and shares per-dtype, per-device and per-(shape, stride) facts; anything
+unusual takes the careful path, which turns every problem into a :class:`Skipped` reason.
 """
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Mapping
+from contextlib import contextmanager
 from typing import Any, Iterator
 
 import torch
 
-from .footprint import dense_run, footprint, span
-from .layout import Layout, Skipped, StorageInfo, TensorView
+from .layout import Layout, Rows, Skipped, StorageInfo
 
-__all__ = ["collect", "analyze_object", "iter_named_values", "ACCEPTED"]
+__all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
 
 ACCEPTED = ("an nn.Module", "a Mapping[str, Tensor] such as a state dict (nested mappings are "
             "flattened with '.')", "a Tensor", "a list or tuple of tensors",
             "a path to a .safetensors file, a *.safetensors.index.json, a model folder or a torch "
             "checkpoint (.pt/.pth/.bin)")
 
-_SUB_BYTE = re.compile(r"^(u?int[1-7]|quint4x2|quint2x4|bits\d+.*|float4_.*)$")
-_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+# torch reports element_size() == 1 for these, but their values are narrower than a byte.
+_SUB_BYTE = re.compile(r"^(u?int[1-7]|quint4x2|quint2x4)$")
+_TENSOR, _PARAMETER, _STRIDED = torch.Tensor, torch.nn.Parameter, torch.strided
+_storage_id = torch._C._storage_id
+_CONTAINERS = (Mapping, list, tuple, torch.nn.Module)
+_DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
 
 
 def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -34,22 +43,20 @@ def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
     Modules give ``state_dict(keep_vars=True)`` names (tied parameters under every name), then
     their non-persistent buffers. Mappings and sequences nest with ``.``.
+
+    >>> import torch
+    >>> [n for n, _ in iter_named_values({"a": torch.zeros(1), "b": [torch.zeros(1)], "c": {"d": 1}})]
+    ['a', 'b.0', 'c.d']
     """
     if isinstance(obj, torch.nn.Module):
         yield from _module_items(obj, prefix)
     elif isinstance(obj, torch.Tensor):
         yield (prefix or "tensor"), obj
-    elif isinstance(obj, Mapping):
-        for key, value in obj.items():
+    elif isinstance(obj, (Mapping, list, tuple)):
+        items = obj.items() if isinstance(obj, Mapping) else enumerate(obj)
+        for key, value in items:
             name = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, (Mapping, list, tuple, torch.nn.Module)):
-                yield from iter_named_values(value, name)
-            else:
-                yield name, value
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            name = f"{prefix}.{i}" if prefix else str(i)
-            if isinstance(value, (Mapping, list, tuple, torch.nn.Module)):
+            if isinstance(value, _CONTAINERS):
                 yield from iter_named_values(value, name)
             else:
                 yield name, value
@@ -60,71 +67,73 @@ def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 def _module_items(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, Any]]:
     pre = f"{prefix}." if prefix else ""
     state = module.state_dict(keep_vars=True)
-    for name, value in state.items():
-        yield pre + name, value
+    yield from ((pre + name, value) for name, value in state.items())
     for name, buf in module.named_buffers(remove_duplicate=False):
         if name not in state and buf is not None:
             yield pre + name, buf
 
 
-def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
-    """torch's row-major contiguity rule, from metadata alone (size-1 dims ignored)."""
-    expected = 1
-    for size, st in zip(reversed(shape), reversed(stride)):
-        if size == 0:
-            return True
-        if size != 1:
-            if st != expected:
-                return False
-            expected *= size
-    return True
-
-
 def why_not_analysable(t: Any) -> str | None:
-    """A reason a person understands when ``t`` cannot be analysed as a strided view, else None."""
+    """A reason a person understands when ``t`` cannot be analysed as a strided view, else None.
+
+    >>> import torch
+    >>> why_not_analysable(torch.zeros(2)) is None, why_not_analysable(3)[:12]
+    (True, 'not a tensor')
+    """
     if not isinstance(t, torch.Tensor):
         return f"not a tensor ({type(t).__module__}.{type(t).__qualname__}); tensorviz only lays out tensors"
     if t.is_nested:
-        return ("nested (jagged) tensor: its components live in a packed buffer plus offsets; "
-                "analyse t.values() and t.offsets() instead")
+        return ("nested tensor: its components live in a packed buffer plus offsets, with no single "
+                "strided view; analyse its parts instead (t.values() and t.offsets() for a jagged one, "
+                "t.unbind() for a strided one)")
     if t.layout != torch.strided:
         kind = str(t.layout).removeprefix("torch.")
         return (f"{kind} tensor: its values and indices live in separate storages with no strided "
-                f"view; analyse its parts (e.g. t.coalesce().values(), t.indices() or t.crow_indices())")
-    if t.is_quantized:
-        return (f"quantized tensor ({str(t.dtype).removeprefix('torch.')}): bytes plus scale/zero-point "
-                f"state held outside the storage; analyse t.int_repr() for the raw layout")
+                f"view; analyse its parts (e.g. t.coalesce().values() and t.indices(), or "
+                f"t.crow_indices(), t.col_indices() and t.values())")
+    return _dtype_reason(t)
+
+
+def _dtype_reason(t: torch.Tensor) -> str | None:
     dtype = str(t.dtype).removeprefix("torch.")
+    if t.is_quantized:
+        return (f"quantized tensor ({dtype}): its bytes are read through a scale and zero point held "
+                f"outside the storage; analyse t.int_repr() for the raw layout")
     if _SUB_BYTE.match(dtype):
-        return (f"packed sub-byte dtype {dtype}: element_size() reports {t.element_size()} byte(s) but "
-                f"elements are packed below a byte, so byte offsets would be wrong; view it as uint8 first")
+        return (f"sub-byte dtype {dtype}: element_size() says {t.element_size()} byte but each value is "
+                f"narrower, and how values are packed depends on the library that made it, so byte "
+                f"offsets from it may be wrong; analyse the packed uint8 tensor it came from")
     return None
 
 
 def _subclass_reason(t: torch.Tensor) -> str | None:
+    """Why a tensor subclass's own storage is not where its data lives, or None if it is."""
     cls = type(t)
-    if cls in _PLAIN_TYPES or _is_fake(t) or isinstance(t, torch.nn.Parameter):
+    if cls is _TENSOR or cls is _PARAMETER or _is_fake(t):
         return None
-    inner = getattr(t, "__tensor_flatten__", None)
-    if inner is not None:
+    name = cls.__qualname__
+    if isinstance(t, torch.nn.parameter.UninitializedTensorMixin):
+        return (f"{name}: a lazy module's parameter has no shape or storage until its first forward; "
+                f"run one forward pass (or build the module with concrete sizes) first")
+    if getattr(cls, "__tensor_flatten__", None) is not None:
         try:
-            attrs = ", ".join(inner()[0])
+            attrs = ", ".join(t.__tensor_flatten__()[0])
         except Exception:  # noqa: BLE001 - a subclass's own hook failing must not stop analysis
             attrs = "?"
-        return (f"tensor subclass {cls.__qualname__} wraps other tensors ({attrs}); its own storage "
-                f"is not where its data lives: analyse those inner tensors instead")
-    if cls.__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
-        return (f"tensor subclass {cls.__qualname__} overrides __torch_dispatch__, so its storage may "
-                f"not be where its data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view")
+        return (f"tensor subclass {name} wraps other tensors ({attrs}); its own storage is not where "
+                f"its data lives: analyse those inner tensors instead")
+    if cls.__torch_dispatch__ is not _TENSOR.__torch_dispatch__:
+        return (f"tensor subclass {name} overrides __torch_dispatch__, so its storage may not be where "
+                f"its data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view")
     return None
 
 
 def _is_fake(t: torch.Tensor) -> bool:
-    mod = type(t).__module__
-    return mod.startswith("torch._subclasses") or type(t).__name__ in ("FakeTensor", "FunctionalTensor")
+    """FakeTensor (and friends) carry real metadata and storage identity, so they are analysed."""
+    return type(t).__module__.startswith("torch._subclasses")
 
 
-def _dtensor_local(t: torch.Tensor) -> torch.Tensor | None:
+def _dtensor_local(t: Any) -> torch.Tensor | None:
     if type(t).__name__ != "DTensor":
         return None
     local = getattr(t, "_local_tensor", None)
@@ -132,73 +141,135 @@ def _dtensor_local(t: torch.Tensor) -> torch.Tensor | None:
 
 
 class _Collector:
-    """Accumulates views and storage facts; one pass, metadata only."""
+    """Accumulates layout rows; one pass, metadata only, no reference to a tensor kept.
+
+    Each row holds the storage's id (``untyped_storage()._cdata``, the same number as
+    ``torch._C._storage_id``), device and size; :class:`Layout` groups rows by storage later.
+    While collecting, every tensor seen is alive (its container holds it), so no two storages
+    seen share an id.
+    """
 
     def __init__(self) -> None:
-        self.views: list[TensorView] = []
-        self.storages: dict[tuple, StorageInfo] = {}
+        self.rows = Rows()
         self.skipped: list[Skipped] = []
-        self.seen: set[str] = set()
-        self._devices: dict[object, str] = {}
+        self._dtypes: dict[torch.dtype, tuple[str, int]] = {}
+        self._path: set[int] = set()
 
+    # -- walking containers ---------------------------------------------------------------
+    def walk(self, obj: Any, prefix: str) -> None:
+        if isinstance(obj, torch.nn.Module):
+            self._walk_items(_module_items(obj, ""), prefix)
+        elif isinstance(obj, torch.Tensor):
+            self.add(prefix or "tensor", obj)
+        elif id(obj) in self._path:
+            self.skipped.append(Skipped(prefix, "the container holds itself (a reference cycle); "
+                                                "its contents are listed under the outer name"))
+        else:
+            if prefix:  # flattened names from nested containers can collide ("a.b" vs a -> b)
+                self.rows.unique = False
+            self._path.add(id(obj))
+            self._walk_items(obj.items() if isinstance(obj, Mapping) else enumerate(obj), prefix)
+            self._path.discard(id(obj))
+
+    def _walk_items(self, items: Any, prefix: str) -> None:
+        """The hot loop: plain strided tensors are recorded inline; all else goes the careful way."""
+        pre = f"{prefix}." if prefix else ""
+        dtypes, append = self._dtypes, self.rows.rows.append
+        for key, t in items:
+            if type(key) is not str:
+                key = self._key_text(key)
+            name = pre + key
+            cls = type(t)
+            if cls is _TENSOR or cls is _PARAMETER:
+                dt = dtypes.get(t.dtype)
+                # Nested (strided) tensors have no strides: stride() raises and they go the
+                # careful way, like sparse, mkldnn and storage-less tensors (no storage).
+                if dt is not None and t.layout is _STRIDED:
+                    try:
+                        st = t.untyped_storage()
+                        shape, stride, offset = t.shape, t.stride(), t.storage_offset()
+                    except Exception:  # noqa: BLE001 - the careful path says what went wrong
+                        self._add_careful(name, t)
+                        continue
+                    append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None))
+                else:
+                    self._add_careful(name, t)
+            elif isinstance(t, _CONTAINERS):
+                self.walk(t, name)
+            else:
+                self._add_careful(name, t)
+
+    def _key_text(self, key: Any) -> str:
+        """A non-string key as a name part (1 and "1" would collide, so names may repeat)."""
+        self.rows.unique = False
+        return str(key)
+
+    # -- one value, the careful way -------------------------------------------------------
     def add(self, name: str, value: Any) -> None:
-        if name in self.seen:
-            self.skipped.append(Skipped(name, "duplicate name: an earlier value already has this name"))
-            return
-        note = ""
-        local = _dtensor_local(value) if isinstance(value, torch.Tensor) else None
-        if local is not None:
-            value, note = local, "DTensor: only this rank's local shard is shown"
-        reason = why_not_analysable(value)
-        if reason is None and local is None:
-            reason = _subclass_reason(value)
+        """Record one named value: a row for an analysable tensor, else a Skipped reason."""
+        self._walk_items(((name, value),), "")
+
+    def _add_careful(self, name: str, value: Any) -> None:
+        try:
+            reason = self._try_add(name, value)
+        except Exception as err:  # noqa: BLE001 - one odd value must never stop the analysis
+            first = (str(err).splitlines() or [""])[0]
+            reason = f"its metadata cannot be read ({type(err).__name__}: {first})"
         if reason is not None:
             self.skipped.append(Skipped(name, reason))
-            return
-        try:
-            self._add_tensor(name, value, note)
-        except (RuntimeError, NotImplementedError) as err:  # e.g. a storage-less functional tensor
-            self.skipped.append(Skipped(name, f"its storage cannot be inspected: {err}".splitlines()[0]))
 
-    def _add_tensor(self, name: str, t: torch.Tensor, note: str) -> None:
-        dev = t.device
-        device = self._devices.get(dev)
-        if device is None:
-            device = self._devices[dev] = str(dev)
-        key = (device, torch._C._storage_id(t))
-        if key not in self.storages:
-            st = t.untyped_storage()
-            self.storages[key] = StorageInfo(key, device, st.nbytes())
-        shape = tuple(t.shape)
-        stride = t.stride()
-        itemsize = t.element_size()
-        offset = t.storage_offset()
-        start = offset * itemsize
-        numel = 1
-        for s in shape:
-            numel *= s
-        run = dense_run(start, shape, stride, itemsize)
-        if run is not None:
-            stop, fp_bytes, exact = run[1], run[1] - start, True
-        else:
-            stop = span(start, shape, stride, itemsize)[1]
-            f = footprint(start, shape, stride, itemsize) if numel else None
-            fp_bytes, exact = (f.nbytes, f.exact) if f is not None else (0, True)
-        self.views.append(TensorView(
-            name, key, device, str(t.dtype)[6:], shape, stride, offset, itemsize, start, stop,
-            numel * itemsize, fp_bytes, _is_contiguous(shape, stride), exact, note))
-        self.seen.add(name)
+    def _try_add(self, name: str, value: Any) -> str | None:
+        note = ""
+        local = _dtensor_local(value)
+        if local is not None:
+            value, note = local, _DTENSOR_NOTE
+        reason = why_not_analysable(value) or _subclass_reason(value)
+        if reason is not None:
+            return reason
+        dt = self._dtype(value)
+        ident, nbytes = _storage_id(value), value.untyped_storage().nbytes()
+        shape, stride, offset = tuple(value.shape), tuple(value.stride()), value.storage_offset()
+        self.rows.geometry(shape, stride)  # fails here, not later, on symbolic sizes
+        if note:
+            self.rows.notes[len(self.rows.rows)] = note
+        self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None))
+        return None
+
+    def _dtype(self, t: torch.Tensor) -> tuple[str, int]:
+        """(name, itemsize) of an analysable dtype, remembered for the fast path."""
+        dt = self._dtypes.get(t.dtype)
+        if dt is None:
+            dt = self._dtypes[t.dtype] = (str(t.dtype).removeprefix("torch."), t.element_size())
+        return dt
 
     def layout(self, source: str) -> Layout:
-        return Layout(self.views, self.storages.values(), self.skipped, source=source)
+        return Layout._from_rows(self.rows, self.skipped, source=source)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while collecting.
+
+    Collection allocates a few small acyclic objects per tensor; with the collector running,
+    every few hundred allocations trigger a pass over all the caller's live objects (100k
+    tensors and their containers), which costs more than the collection itself.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def collect(items: Any, source: str = "") -> Layout:
-    """Build a :class:`Layout` from ``(name, value)`` pairs."""
+    """Build a :class:`Layout` from ``(name, value)`` pairs (not nested)."""
     c = _Collector()
-    for name, value in items:
-        c.add(name, value)
-    return c.layout(source)
+    with _gc_paused():
+        for name, value in items:
+            c.add(name, value)
+        return c.layout(source)
 
 
 def analyze_object(obj: Any) -> Layout:
@@ -206,4 +277,7 @@ def analyze_object(obj: Any) -> Layout:
     if not isinstance(obj, (torch.nn.Module, Mapping, torch.Tensor, list, tuple)):
         raise TypeError(f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; "
                         f"it accepts " + "; ".join(ACCEPTED))
-    return collect(iter_named_values(obj), source=type(obj).__qualname__)
+    c = _Collector()
+    with _gc_paused():
+        c.walk(obj, "")
+        return c.layout(type(obj).__qualname__)

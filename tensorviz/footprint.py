@@ -28,6 +28,7 @@ __all__ = [
     "span",
     "footprint",
     "dense_run",
+    "is_row_major",
     "as_runs",
     "union",
     "total",
@@ -35,6 +36,10 @@ __all__ = [
     "contains",
     "coverage",
     "EMPTY",
+    "Geometry",
+    "geometry",
+    "gaps",
+    "clip",
 ]
 
 #: Largest number of element *starts* a single footprint is expanded into (16 Mi, 256 MiB of
@@ -108,7 +113,7 @@ def dense_run(start: int, shape: Sequence[int], stride: Sequence[int], itemsize:
 
 
 def footprint(start: int, shape: Sequence[int], stride: Sequence[int], itemsize: int,
-              budget: int = RUN_BUDGET) -> Footprint:
+              budget: int | None = None) -> Footprint:
     """Exact set of bytes a strided view reads, as a canonical run set.
 
     Steps: (1) drop size-1 and stride-0 dims; (2) from the innermost dim outwards, fold dims
@@ -120,17 +125,37 @@ def footprint(start: int, shape: Sequence[int], stride: Sequence[int], itemsize:
         start: byte address of element (0, ..., 0).
         shape, stride: as torch reports them (stride in elements, non-negative).
         itemsize: bytes per element.
-        budget: most element starts to expand; above it the span is returned, ``exact=False``.
+        budget: most blocks to expand (default :data:`RUN_BUDGET`, read at call time); above it
+            the span is returned with ``exact=False``.
 
     Raises:
-        ValueError: on a negative stride or size.
+        ValueError: on a negative stride or size, or shape and stride of different lengths.
+
+    >>> footprint(0, (2, 3), (3, 2), 1).runs.tolist()     # rows {0, 2, 4} and {3, 5, 7} interleave
+    [[0, 1], [2, 6], [7, 8]]
     """
-    if any(s < 0 for s in shape) or any(st < 0 for st in stride):
-        raise ValueError(f"negative size or stride: shape={tuple(shape)}, stride={tuple(stride)}")
-    if len(shape) != len(stride):
-        raise ValueError(f"shape {tuple(shape)} and stride {tuple(stride)} differ in length")
+    _check(shape, stride)
     if any(size == 0 for size in shape):
         return Footprint(EMPTY)
+    block, outer, count = _plan(shape, stride)
+    if count > (RUN_BUDGET if budget is None else budget):
+        a, b = span(start, shape, stride, itemsize)
+        return Footprint(_freeze(np.array([[a, b]], dtype=np.int64)), exact=False)
+    starts = np.zeros(1, dtype=np.int64)
+    for st, size in reversed(outer):  # outermost first, so nested layouts come out sorted
+        starts = (starts[:, None] + np.arange(size, dtype=np.int64) * st).ravel()
+    return Footprint(_freeze(_merge_equal_length(starts, block) * itemsize + start))
+
+
+def _check(shape: Sequence[int], stride: Sequence[int]) -> None:
+    if len(shape) != len(stride):
+        raise ValueError(f"shape {tuple(shape)} and stride {tuple(stride)} differ in length")
+    if any(s < 0 for s in shape) or any(st < 0 for st in stride):
+        raise ValueError(f"negative size or stride: shape={tuple(shape)}, stride={tuple(stride)}")
+
+
+def _plan(shape: Sequence[int], stride: Sequence[int]) -> tuple[int, list[tuple[int, int]], int]:
+    """(gap-free innermost block in elements, the outer (stride, size) dims, number of blocks)."""
     dims = _effective_dims(shape, stride)
     block = 1
     k = 0
@@ -141,13 +166,87 @@ def footprint(start: int, shape: Sequence[int], stride: Sequence[int], itemsize:
     count = 1
     for _, size in outer:
         count *= size
-    if count > budget:
-        a, b = span(start, shape, stride, itemsize)
-        return Footprint(_freeze(np.array([[a, b]], dtype=np.int64)), exact=False)
-    starts = np.zeros(1, dtype=np.int64)
-    for st, size in reversed(outer):  # outermost first, so nested layouts come out sorted
-        starts = (starts[:, None] + np.arange(size, dtype=np.int64) * st).ravel()
-    return Footprint(_freeze(_merge_equal_length(starts, block) * itemsize + start))
+    return block, outer, count
+
+
+class Geometry:
+    """Facts about ``(shape, stride)`` shared by every view with that shape and stride.
+
+    Everything is in *elements* from the view's first element, so a view's bytes are
+    ``start + itemsize * x``. Computed once per distinct geometry by :func:`geometry`.
+
+    Attributes:
+        numel: number of logical elements.
+        reach: elements from the first to one past the last addressed one (0 when empty).
+        footprint: distinct elements read (``reach`` itself when not ``exact``: an upper bound).
+        dense: the footprint is ``[0, reach)`` with no gap.
+        exact: False when the footprint needed more than the run budget.
+        contiguous: torch's row-major contiguity.
+        runs: canonical element runs of the footprint (None when dense or empty).
+        shape, stride: as plain tuples of ints.
+    """
+
+    __slots__ = ("numel", "reach", "footprint", "dense", "exact", "contiguous", "runs", "shape", "stride")
+
+    def __init__(self, numel: int, reach: int, footprint: int, dense: bool, exact: bool,
+                 contiguous: bool, runs: np.ndarray | None, shape: tuple[int, ...] = (),
+                 stride: tuple[int, ...] = ()):
+        self.numel, self.reach, self.footprint = numel, reach, footprint
+        self.dense, self.exact, self.contiguous, self.runs = dense, exact, contiguous, runs
+        self.shape, self.stride = shape, stride
+
+    def byte_runs(self, start: int, itemsize: int) -> np.ndarray:
+        """The footprint of a view with this geometry starting at byte ``start``."""
+        if self.runs is None:
+            return _freeze(np.array([[start, start + self.reach * itemsize]], dtype=np.int64)) \
+                if self.reach else EMPTY
+        return _freeze(self.runs * itemsize + start)
+
+    def __repr__(self) -> str:
+        return (f"Geometry(numel={self.numel}, reach={self.reach}, footprint={self.footprint}, "
+                f"dense={self.dense}, exact={self.exact})")
+
+
+def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = None) -> Geometry:
+    """The :class:`Geometry` of a view shape and stride (see :func:`footprint` for ``budget``).
+
+    >>> g = geometry((4, 3), (6, 2))                  # x[:, ::2] of a 4 x 6 matrix
+    >>> g.numel, g.reach, g.footprint, g.dense
+    (12, 23, 12, False)
+    """
+    _check(shape, stride)
+    shape, stride = tuple(int(s) for s in shape), tuple(int(s) for s in stride)
+    numel = 1
+    for size in shape:
+        numel *= size
+    contiguous = is_row_major(shape, stride)
+    if numel == 0:
+        return Geometry(0, 0, 0, False, True, contiguous, None, shape, stride)
+    run = dense_run(0, shape, stride, 1)
+    if run is not None:
+        return Geometry(numel, run[1], run[1], True, True, contiguous, None, shape, stride)
+    reach = span(0, shape, stride, 1)[1]
+    f = footprint(0, shape, stride, 1, budget)
+    if not f.exact:
+        return Geometry(numel, reach, reach, False, False, contiguous, f.runs, shape, stride)
+    return Geometry(numel, reach, total(f.runs), False, True, contiguous, f.runs, shape, stride)
+
+
+def is_row_major(shape: Sequence[int], stride: Sequence[int]) -> bool:
+    """torch's row-major contiguity rule, from metadata alone (size-1 dims ignored).
+
+    >>> is_row_major((2, 3), (3, 1)), is_row_major((3, 2), (1, 3)), is_row_major((2, 1), (1, 7))
+    (True, False, True)
+    """
+    expected = 1
+    for size, st in zip(reversed(shape), reversed(stride)):
+        if size == 0:
+            return True
+        if size != 1:
+            if st != expected:
+                return False
+            expected *= size
+    return True
 
 
 def _merge_equal_length(starts: np.ndarray, length: int) -> np.ndarray:

@@ -1,20 +1,23 @@
 """Frozen layout facts: views, storages, groups and relations.
 
-Pure Python + numpy; no torch. :mod:`tensorviz.collect` and :mod:`tensorviz.files` produce
-:class:`TensorView` records and :class:`StorageInfo`; :class:`Layout` answers every question
-about them. Expensive answers (footprints, coverage, overlap groups) are computed on first use
-and cached, so ``analyze`` stays as cheap as reading the metadata.
+Pure Python + numpy; no torch. :mod:`tensorviz.collect` and :mod:`tensorviz.files` produce the
+views and :class:`StorageInfo`; :class:`Layout` answers every question about them. A Layout keeps
+its views as compact rows and builds the public records (:class:`TensorView`, :class:`Storage`,
+:class:`Group`) on first use; expensive answers (footprints, coverage, overlap groups) are
+computed once, vectorised over all storages (:mod:`tensorviz._sweep`), and cached. So
+``analyze`` costs little more than reading the metadata.
 """
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
-from typing import Iterable, Literal, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
 from . import footprint as fp
+from ._sweep import components, sweep
 from ._units import format_bytes
 
 __all__ = ["TensorView", "Storage", "StorageInfo", "Group", "Skipped", "Layout", "GroupBy", "RELATIONS"]
@@ -26,13 +29,15 @@ RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps", "disjo
 StorageKey = tuple  # (device: str, identity: int | str)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TensorView:
     """One named tensor reading a storage through (offset, shape, stride, dtype).
 
     ``start``/``stop`` is the span in bytes (from the start of the storage; for a safetensors
     file, from the start of the file). ``nbytes`` counts logical elements (numel * itemsize);
-    ``footprint_nbytes`` counts the distinct bytes read (smaller for expanded views).
+    ``footprint_nbytes`` counts the distinct bytes read (smaller for expanded views). ``exact``
+    is False when the footprint has more blocks than :data:`tensorviz.footprint.RUN_BUDGET`:
+    then the span stands in for it (an upper bound) and ``footprint_nbytes`` is the span size.
     """
 
     name: str
@@ -61,8 +66,8 @@ class TensorView:
 
     @property
     def is_dense(self) -> bool:
-        """The footprint is the whole span: one gap-free block of bytes."""
-        return not self.is_empty and self.footprint_nbytes == self.stop - self.start
+        """The footprint is the whole span: one gap-free block of bytes (and known exactly)."""
+        return self.exact and not self.is_empty and self.footprint_nbytes == self.stop - self.start
 
     @property
     def is_expanded(self) -> bool:
@@ -72,7 +77,7 @@ class TensorView:
     def footprint(self) -> fp.Footprint:
         """The exact bytes this view reads (see :func:`tensorviz.footprint.footprint`)."""
         if self.is_dense:
-            return fp.Footprint(_single(self.start, self.stop), self.exact)
+            return fp.Footprint(_single(self.start, self.stop))
         return fp.footprint(self.start, self.shape, self.stride, self.itemsize)
 
     def footprint_runs(self) -> np.ndarray:
@@ -114,6 +119,8 @@ class Storage:
 
     ``covered_nbytes`` counts bytes read by at least one view, ``unreferenced_nbytes`` the rest
     (``torch.save`` writes them anyway), ``complete_names`` the views that read every byte.
+    ``exact`` is False when a view's footprint was over the run budget (coverage is then an
+    upper bound).
     """
 
     key: StorageKey
@@ -135,13 +142,18 @@ class Storage:
 
 @dataclass(frozen=True)
 class Group:
-    """Views grouped by one rule; ``start``/``stop`` is the byte range their spans cover."""
+    """Views grouped by one rule; ``start``/``stop`` is the byte range their spans cover.
+
+    ``exact`` is False for an overlap group joined through a footprint over the run budget
+    (its span stood in for its bytes, so the group may be too large).
+    """
 
     by: str
     names: tuple[str, ...]
     storage: StorageKey
     start: int
     stop: int
+    exact: bool = True
 
     def __len__(self) -> int:
         return len(self.names)
@@ -150,7 +162,8 @@ class Group:
         return iter(self.names)
 
     def __repr__(self) -> str:
-        return f"Group(by={self.by!r}, names={self.names}, bytes=[{self.start}, {self.stop}))"
+        flag = "" if self.exact else ", inexact"
+        return f"Group(by={self.by!r}, names={self.names}, bytes=[{self.start}, {self.stop}){flag})"
 
 
 @dataclass(frozen=True)
@@ -164,6 +177,38 @@ class Skipped:
         return f"Skipped({self.name!r}: {self.reason})"
 
 
+class Rows:
+    """The compact form a collector hands to :class:`Layout`: plain tuples, no records yet.
+
+    ``rows`` holds one tuple per view: ``(name, storage token, device, storage nbytes,
+    (dtype name, itemsize), shape, stride, offset in elements, start in bytes or None for
+    offset * itemsize)``. The token is the storage id (an int; the key becomes ``(str(device),
+    id)``) or the storage key itself (a tuple). ``labels`` names storages by key, ``extra``
+    lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row.
+    Set ``unique`` to False when names may repeat (flattened nested containers). Building
+    records for 100k views costs more than reading their metadata, so :class:`Layout` groups
+    storages and derives geometries and records on first use.
+    """
+
+    __slots__ = ("rows", "notes", "labels", "extra", "geometries", "unique")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.notes: dict[int, str] = {}
+        self.labels: dict[StorageKey, str] = {}
+        self.extra: list[tuple] = []
+        self.geometries: dict[tuple, fp.Geometry] = {}
+        self.unique = True
+
+    def geometry(self, shape: Sequence[int], stride: Sequence[int]) -> fp.Geometry:
+        """The shared :class:`~tensorviz.footprint.Geometry` of a shape and stride."""
+        key = (shape, stride)
+        geo = self.geometries.get(key)
+        if geo is None:
+            geo = self.geometries[key] = fp.geometry(shape, stride)
+        return geo
+
+
 class Layout:
     """Every named view of a set of tensors, grouped by the storage it reads.
 
@@ -175,37 +220,136 @@ class Layout:
     (4000, 8000, 'disjoint', 'contains')
     """
 
-    __slots__ = ("_views", "_index", "_storage_info", "_by_storage", "_skipped", "_source", "_metadata", "_cache")
+    __slots__ = ("_rows", "_raw", "_skipped", "_source", "_metadata", "_cache")
 
     def __init__(self, views: Iterable[TensorView], storages: Iterable[StorageInfo],
                  skipped: Iterable[Skipped] = (), *, source: str = "", metadata: Mapping[str, object] | None = None):
         views = tuple(views)
-        index: dict[str, int] = {}
-        by_storage: dict[StorageKey, list[int]] = {}
-        for i, v in enumerate(views):
-            if v.name in index:
-                raise ValueError(f"duplicate tensor name {v.name!r}: every view needs a unique name")
-            index[v.name] = i
-            by_storage.setdefault(v.storage, []).append(i)
         infos = {s.key: s for s in storages}
-        missing = [k for k in by_storage if k not in infos]
-        if missing:
-            raise ValueError(f"views refer to storages with no StorageInfo: {missing[:3]}")
-        self._views = views
-        self._index = index
-        # Storages in order of first appearance; storages with no views (possible for files) last.
-        order = list(by_storage) + [k for k in infos if k not in by_storage]
-        self._storage_info = {k: infos[k] for k in order}
-        self._by_storage = {k: tuple(by_storage.get(k, ())) for k in order}
-        self._skipped = tuple(skipped)
+        rows = Rows()
+        for i, v in enumerate(views):
+            info = infos.get(v.storage)
+            if info is None:
+                raise ValueError(f"view {v.name!r} refers to storage {v.storage!r}, which has no StorageInfo")
+            rows.rows.append((v.name, info.key, info.device, info.nbytes, (v.dtype, v.itemsize),
+                              v.shape, v.stride, v.offset, v.start))
+            if v.note:
+                rows.notes[i] = v.note
+        used = {v.storage for v in views}
+        rows.labels = {key: info.label for key, info in infos.items() if info.label}
+        # Storages with no views (possible for files) come last.
+        rows.extra = [_store(info) for key, info in infos.items() if key not in used]
+        self._setup(rows, tuple(skipped), source, metadata)
+        if len(self._index) != len(views):
+            dup = next(n for i, n in enumerate(self._names) if self._index[n] != i)
+            raise ValueError(f"duplicate tensor name {dup!r}: every view needs a unique name")
+        self._records[:] = views
+
+    @classmethod
+    def _from_rows(cls, rows: Rows, skipped: Iterable[Skipped] = (), *, source: str = "",
+                   metadata: Mapping[str, object] | None = None) -> Layout:
+        """Build from a collector's rows; a repeated name keeps its first row, the rest are skipped.
+
+        Costs O(1) when ``rows.unique``: names, geometries and records are derived on first use.
+        """
+        self = cls.__new__(cls)
+        self._setup(rows, tuple(skipped), source, metadata)
+        if not rows.unique and len(self._index) != len(rows.rows):
+            self._setup(*_drop_duplicates(rows, self._skipped), source, metadata)
+        return self
+
+    def _setup(self, rows: Rows, skipped: tuple, source: str, metadata: Mapping[str, object] | None) -> None:
+        self._raw = rows
+        self._rows = rows.rows
+        self._skipped = skipped
         self._source = source
         self._metadata = dict(metadata or {})
         self._cache: dict = {}
 
+    # -- derived on first use -----------------------------------------------------------
+    def _cached(self, key: str, make):
+        value = self._cache.get(key)
+        if value is None:
+            value = self._cache[key] = make()
+        return value
+
+    @property
+    def _names(self) -> list[str]:
+        return self._cached("names", lambda: [r[0] for r in self._rows])
+
+    @property
+    def _index(self) -> dict[str, int]:
+        return self._cached("index", lambda: dict(zip(self._names, range(len(self._rows)))))
+
+    @property
+    def _skey(self) -> dict[StorageKey, int]:
+        return self._cached("skey", lambda: {st[0]: i for i, st in enumerate(self._stores)})
+
+    @property
+    def _records(self) -> list[TensorView | None]:
+        return self._cached("records", lambda: [None] * len(self._rows))
+
+    @property
+    def _full(self) -> list[tuple]:
+        """Rows with storage index, start, Geometry and note: ``(name, s, dt, shape, stride,
+        offset, start, geometry, note)``."""
+        return self._cached("full", self._complete_rows)
+
+    @property
+    def _stores(self) -> tuple[tuple, ...]:
+        """``(key, device, nbytes, label)`` per storage, in order of first appearance."""
+        self._full
+        return self._cache["stores"]
+
+    def _complete_rows(self) -> list[tuple]:
+        raw = self._raw
+        geos, notes, labels = raw.geometries, raw.notes, raw.labels
+        spos: dict[object, int] = {}
+        devices: dict[object, str] = {}
+        stores: list[tuple] = []
+        out: list[tuple] = []
+        append, make = out.append, fp.geometry
+        for i, (name, token, dev, nbytes, dt, shape, stride, offset, start) in enumerate(self._rows):
+            s = spos.get(token)
+            if s is None:
+                s = spos[token] = len(stores)
+                device = devices.get(dev) or devices.setdefault(dev, str(dev))
+                key = token if type(token) is tuple else (device, token)
+                stores.append((key, device, nbytes, labels.get(key, "") if labels else ""))
+            geo = geos.get((shape, stride))
+            if geo is None:
+                geo = geos[(shape, stride)] = make(shape, stride)
+            append((name, s, dt, shape, stride, offset, offset * dt[1] if start is None else start,
+                    geo, notes.get(i, "") if notes else ""))
+        self._cache["stores"] = tuple(stores) + tuple(raw.extra)
+        return out
+
     # -- basic access -------------------------------------------------------------------
     @property
     def views(self) -> tuple[TensorView, ...]:
-        return self._views
+        """Every view, in source order."""
+        if "views" not in self._cache:
+            records, full = self._records, self._full
+            for i, v in enumerate(records):
+                if v is None:
+                    records[i] = self._make_view(full[i])
+            self._cache["views"] = tuple(records)
+        return self._cache["views"]
+
+    def _view(self, i: int) -> TensorView:
+        records = self._records
+        v = records[i]
+        if v is None:
+            v = records[i] = self._make_view(self._full[i])
+        return v
+
+    def _make_view(self, row: tuple) -> TensorView:
+        name, s, (dtype, itemsize), _, _, offset, start, geo, note = row
+        key, device = self._stores[s][:2]
+        return _record(TensorView, (
+            name, key, device, dtype, geo.shape, geo.stride, offset, itemsize, start,
+            start + geo.reach * itemsize, geo.numel * itemsize, geo.footprint * itemsize,
+            geo.contiguous, geo.exact, note))
 
     @property
     def skipped(self) -> tuple[Skipped, ...]:
@@ -223,87 +367,187 @@ class Layout:
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(self._index)
+        return tuple(self._names)
 
     def __len__(self) -> int:
-        return len(self._views)
+        return len(self._rows)
 
-    def __iter__(self):
-        return iter(self._views)
+    def __iter__(self) -> Iterator[TensorView]:
+        return iter(self.views)
 
     def __contains__(self, name: object) -> bool:
         return name in self._index
 
     def __getitem__(self, name: str) -> TensorView:
+        return self._view(self._position(name))
+
+    def _position(self, name: str) -> int:
         try:
-            return self._views[self._index[name]]
-        except KeyError:
-            close = difflib.get_close_matches(str(name), self._index, n=3, cutoff=0.5)
+            return self._index[name]
+        except (KeyError, TypeError):
+            close = difflib.get_close_matches(str(name), self._names, n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise KeyError(f"no tensor named {name!r} in this layout ({len(self)} tensors){hint}") from None
+
+    # -- columns for the vectorised answers ----------------------------------------------
+    def _columns(self) -> dict[str, np.ndarray]:
+        cols = self._cache.get("columns")
+        if cols is None:
+            n, rows = len(self._rows), self._full
+            start = np.fromiter((r[6] for r in rows), np.int64, n)
+            reach = np.fromiter((r[7].reach * r[2][1] for r in rows), np.int64, n)
+            cols = self._cache["columns"] = {
+                "sidx": np.fromiter((r[1] for r in rows), np.int64, n),
+                "start": start,
+                "stop": start + reach,
+                "dense": np.fromiter((r[7].dense for r in rows), bool, n),
+                "exact": np.fromiter((r[7].exact for r in rows), bool, n),
+                "nbytes": np.fromiter((st[2] for st in self._stores), np.int64, len(self._stores)),
+            }
+        return cols
+
+    def _sweep(self):
+        if "sweep" not in self._cache:
+            c = self._columns()
+            self._cache["sweep"] = sweep(c["sidx"], c["start"], c["stop"], c["dense"], c["nbytes"], self._runs_at)
+        return self._cache["sweep"]
+
+    def _runs_at(self, i: int) -> np.ndarray:
+        row = self._full[i]
+        return row[7].byte_runs(row[6], row[2][1])
+
+    def _members(self) -> list[list[int]]:
+        """View positions of each storage, in source order."""
+        if "members" not in self._cache:
+            order, bounds, _ = self._grouped("storage")
+            members = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            members += [[] for _ in range(len(self._stores) - len(members))]  # storages with no views
+            self._cache["members"] = members
+        return self._cache["members"]
+
+    def _grouped(self, by: str) -> tuple[list[int], list[int], list[str]]:
+        """``(order, bounds, names in that order)``: group g is ``order[bounds[g]:bounds[g+1]]``,
+        groups ordered by first member (for ``"storage"``: storage index order)."""
+        key = ("grouped", by)
+        if key not in self._cache:
+            order, bounds = components(self._labels(by))
+            order_list = order.tolist()
+            names = self._names
+            self._cache[key] = (order_list, bounds.tolist(), [names[i] for i in order_list])
+        return self._cache[key]
 
     # -- storages and coverage ----------------------------------------------------------
     @property
     def storages(self) -> tuple[Storage, ...]:
+        """Every storage in order of first appearance, with its coverage."""
         if "storages" not in self._cache:
-            self._cache["storages"] = tuple(self._make_storage(i, k) for i, k in enumerate(self._storage_info))
+            self._cache["storages"] = self._make_storages()
         return self._cache["storages"]
+
+    def _make_storages(self) -> tuple[Storage, ...]:
+        c = self._columns()
+        covered = self._sweep().covered.tolist()
+        _, bounds, sorted_names = self._grouped("storage")
+        whole = c["dense"] & (c["start"] == 0) & (c["stop"] == c["nbytes"][c["sidx"]]) & (c["stop"] > 0)
+        complete: dict[int, list[str]] = {}
+        full, all_names = self._full, self._names
+        for i in np.flatnonzero(whole).tolist():
+            complete.setdefault(full[i][1], []).append(all_names[i])
+        inexact = set(c["sidx"][~c["exact"]].tolist())
+        bounds = bounds + [bounds[-1]] * (len(self._stores) + 1 - len(bounds))  # storages with no views
+        new, names = object.__new__, _field_names(Storage)
+        out = []
+        for s, (key, device, nbytes, label) in enumerate(self._stores):
+            st = new(Storage)
+            st.__dict__.update(zip(names, (
+                key, s, device, nbytes, tuple(sorted_names[bounds[s]:bounds[s + 1]]), covered[s],
+                nbytes - covered[s], tuple(complete.get(s, ())), label, s not in inexact)))
+            out.append(st)
+        return tuple(out)
 
     def storage(self, which: str | StorageKey | int) -> Storage:
         """The storage of a view name, a storage key or a storage index."""
         if isinstance(which, int):
             return self.storages[which]
-        key = self[which].storage if isinstance(which, str) else which
-        return self.storages[list(self._storage_info).index(key)]
+        if isinstance(which, str):
+            return self.storages[self._full[self._position(which)][1]]
+        try:
+            return self.storages[self._skey[which]]
+        except (KeyError, TypeError):
+            raise KeyError(f"no storage with key {which!r} in this layout; "
+                           f"use a view name, a storage index or one of layout.storages' keys") from None
 
     def storage_views(self, key: StorageKey) -> tuple[TensorView, ...]:
-        return tuple(self._views[i] for i in self._by_storage[key])
-
-    def _make_storage(self, index: int, key: StorageKey) -> Storage:
-        info = self._storage_info[key]
-        members = [self._views[i] for i in self._by_storage[key]]
-        cov = fp.coverage(info.nbytes, (self._runs(v) for v in members if not v.is_empty))
-        complete = tuple(v.name for v in members
-                         if info.nbytes and v.start == 0 and v.stop == info.nbytes and v.is_dense)
-        return Storage(key=key, index=index, device=info.device, nbytes=info.nbytes,
-                       names=tuple(v.name for v in members), covered_nbytes=cov.covered_nbytes,
-                       unreferenced_nbytes=cov.unreferenced_nbytes, complete_names=complete,
-                       label=info.label, exact=all(v.exact for v in members))
+        """The views on one storage (by key), in source order."""
+        return tuple(self._view(i) for i in self._members()[self._skey[key]])
 
     def unreferenced_runs(self, key: StorageKey) -> np.ndarray:
         """Byte runs of a storage that no view reads."""
-        info = self._storage_info[key]
-        members = [self._views[i] for i in self._by_storage[key]]
-        return fp.coverage(info.nbytes, (self._runs(v) for v in members if not v.is_empty)).unreferenced()
-
-    def _runs(self, view: TensorView) -> np.ndarray:
-        if view.is_dense:
-            return _single(view.start, view.stop)
-        cache = self._cache.setdefault("runs", {})
-        runs = cache.get(view.name)
-        if runs is None:
-            runs = cache[view.name] = view.footprint_runs()
-        return runs
+        s = self._skey[key]
+        runs = [self._runs_at(i) for i in self._members()[s]]
+        return fp.coverage(self._stores[s][2], runs).unreferenced()
 
     def footprint_runs(self, name: str) -> np.ndarray:
-        """Cached exact footprint of a view."""
-        return self._runs(self[name])
+        """Exact footprint of a view as byte runs (its span if the view is not ``exact``)."""
+        return self._runs_at(self._position(name))
 
     # -- groups -------------------------------------------------------------------------
     def groups(self, by: GroupBy = "storage") -> tuple[Group, ...]:
         """Views grouped by ``"storage"``, ``"span"`` (same storage, identical non-empty span) or
-        ``"overlap"`` (connected by intersecting footprints), ordered by first member."""
+        ``"overlap"`` (connected by intersecting footprints), ordered by first member, names
+        inside in source order.
+
+        >>> import torch, tensorviz as tv
+        >>> x = torch.zeros(4, 6)
+        >>> [g.names for g in tv.analyze({"x": x, "e": x[:, ::2], "o": x[:, 1::2]}).groups("overlap")]
+        [('x', 'e', 'o')]
+        """
         if by not in _GROUPINGS:
             raise ValueError(f"by must be one of {_GROUPINGS}, got {by!r}")
         key = ("groups", by)
         if key not in self._cache:
-            parts: list[list[int]] = []
-            for skey, members in self._by_storage.items():
-                if members:
-                    parts.extend(getattr(self, f"_split_{by}")(members))
-            parts.sort(key=lambda p: p[0])
-            self._cache[key] = tuple(self._make_group(by, p) for p in parts)
+            self._cache[key] = self._make_groups(by)
         return self._cache[key]
+
+    def _labels(self, by: str) -> np.ndarray:
+        c = self._columns()
+        if by == "storage":
+            return c["sidx"]
+        if by == "overlap":
+            return self._sweep().overlap
+        n = len(self._names)
+        empty = c["stop"] == c["start"]
+        keys = np.stack((c["sidx"], c["start"], c["stop"]), axis=1)
+        _, labels = np.unique(keys, axis=0, return_inverse=True)
+        return np.where(empty, np.arange(n) + n, labels.reshape(-1))
+
+    def _make_groups(self, by: str) -> tuple[Group, ...]:
+        if not self._rows:
+            return ()
+        c = self._columns()
+        order, bounds = (np.asarray(a, dtype=np.int64) for a in self._grouped(by)[:2])
+        first, size = bounds[:-1], np.diff(bounds)
+        start, stop = c["start"][order], c["stop"][order]
+        live = stop > start
+        big = np.iinfo(np.int64).max
+        lo = np.minimum.reduceat(np.where(live, start, big), first)
+        hi = np.maximum.reduceat(np.where(live, stop, -1), first)
+        dead = hi < 0  # every member empty: the group sits at its first member's start
+        lo[dead], hi[dead] = start[first][dead], start[first][dead]
+        inexact = np.zeros(len(first), dtype=bool)
+        if by == "overlap":
+            bad = np.add.reduceat((~c["exact"][order]).astype(np.int64), first) > 0
+            inexact = bad & (size > 1)
+        _, bl, names = self._grouped(by)
+        stores = self._stores
+        new, fields_ = object.__new__, _field_names(Group)
+        out = []
+        for a, b, s, l, h, x in zip(bl[:-1], bl[1:], c["sidx"][order[first]].tolist(), lo.tolist(),
+                                    hi.tolist(), inexact.tolist()):
+            g = new(Group)
+            g.__dict__.update(zip(fields_, (by, tuple(names[a:b]), stores[s][0], l, h, not x)))
+            out.append(g)
+        return tuple(out)
 
     def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]:
         """Only the groups with two or more names."""
@@ -311,72 +555,11 @@ class Layout:
 
     def group_of(self, name: str, by: GroupBy = "storage") -> Group:
         """The group a view belongs to."""
-        self[name]  # KeyError with suggestions
+        self._position(name)  # KeyError with suggestions
         lookup = self._cache.get(("group_of", by))
         if lookup is None:
             lookup = self._cache[("group_of", by)] = {n: g for g in self.groups(by) for n in g.names}
         return lookup[name]
-
-    def _make_group(self, by: str, members: list[int]) -> Group:
-        views = [self._views[i] for i in members]
-        spans = [(v.start, v.stop) for v in views if not v.is_empty] or [(views[0].start, views[0].start)]
-        return Group(by=by, names=tuple(v.name for v in views), storage=views[0].storage,
-                     start=min(a for a, _ in spans), stop=max(b for _, b in spans))
-
-    def _split_storage(self, members: Sequence[int]) -> list[list[int]]:
-        return [list(members)]
-
-    def _split_span(self, members: Sequence[int]) -> list[list[int]]:
-        out: dict[object, list[int]] = {}
-        for i in members:
-            v = self._views[i]
-            out.setdefault(("empty", i) if v.is_empty else (v.start, v.stop), []).append(i)
-        return list(out.values())
-
-    def _split_overlap(self, members: Sequence[int]) -> list[list[int]]:
-        # Step 1: sweep spans; views whose spans touch no other span are singletons at once.
-        views = [self._views[i] for i in members]
-        order = sorted((v.start, v.stop, i) for v, i in zip(views, members) if not v.is_empty)
-        clusters: list[list[int]] = []
-        end = None
-        for a, b, i in order:
-            if end is None or a >= end:
-                clusters.append([i])
-                end = b
-            else:
-                clusters[-1].append(i)
-                end = max(end, b)
-        parent = {i: i for i in members}
-        # Step 2: inside each span cluster, sweep the exact footprint runs of all its views.
-        for cluster in clusters:
-            if len(cluster) > 1:
-                self._union_overlapping_runs(cluster, parent)
-        comps: dict[int, list[int]] = {}
-        for i in members:
-            comps.setdefault(_find(parent, i), []).append(i)
-        return list(comps.values())
-
-    def _union_overlapping_runs(self, cluster: list[int], parent: dict[int, int]) -> None:
-        runs = [self._runs(self._views[i]) for i in cluster]
-        owner = np.repeat(np.asarray(cluster, dtype=np.int64), [len(r) for r in runs])
-        allruns = np.concatenate(runs)
-        order = np.argsort(allruns[:, 0], kind="stable")
-        allruns, owner = allruns[order], owner[order]
-        ends = np.maximum.accumulate(allruns[:, 1])
-        # A run starting before the furthest end so far overlaps an earlier run: same component.
-        joins = np.flatnonzero(allruns[1:, 0] < ends[:-1]) + 1
-        if joins.size == 0:
-            return
-        new_cluster = np.ones(len(allruns), dtype=bool)
-        new_cluster[joins] = False
-        cid = np.cumsum(new_cluster) - 1
-        pairs = np.unique(np.stack((cid, owner), axis=1), axis=0)
-        first_owner: dict[int, int] = {}
-        for c, o in pairs.tolist():
-            if c in first_owner:
-                _union(parent, first_owner[c], o)
-            else:
-                first_owner[c] = o
 
     # -- relations ----------------------------------------------------------------------
     def relation(self, a: str, b: str) -> str:
@@ -386,6 +569,15 @@ class Layout:
         ``same-bytes`` (equal footprints otherwise), ``contains``/``within`` (one footprint
         strictly inside the other), ``overlaps``, ``disjoint`` (same storage, no common byte --
         always so when either is empty), ``unrelated`` (different storages).
+
+        When a footprint is over the run budget (``exact=False``) its span stands in for it:
+        ``unrelated``, ``identical`` and ``disjoint`` stay exact, ``contains``/``within`` are
+        only claimed when proven, and anything else is reported as ``overlaps``.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(3, 4)
+        >>> tv.analyze({"w": w, "t": w.t(), "row": w[1]}).relation("row", "t")
+        'within'
         """
         va, vb = self[a], self[b]
         if va.storage != vb.storage:
@@ -396,41 +588,34 @@ class Layout:
             return "identical"
         if va.stop <= vb.start or vb.stop <= va.start:
             return "disjoint"
-        ra, rb = self._runs(va), self._runs(vb)
+        ra, rb = self.footprint_runs(a), self.footprint_runs(b)
         inter = fp.intersection_nbytes(ra, rb)
-        na, nb = va.footprint_nbytes, vb.footprint_nbytes
         if inter == 0:
             return "disjoint"
-        if inter == na == nb:
-            return "same-bytes"
-        if inter == nb:
-            return "contains"
-        if inter == na:
-            return "within"
-        return "overlaps"
+        return _compare(inter, fp.total(ra), va.exact, fp.total(rb), vb.exact)
 
     def overlap_nbytes(self, a: str, b: str) -> int:
         """Bytes read by both views (0 for different storages)."""
         va, vb = self[a], self[b]
         if va.storage != vb.storage:
             return 0
-        return fp.intersection_nbytes(self._runs(va), self._runs(vb))
+        return fp.intersection_nbytes(self.footprint_runs(a), self.footprint_runs(b))
 
     # -- totals and text ----------------------------------------------------------------
     @property
     def naive_nbytes(self) -> int:
         """Sum of every view's logical size: what a saver that copies each name would write."""
-        return sum(v.nbytes for v in self._views)
+        return sum(r[7].numel * r[2][1] for r in self._full)
 
     @property
     def unique_nbytes(self) -> int:
         """Distinct bytes read by all views, over all storages."""
-        return sum(s.covered_nbytes for s in self.storages)
+        return int(self._sweep().covered.sum())
 
     @property
     def storage_nbytes(self) -> int:
         """Sum of the storages' sizes: what ``torch.save`` writes."""
-        return sum(s.nbytes for s in self.storages)
+        return sum(st[2] for st in self._stores)
 
     def to_text(self, by: GroupBy = "storage", max_views: int = 12) -> str:
         """A plain-text summary: storages with their views and coverage, shared groups, skips."""
@@ -443,7 +628,8 @@ class Layout:
 
     def __repr__(self) -> str:
         shared = len(self.shared("storage"))
-        return (f"<Layout {len(self)} tensors on {len(self._storage_info)} storages, "
+        ns = len(self._stores)
+        return (f"<Layout {len(self)} tensor{'s' * (len(self) != 1)} on {ns} storage{'s' * (ns != 1)}, "
                 f"{shared} shared, {len(self._skipped)} skipped>")
 
     # -- rich display (implemented in the renderers, imported lazily) -------------------
@@ -466,16 +652,61 @@ class Layout:
         return save_check(self, **options)
 
 
-def _find(parent: dict[int, int], i: int) -> int:
-    root = i
-    while parent[root] != root:
-        root = parent[root]
-    while parent[i] != root:
-        parent[i], i = root, parent[i]
-    return root
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _union(parent: dict[int, int], a: int, b: int) -> None:
-    ra, rb = _find(parent, a), _find(parent, b)
-    if ra != rb:
-        parent[max(ra, rb)] = min(ra, rb)
+def _record(cls: type, values: tuple) -> object:
+    """A frozen dataclass record built without its generated ``__init__``.
+
+    That ``__init__`` calls ``object.__setattr__`` once per field, which is most of the cost of
+    a layout of 100k views. This fills the instance ``__dict__`` in one step instead; ``values``
+    must list every field in declaration order (the tests compare against ``cls(*values)``).
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(zip(_FIELDS.get(cls) or _field_names(cls), values))
+    return obj
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _store(info: StorageInfo) -> tuple:
+    return (info.key, info.device, info.nbytes, info.label)
+
+
+def _drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
+    """Rows keeping each name's first row only; the rest become Skipped."""
+    out, seen, extra = Rows(), set(), []
+    for i, row in enumerate(rows.rows):
+        if row[0] in seen:
+            extra.append(Skipped(row[0], "duplicate name: an earlier value already has this name"))
+            continue
+        seen.add(row[0])
+        if i in rows.notes:
+            out.notes[len(out.rows)] = rows.notes[i]
+        out.rows.append(row)
+    out.labels, out.extra, out.geometries = rows.labels, rows.extra, rows.geometries
+    return out, skipped + tuple(extra)
+
+
+def _compare(inter: int, na: int, exact_a: bool, nb: int, exact_b: bool) -> str:
+    """Relation of two intersecting footprints of ``na`` and ``nb`` bytes sharing ``inter``.
+
+    An inexact footprint is an upper bound, so its byte count and the intersection are too.
+    """
+    if exact_a and exact_b:
+        if inter == na == nb:
+            return "same-bytes"
+        if inter == nb:
+            return "contains"
+        return "within" if inter == na else "overlaps"
+    # b lies inside its bound, and the bound inside a: proven; strict when the bound is smaller.
+    if exact_a and inter == nb < na:
+        return "contains"
+    if exact_b and inter == na < nb:
+        return "within"
+    return "overlaps"

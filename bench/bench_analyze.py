@@ -1,0 +1,136 @@
+"""How fast is ``tv.analyze`` next to its peers, on one synthetic 100k-tensor state dict?
+
+Prints, in one run (best of ``--repeat`` runs each, seconds and ratios):
+
+* floor      -- a bare loop reading each tensor's storage id, offset, shape, stride and dtype;
+* analyze    -- ``tv.analyze(state_dict)``;
+* exact      -- ``tv.analyze`` + ``layout.groups("overlap")`` + ``layout.storages`` (coverage):
+                the full exact answer;
+* safetensors -- ``safetensors.torch._find_shared_tensors`` (storage-level sharing only). It
+                raises on shared non-contiguous tensors (it calls ``view(-1)``), so it is timed on
+                the contiguous tensors only, next to ``tv.analyze`` on that same subset;
+
+then two footprint cases: a column slice of a 50k x 4096 float32 matrix (50k runs) and overlap
+grouping of 4096 interleaved column views of one matrix.
+
+Target (issue 2): analyze within 2x of the floor and no slower than safetensors.
+
+    .venv/bin/python bench/bench_analyze.py [--n 100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+
+import torch
+
+import tensorviz as tv
+from tensorviz import footprint as fp
+
+
+def synthetic_state_dict(n: int) -> dict[str, torch.Tensor]:
+    """About ``n`` named tensors, tiny storages (metadata is what is measured, not bytes).
+
+    Per block of 10 names: 4 independent params, a tied pair (2 names, one tensor), a fused qkv
+    weight with q/k row slices (3 names), and a transpose of an independent param (1 name); every
+    fifth block swaps the transpose for a column slice.
+    """
+    sd: dict[str, torch.Tensor] = {}
+    i = 0
+    while len(sd) < n:
+        p = f"layers.{i}."
+        for j in range(4):
+            sd[p + f"p{j}"] = torch.empty(4, 4)
+        tied = torch.empty(8, 4)
+        sd[p + "emb"] = tied
+        sd[p + "head"] = tied
+        qkv = torch.empty(12, 4)
+        sd[p + "qkv"] = qkv
+        sd[p + "q"] = qkv[:4]
+        sd[p + "k"] = qkv[4:8]
+        sd[p + ("t" if i % 5 else "col")] = sd[p + "p0"].t() if i % 5 else qkv[:, 1:3]
+        i += 1
+    return dict(list(sd.items())[:n])
+
+
+def floor(sd: dict[str, torch.Tensor]) -> list:
+    sid = torch._C._storage_id
+    return [(sid(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype) for t in sd.values()]
+
+
+def exact(sd: dict[str, torch.Tensor]) -> tv.Layout:
+    layout = tv.analyze(sd)
+    layout.groups("overlap")
+    layout.storages
+    return layout
+
+
+def best_of(rows: list[tuple[str, object, object]], repeat: int) -> dict[str, float]:
+    """Best CPU time of each ``(label, fn, arg)``; CPU time and interleaved runs, so other
+    processes on a busy machine disturb the ratios as little as possible."""
+    times: dict[str, list[float]] = {label: [] for label, _, _ in rows}
+    for _ in range(repeat):
+        for label, fn, arg in rows:
+            gc.collect()
+            t0 = time.process_time()
+            fn(arg)
+            times[label].append(time.process_time() - t0)
+    return {label: min(ts) for label, ts in times.items()}
+
+
+def safetensors_accepts(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors ``_find_shared_tensors`` can handle: it calls ``view(-1)`` on shared ones."""
+    return {k: t for k, t in sd.items() if t.is_contiguous()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    from safetensors.torch import _find_shared_tensors
+
+    sd = synthetic_state_dict(args.n)
+    layout = tv.analyze(sd)
+    print(f"{len(sd)} tensors, {len(layout.storages)} storages, "
+          f"{len(layout.shared('storage'))} shared storages, {len(layout.shared('overlap'))} overlap groups")
+    try:
+        _find_shared_tensors(sd)
+        print("safetensors _find_shared_tensors accepts the whole dict")
+    except RuntimeError as err:
+        print(f"safetensors _find_shared_tensors raises on the whole dict: {str(err).splitlines()[0][:80]}")
+    contiguous = safetensors_accepts(sd)
+    rows = [
+        ("floor: storage id, offset, shape, stride, dtype", floor, sd),
+        ("tv.analyze", tv.analyze, sd),
+        ("tv.analyze + groups('overlap') + storages", exact, sd),
+        (f"tv.analyze, {len(contiguous)} contiguous only", tv.analyze, contiguous),
+        (f"safetensors, {len(contiguous)} contiguous only", _find_shared_tensors, contiguous),
+    ]
+    times = best_of(rows, args.repeat)
+    base, safe = times[rows[0][0]], times[rows[4][0]]
+    print(f"{'best of ' + str(args.repeat):50s} {'CPU s':>8s} {'x floor':>8s} {'x safetensors':>14s}")
+    for name, t in times.items():
+        print(f"{name:50s} {t:8.3f} {t / base:8.2f} {t / safe:14.2f}")
+
+    big = torch.empty(50_000, 4096, device="meta")
+    col = big[:, 100:200]
+    t0 = time.perf_counter()
+    f = fp.footprint(col.storage_offset() * 4, tuple(col.shape), col.stride(), 4)
+    ms = (time.perf_counter() - t0) * 1e3
+    print(f"footprint of a column slice of a 50k x 4096 float32 matrix: {len(f.runs)} runs, "
+          f"exact={f.exact}, {ms:.1f} ms")
+
+    m = torch.empty(64, 4096, device="meta")
+    cols = {f"c{j}": m[:, j] for j in range(4096)}
+    t0 = time.perf_counter()
+    groups = tv.analyze(cols).groups("overlap")
+    ms = (time.perf_counter() - t0) * 1e3
+    print(f"overlap grouping of 4096 interleaved column views of a 64 x 4096 matrix: "
+          f"{len(groups)} groups, {ms:.1f} ms (analyze + groups)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Vectorised sort-and-sweep over the spans and footprints of many views at once.
+
+Pure numpy; used by :class:`tensorviz.layout.Layout` for overlap groups and storage coverage.
+Each storage's bytes are shifted to their own stretch of one global axis (``base[s] + byte``,
+with a gap between storages), so one sort and one sweep handle every storage together and
+nothing ever compares two storages. Never all pairs: ``O(n log n)`` in views plus runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .footprint import EMPTY
+
+__all__ = ["Sweep", "sweep", "components"]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The result of one sweep over every non-empty view.
+
+    Attributes:
+        overlap: per view, a label shared exactly by views connected through intersecting
+            footprints (empty views get labels of their own).
+        covered: per storage, bytes read by at least one footprint (clipped to the storage).
+    """
+
+    overlap: np.ndarray
+    covered: np.ndarray
+
+
+def sweep(sidx: np.ndarray, start: np.ndarray, stop: np.ndarray, dense: np.ndarray,
+          nbytes: np.ndarray, runs_of: Callable[[int], np.ndarray]) -> Sweep:
+    """Overlap labels and coverage for views ``i`` on storage ``sidx[i]`` with span ``[start, stop)``.
+
+    Args:
+        sidx, start, stop, dense: one entry per view; ``dense`` means the footprint is the span.
+        nbytes: one entry per storage.
+        runs_of: footprint run set (storage bytes) of a non-dense view, by view index; only
+            called for views whose span meets another view's span.
+    """
+    n, ns = len(sidx), len(nbytes)
+    labels = np.arange(n, dtype=np.int64) + n  # empty views keep these singleton labels
+    covered = np.zeros(ns, dtype=np.int64)
+    live = np.flatnonzero(stop > start)
+    if live.size == 0:
+        return Sweep(labels, covered)
+    base = _bases(sidx[live], stop[live], ns)
+    gs, ge = start[live] + base[sidx[live]], stop[live] + base[sidx[live]]
+    order = np.argsort(gs, kind="stable")
+    cid_sorted, first = _clusters(gs[order], ge[order])
+    cid = np.empty(live.size, dtype=np.int64)
+    cid[order] = cid_sorted
+    # Clusters whose members are all dense are one gap-free block each: one group, and their
+    # coverage is the block. Clusters holding a non-dense view need the exact footprint sweep.
+    sparse = np.zeros(first.size, dtype=bool)
+    sparse[cid[~dense[live]]] = True
+    simple = ~sparse
+    cl_start = gs[order][first]
+    cl_stop = np.maximum.reduceat(ge[order], first)
+    cl_storage = sidx[live][order][first]
+    lo = base[cl_storage]
+    _add_clipped(covered, cl_storage[simple], cl_start[simple], cl_stop[simple], lo[simple],
+                 lo[simple] + nbytes[cl_storage[simple]])
+    labels[live] = cid
+    members = live[sparse[cid]]
+    if members.size:
+        _refine(members, sidx, base, nbytes, runs_of, labels, covered, n)
+    return Sweep(labels, covered)
+
+
+def _bases(sidx: np.ndarray, stop: np.ndarray, ns: int) -> np.ndarray:
+    top = np.zeros(ns, dtype=np.int64)
+    np.maximum.at(top, sidx, stop)
+    base = np.zeros(ns, dtype=np.int64)
+    np.cumsum(top[:-1] + 1, out=base[1:])
+    return base
+
+
+def _clusters(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster ids of sorted half-open ranges joined when they share a byte; first index of each."""
+    ends = np.maximum.accumulate(b)
+    new = np.empty(a.size, dtype=bool)
+    new[0] = True
+    new[1:] = a[1:] >= ends[:-1]
+    return np.cumsum(new) - 1, np.flatnonzero(new)
+
+
+def _add_clipped(covered, storage, a, b, lo, hi) -> None:
+    length = np.clip(np.minimum(b, hi) - np.maximum(a, lo), 0, None)
+    np.add.at(covered, storage, length)
+
+
+def _refine(members, sidx, base, nbytes, runs_of, labels, covered, n) -> None:
+    """Exact footprint sweep over the views of clusters that hold a non-dense view."""
+    runs = [runs_of(int(i)) + base[sidx[i]] for i in members]
+    owner = np.repeat(members, [len(r) for r in runs])
+    allruns = np.concatenate(runs) if runs else EMPTY
+    order = np.argsort(allruns[:, 0], kind="stable")
+    allruns, owner = allruns[order], owner[order]
+    rc, first = _clusters(allruns[:, 0], allruns[:, 1])
+    st = sidx[owner[first]]
+    _add_clipped(covered, st, allruns[first, 0], np.maximum.reduceat(allruns[:, 1], first),
+                 base[st], base[st] + nbytes[st])
+    # Views sharing a run cluster share a byte: link each to the cluster's first owner.
+    head = owner[first][rc]
+    edges = np.unique(np.stack((head, owner), axis=1)[head != owner], axis=0)
+    parent = {int(i): int(i) for i in members}
+    for a, b in edges.tolist():
+        _union(parent, a, b)
+    roots = np.fromiter((_find(parent, int(i)) for i in members), dtype=np.int64, count=members.size)
+    labels[members] = 2 * n + roots
+
+
+def components(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Groups of equal labels, ordered by their first member, members in index order.
+
+    Returns ``(order, bounds)``: group ``g`` is ``order[bounds[g]:bounds[g + 1]]``.
+
+    >>> order, bounds = components(np.array([7, 3, 7, 5, 3]))
+    >>> [order[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+    [[0, 2], [1, 4], [3]]
+    """
+    n = labels.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    order = np.lexsort((np.arange(n), labels))
+    sl = labels[order]
+    starts = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]])
+    firsts = order[starts]
+    size = np.diff(np.r_[starts, n])
+    # Rank groups by first member, then lay each group's members out in that rank order.
+    rank = np.empty(starts.size, dtype=np.int64)
+    rank[np.argsort(firsts, kind="stable")] = np.arange(starts.size)
+    key = np.repeat(rank, size)
+    final = order[np.argsort(key, kind="stable")]
+    bounds = np.r_[0, np.cumsum(size[np.argsort(rank)])]
+    return final, bounds
+
+
+def _find(parent: dict[int, int], i: int) -> int:
+    root = i
+    while parent[root] != root:
+        root = parent[root]
+    while parent[i] != root:
+        parent[i], i = root, parent[i]
+    return root
+
+
+def _union(parent: dict[int, int], a: int, b: int) -> None:
+    ra, rb = _find(parent, a), _find(parent, b)
+    if ra != rb:
+        parent[max(ra, rb)] = min(ra, rb)
