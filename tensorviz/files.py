@@ -466,7 +466,7 @@ def _merge(parts: Iterable[_Part], fmt: str, source: str, extra: Mapping[str, An
             if isinstance(v, dict) and isinstance(meta.get(k), dict):
                 meta[k].update(v)
             else:
-                meta[k] = v
+                meta[k] = dict(v) if isinstance(v, dict) else v
     meta.update(extra or {})
     dropped = _dropped(meta.get("__metadata__", {}), owner)
     if dropped:
@@ -508,8 +508,11 @@ def _analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any
         raise FileFormatError(f"{path}: an index must be a JSON object with a \"weight_map\" of "
                               f"tensor name -> shard file name; got {_short(obj)}")
     folder = os.path.dirname(path)
-    shards = list(dict.fromkeys(wm.values()))
-    paths = [_shard_path(path, folder, s, wm) for s in shards]
+    names_in: dict[str, list[str]] = {}
+    for name, shard in wm.items():
+        names_in.setdefault(shard, []).append(name)
+    shards = list(names_in)
+    paths = [_shard_path(path, folder, s, names_in[s]) for s in shards]
     parts = [_read_part(p) for p in paths]
     problems, skipped = _check_weight_map(wm, shards, parts)
     info = obj.get("metadata")
@@ -524,15 +527,13 @@ def _analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any
     return _merge(parts, fmt, source=source or path, extra=meta)
 
 
-def _shard_path(index: str, folder: str, shard: str, wm: Mapping[str, str]) -> str:
-    first = next(k for k, v in wm.items() if v == shard)
+def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
     if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
-        raise FileFormatError(f"{index}: weight_map puts {first!r} in {shard!r}, a path outside the "
+        raise FileFormatError(f"{index}: weight_map puts {names[0]!r} in {shard!r}, a path outside the "
                               f"index's folder; shards must sit next to the index")
     p = os.path.join(folder, shard)
     if not os.path.isfile(p):
-        count = sum(v == shard for v in wm.values())
-        raise FileFormatError(f"{index}: weight_map puts {count} tensors (e.g. {first!r}) in shard "
+        raise FileFormatError(f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard "
                               f"{shard!r}, but {p} does not exist; download the missing shard")
     return p
 
@@ -754,13 +755,17 @@ def _children(value: Any) -> list[tuple[Any, Any]] | None:
 
 
 def _contents(obj: Any, tensors: list[tuple[str, torch.Tensor]]) -> dict[str, str]:
+    """What the top level holds besides tensors: wrappers with their tensor counts, and values."""
     if not isinstance(obj, Mapping):
-        return {"": f"{type(obj).__name__} with {len(tensors)} tensors"}
+        return {} if isinstance(obj, torch.Tensor) else {"": f"{type(obj).__name__} with {len(tensors)} tensors"}
     counts: dict[str, int] = {}
     for name, _ in tensors:
-        counts[name.split(".", 1)[0]] = counts.get(name.split(".", 1)[0], 0) + 1
+        top = name.split(".", 1)[0]
+        counts[top] = counts.get(top, 0) + 1
     out = {}
     for k, v in obj.items():
+        if isinstance(v, torch.Tensor):
+            continue  # a flat state dict: its tensors are the layout
         k = str(k)
         out[k] = (f"{counts[k]} tensor{'s' * (counts[k] != 1)}" if k in counts
                   else _short(v) if _children(v) is None else f"{type(v).__name__} without tensors")
@@ -779,7 +784,7 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
     names = _record_names([by_name[v.name] for v in layout.views], records)
     base = os.path.basename(path)
     new: dict[tuple, StorageInfo] = {}
-    meta: dict[str, Any] = {"contents": contents}
+    meta: dict[str, Any] = {"contents": contents} if contents else {}
     for v in layout.views:
         if v.storage in new:
             continue

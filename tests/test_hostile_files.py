@@ -168,6 +168,15 @@ def test_hostile_index(tmp_path, index, fragments):
         assert fragment in str(info.value)
 
 
+def test_index_with_a_shard_per_name_fails_fast_on_the_first_missing_one(tmp_path):
+    good_shard(tmp_path)
+    wm = {"w": "s1.safetensors", **{f"t{i}": f"missing-{i}.safetensors" for i in range(50_000)}}
+    path = tmp_path / "i.index.json"
+    path.write_text(json.dumps({"weight_map": wm}))
+    with pytest.raises(FileFormatError, match=r"puts 1 tensors \(e.g. 't0'\) in shard 'missing-0.safetensors'"):
+        tv.analyze(path)
+
+
 def test_index_invalid_json_and_duplicate_names(tmp_path):
     path = tmp_path / "i.safetensors.index.json"
     path.write_text('{"weight_map": {"w": "s1.safetensors",')
