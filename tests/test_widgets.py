@@ -1,0 +1,370 @@
+"""The explorer, driven in-process through its widgets' traits (as a browser click would)."""
+
+from __future__ import annotations
+
+import base64
+import gc
+import html
+import weakref
+
+import pytest
+import torch
+
+pytest.importorskip("ipywidgets")
+
+import tensorviz as tv  # noqa: E402
+from tensorviz import widgets as tw  # noqa: E402
+from tensorviz.widgets import Explorer, ExplorerState, Snapshot, explore  # noqa: E402
+
+from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def lanes(ex: Explorer) -> list[tuple[str, str]]:
+    return [(lane.kind, lane.label) for lane in ex.diagram.lanes]
+
+
+def bars(ex: Explorer) -> list[tuple[str, int, int]]:
+    return [(bar.label, bar.start, bar.stop) for bar in ex.diagram.bars]
+
+
+@pytest.fixture
+def shown(monkeypatch):
+    """What explore()/snapshot() emit as output (IPython's display, captured)."""
+    out: list = []
+    monkeypatch.setattr(tw, "_display", out.append)
+    return out
+
+
+# -- pure helpers -----------------------------------------------------------------------------
+@pytest.mark.parametrize("n, label", [(0, "0 B"), (1000, "1000 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
+                                      (1056, "1056 B"), (3 << 30, "3 GiB"), (5 << 20, "5 MiB"),
+                                      ((5 << 20) + 1, "≈5.00 MiB")])
+def test_offset_label(n, label):
+    assert tw.offset_label(n) == label
+
+
+@pytest.mark.parametrize("nbytes, head, tail, count", [(4000, [0, 16, 32], [3984, 4000], 251),
+                                                       (256, [0, 1, 2], [255, 256], 257),
+                                                       (1 << 30, [0, 1 << 22], [(1 << 30) - (1 << 22), 1 << 30], 257),
+                                                       (0, [0, 1], [0, 1], 2)])
+def test_zoom_points(nbytes, head, tail, count):
+    pts = tw.zoom_points(nbytes)
+    assert pts[:len(head)] == head and pts[-2:] == tail and len(pts) == count
+
+
+def test_span_text_and_pattern_problem():
+    assert tw.span_text(4000, 8000) == "[0xfa0, 0x1f40) = [3.9 KiB, 7.8 KiB), 3.9 KiB (4000 B)"
+    assert tw.pattern_problem("attn|mlp") is None
+    msg = tw.pattern_problem("attn(")
+    assert msg.startswith("name filter 'attn(' is not a valid regular expression: missing ), "
+                          "unterminated subpattern at position 4.")
+
+
+def test_state_options_and_normalise():
+    lay = tv.analyze(seed_tensors())
+    st = ExplorerState(by="span", names="a|b", only_shared=True, show_unreferenced=False, storage=0,
+                       byte_range=(0, 16000))
+    assert tw.normalise(st, lay).byte_range is None  # the whole storage is no zoom
+    assert tw.normalise(ExplorerState(byte_range=(4, 8)), lay).byte_range is None  # no storage
+    assert tw.normalise(st, lay).diagram_options() == {
+        "by": "span", "names": "a|b", "storages": [0], "only_shared": True, "byte_range": None,
+        "show_unreferenced": False, "expand_simple": False}
+    with pytest.raises(ValueError, match=r"storage index 3 is out of range: this layout has 1 storage \(0..0\)"):
+        tw.normalise(ExplorerState(storage=3), lay)
+    with pytest.raises(ValueError, match=r"byte_range \(8, 4\) must satisfy 0 <= lo < hi <= 16000"):
+        tw.normalise(ExplorerState(storage=0, byte_range=(8, 4)), lay)
+
+
+# -- the first state ----------------------------------------------------------------------------
+def test_explore_seed_tensors_first_state(shown):
+    ex = tv.explore(seed_tensors())
+    assert isinstance(ex, Explorer)
+    assert lanes(ex) == [("storage", "storage #0 · 15.6 KiB"), ("view", "a"), ("view", "b"), ("view", "c")]
+    assert bars(ex) == [("a", 0, 16000), ("b", 4000, 8000), ("c", 8000, 12000)]
+    assert ex.png.startswith(PNG) and ex.picture.value == ex.png and ex.picture.format == "png"
+    assert ex.tensor_list.options == ("a", "b", "c")
+    assert ex.storage_picker.options == (("all storages", -1), ("#0 a +2 · 15.6 KiB", 0))
+    assert ex.status == "3 tensors shown, grouped by storage · drawn in {} ms".format(
+        ex.status.split("drawn in ")[1].split(" ms")[0])
+    assert ex.zoom.layout.display == "none" and ex.zoom_hint.layout.display is None
+    assert ex.last_error is None
+    # explore() also emitted a static snapshot of this first state, hidden while the widget is live
+    assert len(shown) == 1 and isinstance(shown[0], Snapshot)
+    assert shown[0].png == ex.png and shown[0].hide_when_live == f"tvz-live-{ex.model_id}"
+    assert f"tvz-live-{ex.model_id}" in ex._dom_classes
+
+
+def test_initial_options_set_the_controls(shown):
+    ex = explore(FusedQKV(), by="overlap", names="weight", only_shared=True, show_unreferenced=False,
+                 storage="v.weight", byte_range=(800, 1600))
+    assert (ex.by_toggle.value, ex.name_filter.value, ex.only_shared_box.value, ex.unreferenced_box.value,
+            ex.storage_picker.value, ex.zoom.value) == ("overlap", "weight", True, False, 0, (800, 1600))
+    assert ex.diagram.byte_range == (800, 1600)
+    assert bars(ex) == [("qkv.weight", 0, 2400), ("v.weight", 800, 1600)]  # bars in the zoom window
+    assert ex.state == ExplorerState("overlap", "weight", True, False, 0, (800, 1600))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"names": "q("}, r"name filter 'q\(' is not a valid regular expression"),
+    ({"by": "bytes"}, r"by must be one of 'storage', 'span', 'overlap', got 'bytes'"),
+    ({"storage": 9}, r"storage index 9 is out of range: this layout has 4 storages \(0..3\)"),
+    ({"storage": 0, "byte_range": (0, 10**6)}, r"must satisfy 0 <= lo < hi <= 2400"),
+])
+def test_bad_initial_options_raise_with_the_fix(kwargs, match, shown):
+    with pytest.raises(ValueError, match=match):
+        explore(FusedQKV(), **kwargs)
+    assert shown == []
+
+
+# -- each control ---------------------------------------------------------------------------------
+def test_grouping_toggle(shown):
+    ex = explore(TiedLM())
+    first = ex.png
+    assert lanes(ex)[:3] == [("storage", "storage #0 · 3.1 KiB"), ("view", "wte.weight"),
+                             ("view", "lm_head.weight")]
+    ex.by_toggle.value = "span"
+    assert ex.diagram.by == "span"
+    assert bars(ex) == [("wte.weight ≡ lm_head.weight", 0, 3200)]
+    assert lanes(ex) == [("storage", "storage #0 · 3.1 KiB"), ("view", "wte.weight ≡ lm_head.weight"),
+                         ("summary", "2 simple storages, 128 B")]
+    assert ex.png != first and ex.picture.value == ex.png
+    span_png = ex.png
+    ex.by_toggle.value = "overlap"
+    assert ex.diagram.by == "overlap" and ex.png not in (first, span_png)
+    # seed tensors: b and c do not overlap, so overlap packing puts them on one lane
+    ex2 = explore(seed_tensors(), by="overlap")
+    assert lanes(ex2) == [("storage", "storage #0 · 15.6 KiB"), ("view", "a"), ("view", "b, c")]
+
+
+def test_name_filter_and_bad_pattern(shown):
+    ex = explore(FusedQKV())
+    before = ex.png
+    ex.name_filter.value = r"^q\."
+    assert [b.names for b in ex.diagram.bars] == [("q.weight",)]
+    assert ex.diagram.collapsed.text == "1 simple storage, 40 B"  # q.bias: matched, folded
+    assert ex.tensor_list.options == ("q.weight",) and ex.png != before
+    good = ex.png
+    ex.name_filter.value = "q("
+    assert ex.status == ("⚠ name filter 'q(' is not a valid regular expression: missing ), unterminated "
+                         "subpattern at position 1. Fix it (escape brackets as \\( ) or clear the box to "
+                         "show every tensor; the picture still shows the previous filter.")
+    assert "tvz-error" in ex.status_line.value
+    assert ex.png == good and ex.state.names == r"^q\." and ex.last_error is None
+    ex.name_filter.value = ""
+    assert ex.tensor_list.options == ("qkv.weight", "q.weight", "v.weight")
+
+
+def test_only_shared_switch(shown):
+    ex = explore(tiny_gpt2())
+    assert ex.diagram.collapsed.count == 27
+    before = ex.png
+    ex.only_shared_box.value = True
+    assert ex.diagram.collapsed is None
+    assert bars(ex) == [("transformer.wte.weight", 0, 2048), ("lm_head.weight", 0, 2048)]
+    assert lanes(ex) == [("storage", "storage #0 · 2.0 KiB"), ("view", "transformer.wte.weight"),
+                         ("view", "lm_head.weight")]
+    assert ex.png != before
+
+
+def test_unreferenced_switch(shown):
+    ex = explore(QVOnly())  # q rows 0-10, v rows 20-30 of a hidden 30x20 weight
+    assert ex.diagram.blocks[0].unreferenced.tolist() == [[800, 1600]]
+    before = ex.png
+    ex.unreferenced_box.value = False
+    assert ex.diagram.blocks[0].unreferenced.tolist() == []
+    assert ex.diagram.options.show_unreferenced is False and ex.png != before
+
+
+def test_expand_simple_switch(shown):
+    ex = explore(FusedQKV())
+    before = ex.png
+    ex.expand_box.value = True
+    assert ex.diagram.collapsed is None
+    assert [lane.label for lane in ex.diagram.lanes if lane.kind == "simple"] == ["qkv.bias", "q.bias", "v.bias"]
+    assert ex.png != before
+
+
+def test_storage_picker_and_zoom(shown):
+    ex = explore(FusedQKV())
+    whole = ex.png
+    ex.storage_picker.value = 1  # qkv.bias alone: a simple storage, drawn in full
+    assert [b.storage for b in ex.diagram.blocks] == [1] and bars(ex) == [("qkv.bias", 0, 120)]
+    assert ex.zoom.layout.display is None and ex.zoom_hint.layout.display == "none"
+    assert ex.zoom.value == (0, 120) and len(ex.zoom.options) == 121
+    ex.storage_picker.value = 0
+    assert ex.zoom.options[:3] == (("0 B", 0), ("16 B", 16), ("32 B", 32))
+    assert ex.zoom.options[-1] == ("2400 B", 2400) and ex.zoom.value == (0, 2400)
+    storage_png = ex.png
+    assert storage_png != whole
+    ex.zoom.value = (1024, 2048)
+    assert ex.diagram.byte_range == (1024, 2048) and ex.state.byte_range == (1024, 2048)
+    assert [b.names for b in ex.diagram.bars] == [("qkv.weight",), ("v.weight",)]
+    assert ex.png not in (whole, storage_png)
+    assert "bytes [0x400, 0x800)" in ex.status
+    ex.storage_picker.value = -1  # back to all storages: zoom reset and hidden
+    assert ex.state.storage is None and ex.state.byte_range is None and ex.png == whole
+
+
+def test_cache_per_state(shown):
+    ex = explore(seed_tensors())
+    first, misses = ex.png, ex._renderer.misses
+    ex.by_toggle.value = "span"
+    ex.by_toggle.value = "storage"
+    assert ex._renderer.misses == misses + 1 and ex.png == first
+    assert ex.status.endswith("· from cache")
+    figure = ex._renderer.figure
+    ex.by_toggle.value = "overlap"
+    assert ex._renderer.figure is figure  # one reused Figure
+
+
+def test_meta_model(shown):
+    ex = explore(meta_model(), by="span")
+    assert bars(ex) == [("emb.weight ≡ head.weight", 0, 1280)]
+    assert lanes(ex)[0] == ("storage", "storage #0 · meta · 1.2 KiB")
+    ex.tensor_list.value = ("head.weight",)
+    assert "identical emb.weight" in ex.details.value
+
+
+# -- details, explain, save check ---------------------------------------------------------------
+def test_details_pane_exact(shown):
+    ex = explore(seed_tensors())
+    assert "Select tensors in the list" in ex.details.value
+    ex.tensor_list.value = ("b",)
+    assert ex.details.value == (
+        '<div class="tvz-details"><div class="tvz-view"><b>b</b><table>'
+        "<tr><th>dtype</th><td>float32 (4 B per element)</td></tr>"
+        "<tr><th>shape</th><td>(2, 10, 50)</td></tr>"
+        "<tr><th>stride</th><td>(500, 50, 1) elements (contiguous)</td></tr>"
+        "<tr><th>offset</th><td>1000 elements = 4000 B</td></tr>"
+        "<tr><th>span</th><td>[0xfa0, 0x1f40) = [3.9 KiB, 7.8 KiB), 3.9 KiB (4000 B)</td></tr>"
+        "<tr><th>footprint</th><td>4000 B read of a 4000 B span: 100% (dense)</td></tr>"
+        "<tr><th>storage</th><td>#0 cpu, 15.6 KiB (16000 B), 3 views</td></tr>"
+        "<tr><th>relations</th><td>within a; disjoint c</td></tr>"
+        "</table></div></div>")
+
+
+def test_details_strided_view_and_escaping(shown):
+    x = torch.arange(24.0).reshape(4, 6)
+    ex = explore({"x": x, "<cols & co>": x[:, ::2]})
+    ex.tensor_list.value = ("<cols & co>",)
+    facts = dict(tw.view_facts(ex.tensor_layout, "<cols & co>"))
+    assert facts["stride"] == "(6, 2) elements (non-contiguous)"
+    assert facts["span"] == "[0x0, 0x5c) = [0 B, 92 B), 92 B (92 B)"
+    assert facts["footprint"] == "48 B read of a 92 B span: 52.17% (strided, with gaps)"
+    assert facts["relations"] == "within x"
+    assert "<b>&lt;cols &amp; co&gt;</b>" in ex.details.value
+    assert "<cols & co>" not in ex.details.value
+    bundle = ex._repr_mimebundle_()
+    assert "&lt;cols &amp; co&gt;" in bundle["text/html"] and "<cols & co>" not in bundle["text/html"]
+
+
+def test_relations_are_counted_past_the_first_few():
+    w = torch.zeros(40, 4)
+    lay = tv.analyze({"w": w, **{f"r{i}": w[i] for i in range(14)}})
+    text = tw.relations_text(lay, lay["r0"])
+    assert text.startswith("within w; disjoint r1; disjoint r2;")
+    assert text.endswith("disjoint r11; … 2 more: disjoint 2")
+
+
+def test_explain_action(shown):
+    x = torch.arange(24.0).reshape(4, 6)
+    ex = explore({"x": x, "cols": x[:, ::2], "big": torch.zeros(300)})
+    ex.explain_button.click()
+    assert "Select one or more tensors" in ex.explain_message.value
+    assert ex.explain_picture.layout.display == "none"
+    ex.expand_box.value = True
+    ex.tensor_list.value = ("x", "cols")
+    ex.explain_button.click()
+    assert bytes(ex.explain_picture.value).startswith(PNG) and ex.explain_picture.layout.display is None
+    assert "x, cols" in ex.explain_message.value and ex.last_error is None
+    ex.tensor_list.value = ("big",)
+    ex.explain_button.click()
+    assert ex.explain_message.value.startswith('<span class="tvz-error">Too large to explain cell by cell: '
+                                               "explain draws at most MAX_ELEMENTS=256 elements per view")
+    assert ex.explain_picture.layout.display == "none"
+
+
+def test_sub_layout_keeps_metadata_only():
+    lay = tv.analyze(seed_tensors())
+    sub = tw.sub_layout(lay, ("b", "c"))
+    assert sub.names == ("b", "c") and len(sub.storages) == 1 and sub.storages[0].nbytes == 16000
+    assert sub["c"] == lay["c"]
+
+
+def test_save_check_pane(shown):
+    saving = pytest.importorskip("tensorviz.saving")
+    model = TiedLM()
+    ex = explore(model)
+    assert ex.save_pane is not None and ex.save_body.value == ""  # computed only when opened
+    ex.save_pane.selected_index = 0
+    assert ex.save_body.value == saving.save_check(tv.analyze(model)).to_html()
+    assert ex.last_error is None
+
+
+# -- errors, memory, static output ----------------------------------------------------------------
+def test_callback_errors_reach_the_status_line(shown, monkeypatch):
+    ex = explore(seed_tensors())
+    before = ex.png
+
+    def boom(state):
+        raise RuntimeError("renderer exploded")
+
+    monkeypatch.setattr(ex._renderer, "get", boom)
+    ex.by_toggle.value = "span"
+    assert ex.status == ("⚠ redraw failed: RuntimeError: renderer exploded "
+                         "(the full traceback is in explorer.last_traceback)")
+    assert isinstance(ex.last_error, RuntimeError) and "renderer exploded" in ex.last_traceback
+    assert ex.png == before
+
+
+def test_explorer_keeps_no_tensor_reference(shown):
+    model = TiedLM()
+    ref, wref = weakref.ref(model), weakref.ref(model.wte.weight)
+    ex = explore(model)
+    del model
+    gc.collect()
+    assert ref() is None and wref() is None
+    ex.by_toggle.value = "span"  # still fully working on metadata alone
+    assert bars(ex)[0] == ("wte.weight ≡ lm_head.weight", 0, 3200)
+
+
+def test_mimebundle_has_static_fallbacks(shown):
+    ex = explore(FusedQKV())
+    ex.by_toggle.value = "span"
+    b = ex._repr_mimebundle_()
+    assert set(b) == {"text/plain", "application/vnd.jupyter.widget-view+json", "image/png", "text/html"}
+    assert b["application/vnd.jupyter.widget-view+json"]["model_id"] == ex.model_id
+    assert base64.b64decode(b["image/png"]) == ex.png
+    assert f'src="data:image/png;base64,{b["image/png"]}"' in b["text/html"]
+    assert "<script" not in b["text/html"] and "<style" not in b["text/html"]  # no live-hiding here
+    assert b["text/plain"].startswith("tensorviz explorer (FusedQKV): 6 tensors on 4 storages")
+    assert "grouped by exact span" in b["text/plain"] and "qkv.weight" in b["text/plain"]
+
+
+def test_snapshot_emits_the_current_state(shown):
+    ex = explore(FusedQKV())
+    ex.by_toggle.value = "overlap"
+    ex.snapshot()
+    assert len(shown) == 2
+    first, now = shown
+    assert first.hide_when_live and not now.hide_when_live
+    assert now.png == ex.png != first.png
+    assert "grouped by overlap" in now.caption and "grouped by storage" in first.caption
+    live = f"tvz-live-{ex.model_id}"
+    assert f"body:has(.{live})" in first.to_html() and "<style" not in now.to_html()
+    assert now._repr_mimebundle_(include={"image/png"}) == {"image/png": base64.b64encode(ex.png).decode()}
+
+
+def test_no_output_outside_ipython(capsys):
+    explore(seed_tensors())  # a plain script: explore() must not print a snapshot
+    assert capsys.readouterr().out == ""
+
+
+def test_no_match_shows_a_message(shown):
+    ex = explore(seed_tensors())
+    ex.name_filter.value = "nothing-matches"
+    assert ex.diagram.bars == () and ex.tensor_list.options == ()
+    assert ex.status == "nothing to draw: no tensor matches (grouped by storage, names matching /nothing-matches/)."
+    assert html.escape("/nothing-matches/") in ex.status_line.value
