@@ -56,7 +56,7 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
 
     verdicts = attach_fixes(verdicts, subject)
     return SaveReport(source=subject.source, verdicts=tuple(verdicts), versions=_versions(),
-                      unique_nbytes=_unique(subject.layout, subject.layout.names), ties=subject.ties,
+                      unique_nbytes=_unique(subject.layout), ties=subject.ties,
                       notes=tuple(subject.notes))
 
 
@@ -229,8 +229,9 @@ def _sub(layout: Layout, names) -> Layout:
     return Layout(views, infos, source=layout.source)
 
 
-def _unique(layout: Layout, names) -> int:
-    return sum(st.covered_nbytes for st in _sub(layout, names).storages if st.device != "meta")
+def _unique(layout: Layout) -> int:
+    """Distinct bytes the layout's views read, leaving out meta storages (they hold no data)."""
+    return sum(st.covered_nbytes for st in layout.storages if st.device != "meta")
 
 
 def _source_name(name: str, value: Any) -> tuple[str, bool]:
@@ -292,7 +293,7 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
         problems=tuple(problems), error_type=run.error[0] if run.error else "",
         message=run.error[1] if run.error else "", kept=tuple(kept), dropped=tuple(run.dropped),
         cloned=tuple(cloned), written_nbytes=written if run.error is None else 0,
-        file_nbytes=file_nbytes, unique_nbytes=_unique(layout, given), lost_nbytes=lost,
+        file_nbytes=file_nbytes, unique_nbytes=_unique(sub), lost_nbytes=lost,
         duplicated_nbytes=duplicated, unreferenced_nbytes=unreferenced,
         anchor=None if run.anchor is None else tuple(tuple(sorted(g)) for g in run.anchor if len(g) > 1),
         anchor_name=run.anchor_name, misfires=tuple(_misfires(run, sub, s)), logs=tuple(run.logs),
@@ -323,12 +324,15 @@ def _file_nbytes(run: sv.Run) -> int | None:
 # -- misfires ---------------------------------------------------------------------------------------
 def _misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
     out: list[Misfire] = []
+    order = {n: i for i, n in enumerate(sub.names)}
+    overlap = sub.groups("overlap")
+    comp = {n: i for i, g in enumerate(overlap) for n in g.names}
     name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
     if run.anchor_error is not None:
         out.extend(_view_misfires(run, sub, s, name))
-    out.extend(_refusal_misfires(run, sub))
+    out.extend(_refusal_misfires(run, sub, order))
     for group in run.anchor or ():
-        names = tuple(n for n in sub.names if n in group)
+        names = _in_order(order, group)
         if len(names) < 2:
             continue
         keys = {sub[n].storage for n in names}
@@ -338,13 +342,25 @@ def _misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
             out.append(Misfire(names, f"{name} puts them on one storage",
                                f"{len(keys)} different storages ({why}); they share no byte"))
             continue
-        parts = _sub(sub, names).groups("overlap")
+        ids = {comp[n] for n in names}
+        if len(ids) == 1 and len(overlap[next(iter(ids))]) == len(names):
+            continue  # exactly one overlap component: the library is right
+        parts = _singletons(names) if len(ids) == len(names) else _sub(sub, names).groups("overlap")
         if len(parts) > 1:
             out.append(Misfire(names, f"{name} treats them as sharing memory",
                                _parts_text(sub, names, parts)))
     if run.anchor is not None:
         out.extend(_missed(run, sub, name))
     return out
+
+
+def _singletons(names) -> list[tuple[str]]:
+    return [(n,) for n in names]
+
+
+def _in_order(order: dict[str, int], group) -> tuple[str, ...]:
+    """The names of ``group`` that ``order`` knows, in that order."""
+    return tuple(sorted((n for n in group if n in order), key=order.__getitem__))
 
 
 def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
@@ -367,7 +383,7 @@ def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
 def _parts_text(sub: Layout, names, parts) -> str:
     if all(len(p) == 1 for p in parts):
         return f"no byte in common: {_relations(sub, names)}"
-    shared = [p.names for p in parts if len(p) > 1]
+    shared = [tuple(p) for p in parts if len(p) > 1]
     return (f"only {', '.join('{' + ', '.join(p) + '}' for p in shared)} share bytes; "
             f"{_relations(sub, names)}")
 
@@ -398,13 +414,13 @@ def _view_misfires(run: sv.Run, sub: Layout, s: Subject, name: str) -> list[Misf
     return out
 
 
-def _refusal_misfires(run: sv.Run, sub: Layout) -> list[Misfire]:
+def _refusal_misfires(run: sv.Run, sub: Layout, order: dict[str, int]) -> list[Misfire]:
     """save_model refuses a group with no "complete" name; say when nothing was shared at all."""
     if run.error is None or "no suitable name to keep" not in run.error[1] or not run.anchor:
         return []
     out = []
     for group in run.anchor:
-        names = tuple(n for n in sub.names if n in group)
+        names = _in_order(order, group)
         if not names or not f"{sorted(names)[0]!r}" in run.error[1]:
             continue
         st = sub.storage(names[0])

@@ -93,8 +93,11 @@ def _contiguity(s: Any) -> dict[str, bool]:
 
 def _problem(v: Verdict) -> str:
     if v.error_type:
-        first = v.message.strip().splitlines()[0] if v.message.strip() else v.error_type
-        return f"{v.saver} raises {v.error_type}: {first.strip()}"
+        msg = " ".join(v.message.split())
+        first = msg.split(". ")[0].rstrip(".")
+        if len(first) > 140:
+            first = first[:139] + "…"
+        return f"{v.saver} raises {v.error_type}: {first}"
     parts = []
     if v.lost_nbytes:
         parts.append(f"loses {format_bytes(v.lost_nbytes)} (drops {', '.join(v.dropped)})")
@@ -114,6 +117,8 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
     load = "\n".join(["import torch", load_head, *([_HELPER] if needs_helper else []), *load_lines])
     if s.kind == "module" and v.saver != "transformers.save_pretrained":
         load += "\nmodel.load_state_dict(state_dict)"
+    if v.saver == "safetensors.save_model":
+        cost = "; ".join(x for x in ("save_model refuses this model as it is: the prepared dict goes to save_file", cost) if x)
     return Fix(problem, _tidy(save), load, note=cost)
 
 
@@ -170,6 +175,8 @@ def _keeper(st, views: list[TensorView], contiguous: dict[str, bool]) -> TensorV
 
 
 def _why_drop(layout: Layout, v: TensorView, keep: TensorView) -> str:
+    if v.is_empty:
+        return f"empty (reads no byte of {keep.name}'s storage)"
     rel = layout.relation(v.name, keep.name)
     if rel == "identical":
         return f"an alias of {keep.name}"

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch
 
+from .footprint import is_row_major
+
 __all__ = ["StandIn", "StorageStandIn", "from_tensor", "from_view", "fresh_ptr"]
 
 # Pretend addresses for copies and for layouts without tensors: far above any real heap
@@ -99,7 +101,7 @@ class StandIn:
         return len(self.shape)
 
     def element_size(self) -> int:
-        return torch.empty((), dtype=self.dtype, device="meta").element_size()
+        return _itemsize(self.dtype)
 
     def nelement(self) -> int:
         n = 1
@@ -123,7 +125,9 @@ class StandIn:
         return self._storage.data_ptr() + self._offset * self.element_size()
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
-        return self._twin().is_contiguous()
+        if memory_format not in (None, torch.contiguous_format):
+            return self._twin().is_contiguous(memory_format=memory_format)
+        return is_row_major(tuple(self.shape), self._stride)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
@@ -175,6 +179,16 @@ class StandIn:
     def __repr__(self) -> str:
         return (f"StandIn({self.source!r}, {str(self.dtype)[6:]}{list(self.shape)}, stride={self._stride}, "
                 f"offset={self._offset}, {self._storage!r})")
+
+
+_ITEMSIZE: dict[torch.dtype, int] = {}
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    size = _ITEMSIZE.get(dtype)
+    if size is None:
+        size = _ITEMSIZE[dtype] = torch.empty((), dtype=dtype, device="meta").element_size()
+    return size
 
 
 class _WouldReadData(RuntimeError):
