@@ -87,6 +87,15 @@ def _guard(e: BaseException) -> None:
         raise Unavailable(f"a library helper changed ({type(e).__name__}: {e})") from None
 
 
+def _only_standins(sd: dict[str, Any], saver: str) -> None:
+    """accelerate and transformers call .contiguous()/.clone() on what they get: only stand-ins
+    may reach them, or data would be copied. Other tensors (sparse, quantized, subclasses) stop here."""
+    for name, v in sd.items():
+        if isinstance(v, torch.Tensor) and type(v) is not StandIn:
+            raise Unavailable(f"{name!r} is a {type(v).__name__} with layout {v.layout}; tensorviz replays "
+                              f"{saver} on plain strided tensors only")
+
+
 def _anchor(run: Run, sd: dict[str, Any], module: str, name: str) -> None:
     """Record the groups a library's sharing check reports (or the error it raises)."""
     fn = _helper(module, name)
@@ -298,6 +307,7 @@ def _declared_tie_targets(model: Any) -> set[str]:
 def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
     """``model.save_pretrained(directory)`` (safetensors, one or more shards)."""
     run = Run(tuple(sd))
+    _only_standins(sd, "save_pretrained")
     remove_tied = _helper(_TF, "remove_tied_weights_from_state_dict")
     _anchor_transformers(run, sd)
     sd = dict(sd)
@@ -385,6 +395,7 @@ class _CaptureLog:
 
 
 def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
+    _only_standins(sd, "accelerate")
     clean = _helper(_ACC, "clean_state_dict_for_safetensors")
     id_storage = _helper("accelerate.utils.modeling", "id_tensor_storage")
     groups: dict[Any, list[str]] = collections.defaultdict(list)

@@ -214,7 +214,7 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
     >>> head.weight = emb.weight
     >>> r = tv.save_check(torch.nn.ModuleDict({"emb": emb, "head": head}))
     >>> r["safetensors.save_file"].outcome, r["safetensors.save_model"].dropped
-    ('raises', ('emb.weight',))
+    ('raises', ('head.weight',))
     """
     wanted = _wanted(savers)
     from ._save_check import run_check

@@ -327,3 +327,24 @@ def test_docstring_example_header_size_for_one_tensor(tmp_path):
     assert n % 8 == 0 and 8 + n + 12 == len(raw)
     s = {"a": _standin.from_tensor("a", torch.zeros(3), {})}
     assert _savers.safetensors_file_nbytes(s, None) == len(raw)
+
+
+@pytest.mark.parametrize("module", ["tensorviz.saving", "tensorviz._ties"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_sparse_tensor_message_and_guard(tmp_path):
+    sparse = torch.eye(3).to_sparse()
+    d = collections.OrderedDict(w=torch.zeros(2), s=sparse)
+    report = tv.save_check(d)
+    v = report["safetensors.save_file"]
+    with pytest.raises(ValueError) as info:
+        save_file(dict(d), tmp_path / "s.safetensors")
+    assert (v.error_type, v.message) == ("ValueError", str(info.value))
+    acc = report["accelerate.save"]
+    assert acc.outcome == "could not evaluate" and "'s' is a Tensor with layout torch.sparse_coo" in acc.message
