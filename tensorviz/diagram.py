@@ -377,10 +377,10 @@ class _Proto:
     dense: bool
     overlap: np.ndarray = field(default_factory=lambda: fp.EMPTY)
     reinterpreted: bool = False
+    names: tuple[str, ...] = ()
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(v.name for v in self.views)
+    def __post_init__(self) -> None:
+        self.names = tuple(v.name for v in self.views)
 
     @property
     def empty(self) -> bool:
@@ -453,6 +453,8 @@ class _Planner:
         v0 = views[0]
         if v0.is_empty:
             return _Proto(views, v0.start, v0.stop, fp.EMPTY, dense=False)
+        if len(views) == 1 and v0.is_dense:
+            return _Proto(views, v0.start, v0.stop, np.array([[v0.start, v0.stop]], dtype=np.int64), dense=True)
         runs = [self.layout.footprint_runs(v.name) for v in views]
         merged = runs[0] if len(runs) == 1 else fp.union(*runs)
         dense = len(merged) == 1 and merged[0, 0] == v0.start and merged[0, 1] == v0.stop
@@ -519,8 +521,10 @@ class _Planner:
                                   _row_size(src, rest), sub=len(lanes) - first_lane, hidden=n))
                 bars.extend(self._bar(src.protos[i], len(lanes) - 1, bi) for i in rest)
         hidden = lanes[-1].hidden if lanes[-1].kind == "more" else 0
-        unref = self.layout.unreferenced_runs(s.key) if self.opts.show_unreferenced else fp.EMPTY
-        overlap = fp.union(*(p.overlap for p in src.protos)) if src.protos else fp.EMPTY
+        unref = (self.layout.unreferenced_runs(s.key) if self.opts.show_unreferenced and s.unreferenced_nbytes
+                 else fp.EMPTY)
+        overlaps = [p.overlap for p in src.protos if len(p.overlap)]
+        overlap = fp.union(*overlaps) if overlaps else fp.EMPTY
         return Block(s.index, s.key, _storage_label(s), s.device, s.nbytes,
                      tuple(range(first_lane, len(lanes))), tuple(range(first_bar, len(bars))),
                      self._clip(unref), fp.total(unref), self._clip(overlap), src.reasons, hidden)
@@ -547,7 +551,7 @@ class _Planner:
                    empty=p.empty, exact=all(v.exact for v in views))
 
     def _clip(self, runs: np.ndarray) -> np.ndarray:
-        if self.opts.byte_range is None:
+        if self.opts.byte_range is None or not len(runs):
             return runs
         return fp.clip(runs, *self.opts.byte_range)
 
@@ -566,23 +570,37 @@ def _row_size(src: _Source, row: list[int]) -> int:
     return max((src.protos[i].stop for i in row), default=0) - min((src.protos[i].start for i in row), default=0)
 
 
-def _allocate(needs: list[int], budget: int) -> tuple[list[int], int]:
-    """Lanes per block under a budget: all if they fit, else a common cap (>= 3: extent, one
-    view, one "more" row) on the largest blocks, dropping trailing blocks if even that fails."""
+def _allocate(needs: list[int], budget: int, min_cap: int = 6) -> tuple[list[int], int]:
+    """Lanes per block under a budget, blocks in priority order.
+
+    All blocks if they fit. Otherwise a common cap on the largest blocks (water filling), over
+    as many leading blocks as keep that cap useful: at least ``min_cap`` lanes (extent, a few
+    views, the "more" row), or every shown block complete. One lane is kept for the
+    "… N more storages" row when blocks are dropped. Returns the caps and the blocks shown.
+    """
     if sum(needs) <= budget:
         return list(needs), len(needs)
-    shown = len(needs)
-    while shown and sum(min(n, 3) for n in needs[:shown]) + (shown < len(needs)) > budget:
-        shown -= 1
-    room = budget - (shown < len(needs))
-    lo, hi = 3, max(needs[:shown], default=3)
-    while lo < hi:  # largest cap c with sum(min(n, c)) <= room
+    for shown in range(len(needs), 0, -1):
+        room = budget - (shown < len(needs))
+        part = needs[:shown]
+        if sum(min(n, 3) for n in part) > room and shown > 1:
+            continue
+        cap = _water_level(part, room)
+        if cap >= min_cap or all(n <= cap for n in part) or shown == 1:
+            return [min(n, cap) for n in part], shown
+    return [], 0
+
+
+def _water_level(needs: list[int], room: int) -> int:
+    """The largest cap c (>= 3) with sum(min(n, c)) <= room."""
+    lo, hi = 3, max(max(needs, default=3), 3)
+    while lo < hi:
         mid = (lo + hi + 1) // 2
-        if sum(min(n, mid) for n in needs[:shown]) <= room:
+        if sum(min(n, mid) for n in needs) <= room:
             lo = mid
         else:
             hi = mid - 1
-    return [min(n, lo) for n in needs[:shown]], shown
+    return lo
 
 
 def _pack(protos: list[_Proto]) -> list[list[int]]:
@@ -637,12 +655,40 @@ def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _mark_overlaps(protos: list[_Proto]) -> None:
+    """Set each bar's ``overlap``: its bytes that another bar of the block also reads."""
+    if len(protos) < 2:
+        return
+    if len(protos) <= 64 and all(p.dense or p.empty for p in protos):
+        _mark_dense_overlaps(protos)  # the common case (ties, slices), without numpy overhead
+        return
     multi = depth_runs([p.runs for p in protos], 2)
     if not len(multi):
         return
     for p in protos:
         if len(p.runs):
             p.overlap = _intersect(p.runs, multi)
+
+
+def _mark_dense_overlaps(protos: list[_Proto]) -> None:
+    events = sorted([(p.start, 1) for p in protos if not p.empty] + [(p.stop, -1) for p in protos if not p.empty])
+    multi: list[list[int]] = []
+    depth, prev = 0, None
+    for pos, delta in events:  # ends sort before starts at one position: abutting is not overlap
+        if depth >= 2 and prev is not None and pos > prev:
+            if multi and multi[-1][1] == prev:
+                multi[-1][1] = pos
+            else:
+                multi.append([prev, pos])
+        depth += delta
+        prev = pos
+    if not multi:
+        return
+    for p in protos:
+        if p.empty:
+            continue
+        mine = [[max(a, p.start), min(b, p.stop)] for a, b in multi if a < p.stop and b > p.start]
+        if mine:
+            p.overlap = fp.as_runs(mine)
 
 
 def _mark_reinterpreted(protos: list[_Proto]) -> None:

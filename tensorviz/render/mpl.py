@@ -23,6 +23,7 @@ of a bar another bar also reads), ``expanded``/``reinterpreted`` (hatched flag o
 from __future__ import annotations
 
 import io
+import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -37,16 +38,18 @@ if TYPE_CHECKING:
 
     from ..diagram import Bar, Diagram
 
-__all__ = ["render", "to_png", "layer", "names_at", "rect_vertices", "figure_size"]
+__all__ = ["render", "to_png", "layer", "names_at", "rect_vertices", "figure_size", "short_label"]
 
 BAR_HEIGHT = 0.72
 RUN_BUDGET = 200_000  # most footprint polygons drawn; above it sub-pixel gaps are merged
 LABEL_BUDGET = 300  # most in-bar text labels
+HATCH_LIMIT = 400  # most polygons a layer hatches; above, a translucent fill
 _EXTENT = "#e9e9e9"
 _EDGE = "#444444"
 _OVERLAP = "#cc3311"
 _UNREF = "#9a9a9a"
-_INCH_PER_LANE = 0.24
+_INCH_PER_LANE = 0.26
+_TOP = 0.42  # inches above the axes, for the header line
 _MAX_PLOT_INCHES = 14.0
 
 
@@ -62,14 +65,16 @@ def rect_vertices(x0: np.ndarray, x1: np.ndarray, y: np.ndarray, height: float =
     return verts
 
 
-def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float, float]:
-    """``(width, height, left)`` in inches for a diagram: lanes get ~0.24 in each (less when
-    there are hundreds), the left margin fits the (truncated) lane labels."""
+def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float, float, float]:
+    """``(width, height, left, bottom)`` in inches for a diagram: lanes get ~0.26 in each (less
+    when there are hundreds), the left margin fits the (truncated) lane labels, the bottom one
+    the axis and, if any, the legend."""
     n = max(len(d.lanes), 1)
-    plot_h = min(n * _INCH_PER_LANE, _MAX_PLOT_INCHES) if n > 2 else 0.7 * n
+    plot_h = float(np.clip(n * _INCH_PER_LANE, 0.62, _MAX_PLOT_INCHES))
     longest = max((len(_lane_text(lane.label)) for lane in d.lanes), default=8)
     left = min(max(0.9, 0.068 * longest + 0.25), 3.4) if _labels_fit(n, plot_h) else 0.6
-    return (width or 10.0), plot_h + 1.45, left
+    bottom = 0.95 if _legend_handles(d) else 0.62
+    return (width or 10.0), plot_h + bottom + _TOP, left, bottom
 
 
 def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | None" = None,
@@ -93,12 +98,12 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
     from matplotlib.figure import Figure
 
     if ax is None:
-        w, h, left = figure_size(diagram, width)
+        w, h, left, bottom = figure_size(diagram, width)
         fig = figure if figure is not None else Figure(figsize=(w, h))
         if figure is not None:
             fig.clear()
             fig.set_size_inches(w, h, forward=True)
-        ax = fig.add_axes((left / w, 0.85 / h, 1 - (left + 0.3) / w, 1 - 1.45 / h))
+        ax = fig.add_axes((left / w, bottom / h, 1 - (left + 0.3) / w, 1 - (bottom + _TOP) / h))
     fig = ax.figure
     _draw(diagram, ax)
     fig.tensorviz_diagram = diagram
@@ -190,7 +195,13 @@ def _coord_text(d: "Diagram", x: float, y: float) -> str:
 
 def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int], **style: Any) -> "Collection":
     from matplotlib.collections import PolyCollection
+    from matplotlib.colors import to_rgba
 
+    if style.get("hatch") and len(verts) > HATCH_LIMIT:
+        # Agg hatches each polygon separately (~1 ms each); past a few hundred marks a hatch is
+        # too small to see anyway, so the layer becomes a translucent fill of the same shapes.
+        style = dict(style, facecolors=to_rgba(style["edgecolors"], 0.45), edgecolors="none")
+        style.pop("hatch")
     coll = PolyCollection(verts, closed=True, **style)
     coll.set_gid(gid)
     coll.tensorviz_owner = np.asarray(owner, dtype=np.int64)
@@ -212,8 +223,9 @@ def _runs_layer(pieces: list[tuple[np.ndarray, int, float]]) -> tuple[np.ndarray
 def _draw_storage_layers(d: "Diagram", ax: "Axes") -> None:
     extent = [(np.array([[0, b.nbytes]]), bi, float(b.lanes[0])) for bi, b in enumerate(d.blocks)
               if d.lanes[b.lanes[0]].kind == "storage"]
+    edge = 0.8 if _lane_px(ax) >= 4 else 0.0
     for gid, key, style in (
-            ("extents", None, dict(facecolors=_EXTENT, edgecolors=_EDGE, linewidths=0.8)),
+            ("extents", None, dict(facecolors=_EXTENT, edgecolors=_EDGE, linewidths=edge)),
             ("unreferenced", "unreferenced", dict(facecolors="white", edgecolors=_UNREF, hatch="////",
                                                   linewidths=0.6)),
             ("storage-overlaps", "overlap_runs", dict(facecolors="none", edgecolors=_OVERLAP,
@@ -231,6 +243,8 @@ def _draw_separators(d: "Diagram", ax: "Axes") -> None:
     ys = [d.blocks[i].lanes[0] - 0.5 for i in range(1, len(d.blocks))]
     if d.blocks and d.lanes and d.lanes[-1].block < 0:
         ys.append(d.blocks[-1].lanes[-1] + 0.5)
+    if _lane_px(ax) < 4:  # hundreds of storages: lines between them would only darken the picture
+        ys = []
     segs = [[(0, y), (1, y)] for y in ys]
     lines = LineCollection(segs, colors="#999999", linewidths=0.6, transform=ax.get_yaxis_transform())
     lines.set_gid("separators")
@@ -254,7 +268,8 @@ def _draw_bar_layers(d: "Diagram", ax: "Axes") -> None:
         face[sparse, 3] = 0.22  # the span of a strided view is a light band; its runs are solid
     edge = np.clip(colors[full] * [0.6, 0.6, 0.6, 1], 0, 1) if full else np.zeros((0, 4))
     dashed = [(0, (3, 2)) if bars[i].non_contiguous else "solid" for i in full]
-    lw = 0.7 if len(full) < 400 else 0.25
+    # Outline bars wide enough to show it; a thousand sub-pixel outlines would only darken the row.
+    lw = np.where((x1 - x0) * _px_per_byte(d, ax) >= 4, 0.7, 0.0)
     _add(ax, "spans", rect_vertices(x0, x1, ys), full, facecolors=face, edgecolors=edge,
          linewidths=lw, linestyles=dashed or "solid")
     _draw_footprints(d, ax, colors)
@@ -334,6 +349,11 @@ def _ax_inches(ax: "Axes") -> tuple[float, float]:
     return pos.width * fw, pos.height * fh
 
 
+def _px_per_byte(d: "Diagram", ax: "Axes") -> float:
+    lo, hi = d.x_range
+    return _ax_inches(ax)[0] * 100 / max(hi - lo, 1)
+
+
 def _lane_px(ax: "Axes") -> float:
     return _ax_inches(ax)[1] * 100 / max(abs(ax.get_ylim()[0] - ax.get_ylim()[1]), 1)
 
@@ -377,19 +397,45 @@ def _draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
     candidates = [i for idx in lanes_multi.values() if len(idx) > 1 for i in idx]
     if not candidates:
         return
+    suffix = _common_suffix([d.bars[i].label for i in candidates[:2000]])
     lo, hi = d.x_range
-    inches = _ax_inches(ax)[0]
-    px_per_byte = inches * 100 / max(hi - lo, 1)
+    px_per_byte = _px_per_byte(d, ax)
     drawn = 0
     for i in candidates:
         b = d.bars[i]
         a, z = max(b.start, lo), min(b.stop, hi)
-        room = (z - a) * px_per_byte
-        text = b.label
-        if room < 6 * len(text) + 6 or drawn >= LABEL_BUDGET:
+        fits = int((z - a) * px_per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
+        text = short_label(b.label, fits, suffix) if drawn < LABEL_BUDGET else None
+        if text is None:
             continue
         ax.text((a + z) / 2, b.lane, text, ha="center", va="center", fontsize=6.5, clip_on=True)
         drawn += 1
+
+
+def _common_suffix(labels: list[str]) -> str:
+    """The dotted tail all labels share (".weight"), to drop from in-bar labels."""
+    if len(labels) < 2:
+        return ""
+    tail = os.path.commonprefix([s[::-1] for s in labels])[::-1]
+    return tail[tail.find("."):] if "." in tail else ""
+
+
+def short_label(label: str, fits: int, suffix: str = "") -> str | None:
+    """The label, or its most specific dotted tail without the shared suffix, in ``fits``
+    characters (None if not even 4 fit).
+
+    >>> short_label("layers.12.k_proj.weight", 12, ".weight"), short_label("a.b", 2)
+    ('12.k_proj', None)
+    """
+    if len(label) <= fits:
+        return label
+    base = label[: len(label) - len(suffix)] if suffix and label.endswith(suffix) and label != suffix else label
+    parts = base.split(".")
+    for k in range(len(parts)):
+        cand = ".".join(parts[k:])
+        if 4 <= len(cand) <= fits:
+            return cand
+    return None
 
 
 def _draw_header(d: "Diagram", ax: "Axes") -> None:
@@ -402,22 +448,28 @@ def _draw_header(d: "Diagram", ax: "Axes") -> None:
 def _draw_legend(d: "Diagram", ax: "Axes") -> None:
     from matplotlib.patches import Patch
 
-    handles = []
-    bars = d.bars
-    if any(b.runs is not None for b in bars):
-        handles.append(Patch(facecolor="#777777", edgecolor="#444444", label="bytes read (exact)"))
-        handles.append(Patch(facecolor=(0.47, 0.47, 0.47, 0.22), edgecolor="#444444", label="in span, not read"))
-    if any(len(b.unreferenced) for b in d.blocks):
-        handles.append(Patch(facecolor="white", edgecolor=_UNREF, hatch="////", label="unreferenced"))
-    if any(b.overlaps_other for b in bars):
-        handles.append(Patch(facecolor="none", edgecolor=_OVERLAP, hatch="xxx", label="read by ≥2 bars"))
-    if any(b.non_contiguous for b in bars):
-        handles.append(Patch(facecolor="none", edgecolor=_EDGE, linestyle=(0, (3, 2)), label="non-contiguous"))
-    if any(b.expanded for b in bars):
-        handles.append(Patch(facecolor="none", edgecolor=_EDGE, hatch="....", label="expanded (stride 0)"))
-    if any(b.reinterpreted for b in bars):
-        handles.append(Patch(facecolor="none", edgecolor=_EDGE, hatch="\\\\\\\\", label="other dtype"))
+    handles = [Patch(**style) for style in _legend_handles(d)]
     if handles:
         below = 0.42 / max(_ax_inches(ax)[1], 0.1)  # under the tick labels and axis title
         ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -below),
                   ncol=len(handles), fontsize=7, frameon=False, handlelength=1.6)
+
+
+def _legend_handles(d: "Diagram") -> list[dict]:
+    """Legend entries for the marks this diagram uses (patch keyword arguments)."""
+    handles: list[dict] = []
+    bars = d.bars
+    if any(b.runs is not None for b in bars):
+        handles.append(dict(facecolor="#777777", edgecolor="#444444", label="bytes read (exact)"))
+        handles.append(dict(facecolor=(0.47, 0.47, 0.47, 0.22), edgecolor="#444444", label="in span, not read"))
+    if any(len(b.unreferenced) for b in d.blocks):
+        handles.append(dict(facecolor="white", edgecolor=_UNREF, hatch="////", label="unreferenced"))
+    if any(b.overlaps_other for b in bars):
+        handles.append(dict(facecolor="none", edgecolor=_OVERLAP, hatch="xxx", label="read by ≥2 bars"))
+    if any(b.non_contiguous for b in bars):
+        handles.append(dict(facecolor="none", edgecolor=_EDGE, linestyle=(0, (3, 2)), label="non-contiguous"))
+    if any(b.expanded for b in bars):
+        handles.append(dict(facecolor="none", edgecolor=_EDGE, hatch="....", label="expanded (stride 0)"))
+    if any(b.reinterpreted for b in bars):
+        handles.append(dict(facecolor="none", edgecolor=_EDGE, hatch="\\\\\\\\", label="other dtype"))
+    return handles
