@@ -239,15 +239,23 @@ def _source_name(name: str, value: Any) -> tuple[str, bool]:
     src = getattr(value, "source", name)
     if src.startswith("copy of "):
         return src[len("copy of "):], True
-    return src, src != name
+    return src, False
 
 
-def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
-    layout = s.layout
-    given = [n for n in run.given if n in layout]
-    sub = _sub(layout, given)
-    problems: list[str] = []
-    notes = list(run.notes)
+@dataclass
+class _Bytes:
+    written: int = 0
+    distinct: int = 0
+    lost: int = 0
+    unreferenced: int = 0
+
+    @property
+    def duplicated(self) -> int:
+        return max(self.written - self.distinct, 0)
+
+
+def _written(run: sv.Run, layout: Layout) -> tuple[list[str], list[str], dict[Any, list[str]]]:
+    """Names written, names written as copies, and per storage the given names they read from."""
     kept, cloned, sources = [], [], collections.defaultdict(list)
     for name, value in run.written.items():
         src, copied = _source_name(name, value)
@@ -256,45 +264,52 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
             cloned.append(name)
         if src in layout:
             sources[layout[src].storage].append(src)
-    meta = {st.key for st in sub.storages if st.device == "meta"}
-    written = lost = distinct = unreferenced = 0
-    if run.error is None:
-        if saver == "torch.save":
-            for st in sub.storages:
-                if st.key not in meta:
-                    written += st.nbytes
-                    unreferenced += st.unreferenced_nbytes
-        else:
-            written = sum(_nbytes(v) for v in run.written.values())
-        for st in sub.storages:
-            if st.key in meta:
-                continue
-            all_runs = fp.union(*[sub.footprint_runs(n) for n in st.names]) if st.names else fp.EMPTY
-            kept_runs = fp.union(*[sub.footprint_runs(n) for n in sources.get(st.key, ())]) \
-                if sources.get(st.key) else fp.EMPTY
-            lost += fp.total(all_runs) - fp.total(kept_runs)
-            distinct += fp.total(kept_runs)
-        lost += _unrestored_nbytes(run, sub)
-    duplicated = max(written - distinct, 0) if saver != "torch.save" and run.error is None else 0
+    return kept, cloned, sources
+
+
+def _bytes(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[str]]) -> _Bytes:
+    """Exact byte accounting from footprints (meta storages hold no data and count nothing)."""
+    b = _Bytes()
     if run.error is not None:
-        problems.append("raises")
-    if lost:
-        problems.append("drops data")
-    if duplicated:
-        problems.append("duplicates bytes")
-    if unreferenced:
-        problems.append("writes unreferenced bytes")
-    if meta and run.error is None:
+        return b
+    live = [st for st in sub.storages if st.device != "meta"]
+    if saver == "torch.save":  # whole storages, once each
+        b.written = sum(st.nbytes for st in live)
+        b.unreferenced = sum(st.unreferenced_nbytes for st in live)
+    else:
+        b.written = sum(_nbytes(v) for v in run.written.values())
+    for st in live:
+        every = fp.union(*[sub.footprint_runs(n) for n in st.names])
+        kept = fp.union(*[sub.footprint_runs(n) for n in sources.get(st.key, ())])
+        b.lost += fp.total(every) - fp.total(kept)
+        b.distinct += fp.total(kept)
+    b.lost += _unrestored_nbytes(run, sub)
+    if saver == "torch.save":
+        b.distinct = b.written
+    return b
+
+
+def _problems(run: sv.Run, b: _Bytes) -> list[str]:
+    flags = [("raises", run.error is not None), ("drops data", b.lost), ("duplicates bytes", b.duplicated),
+             ("writes unreferenced bytes", b.unreferenced)]
+    return sorted((label for label, on in flags if on), key=OUTCOMES.index)
+
+
+def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
+    sub = _sub(s.layout, [n for n in run.given if n in s.layout])
+    kept, cloned, sources = _written(run, s.layout)
+    b = _bytes(saver, run, sub, sources)
+    problems = _problems(run, b)
+    notes = list(run.notes)
+    if run.error is None and any(st.device == "meta" for st in sub.storages):
         notes.append("meta tensors carry no data: only their shapes are saved")
-    file_nbytes = _file_nbytes(run)
-    problems.sort(key=OUTCOMES.index)
     return Verdict(
         saver=saver, call=call, library=library, outcome=problems[0] if problems else "ok",
         problems=tuple(problems), error_type=run.error[0] if run.error else "",
         message=run.error[1] if run.error else "", kept=tuple(kept), dropped=tuple(run.dropped),
-        cloned=tuple(cloned), written_nbytes=written if run.error is None else 0,
-        file_nbytes=file_nbytes, unique_nbytes=_unique(sub), lost_nbytes=lost,
-        duplicated_nbytes=duplicated, unreferenced_nbytes=unreferenced,
+        cloned=tuple(cloned), written_nbytes=b.written, file_nbytes=_file_nbytes(run),
+        unique_nbytes=_unique(sub), lost_nbytes=b.lost, duplicated_nbytes=b.duplicated,
+        unreferenced_nbytes=b.unreferenced,
         anchor=None if run.anchor is None else tuple(tuple(sorted(g)) for g in run.anchor if len(g) > 1),
         anchor_name=run.anchor_name, misfires=tuple(_misfires(run, sub, s)), logs=tuple(run.logs),
         notes=tuple(notes))

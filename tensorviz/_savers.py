@@ -180,6 +180,9 @@ def evaluate_save_model(sd: dict[str, Any]) -> Run:
         run.written.clear()
         run.files.clear()
     run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    if run.dropped:
+        run.notes.append("the file's __metadata__ maps each dropped name to the name kept; "
+                         "load_model(model, path) puts them back")
     return run
 
 
