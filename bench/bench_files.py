@@ -35,6 +35,7 @@ def write_checkpoint(folder: str, n: int, shards: int = 4) -> str:
     """``n`` small tensors of mixed dtypes and ranks over ``shards`` files, plus the index."""
     dtypes = (torch.float32, torch.bfloat16, torch.float16, torch.int64)
     weight_map: dict[str, str] = {}
+    total = 0
     per = -(-n // shards)
     for s in range(shards):
         name = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
@@ -44,10 +45,11 @@ def write_checkpoint(folder: str, n: int, shards: int = 4) -> str:
             shape = (4,) if kind % 3 == 0 else (2, 3) if kind % 3 == 1 else (2, 1, 2)
             tensors[f"model.layers.{layer}.w{kind}"] = torch.zeros(shape, dtype=dtypes[kind % 4])
         save_file(tensors, os.path.join(folder, name), metadata={"format": "pt"})
+        total += sum(t.nbytes for t in tensors.values())
         weight_map.update(dict.fromkeys(tensors, name))
     index = os.path.join(folder, "model.safetensors.index.json")
     with open(index, "w") as f:
-        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f)
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
     return index
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import struct
 import sys
@@ -55,7 +56,8 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import torch
 
 from .errors import FileFormatError, UnsafeCheckpointError
-from .layout import Layout, Skipped, StorageInfo, TensorView
+from .footprint import span
+from .layout import Layout, Rows, Skipped, StorageInfo
 
 __all__ = ["analyze_path", "read_safetensors_header", "SafetensorsHeader", "HeaderEntry",
            "MAX_HEADER_BYTES", "SAFETENSORS_DTYPES"]
@@ -417,11 +419,10 @@ def _safetensors_part(header: SafetensorsHeader) -> "_Part":
                 f"packed {bits}-bit dtype {e.code}{list(e.shape)} at bytes [{ds + e.begin}, {ds + e.end}): "
                 f"elements are not byte-addressable, so there is no strided view to lay out")))
             continue
-        nbytes = e.end - e.begin
-        note = f"data offset {e.begin} is not a multiple of itemsize {itemsize}" if e.begin % itemsize else ""
-        part.views.append(TensorView(e.name, key, "file", dtype, e.shape, _contiguous_stride(e.shape),
-                                     e.begin // itemsize, itemsize, ds + e.begin, ds + e.end,
-                                     nbytes, nbytes, True, True, note))
+        if e.begin % itemsize:
+            part.notes[e.name] = f"data offset {e.begin} is not a multiple of itemsize {itemsize}"
+        part.rows.append((e.name, key, "file", header.file_nbytes, (dtype, itemsize), e.shape,
+                          _contiguous_stride(e.shape), e.begin // itemsize, ds + e.begin))
     part.meta["header"] = {header.path: (0, ds)}
     if header.metadata:
         part.meta["__metadata__"] = {header.path: dict(header.metadata)}
@@ -430,11 +431,23 @@ def _safetensors_part(header: SafetensorsHeader) -> "_Part":
 
 
 # -- assembling parts into one Layout -----------------------------------------------------------
+# A row is the compact form a collector hands to Layout (see tensorviz.layout.Rows): (name,
+# storage key, device, storage nbytes, (dtype, itemsize), shape, stride, offset, start in bytes).
+# 20,000 rows cost far less than 20,000 TensorView records, which Layout derives on first use.
+def _row_span(row: tuple) -> tuple[int, int]:
+    return span(row[8], row[5], row[6], row[4][1])
+
+
+def _row_nbytes(row: tuple) -> int:
+    return math.prod(row[5]) * row[4][1]
+
+
 @dataclass
 class _Part:
-    """What one file contributes: views, storages, skips, metadata and problems."""
+    """What one file contributes: view rows (with notes by name), storages, skips, metadata."""
 
-    views: list[TensorView] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
     storages: list[StorageInfo] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -443,7 +456,7 @@ class _Part:
 
 def _merge(parts: Iterable[_Part], fmt: str, source: str, extra: Mapping[str, Any] | None = None) -> Layout:
     """One Layout from several files; a name seen in an earlier file is skipped and reported."""
-    views: list[TensorView] = []
+    rows = Rows()
     storages: list[StorageInfo] = []
     skipped: list[Skipped] = []
     problems: list[str] = []
@@ -452,14 +465,18 @@ def _merge(parts: Iterable[_Part], fmt: str, source: str, extra: Mapping[str, An
     for part in parts:
         storages.extend(part.storages)
         label = part.storages[0].label if part.storages else "?"
-        for v in part.views:
-            if v.name in owner:
-                skipped.append(Skipped(f"{v.name} [{label}]", f"duplicate: {owner[v.name]} already holds a "
-                                       f"tensor of this name; this copy (bytes [{v.start}, {v.stop})) is hidden"))
-                problems.append(f"duplicated: {v.name!r} is in {owner[v.name]} and {label}")
+        for row in part.rows:
+            name = row[0]
+            if name in owner:
+                a, b = _row_span(row)
+                skipped.append(Skipped(f"{name} [{label}]", f"duplicate: {owner[name]} already holds a "
+                                       f"tensor of this name; this copy (bytes [{a}, {b})) is hidden"))
+                problems.append(f"duplicated: {name!r} is in {owner[name]} and {label}")
                 continue
-            owner[v.name] = label
-            views.append(v)
+            owner[name] = label
+            if name in part.notes:
+                rows.notes[len(rows.rows)] = part.notes[name]
+            rows.rows.append(row)
         skipped.extend(part.skipped)
         problems.extend(part.problems)
         for k, v in part.meta.items():
@@ -473,7 +490,10 @@ def _merge(parts: Iterable[_Part], fmt: str, source: str, extra: Mapping[str, An
         meta["dropped"] = dropped
     if problems:
         meta["problems"] = problems
-    return Layout(views, storages, skipped, source=source, metadata=meta)
+    used = {row[1] for row in rows.rows}
+    rows.labels = {s.key: s.label for s in storages if s.label}
+    rows.extra = [(s.key, s.device, s.nbytes, s.label) for s in storages if s.key not in used]
+    return Layout._from_rows(rows, skipped, source=source, metadata=meta)
 
 
 def _dropped(file_meta: Mapping[str, Mapping[str, str]], names: Mapping[str, str]) -> dict[str, str]:
@@ -514,15 +534,17 @@ def _analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any
     shards = list(names_in)
     paths = [_shard_path(path, folder, s, names_in[s]) for s in shards]
     parts = [_read_part(p) for p in paths]
-    problems, skipped = _check_weight_map(wm, shards, parts)
+    problems, skipped, duplicated = _check_weight_map(wm, shards, parts)
     info = obj.get("metadata")
     total = info.get("total_size") if isinstance(info, dict) else None
-    mapped = sum(v.nbytes for shard, part in zip(shards, parts) for v in part.views if wm.get(v.name) == shard)
+    mapped = sum(_row_nbytes(r) for shard, part in zip(shards, parts) for r in part.rows if wm.get(r[0]) == shard)
     if type(total) is int and total != mapped:
         problems.append(f"total_size: the index says {total} bytes, but the tensors it maps "
                         f"hold {mapped} bytes")
     fmt = "torch-index" if paths and _sniff(paths[0]) == "torch" else "safetensors-index"
-    parts = _prefer_mapped(parts, wm, shards) + [_Part(skipped=skipped, problems=problems)]
+    if duplicated:
+        parts = _prefer_mapped(parts, wm, shards)
+    parts.append(_Part(skipped=skipped, problems=problems))
     meta = {"index": {"path": path, "shards": shards, "total_size": total}, **(extra or {})}
     return _merge(parts, fmt, source=source or path, extra=meta)
 
@@ -538,48 +560,55 @@ def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
     return p
 
 
-def _check_weight_map(wm: Mapping[str, str], shards: list[str], parts: list[_Part]) -> tuple[list[str], list[Skipped]]:
-    """Compare the weight_map with what each shard's header really holds."""
-    where: dict[str, list[str]] = {}
+def _check_weight_map(wm: Mapping[str, str], shards: list[str], parts: list[_Part]) -> tuple[list[str], list[Skipped], bool]:
+    """Compare the weight_map with what each shard's header really holds.
+
+    Returns the problems, a Skipped entry per missing name, and whether any name is in two shards.
+    """
+    where: dict[str, str] = {}
+    also: dict[str, list[str]] = {}  # names found in more than one shard (rare)
     for shard, part in zip(shards, parts):
-        for v in part.views:
-            where.setdefault(v.name, []).append(shard)
+        for row in part.rows:
+            first = where.setdefault(row[0], shard)
+            if first != shard:
+                also.setdefault(row[0], []).append(shard)
     problems: list[str] = []
     skipped: list[Skipped] = []
     for name, shard in wm.items():
         found = where.get(name)
-        if not found:
+        if found is None:
             skipped.append(Skipped(name, f"weight_map puts it in {shard}, but no shard's header has it"))
             problems.append(f"missing: weight_map lists {name!r} in {shard}, but that shard has no such tensor")
-        elif shard not in found:
-            problems.append(f"misplaced: weight_map puts {name!r} in {shard}, but it is in {found[0]}")
-    for name, found in where.items():
-        if name not in wm:
-            problems.append(f"extra: {name!r} is in {found[0]} but not in the weight_map; "
-                            f"loaders that follow the index never load it")
-    return problems, skipped
+        elif found != shard and shard not in also.get(name, ()):
+            problems.append(f"misplaced: weight_map puts {name!r} in {shard}, but it is in {found}")
+    if len(where) != len(wm) or skipped:
+        for name, found in where.items():
+            if name not in wm:
+                problems.append(f"extra: {name!r} is in {found} but not in the weight_map; "
+                                f"loaders that follow the index never load it")
+    return problems, skipped, bool(also)
 
 
 def _prefer_mapped(parts: list[_Part], wm: Mapping[str, str], shards: list[str]) -> list[_Part]:
     """Keep one copy of each name: the one in the shard the weight_map names, else the first."""
     chosen: dict[str, int] = {}
     for i, (shard, part) in enumerate(zip(shards, parts)):
-        chosen.update((v.name, i) for v in part.views if wm.get(v.name) == shard)
+        chosen.update((r[0], i) for r in part.rows if wm.get(r[0]) == shard)
     for i, part in enumerate(parts[: len(shards)]):
-        for v in part.views:
-            chosen.setdefault(v.name, i)
+        for r in part.rows:
+            chosen.setdefault(r[0], i)
     out = []
     for i, part in enumerate(parts):
-        dup = [v for v in part.views if i < len(shards) and chosen[v.name] != i]
+        dup = [r for r in part.rows if i < len(shards) and chosen[r[0]] != i]
         if not dup:
             out.append(part)
             continue
-        skipped = [Skipped(f"{v.name} [{shards[i]}]", f"duplicate: also in {shards[chosen[v.name]]}, which "
-                           f"the weight_map names; this copy (bytes [{v.start}, {v.stop})) is never loaded")
-                   for v in dup]
-        problems = [f"duplicated: {v.name!r} is in {shards[chosen[v.name]]} and {shards[i]}" for v in dup]
-        keep = [v for v in part.views if chosen[v.name] == i]
-        out.append(replace(part, views=keep, skipped=part.skipped + skipped, problems=part.problems + problems))
+        skipped = [Skipped(f"{r[0]} [{shards[i]}]", f"duplicate: also in {shards[chosen[r[0]]]}, which the "
+                           f"weight_map names; this copy (bytes [{_row_span(r)[0]}, {_row_span(r)[1]})) is "
+                           f"never loaded") for r in dup]
+        problems = [f"duplicated: {r[0]!r} is in {shards[chosen[r[0]]]} and {shards[i]}" for r in dup]
+        keep = [r for r in part.rows if chosen[r[0]] == i]
+        out.append(replace(part, rows=keep, skipped=part.skipped + skipped, problems=part.problems + problems))
     return out
 
 
@@ -805,16 +834,18 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
                 meta.setdefault("record_offsets", {})[ident] = rec[2]
         if saved_on.get(st._cdata, "cpu") != "cpu":
             meta.setdefault("saved_on", {})[ident] = saved_on[st._cdata]
-    views = [replace(v, storage=new[v.storage].key, device=new[v.storage].device) for v in layout.views]
+    rows = [(v.name, new[v.storage].key, new[v.storage].device, new[v.storage].nbytes, (v.dtype, v.itemsize),
+             v.shape, v.stride, v.offset, v.start) for v in layout.views]
+    notes = {v.name: v.note for v in layout.views if v.note}
     if values:
         meta["values"] = dict(list(values.items())[:_MAX_VALUES])
         if len(values) > _MAX_VALUES:
             meta["values_omitted"] = len(values) - _MAX_VALUES
     problems = []
-    if any(v.device == "meta" for v in views):
+    if any(info.device == "meta" for info in new.values()):
         problems.append(f"{base}: holds meta tensors (no data); torch.load gives each its own storage, "
                         f"so any sharing between them is not shown")
-    return _Part(views=views, storages=list(new.values()), skipped=list(layout.skipped),
+    return _Part(rows=rows, notes=notes, storages=list(new.values()), skipped=list(layout.skipped),
                  meta=meta, problems=problems)
 
 
