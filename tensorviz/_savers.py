@@ -411,6 +411,9 @@ def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
     with _patched(importlib.import_module(_ACC), "logger", log):
         out = clean(dict(sd))
     run.logs.extend(log.messages)
+    if len(out) < len(sd):
+        run.notes.append("dropped names are not in the file: they come back only if the model re-creates "
+                         "them (the same tie or view) before loading")
     return out
 
 
