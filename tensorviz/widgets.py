@@ -397,7 +397,8 @@ class Explorer(W.VBox):
     # -- construction --------------------------------------------------------------------
     def _build_controls(self, state: ExplorerState) -> None:
         lay = self.tensor_layout
-        self.title = W.HTML(_CSS + f'<div class="tvz-title">{html.escape(_title(lay))}</div>')
+        head, _, rest = _title(lay).partition(": ")
+        self.title = W.HTML(_CSS + f'<div class="tvz-title"><b>{html.escape(head)}</b>: {html.escape(rest)}</div>')
         self.by_toggle = W.ToggleButtons(options=list(GROUPINGS), value=state.by,
                                          tooltips=["same storage", "same storage and identical byte span",
                                                    "footprints that share bytes"],
@@ -413,8 +414,7 @@ class Explorer(W.VBox):
         self.expand_box = W.Checkbox(value=state.expand_simple, indent=False,
                                      description="expand simple storages", layout=W.Layout(width="auto"))
         self.storage_picker = W.Dropdown(options=_storage_options(lay), value=_ALL if state.storage is None
-                                         else state.storage, description="storage",
-                                         layout=W.Layout(width="360px"), style={"description_width": "60px"})
+                                         else state.storage, layout=W.Layout(width="300px"))
         self.zoom = W.SelectionRangeSlider(options=[("0 B", 0), ("0 B", 1)], index=(0, 1),
                                            description="bytes", continuous_update=False,
                                            layout=W.Layout(width="480px"),
@@ -426,29 +426,34 @@ class Explorer(W.VBox):
         self.picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
         self.picture.add_class("tvz-picture")
         self.tensor_list = W.SelectMultiple(options=[], rows=9, description="",
-                                            layout=W.Layout(width="300px"))
+                                            layout=W.Layout(width="auto"))
         self.details = W.HTML(details_html(lay, ()),
                               layout=W.Layout(flex="1 1 auto", max_height="260px", overflow="auto"))
         self.explain_button = W.Button(description="explain selected", icon="graduation-cap",
                                        tooltip="draw each selected view's elements beside the storage bytes they read",
-                                       layout=W.Layout(width="300px"))
+                                       layout=W.Layout(width="auto"))
         self.explain_message = W.HTML()
         self.explain_picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto",
                                                                      display="none"))
-        self.explain_pane = W.VBox([self.explain_message, self.explain_picture])
+        body = W.VBox([self.explain_message, self.explain_picture],
+                      layout=W.Layout(max_height="520px", overflow="auto"))
+        self.explain_pane = W.Accordion(children=[body], selected_index=None)
+        self.explain_pane.set_title(0, "explain: which storage cell each element of the selected views reads")
+        self.explain_pane.add_class("tvz-explain")
         self.save_pane = self._build_save_pane()
 
     def _arrange(self) -> list:
-        row1 = W.HBox([_label("group by"), self.by_toggle, self.name_filter, self.only_shared_box, self.unreferenced_box],
-                      layout=W.Layout(flex_flow="row wrap", align_items="center"))
-        row2 = W.HBox([self.storage_picker, self.zoom, self.zoom_hint, self.expand_box],
-                      layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        wrap = dict(flex_flow="row wrap", align_items="center")
+        row1 = W.HBox([_label("group by"), self.by_toggle, self.name_filter], layout=W.Layout(**wrap))
+        row2 = W.HBox([_label("show"), self.only_shared_box, self.unreferenced_box, self.expand_box],
+                      layout=W.Layout(**wrap))
+        row3 = W.HBox([_label("storage"), self.storage_picker, self.zoom, self.zoom_hint], layout=W.Layout(**wrap))
         side = W.VBox([W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button],
-                      layout=W.Layout(width="310px"))
+                      layout=W.Layout(width="300px", flex="0 0 auto"))
         lower = W.HBox([side, self.details], layout=W.Layout(align_items="flex-start"))
-        for row in (row1, row2, lower):
+        for row in (row1, row2, row3, lower):
             row.add_class("tvz-row")  # spacing via CSS: ipywidgets' Layout has no "gap"
-        children = [self.title, row1, row2, self.status_line, self.picture, lower, self.explain_pane]
+        children = [self.title, row1, row2, row3, self.status_line, self.picture, lower, self.explain_pane]
         if self.save_pane is not None:
             children.append(self.save_pane)
         return children
@@ -498,6 +503,7 @@ class Explorer(W.VBox):
         if png is not None:
             self.explain_picture.value = png
         self.explain_picture.layout.display = None if png is not None else "none"
+        self.explain_pane.selected_index = 0
 
     @_guarded("save check")
     def _on_save_opened(self, change: dict) -> None:
@@ -656,25 +662,38 @@ def _explain_png(layout: Layout, names: tuple[str, ...]) -> tuple[str, bytes | N
     if not names:
         return ('<span class="tvz-muted">Select one or more tensors in the list first, then press '
                 '"explain selected".</span>', None)
-    try:
-        from .explain import layout_plan
-        from .render.panel import draw
-    except ImportError:
-        return ('<span class="tvz-error">The teaching panel (tensorviz.explain) is not available '
-                'in this installation.</span>', None)
     from .errors import TooLargeError
 
     try:
-        plan = layout_plan(sub_layout(layout, names))
+        fig = explain_figure(layout, names)
+    except ImportError:
+        return ('<span class="tvz-error">The teaching panel (tensorviz.explain) is not available '
+                'in this installation.</span>', None)
     except TooLargeError as err:
         return (f'<span class="tvz-error">Too large to explain cell by cell: {html.escape(str(err))}'
                 f'</span>', None)
-    fig = draw(plan)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     shown = ", ".join(names)
     return (f'<span class="tvz-muted">How each element of {html.escape(shown)} maps to its storage '
             f'cells (address = offset + Σ index·stride).</span>', buf.getvalue())
+
+
+def explain_figure(layout: Layout, names: tuple[str, ...]):
+    """The teaching panel of some views of a layout, from metadata alone (no tensors).
+
+    Raises:
+        TooLargeError: the views are too large to draw cell by cell (the message says the limit).
+    """
+    from .explain import layout_plan
+    from .render.panel import draw
+
+    sub = sub_layout(layout, names)
+    plan = layout_plan(sub)
+    # Number the strips as the explorer does (the sub-layout counts its storages from 0).
+    index = {s.index: layout.storage(s.key).index for s in sub.storages}
+    plan = replace(plan, strips=tuple(replace(st, storage=index[st.storage]) for st in plan.strips))
+    return draw(plan)
 
 
 def sub_layout(layout: Layout, names: tuple[str, ...]) -> Layout:

@@ -157,7 +157,7 @@ def browser():
 @pytest.fixture
 def page(browser):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    pg = browser.new_page(viewport={"width": 1400, "height": 1100})
+    pg = browser.new_page(viewport={"width": 1400, "height": 1500})
     pg.set_default_timeout(60_000)
     yield pg
     pg.screenshot(path=str(SHOTS / "page_final.png"))  # the last state, also on failure
@@ -249,7 +249,24 @@ def test_explorer_renders_and_exact_span_redraws(lab, page):
     expect(explorer.locator(".tvz-details")).to_contain_text("(16, 16)")
     expect(explorer.locator(".tvz-details")).to_contain_text("within qkv.weight")
 
-    # 5. A bad regex leaves a clear message in the status line.
+    # 5. Explain the selected view: the teaching panel appears under the explorer.
+    explorer.get_by_role("button", name="explain selected").click()
+    explain_img = explorer.locator(".tvz-explain img")
+    expect(explain_img).to_be_visible()
+    expect(explorer.locator(".tvz-explain")).to_contain_text("How each element of q.weight maps")
+    explain_img.screenshot(path=str(SHOTS / "explain_q_weight.png"))
+
+    # 6. One storage: the byte-range zoom appears; the picture shows only that storage.
+    src = picture.get_attribute("src")
+    explorer.locator("select").first.select_option(label="#1 qkv.weight +3 · 3.0 KiB")
+    page.wait_for_function(
+        "prev => { const i = document.querySelector('.tvz-explorer img.tvz-picture');"
+        " return i && i.complete && i.src !== prev; }", arg=src)
+    expect(explorer.locator(".widget-hslider")).to_be_visible()
+    expect(explorer.locator(".tvz-status")).to_contain_text("storage #1")
+    explorer.screenshot(path=str(SHOTS / "explorer_one_storage.png"))
+
+    # 7. A bad regex leaves a clear message in the status line.
     box = explorer.get_by_placeholder("name regex, e.g. attn|mlp")
     box.fill("attn(")
     box.press("Enter")

@@ -271,7 +271,9 @@ def test_relations_are_counted_past_the_first_few():
 def test_explain_action(shown):
     x = torch.arange(24.0).reshape(4, 6)
     ex = explore({"x": x, "cols": x[:, ::2], "big": torch.zeros(300)})
+    assert ex.explain_pane.selected_index is None  # closed until asked
     ex.explain_button.click()
+    assert ex.explain_pane.selected_index == 0
     assert "Select one or more tensors" in ex.explain_message.value
     assert ex.explain_picture.layout.display == "none"
     ex.expand_box.value = True
@@ -284,6 +286,15 @@ def test_explain_action(shown):
     assert ex.explain_message.value.startswith('<span class="tvz-error">Too large to explain cell by cell: '
                                                "explain draws at most MAX_ELEMENTS=256 elements per view")
     assert ex.explain_picture.layout.display == "none"
+
+
+def test_explain_figure_numbers_storages_like_the_explorer():
+    x = torch.arange(12.0).reshape(3, 4)
+    lay = tv.analyze({"w": torch.zeros(4), "x": x, "xt": x.t()})
+    fig = tw.explain_figure(lay, ("xt",))
+    (strip,) = fig.tensorviz_plan.strips
+    assert strip.storage == 1 and strip.nbytes == 48 and [v.name for v in strip.views] == ["xt"]
+    assert strip.views[0].addresses.tolist() == [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]]
 
 
 def test_sub_layout_keeps_metadata_only():
