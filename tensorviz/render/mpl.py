@@ -393,7 +393,8 @@ def _draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
     """Names inside bars on rows holding several bars (packed rows, "more" rows), where they fit."""
     lanes_multi = {}
     for i, b in enumerate(d.bars):
-        lanes_multi.setdefault(b.lane, []).append(i)
+        if not b.empty:
+            lanes_multi.setdefault(b.lane, []).append(i)
     candidates = [i for idx in lanes_multi.values() if len(idx) > 1 for i in idx]
     if not candidates:
         return
@@ -470,6 +471,8 @@ def _legend_handles(d: "Diagram") -> list[dict]:
         handles.append(dict(facecolor="none", edgecolor=_EDGE, linestyle=(0, (3, 2)), label="non-contiguous"))
     if any(b.expanded for b in bars):
         handles.append(dict(facecolor="none", edgecolor=_EDGE, hatch="....", label="expanded (stride 0)"))
+    if any(b.empty for b in bars):
+        handles.append(dict(facecolor=_EDGE, edgecolor=_EDGE, label="empty view (a tick at its offset)"))
     if any(b.reinterpreted for b in bars):
         handles.append(dict(facecolor="none", edgecolor=_EDGE, hatch="\\\\\\\\", label="other dtype"))
     return handles
