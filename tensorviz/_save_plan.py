@@ -119,7 +119,8 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
         load += "\nmodel.load_state_dict(state_dict)"
     if v.saver == "safetensors.save_model":
         cost = "; ".join(x for x in ("save_model refuses this model as it is: the prepared dict goes to save_file", cost) if x)
-    return Fix(problem, _tidy(save), load, note=cost)
+    path = {"torch.save": "model.pt", "transformers.save_pretrained": "saved_model"}.get(v.saver, "model.safetensors")
+    return Fix(problem, _tidy(save), load, note=cost, path=path)
 
 
 def _tidy(code: str) -> str:

@@ -28,8 +28,12 @@ def _names(names: Iterable[str], limit: int = 8) -> str:
 
 
 def _bytes_line(v: "Verdict") -> str:
+    return " · ".join(_bytes_parts(v))
+
+
+def _bytes_parts(v: "Verdict") -> list[str]:
     if v.outcome == "could not evaluate":
-        return ""
+        return []
     parts = [f"writes {_b(v.written_nbytes)}", f"unique {_b(v.unique_nbytes)}"]
     if v.file_nbytes is not None:
         parts.append(f"file {_b(v.file_nbytes)}" + (" (for archive.pt)" if v.saver == "torch.save" else ""))
@@ -37,7 +41,7 @@ def _bytes_line(v: "Verdict") -> str:
                      ("unreferenced", v.unreferenced_nbytes)):
         if n:
             parts.append(f"{label} {_b(n)}")
-    return " · ".join(parts)
+    return parts
 
 
 def _verdict_text(v: "Verdict", fixes: bool) -> list[str]:
@@ -114,6 +118,7 @@ _CSS = """<style>
 .tv-save .tv-bad{font-weight:bold;color:#b3261e;text-decoration:underline}
 .tv-save .tv-msg{font-family:var(--jp-code-font-family,monospace);font-size:12px;white-space:pre-wrap;max-width:46em}
 .tv-save pre{background:var(--jp-layout-color2,#f6f6f6);padding:4px;margin:2px 0;font-size:12px}
+.tv-save .tv-bytes{white-space:nowrap}
 .tv-save .tv-note{color:var(--jp-content-font-color2,#555)}
 </style>"""
 
@@ -152,7 +157,7 @@ def report_html(report: "SaveReport") -> str:
     for v in report.verdicts:
         rows.append(f"<tr><td><b>{_e(v.saver)}</b><br><code>{_e(v.call)}</code><br>"
                     f'<span class="tv-note">{_e(v.library)}</span></td><td>{_cell(v)}</td>'
-                    f"<td>{_what(v)}</td><td>{_e(_bytes_line(v))}</td></tr>")
+                    f'<td>{_what(v)}</td><td class="tv-bytes">{"<br>".join(map(_e, _bytes_parts(v)))}</td></tr>')
     notes = "".join(f'<div class="tv-note">note: {_e(n)}</div>' for n in report.notes)
     head = (f"<div><b>Save check of {_e(report.source)}</b>: unique tensor bytes "
             f"{_e(_b(report.unique_nbytes))}</div>{notes}")

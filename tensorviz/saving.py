@@ -63,10 +63,11 @@ class Fix:
     save_code: str
     load_code: str
     note: str = ""
+    path: str = "model.safetensors"
 
-    def code(self, path: str = "model.safetensors") -> str:
-        """The save code, ready to paste (``path`` assigned first)."""
-        return f"path = {path!r}\n{self.save_code}"
+    def code(self, path: str | None = None) -> str:
+        """The save code, ready to paste (``path`` assigned first; default :attr:`path`)."""
+        return f"path = {path or self.path!r}\n{self.save_code}"
 
 
 @dataclass(frozen=True)

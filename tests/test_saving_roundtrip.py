@@ -247,12 +247,6 @@ def _scrambled(case: str) -> Any:
     return fresh
 
 
-def _fix_path(saver: str, tmp, i: int) -> str:
-    if saver == "transformers.save_pretrained":
-        return str(tmp / f"hf-fix-{i}")
-    return str(tmp / (f"fix-{saver}-{i}" + (".pt" if saver == "torch.save" else ".safetensors")))
-
-
 @pytest.mark.parametrize("case", [c for c in CASES if c != "meta"])
 def test_fixes_round_trip_bit_exact(case, tmp_path):
     obj = _obj(case)
@@ -263,7 +257,8 @@ def test_fixes_round_trip_bit_exact(case, tmp_path):
     problems = [v for v in report if v.outcome not in ("ok",)]
     assert all(v.fixes for v in problems), [v.saver for v in problems if not v.fixes]
     for v, i, fix in fixes:
-        path = _fix_path(v.saver, tmp_path, i)
+        (tmp_path / f"{v.saver}-{i}").mkdir()
+        path = str(tmp_path / f"{v.saver}-{i}" / fix.path)  # the fix's own default file or folder name
         ns: dict[str, Any] = {"model": obj} if kind == "module" else {"state_dict": obj}
         exec(fix.code(path), ns)  # noqa: S102 - executing the suggested fix is the point
         if "fixed" in ns and v.saver != "transformers.save_pretrained":
