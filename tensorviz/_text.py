@@ -1,4 +1,7 @@
-"""Plain-text summary of a Layout: for terminals, logs and golden tests."""
+"""Plain-text summary of a Layout: for terminals, logs and golden tests.
+
+Deterministic: no storage addresses, only indices, sizes, names and byte offsets.
+"""
 
 from __future__ import annotations
 
@@ -32,19 +35,24 @@ def view_line(v: "TensorView") -> str:
 def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
+    n = len(layout)
     lines = [
-        f"{len(layout)} tensors on {len(storages)} storage{'s' * (len(storages) != 1)}"
+        f"{n} tensor{'s' * (n != 1)} on {len(storages)} storage{'s' * (len(storages) != 1)}"
         + (f" ({layout.source})" if layout.source else ""),
         f"unique bytes {format_bytes(layout.unique_nbytes)} · sum of views "
         f"{format_bytes(layout.naive_nbytes)} · storages {format_bytes(layout.storage_nbytes)}",
     ]
+    if storages:
+        lines.append("(= a view that reads every byte of its storage)")
     for s in storages:
         cov = f"{format_bytes(s.covered_nbytes)} read"
         if s.unreferenced_nbytes:
             cov += f", {format_bytes(s.unreferenced_nbytes)} unreferenced"
         name = s.label or s.device
-        lines.append(f"storage #{s.index} {name} {format_bytes(s.nbytes)} ({s.nbytes} B): "
-                     f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}")
+        exact = f" ({s.nbytes} B)" if s.nbytes >= 1024 else ""
+        bound = "" if s.exact else " (upper bound: a footprint over the run budget)"
+        lines.append(f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}: "
+                     f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}{bound}")
         views = layout.storage_views(s.key)
         for v in views[:max_views]:
             mark = "=" if v.name in s.complete_names else "-"
@@ -54,7 +62,8 @@ def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> s
     shared = layout.shared(by)
     lines.append(f"shared groups (by {by}): {len(shared) or 'none'}")
     for g in shared:
-        lines.append(f"  {{{', '.join(g.names)}}} bytes [{g.start}, {g.stop})")
+        flag = "" if g.exact else "  (may be too large: a footprint over the run budget)"
+        lines.append(f"  {{{', '.join(g.names)}}} bytes [{g.start}, {g.stop}){flag}")
     if layout.skipped:
         lines.append(f"skipped: {len(layout.skipped)}")
         for sk in layout.skipped:

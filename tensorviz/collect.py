@@ -35,6 +35,19 @@ _SUB_BYTE = re.compile(r"^(u?int[1-7]|quint4x2|quint2x4)$")
 _TENSOR, _PARAMETER, _STRIDED = torch.Tensor, torch.nn.Parameter, torch.strided
 _storage_id = torch._C._storage_id
 _CONTAINERS = (Mapping, list, tuple, torch.nn.Module)
+_SPARSE_HINTS = {
+    "sparse_coo": "its values and indices live in separate storages with no strided view; analyse "
+                  "t.coalesce().values() and t.coalesce().indices() instead",
+    "sparse_csr": "its values and compressed indices live in separate storages; analyse "
+                  "t.values(), t.crow_indices() and t.col_indices() instead",
+    "sparse_csc": "its values and compressed indices live in separate storages; analyse "
+                  "t.values(), t.ccol_indices() and t.row_indices() instead",
+    "sparse_bsr": "its blocks and compressed indices live in separate storages; analyse "
+                  "t.values(), t.crow_indices() and t.col_indices() instead",
+    "sparse_bsc": "its blocks and compressed indices live in separate storages; analyse "
+                  "t.values(), t.ccol_indices() and t.row_indices() instead",
+    "_mkldnn": "an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
+}
 _DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
 
 
@@ -88,9 +101,7 @@ def why_not_analysable(t: Any) -> str | None:
                 "t.unbind() for a strided one)")
     if t.layout != torch.strided:
         kind = str(t.layout).removeprefix("torch.")
-        return (f"{kind} tensor: its values and indices live in separate storages with no strided "
-                f"view; analyse its parts (e.g. t.coalesce().values() and t.indices(), or "
-                f"t.crow_indices(), t.col_indices() and t.values())")
+        return f"{kind} tensor: " + _SPARSE_HINTS.get(kind, "it has no strided view over one storage")
     return _dtype_reason(t)
 
 

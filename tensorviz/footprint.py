@@ -238,10 +238,10 @@ def is_row_major(shape: Sequence[int], stride: Sequence[int]) -> bool:
     >>> is_row_major((2, 3), (3, 1)), is_row_major((3, 2), (1, 3)), is_row_major((2, 1), (1, 7))
     (True, False, True)
     """
+    if 0 in shape:
+        return True
     expected = 1
     for size, st in zip(reversed(shape), reversed(stride)):
-        if size == 0:
-            return True
         if size != 1:
             if st != expected:
                 return False

@@ -191,6 +191,7 @@ def test_engine_equals_the_oracle(case):
         assert layout.footprint_runs(f["name"]).tolist() == runs_of(f["bytes"])
         assert v.footprint_nbytes == len(f["bytes"])
         assert v.nbytes == f["numel"] * f["itemsize"]
+        assert v.is_contiguous == views[f["name"]].is_contiguous()
         assert v.exact
     for a, b in itertools.product(facts, repeat=2):
         assert layout.relation(a["name"], b["name"]) == oracle_relation(a, b), (a["name"], b["name"])

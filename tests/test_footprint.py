@@ -1,0 +1,154 @@
+"""footprint.py: spans, exact byte runs and the run-set algebra, table-driven (numpy only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorviz import footprint as fp
+from tensorviz._sweep import components
+
+# (case, start, shape, stride, itemsize, span, runs)
+CASES = [
+    ("contiguous 4x6 float32", 0, (4, 6), (6, 1), 4, (0, 96), [[0, 96]]),
+    ("transpose", 0, (6, 4), (1, 6), 4, (0, 96), [[0, 96]]),
+    ("rows 2:4 of 8x10x50", 4000, (2, 10, 50), (500, 50, 1), 4, (4000, 8000), [[4000, 8000]]),
+    ("x[:, ::2] of 4x6", 0, (4, 3), (6, 2), 4, (0, 92),
+     [[a, a + 4] for a in range(0, 96, 8)]),
+    ("x[:, 1::2] of 4x6", 4, (4, 3), (6, 2), 4, (4, 96),
+     [[a, a + 4] for a in range(4, 96, 8)]),
+    ("x[:, :3] of 4x6", 0, (4, 3), (6, 1), 4, (0, 84), [[0, 12], [24, 36], [48, 60], [72, 84]]),
+    ("x[:, 3:] of 4x6", 12, (4, 3), (6, 1), 4, (12, 96), [[12, 24], [36, 48], [60, 72], [84, 96]]),
+    ("expand(4, 3) of 3 floats", 0, (4, 3), (0, 1), 4, (0, 12), [[0, 12]]),
+    ("expand of a strided column", 8, (5, 3), (0, 2), 2, (8, 18), [[8, 10], [12, 14], [16, 18]]),
+    ("scalar", 20, (), (), 8, (20, 28), [[20, 28]]),
+    ("size-1 dims with odd strides", 4, (1, 3, 1), (99, 1, 7), 4, (4, 16), [[4, 16]]),
+    ("empty", 40, (0, 3), (3, 1), 4, (40, 40), []),
+    ("empty with a big dim", 0, (5, 0), (1, 1), 1, (0, 0), []),
+    ("overlapping rows (stride 1, 1)", 0, (3, 4), (1, 1), 1, (0, 6), [[0, 6]]),
+    ("interleaved rows, gaps", 0, (2, 3), (3, 2), 1, (0, 8), [[0, 1], [2, 6], [7, 8]]),
+    ("uint8 view of float32 column", 4, (3, 4), (16, 1), 1, (4, 40), [[4, 8], [20, 24], [36, 40]]),
+]
+
+
+@pytest.mark.parametrize("case,start,shape,stride,itemsize,span,runs", CASES, ids=[c[0] for c in CASES])
+def test_span_and_footprint(case, start, shape, stride, itemsize, span, runs):
+    assert fp.span(start, shape, stride, itemsize) == span
+    f = fp.footprint(start, shape, stride, itemsize)
+    assert f.exact
+    assert f.runs.tolist() == runs
+    assert f.nbytes == sum(b - a for a, b in runs)
+    assert f.runs.dtype == np.int64 and f.runs.shape == (len(runs), 2)
+    assert not f.runs.flags.writeable
+    dense = fp.dense_run(start, shape, stride, itemsize)
+    assert dense == (tuple(runs[0]) if len(runs) == 1 else None)
+
+
+@pytest.mark.parametrize("shape,stride,contiguous", [
+    ((4, 6), (6, 1), True), ((6, 4), (1, 6), False), ((2, 1), (1, 7), True), ((0, 3), (5, 9), True),
+    ((), (), True), ((3,), (2,), False), ((1, 5), (1, 1), True), ((4, 3), (0, 1), False),
+])
+def test_is_row_major_matches_torch_rule(shape, stride, contiguous):
+    assert fp.is_row_major(shape, stride) is contiguous
+
+
+def test_geometry_is_in_elements_and_scales_to_bytes():
+    g = fp.geometry((4, 3), (6, 2))
+    assert (g.numel, g.reach, g.footprint, g.dense, g.exact, g.contiguous) == (12, 23, 12, False, True, False)
+    assert g.shape == (4, 3) and g.stride == (6, 2)
+    assert g.byte_runs(8, 2).tolist() == [[8 + 2 * e, 10 + 2 * e] for e in (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22)]
+    d = fp.geometry((4, 6), (6, 1))
+    assert (d.reach, d.footprint, d.dense, d.runs) == (24, 24, True, None)
+    assert d.byte_runs(100, 4).tolist() == [[100, 196]]
+    e = fp.geometry((0, 6), (6, 1))
+    assert (e.numel, e.reach, e.footprint, e.dense) == (0, 0, 0, False)
+    assert e.byte_runs(100, 4).tolist() == []
+    assert "reach=23" in repr(g)
+
+
+def test_geometry_accepts_size_like_tuples():
+    class Size(tuple):
+        pass
+
+    g = fp.geometry(Size((2, 3)), [3, 1])
+    assert type(g.shape) is tuple and g.shape == (2, 3) and g.stride == (3, 1)
+
+
+@pytest.mark.parametrize("shape,stride,message", [
+    ((2, 3), (3,), "differ in length"),
+    ((2, 3), (-3, 1), "negative size or stride"),
+    ((-1,), (1,), "negative size or stride"),
+])
+def test_bad_metadata_is_refused_with_the_values(shape, stride, message):
+    with pytest.raises(ValueError, match=message) as info:
+        fp.footprint(0, shape, stride, 4)
+    assert str(tuple(stride)) in str(info.value)
+
+
+def test_column_slice_of_a_huge_matrix_is_exact_with_one_run_per_row():
+    # x[:, 100:200] of a 50k x 4096 float32 matrix: 50k runs of 400 bytes, 16 KiB apart
+    start = 100 * 4
+    f = fp.footprint(start, (50_000, 100), (4096, 1), 4)
+    assert f.exact and f.runs.shape == (50_000, 2)
+    assert f.runs[0].tolist() == [400, 800] and f.runs[-1].tolist() == [49_999 * 16384 + 400, 49_999 * 16384 + 800]
+    assert np.all(np.diff(f.runs[:, 0]) == 16384)
+    assert f.nbytes == 50_000 * 400
+
+
+def test_run_budget_is_documented_and_read_at_call_time(monkeypatch):
+    assert fp.RUN_BUDGET == 1 << 24
+    monkeypatch.setattr(fp, "RUN_BUDGET", 2)
+    f = fp.footprint(0, (3, 2), (4, 1), 1)  # three blocks of two bytes
+    assert not f.exact and f.runs.tolist() == [[0, 10]]
+    g = fp.geometry((3, 2), (4, 1))
+    assert not g.exact and g.footprint == g.reach == 10
+    assert fp.footprint(0, (3, 2), (4, 1), 1, budget=3).exact
+
+
+def test_as_runs_canonicalises_any_pairs():
+    assert fp.as_runs([(5, 9), (0, 2), (2, 4), (8, 12), (20, 20), (15, 14)]).tolist() == [[0, 4], [5, 12]]
+    assert fp.as_runs(np.array([[3, 4]])).tolist() == [[3, 4]]
+    assert fp.as_runs([]).tolist() == []
+
+
+def test_union_merges_abutting_and_nested_runs():
+    a = fp.as_runs([(0, 4), (10, 20)])
+    b = fp.as_runs([(4, 6), (12, 14), (30, 31)])
+    assert fp.union(a, b).tolist() == [[0, 6], [10, 20], [30, 31]]
+    assert fp.union(a).tolist() == a.tolist()
+    assert fp.union(fp.EMPTY, fp.EMPTY).tolist() == []
+
+
+@pytest.mark.parametrize("a,b,inter", [
+    ([(0, 10)], [(5, 15)], 5),
+    ([(0, 10)], [(10, 15)], 0),
+    ([(0, 2), (4, 6), (8, 10)], [(1, 9)], 4),
+    ([(0, 2), (4, 6)], [(2, 4), (6, 8)], 0),
+    ([(0, 100)], [(10, 20), (30, 40)], 20),
+    ([], [(0, 5)], 0),
+])
+def test_intersection_nbytes_and_contains(a, b, inter):
+    ra, rb = fp.as_runs(a), fp.as_runs(b)
+    assert fp.intersection_nbytes(ra, rb) == fp.intersection_nbytes(rb, ra) == inter
+    assert fp.contains(ra, rb) == (inter == fp.total(rb))
+
+
+def test_coverage_gaps_and_clip():
+    runs = fp.as_runs([(2, 5), (8, 12), (20, 40)])
+    cov = fp.coverage(30, [runs, fp.as_runs([(4, 9)])])
+    assert cov.covered.tolist() == [[2, 12], [20, 30]]
+    assert (cov.nbytes, cov.covered_nbytes, cov.unreferenced_nbytes) == (30, 20, 10)
+    assert cov.unreferenced().tolist() == [[0, 2], [12, 20]]
+    assert fp.coverage(16, []).unreferenced().tolist() == [[0, 16]]
+    assert fp.gaps(runs, 0, 0).tolist() == []
+    assert fp.gaps(fp.EMPTY, 3, 7).tolist() == [[3, 7]]
+    assert fp.clip(runs, 3, 9).tolist() == [[3, 5], [8, 9]]
+    assert fp.clip(fp.EMPTY, 0, 9).tolist() == []
+
+
+def test_components_orders_groups_by_first_member():
+    order, bounds = components(np.array([4, 9, 4, 1, 9, 1, 7]))
+    groups = [order[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+    assert groups == [[0, 2], [1, 4], [3, 5], [6]]
+    order, bounds = components(np.array([], dtype=np.int64))
+    assert order.tolist() == [] and bounds.tolist() == [0]
