@@ -27,7 +27,6 @@ import numpy as np
 from .errors import TensorvizError, TooLargeError
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from .layout import Layout
@@ -39,9 +38,6 @@ MAX_ELEMENTS = 256
 #: Most storage cells one strip may show.
 MAX_CELLS = 256
 _INDEX = "ijklmnpq"
-_ROW_CELLS = 24  # strip cells per row before wrapping
-_CELL = 0.36  # inches
-_REACH = 0.17  # inches per reach row
 _VIEW_COLORS = ("#222222", "#aa3377", "#228833", "#4477aa", "#ee7733", "#66ccee", "#997700", "#5566dd")
 
 

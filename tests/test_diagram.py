@@ -197,7 +197,9 @@ def test_max_lanes_moves_extra_views_to_a_more_row_that_still_draws_them():
     ([3, 4], 10, ([3, 4], 2)),
     ([10, 2], 8, ([6, 2], 2)),
     ([50, 50, 3], 20, ([8, 8, 3], 3)),
-    ([5] * 10, 10, ([3, 3, 3], 3)),  # 3 blocks of 3 lanes + the "more storages" row
+    ([5] * 10, 10, ([5], 1)),  # rather one whole block than blocks of one view each
+    ([4] * 30, 40, ([4] * 9, 9)),  # nine complete blocks + the "more storages" row
+    ([10_001, 3, 3, 3], 40, ([31, 3, 3, 3], 4)),  # a huge block leaves room for the small ones
 ])
 def test_allocate_lane_budget(needs, budget, expected):
     assert _allocate(needs, budget) == expected
@@ -236,10 +238,10 @@ def test_text_golden_fused_qkv():
     assert diagram(FusedQKV()).to_text(width=20) == "\n".join([
         "6 tensors · 4 storages · 1 shared group (by storage) · unique 2.5 KiB vs naive 4.1 KiB",
         "storage #0 · 2.3 KiB: shared, overlapping · bytes [0, 2400), 120 B per cell",
-        "  storage #0 · 2.3 KiB     |xxxxxxxxxxxxxx======|",
-        "  qkv.weight               |####################| [0, 2400) overlaps",
-        "  q.weight                 |######+             | [0, 800) overlaps",
-        "  v.weight                 |      +######+      | [800, 1600) overlaps",
+        "  storage #0 |xxxxxxxxxxxxxx======|",
+        "  qkv.weight |####################| [0, 2400) overlaps",
+        "  q.weight   |######+             | [0, 800) overlaps",
+        "  v.weight   |      +######+      | [800, 1600) overlaps",
         "3 simple storages, 200 B",
     ])
 
@@ -249,7 +251,7 @@ def test_text_golden_strided_and_unreferenced():
     text = diagram({"even": x[::2], "head": x[:4]}).to_text(width=16)
     assert text.splitlines()[1:] == [
         "storage #0 · 64 B: shared, partial, overlapping, non-contiguous · bytes [0, 64), 4 B per cell",
-        "  storage #0 · 64 B |x=x==.=.=.=.=.=.|",
-        "  even              |#-#-#-#-#-#-#-# | [0, 60) overlaps, non-contiguous",
-        "  head              |####            | [0, 16) overlaps",
+        "  storage #0 |x=x==.=.=.=.=.=.|",
+        "  even       |#-#-#-#-#-#-#-# | [0, 60) overlaps, non-contiguous",
+        "  head       |####            | [0, 16) overlaps",
     ]

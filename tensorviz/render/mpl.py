@@ -176,8 +176,9 @@ def _setup_axes(d: "Diagram", ax: "Axes") -> None:
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_xlabel("bytes from the start of each storage" if d.byte_range is None
-                  else "bytes from the start of the storage (zoomed)", fontsize=8)
+    what = "file" if d.blocks and all(b.device == "file" for b in d.blocks) else "storage"
+    ax.set_xlabel(f"bytes from the start of each {what}" if d.byte_range is None
+                  else f"bytes from the start of the {what} (zoomed)", fontsize=8)
     ax.format_coord = lambda x, y: _coord_text(d, x, y)
 
 

@@ -13,9 +13,9 @@ the diagram's byte range). Cell characters:
 >>> print(tv.diagram({"a": a, "b": a[2:4]}).to_text(width=16))
 2 tensors · 1 storage · 1 shared group (by storage) · unique 15.6 KiB vs naive 19.5 KiB
 storage #0 · 15.6 KiB: shared, overlapping · bytes [0, 16000), 1000 B per cell
-  storage #0 · 15.6 KiB |====xxxx========|
-  a                     |################| [0, 16000) overlaps
-  b                     |    ####        | [4000, 8000) overlaps
+  storage #0 |====xxxx========|
+  a          |################| [0, 16000) overlaps
+  b          |    ####        | [4000, 8000) overlaps
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def diagram_text(d: "Diagram", width: int = 60) -> str:
     """The ASCII lane map of a diagram (see the module docstring for the characters)."""
     if width < 4:
         raise ValueError(f"width must be at least 4 cells, got {width}")
-    labels = [lane.label for lane in d.lanes]
+    labels = [_row_label(d, lane) for lane in d.lanes if lane.block >= 0]
     col = min(max((len(s) for s in labels), default=0), 28)
     lines = [d.header.text]
     bars_by_lane: dict[int, list[Bar]] = {}
@@ -68,7 +68,7 @@ def diagram_text(d: "Diagram", width: int = 60) -> str:
         lines.append(_block_title(block, edges))
         for li in block.lanes:
             lane = d.lanes[li]
-            head = f"  {truncate_label(lane.label, col):<{col}} |"
+            head = f"  {truncate_label(_row_label(d, lane), col):<{col}} |"
             if lane.kind == "storage":
                 lines.append(head + _extent_cells(block, edges) + "|")
             else:
@@ -78,6 +78,11 @@ def diagram_text(d: "Diagram", width: int = 60) -> str:
         if lane.block < 0:
             lines.append(lane.label)
     return "\n".join(lines)
+
+
+def _row_label(d: "Diagram", lane) -> str:
+    """Row label; a storage row just names the storage (its block title has the details)."""
+    return f"storage #{lane.storage}" if lane.kind == "storage" else lane.label
 
 
 def _edges(d: "Diagram", block: "Block", width: int) -> np.ndarray:
