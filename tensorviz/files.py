@@ -616,12 +616,14 @@ def _analyze_folder(path: str) -> Layout:
     """A model folder: its safetensors index, else its safetensors files, else torch files."""
     entries = sorted(os.listdir(path))
     files = [e for e in entries if os.path.isfile(os.path.join(path, e))]
+    pickles = [e for e in files if e.lower().endswith(_TORCH_EXTS)]
     groups = (
         ("index", [e for e in files if e.endswith(".safetensors.index.json")]),
         ("files", [e for e in files if e.endswith(".safetensors")]),
         ("index", [e for e in files if e.endswith((".bin.index.json", ".pt.index.json", ".pth.index.json"))]),
-        # Trainer folders also hold pickles that are not weights (training_args.bin, rng_state.pth).
-        ("files", [e for e in files if e.lower().endswith(_TORCH_EXTS) and not e.startswith(_NOT_WEIGHTS)]),
+        # Trainer folders also hold pickles that are not weights (training_args.bin, rng_state.pth):
+        # used only when nothing else is there.
+        ("files", [e for e in pickles if not e.startswith(_NOT_WEIGHTS)] or pickles),
     )
     weights = [e for _, group in groups for e in group]
     for kind, group in groups:
@@ -689,7 +691,8 @@ def _zip_records(path: str) -> dict[int, tuple[str, int]]:
         try:
             with zipfile.ZipFile(f) as zf:
                 return _scan_zip(path, f, zf)
-        except (zipfile.BadZipFile, OSError, ValueError, struct.error) as err:
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
+                NotImplementedError, RuntimeError, struct.error) as err:
             raise FileFormatError(f"{path}: a damaged zip archive ({_one_line(err)}); "
                                   f"the checkpoint is truncated or corrupt") from None
 

@@ -445,6 +445,12 @@ def test_analysis_keeps_no_file_open_or_mapped(tmp_path):
     assert not any(os.path.realpath(f"/proc/self/fd/{fd}") == str(path) for fd in fds)
 
 
+def test_folder_of_trainer_pickles_only(tmp_path):
+    torch.save({"state": {0: {"exp_avg": torch.zeros(3)}}, "param_groups": []}, tmp_path / "optimizer.pt")
+    layout = tv.analyze(tmp_path)
+    assert layout.names == ("state.0.exp_avg",) and layout.metadata["format"] == "folder"
+
+
 def test_not_a_directory_or_missing_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such file or folder"):
         tv.analyze(tmp_path / "nope.safetensors")
