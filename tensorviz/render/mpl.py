@@ -236,6 +236,22 @@ def _draw_storage_layers(d: "Diagram", ax: "Axes") -> None:
         verts = rect_vertices(runs[:, 0], runs[:, 1], ys) if len(owner) else np.zeros((0, 4, 2))
         _add(ax, gid, verts, owner, **style)
     _draw_separators(d, ax)
+    _label_unreferenced(d, ax, extent)
+
+
+def _label_unreferenced(d: "Diagram", ax: "Axes", extent: list) -> None:
+    """Write "unreferenced" inside the runs wide enough to hold it (the row label has the total)."""
+    px = _px_per_byte(d, ax)
+    lo, hi = d.x_range
+    drawn = 0
+    for _, bi, y in extent:
+        for a, b in d.blocks[bi].unreferenced.tolist():
+            a, b = max(a, lo), min(b, hi)
+            if (b - a) * px >= 80 and drawn < 50:
+                ax.text((a + b) / 2, y, f"unreferenced {format_bytes(b - a)}", ha="center", va="center",
+                        fontsize=6.5, color="#555555", clip_on=True,
+                        bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
+                drawn += 1
 
 
 def _draw_separators(d: "Diagram", ax: "Axes") -> None:
