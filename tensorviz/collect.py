@@ -291,4 +291,4 @@ def analyze_object(obj: Any) -> Layout:
     c = _Collector()
     with _gc_paused():
         c.walk(obj, "")
-        return c.layout(type(obj).__qualname__)
+        return c.layout(type(obj).__name__)
