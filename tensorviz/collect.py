@@ -277,6 +277,7 @@ def _gc_paused() -> Iterator[None]:
 def collect(items: Any, source: str = "") -> Layout:
     """Build a :class:`Layout` from ``(name, value)`` pairs (not nested)."""
     c = _Collector()
+    c.rows.unique = False  # arbitrary pairs may repeat a name
     with _gc_paused():
         for name, value in items:
             c.add(name, value)

@@ -89,8 +89,9 @@ def test_unknown_input_types_get_a_type_error_listing_what_is_accepted(obj):
 
 def test_collect_and_iter_named_values():
     a = torch.zeros(4)
-    layout = collect([("x", a), ("y", a[2:]), ("z", "text")], source="pairs")
+    layout = collect([("x", a), ("y", a[2:]), ("z", "text"), ("x", a[1:])], source="pairs")
     assert layout.names == ("x", "y") and layout.source == "pairs"
+    assert [s.name for s in layout.skipped] == ["z", "x"] and layout["x"].nbytes == 16
     assert layout.relation("x", "y") == "contains"
     assert [n for n, _ in iter_named_values({"m": {"k": a}, "l": [a]})] == ["m.k", "l.0"]
     assert [n for n, _ in iter_named_values(FusedQKV())][:2] == ["qkv.weight", "qkv.bias"]

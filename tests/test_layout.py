@@ -249,6 +249,14 @@ def test_layout_built_from_records_like_a_file_reader():
     assert "storage #0 model.safetensors 130 B: 2 views, 32 B read, 98 B unreferenced" in str(layout)
 
 
+def test_layout_with_storages_but_no_views():
+    layout = Layout([], [StorageInfo(("file", "f"), "file", 10, label="f")])
+    (s,) = layout.storages
+    assert (s.names, s.covered_nbytes, s.unreferenced_nbytes, s.label) == ((), 0, 10, "f")
+    assert layout.groups("overlap") == () and layout.unreferenced_runs(s.key).tolist() == [[0, 10]]
+    assert layout.storage_nbytes == 10 and layout.unique_nbytes == 0
+
+
 def test_layout_refuses_duplicate_names_and_unknown_storages():
     key = ("cpu", 1)
     v = TensorView("a", key, "cpu", "float32", (1,), (1,), 0, 4, 0, 4, 4, 4, True)
