@@ -11,7 +11,7 @@ from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 
 import tensorviz as tv
 from tensorviz.diagram import diagram
-from tensorviz.render.mpl import BAR_HEIGHT, layer, names_at, render, to_png
+from tensorviz.render.mpl import BAR_HEIGHT, HATCH_LIMIT, layer, names_at, render, short_label, to_png
 
 
 def pixels(fig) -> np.ndarray:
@@ -200,3 +200,25 @@ def test_layout_plot_is_render_of_diagram():
     fig = layout.plot(by="span")
     assert isinstance(fig, Figure)
     assert_same_picture(fig, render(diagram(layout, by="span")))
+
+
+def test_in_bar_labels_on_packed_rows_drop_the_shared_suffix():
+    flat = torch.zeros(64 * 40, device="meta")
+    names = [f"layers.{i // 4}.{'qkvo'[i % 4]}_proj.weight" for i in range(40)]
+    views = {n: flat[64 * i: 64 * (i + 1)] for i, n in enumerate(names)}
+    fig = render(diagram(views, by="overlap", byte_range=(0, 64 * 4 * 8)))
+    inside = [t.get_text() for t in fig.axes[0].texts]
+    assert inside[:5] == ["0.q_proj", "0.k_proj", "0.v_proj", "0.o_proj", "1.q_proj"]  # what fits
+    assert short_label("layers.12.k_proj.weight", 12, ".weight") == "12.k_proj"
+    assert short_label("layers.12.k_proj.weight", 30) == "layers.12.k_proj.weight"
+    assert short_label("a.b", 2) is None
+
+
+def test_hatch_layers_become_fills_past_the_limit():
+    w = torch.zeros(HATCH_LIMIT + 10, 2)
+    views = {"w": w} | {f"r{i}": w[i] for i in range(HATCH_LIMIT + 10)}
+    fig = render(diagram(views, max_lanes=10))
+    overlaps = layer(fig, "overlaps")
+    assert len(overlaps.get_paths()) == HATCH_LIMIT + 11 and not overlaps.get_hatch()
+    assert overlaps.get_facecolor()[0][3] == pytest.approx(0.45)
+    assert layer(fig, "storage-overlaps").get_hatch() == "xxxx"  # one mark: still hatched
