@@ -222,3 +222,16 @@ def test_hatch_layers_become_fills_past_the_limit():
     assert len(overlaps.get_paths()) == HATCH_LIMIT + 11 and not overlaps.get_hatch()
     assert overlaps.get_facecolor()[0][3] == pytest.approx(0.45)
     assert layer(fig, "storage-overlaps").get_hatch() == "xxxx"  # one mark: still hatched
+
+
+def test_empty_diagram_says_so_without_warnings():
+    import warnings
+
+    d = diagram(seed_tensors(), names="nothing-matches")
+    assert d.lanes == () and d.bars == ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = render(d)
+        assert to_png(d).startswith(b"\x89PNG")
+    assert [t.get_text() for t in fig.axes[0].texts] == ["nothing to draw: no tensor matches the filters"]
+    assert d.to_text() == d.header.text

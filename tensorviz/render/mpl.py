@@ -167,7 +167,10 @@ def _setup_axes(d: "Diagram", ax: "Axes") -> None:
 
     lo, hi = d.x_range
     ax.set_xlim(lo, hi)
-    ax.set_ylim(len(d.lanes) - 0.5, -0.5)
+    ax.set_ylim(max(len(d.lanes), 1) - 0.5, -0.5)
+    if not d.lanes:
+        ax.text(0.5, 0.5, "nothing to draw: no tensor matches the filters", transform=ax.transAxes,
+                ha="center", va="center", fontsize=9, fontstyle="italic", color="#555555")
     ax.xaxis.set_major_locator(ByteLocator())
     ax.xaxis.set_major_formatter(ByteFormatter())
     ax.tick_params(axis="x", labelsize=8)
