@@ -13,15 +13,13 @@ unusual takes the careful path, which turns every problem into a :class:`Skipped
 
 from __future__ import annotations
 
-import gc
 import re
 from collections.abc import Mapping
-from contextlib import contextmanager
 from typing import Any, Iterator
 
 import torch
 
-from .layout import Layout, Rows, Skipped, StorageInfo
+from .layout import Layout, Rows, Skipped, gc_paused
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
 
@@ -257,28 +255,11 @@ class _Collector:
         return Layout._from_rows(self.rows, self.skipped, source=source)
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while collecting.
-
-    Collection allocates a few small acyclic objects per tensor; with the collector running,
-    every few hundred allocations trigger a pass over all the caller's live objects (100k
-    tensors and their containers), which costs more than the collection itself.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def collect(items: Any, source: str = "") -> Layout:
     """Build a :class:`Layout` from ``(name, value)`` pairs (not nested)."""
     c = _Collector()
     c.rows.unique = False  # arbitrary pairs may repeat a name
-    with _gc_paused():
+    with gc_paused():
         for name, value in items:
             c.add(name, value)
         return c.layout(source)
@@ -290,6 +271,6 @@ def analyze_object(obj: Any) -> Layout:
         raise TypeError(f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; "
                         f"it accepts " + "; ".join(ACCEPTED))
     c = _Collector()
-    with _gc_paused():
+    with gc_paused():
         c.walk(obj, "")
         return c.layout(type(obj).__name__)

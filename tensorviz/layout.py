@@ -11,6 +11,8 @@ computed once, vectorised over all storages (:mod:`tensorviz._sweep`), and cache
 from __future__ import annotations
 
 import difflib
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Iterable, Iterator, Literal, Mapping, Sequence
 
@@ -267,10 +269,11 @@ class Layout:
         self._cache: dict = {}
 
     # -- derived on first use -----------------------------------------------------------
-    def _cached(self, key: str, make):
+    def _cached(self, key: object, make):
         value = self._cache.get(key)
         if value is None:
-            value = self._cache[key] = make()
+            with gc_paused():
+                value = self._cache[key] = make()
         return value
 
     @property
@@ -328,13 +331,14 @@ class Layout:
     @property
     def views(self) -> tuple[TensorView, ...]:
         """Every view, in source order."""
-        if "views" not in self._cache:
-            records, full = self._records, self._full
-            for i, v in enumerate(records):
-                if v is None:
-                    records[i] = self._make_view(full[i])
-            self._cache["views"] = tuple(records)
-        return self._cache["views"]
+        return self._cached("views", self._make_views)
+
+    def _make_views(self) -> tuple[TensorView, ...]:
+        records, full = self._records, self._full
+        for i, v in enumerate(records):
+            if v is None:
+                records[i] = self._make_view(full[i])
+        return tuple(records)
 
     def _view(self, i: int) -> TensorView:
         records = self._records
@@ -440,9 +444,7 @@ class Layout:
     @property
     def storages(self) -> tuple[Storage, ...]:
         """Every storage in order of first appearance, with its coverage."""
-        if "storages" not in self._cache:
-            self._cache["storages"] = self._make_storages()
-        return self._cache["storages"]
+        return self._cached("storages", self._make_storages)
 
     def _make_storages(self) -> tuple[Storage, ...]:
         c = self._columns()
@@ -504,10 +506,7 @@ class Layout:
         """
         if by not in _GROUPINGS:
             raise ValueError(f"by must be one of {_GROUPINGS}, got {by!r}")
-        key = ("groups", by)
-        if key not in self._cache:
-            self._cache[key] = self._make_groups(by)
-        return self._cache[key]
+        return self._cached(("groups", by), lambda: self._make_groups(by))
 
     def _labels(self, by: str) -> np.ndarray:
         c = self._columns()
@@ -650,6 +649,23 @@ class Layout:
         from .saving import save_check
 
         return save_check(self, **options)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small records.
+
+    They are acyclic, but each few hundred allocations would trigger a collection pass, and
+    passes reach every live object of the caller (100k tensors and their containers) -- that
+    costs more than the work itself. Re-entrant; restores the collector's previous state.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
