@@ -238,7 +238,11 @@ class _Collector:
         dt = self._dtype(value)
         ident, nbytes = _storage_id(value), value.untyped_storage().nbytes()
         shape, stride, offset = tuple(value.shape), tuple(value.stride()), value.storage_offset()
-        self.rows.geometry(shape, stride)  # fails here, not later, on symbolic sizes
+        if not all(type(x) is int for x in (*shape, *stride, offset, nbytes)):
+            # Never int() a SymInt: that would add a guard to the caller's shape environment.
+            return (f"symbolic sizes or strides (shape {shape}, stride {stride}): byte offsets need "
+                    f"concrete numbers; analyse real, meta or static-shape fake tensors instead")
+        self.rows.geometry(shape, stride)  # fails here, not later, on odd metadata
         if note:
             self.rows.notes[len(self.rows.rows)] = note
         self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None))

@@ -138,6 +138,21 @@ def test_fake_tensors_work_like_real_ones():
     assert [g.names for g in qkv.shared("overlap")] == [("qkv.weight", "q.weight", "v.weight")]
 
 
+def test_symbolic_fake_tensors_are_skipped_without_guarding():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    f = FakeTensorMode(shape_env=env, static_shapes=False).from_tensor(torch.zeros(4, 3))
+    layout = tv.analyze({"f": f, "g": f[1:]})
+    reasons = skipped(layout)
+    assert list(reasons) == ["f", "g"] and layout.names == ()
+    assert reasons["f"].startswith("symbolic sizes or strides (shape (s")
+    assert reasons["f"].endswith("byte offsets need concrete numbers; analyse real, meta or "
+                                 "static-shape fake tensors instead")
+    assert len(env.guards) == 0  # analysis added no guard to the shape environment
+
+
 def test_meta_tensors_share_storages_only_when_they_really_do():
     with torch.device("meta"):
         w = torch.empty(10, 4)
