@@ -233,10 +233,13 @@ def _view_block(layout: Layout, name: str) -> str:
 class Snapshot:
     """A static picture of one explorer state: PNG, escaped HTML and plain text.
 
-    ``body`` is the escaped HTML fragment (the inline PNG and a table of the views drawn).
-    ``hide_when_live`` names an explorer CSS class: while that live explorer is on the page (a
-    trusted JupyterLab output), a style rule hides this snapshot, so a running notebook shows the
-    picture once; saved, untrusted or kernel-less notebooks (and GitHub) still show it.
+    ``body`` is the escaped HTML fragment (the inline PNG and a table of the views drawn);
+    ``kind`` names its CSS class (``tvz-snapshot``, or ``tvz-static`` inside the explorer's own
+    bundle). With ``hide_when_live`` (an explorer's CSS class) the snapshot stands in for that
+    explorer only where nothing else shows a picture: a trusted notebook whose kernel is gone
+    (JupyterLab then shows "Error displaying widget" for the widget). While the live explorer is
+    on the page a style rule hides it; untrusted and GitHub views strip the style rule, keep the
+    ``hidden`` attribute and show the explorer bundle's own ``image/png``/``text/html`` instead.
     """
 
     png: bytes
@@ -244,17 +247,22 @@ class Snapshot:
     caption: str
     text: str
     hide_when_live: str = ""
+    kind: str = "snapshot"
 
     def to_html(self) -> str:
         uid = f"tvz-snap-{next(_snapshot_ids)}"
-        style = ""
-        if self.hide_when_live:
-            live = html.escape(self.hide_when_live)
-            style = (f"<style>body:has(.{live}) .jp-OutputArea-child:has(.{uid}),"
-                     f" body:has(.{live}) .{uid} {{display: none;}}</style>")
-        return (f'{style}<div class="tvz-snapshot {uid}">'
-                f'<div style="font-size: 85%; opacity: 0.75">tensorviz snapshot: '
-                f'{html.escape(self.caption)}</div>{self.body}</div>')
+        cls = f"tvz-{html.escape(self.kind)} {uid}"
+        hint = " (run the cell for the interactive explorer)" if self.hide_when_live or self.kind == "static" else ""
+        head = (f'<div style="font-size: 85%; opacity: 0.75">tensorviz {html.escape(self.kind)}{hint}: '
+                f'{html.escape(self.caption)}</div>')
+        if not self.hide_when_live:
+            return f'<div class="{cls}">{head}{self.body}</div>'
+        live = html.escape(self.hide_when_live)
+        style = (f"<style>.{uid}[hidden] {{display: block !important;}} "
+                 f"body:has(.{live}) .jp-OutputArea-child:has(.{uid}), "
+                 f"body:has(.{live}) .{uid}[hidden] {{display: none !important;}}</style>")
+        # hidden="hidden", not a bare hidden: sanitizers drop empty-valued attributes.
+        return f'{style}<div class="{cls}" hidden="hidden">{head}{self.body}</div>'
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
         bundle = {"text/plain": self.text, "image/png": base64.b64encode(self.png).decode("ascii"),
@@ -592,7 +600,7 @@ class Explorer(W.VBox):
         """The status line as plain text."""
         return html.unescape(re.sub(r"<[^>]+>", "", self.status_line.value))
 
-    def static(self, hide_when_live: bool = False) -> Snapshot:
+    def static(self, hide_when_live: bool = False, kind: str = "snapshot") -> Snapshot:
         """The current state as a :class:`Snapshot` (PNG + escaped HTML + text), not displayed."""
         from .render.html import diagram_html
 
@@ -600,7 +608,7 @@ class Explorer(W.VBox):
         text = f"{caption}\n{self.diagram.to_text()}"
         body = diagram_html(self.diagram, self.tensor_layout, self.png)
         live = f"tvz-live-{self.model_id}" if hide_when_live else ""
-        return Snapshot(self.png, body, caption, text, hide_when_live=live)
+        return Snapshot(self.png, body, caption, text, hide_when_live=live, kind=kind)
 
     def snapshot(self) -> None:
         """Emit the current state as static output (a picture that needs no kernel).
@@ -615,7 +623,7 @@ class Explorer(W.VBox):
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
-        static = self.static()._repr_mimebundle_()
+        static = self.static(kind="static")._repr_mimebundle_()
         bundle.update({"image/png": static["image/png"], "text/html": static["text/html"],
                        "text/plain": static["text/plain"]})
         return bundle
@@ -727,8 +735,9 @@ def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_sha
         expand_simple: draw storages whose one view is the whole storage one by one, instead of
             folding them into a summary row.
         max_lanes, dpi, width: drawing size (see :func:`tensorviz.diagram.diagram`).
-        snapshot: also emit a static picture of the first state, so a saved notebook shows the
-            diagram with no kernel (hidden by CSS while the live explorer is on screen).
+        snapshot: also emit a static picture of the first state for a saved, trusted notebook
+            whose kernel is gone (hidden while the live explorer is on screen, and where the
+            explorer's own ``image/png``/``text/html`` already shows: GitHub, untrusted).
 
     Returns:
         The :class:`Explorer` widget (display it, e.g. as the cell's last expression).

@@ -101,6 +101,13 @@ def _isolated_env(side: Path) -> dict[str, str]:
     return dict(os.environ, **{k: str(v) for k, v in dirs.items()})
 
 
+class Lab(str):
+    """The server's base URL; ``.root`` is the folder it serves, ``.data_dir`` its data dir."""
+
+    root: Path
+    data_dir: Path
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server from this virtual env; yields its base URL; SIGTERM at the end."""
@@ -128,7 +135,9 @@ def lab(tmp_path_factory):
                     raise RuntimeError("JupyterLab did not start:\n" + log_path.read_text()[-4000:])
                 time.sleep(0.3)
         try:
-            yield base
+            url = Lab(base)
+            url.root, url.data_dir = root, side / "jupyter_data_dir"
+            yield url
         finally:
             proc.terminate()  # SIGTERM on our own PID: the server shuts its kernels down
             try:
@@ -273,3 +282,69 @@ def test_explorer_renders_and_exact_span_redraws(lab, page):
     expect(explorer.locator(".tvz-status")).to_contain_text("not a valid regular expression")
     explorer.screenshot(path=str(SHOTS / "explorer_bad_regex.png"))
     assert not [e for e in errors if "widget" in e.lower()], errors
+
+
+@pytest.fixture(scope="module")
+def executed(lab):
+    """The notebook executed headlessly and saved without widget state (JupyterLab's default)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.read(lab.root / "explore.ipynb", as_version=4)
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
+                            resources={"metadata": {"path": str(lab.root)}}).execute()
+    return nb
+
+
+def _open_saved(lab, page, name: str) -> None:
+    page.goto(f"{lab}/lab/tree/{name}?token={TOKEN}&reset")
+    page.wait_for_selector(".jp-Notebook .jp-OutputArea-output", state="attached")
+    if page.locator(".jp-Dialog").count():
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+
+
+def _visible_pictures(page) -> list[str]:
+    """Class names of the output pictures a reader sees (decoded, on screen)."""
+    return page.locator(".jp-OutputArea-output img").evaluate_all(
+        "imgs => imgs.filter(i => i.complete && i.naturalWidth > 0 && i.offsetParent !== null)"
+        ".map(i => i.closest('.tvz-snapshot, .tvz-static, .tvz-explorer').className)")
+
+
+def test_untrusted_saved_notebook_shows_the_explorer_picture_once(lab, page, executed):
+    """Untrusted (as cloned from git): Lab will not render the widget view, so it falls back to the
+    explorer's own escaped text/html; the snapshot keeps its hidden attribute."""
+    import nbformat
+    from playwright.sync_api import expect
+
+    nbformat.write(executed, lab.root / "untrusted.ipynb")
+    _open_saved(lab, page, "untrusted.ipynb")
+    static = page.locator(".jp-OutputArea-output .tvz-static img")
+    expect(static).to_be_visible()
+    page.wait_for_function("() => { const i = document.querySelector('.tvz-static img');"
+                           " return i && i.complete && i.naturalWidth === 1000; }")
+    expect(page.locator(".tvz-snapshot")).to_be_hidden()
+    expect(page.locator(".tvz-static")).to_contain_text(
+        "tensorviz static (run the cell for the interactive explorer): tensorviz explorer (TinyLM)")
+    page.locator(".tvz-static").scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "saved_untrusted.png"))
+    assert [c.split()[0] for c in _visible_pictures(page)] == ["tvz-static"]
+
+
+def test_trusted_saved_notebook_without_kernel_shows_the_snapshot(lab, page, executed):
+    """Trusted, widget state not saved, kernel gone: the widget cannot render ("Error displaying
+    widget"), so the snapshot's style rule reveals it."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+    from playwright.sync_api import expect
+
+    nb = nbformat.from_dict(executed)
+    NotebookNotary(data_dir=str(lab.data_dir)).sign(nb)  # the server's own signature store
+    nbformat.write(nb, lab.root / "trusted.ipynb")
+    _open_saved(lab, page, "trusted.ipynb")
+    expect(page.locator(".jp-Notebook")).to_contain_text("Error displaying widget", timeout=30_000)
+    snap = page.locator(".jp-OutputArea-output .tvz-snapshot img")
+    expect(snap).to_be_visible()
+    page.wait_for_function("() => { const i = document.querySelector('.tvz-snapshot img');"
+                           " return i && i.complete && i.naturalWidth === 1000; }")
+    page.locator(".tvz-snapshot").scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "saved_trusted_no_kernel.png"))
+    assert [c.split()[0] for c in _visible_pictures(page)] == ["tvz-snapshot"]

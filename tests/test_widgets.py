@@ -350,6 +350,7 @@ def test_mimebundle_has_static_fallbacks(shown):
     assert base64.b64decode(b["image/png"]) == ex.png
     assert f'src="data:image/png;base64,{b["image/png"]}"' in b["text/html"]
     assert "<script" not in b["text/html"] and "<style" not in b["text/html"]  # no live-hiding here
+    assert b["text/html"].startswith('<div class="tvz-static ')
     assert b["text/plain"].startswith("tensorviz explorer (FusedQKV): 6 tensors on 4 storages")
     assert "grouped by exact span" in b["text/plain"] and "qkv.weight" in b["text/plain"]
 
@@ -365,6 +366,8 @@ def test_snapshot_emits_the_current_state(shown):
     assert "grouped by overlap" in now.caption and "grouped by storage" in first.caption
     live = f"tvz-live-{ex.model_id}"
     assert f"body:has(.{live})" in first.to_html() and "<style" not in now.to_html()
+    # the first-state snapshot starts hidden (sanitizers keep hidden="hidden", drop <style>)
+    assert '" hidden="hidden">' in first.to_html() and "hidden" not in now.to_html()
     assert now._repr_mimebundle_(include={"image/png"}) == {"image/png": base64.b64encode(ex.png).decode()}
 
 
@@ -379,3 +382,28 @@ def test_no_match_shows_a_message(shown):
     assert ex.diagram.bars == () and ex.tensor_list.options == ()
     assert ex.status == "nothing to draw: no tensor matches (grouped by storage, names matching /nothing-matches/)."
     assert html.escape("/nothing-matches/") in ex.status_line.value
+
+
+def test_executed_notebook_keeps_static_pictures(tmp_path):
+    """Run under a real kernel (nbclient): explore() emits the hidden-while-live snapshot, and the
+    explorer's own output carries the widget view plus image/png and escaped text/html."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import torch, tensorviz as tv\n"
+        "a = torch.rand(8, 10, 50)\n"
+        "ex = tv.explore({'a': a, '<b>': a[2:4]}, by='span')\n"
+        "ex")]
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    snap, result = nb.cells[0].outputs
+    assert snap.output_type == "display_data" and result.output_type == "execute_result"
+    assert set(snap.data) == {"text/plain", "image/png", "text/html"}
+    assert 'class="tvz-snapshot ' in snap.data["text/html"] and 'hidden="hidden"' in snap.data["text/html"]
+    assert set(result.data) == {"text/plain", "image/png", "text/html",
+                                "application/vnd.jupyter.widget-view+json"}
+    assert result.data["image/png"] == snap.data["image/png"]  # the same first state
+    assert base64.b64decode(result.data["image/png"]).startswith(PNG)
+    assert "&lt;b&gt;" in result.data["text/html"] and "<b>" not in result.data["text/html"]
+    assert result.data["text/plain"].startswith("tensorviz explorer (dict): 2 tensors on 1 storage")
