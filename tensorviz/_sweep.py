@@ -15,7 +15,7 @@ import numpy as np
 
 from .footprint import EMPTY
 
-__all__ = ["Sweep", "sweep", "components"]
+__all__ = ["Sweep", "sweep", "components", "same_keys"]
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,10 @@ def _refine(members, sidx, base, nbytes, runs_of, labels, covered, n) -> None:
                  base[st], base[st] + nbytes[st])
     # Views sharing a run cluster share a byte: link each to the cluster's first owner.
     head = owner[first][rc]
-    edges = np.unique(np.stack((head, owner), axis=1)[head != owner], axis=0)
+    link = head != owner
+    edges = np.unique(head[link] * n + owner[link])  # one int per (head, owner) pair: a fast 1-D sort
     parent = {int(i): int(i) for i in members}
-    for a, b in edges.tolist():
+    for a, b in zip((edges // n).tolist(), (edges % n).tolist()):
         _union(parent, a, b)
     roots = np.fromiter((_find(parent, int(i)) for i in members), dtype=np.int64, count=members.size)
     labels[members] = 2 * n + roots
@@ -139,6 +140,25 @@ def components(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     final = order[np.argsort(key, kind="stable")]
     bounds = np.r_[0, np.cumsum(size[np.argsort(rank)])]
     return final, bounds
+
+
+def same_keys(*columns: np.ndarray) -> np.ndarray:
+    """Labels equal exactly where every column is equal (a lexsort, not a row-wise unique).
+
+    >>> same_keys(np.array([1, 2, 1, 1]), np.array([5, 5, 5, 6])).tolist()
+    [0, 2, 0, 1]
+    """
+    n = columns[0].size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort(columns[::-1])
+    change = np.zeros(n, dtype=bool)
+    for c in columns:
+        sc = c[order]
+        change[1:] |= sc[1:] != sc[:-1]
+    labels = np.empty(n, dtype=np.int64)
+    labels[order] = np.cumsum(change)
+    return labels
 
 
 def _find(parent: dict[int, int], i: int) -> int:

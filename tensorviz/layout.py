@@ -19,7 +19,7 @@ from typing import Iterable, Iterator, Literal, Mapping, Sequence
 import numpy as np
 
 from . import footprint as fp
-from ._sweep import components, sweep
+from ._sweep import components, same_keys, sweep
 from ._units import format_bytes
 
 __all__ = ["TensorView", "Storage", "StorageInfo", "Group", "Skipped", "Layout", "GroupBy", "RELATIONS"]
@@ -516,9 +516,7 @@ class Layout:
             return self._sweep().overlap
         n = len(self._names)
         empty = c["stop"] == c["start"]
-        keys = np.stack((c["sidx"], c["start"], c["stop"]), axis=1)
-        _, labels = np.unique(keys, axis=0, return_inverse=True)
-        return np.where(empty, np.arange(n) + n, labels.reshape(-1))
+        return np.where(empty, np.arange(n) + n, same_keys(c["sidx"], c["start"], c["stop"]))
 
     def _make_groups(self, by: str) -> tuple[Group, ...]:
         if not self._rows:
