@@ -584,6 +584,10 @@ class Explorer(W.VBox):
         mark = "⚠ " if error else ""
         self.status_line.value = f'<span class="{cls}">{mark}{html.escape(text)}</span>'
 
+    def clear_cache(self) -> None:
+        """Forget the cached pictures (e.g. after changing matplotlib's rcParams); keeps the current one."""
+        self._renderer.cache.clear()
+
     # -- what is shown now ---------------------------------------------------------------------
     @property
     def diagram(self) -> Any:
