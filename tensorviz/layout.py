@@ -468,24 +468,36 @@ class Layout:
         return tuple(out)
 
     def storage(self, which: str | StorageKey | int) -> Storage:
-        """The storage of a view name, a storage key or a storage index."""
-        if isinstance(which, int):
-            return self.storages[which]
+        """The storage of a view name, a storage key or a storage index.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(3, 4)
+        >>> tv.analyze({"w": w, "row": w[1]}).storage("row").names
+        ('w', 'row')
+        """
+        return self.storages[self._storage_pos(which)]
+
+    def _storage_pos(self, which: str | StorageKey | int) -> int:
+        if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+            if not -len(self._stores) <= which < len(self._stores):
+                raise IndexError(f"storage index {which} out of range: this layout has "
+                                 f"{len(self._stores)} storages")
+            return int(which) % len(self._stores)
         if isinstance(which, str):
-            return self.storages[self._full[self._position(which)][1]]
+            return self._full[self._position(which)][1]
         try:
-            return self.storages[self._skey[which]]
+            return self._skey[which]
         except (KeyError, TypeError):
             raise KeyError(f"no storage with key {which!r} in this layout; "
                            f"use a view name, a storage index or one of layout.storages' keys") from None
 
-    def storage_views(self, key: StorageKey) -> tuple[TensorView, ...]:
-        """The views on one storage (by key), in source order."""
-        return tuple(self._view(i) for i in self._members()[self._skey[key]])
+    def storage_views(self, which: str | StorageKey | int) -> tuple[TensorView, ...]:
+        """The views on one storage (by key, index or a view name), in source order."""
+        return tuple(self._view(i) for i in self._members()[self._storage_pos(which)])
 
-    def unreferenced_runs(self, key: StorageKey) -> np.ndarray:
-        """Byte runs of a storage that no view reads."""
-        s = self._skey[key]
+    def unreferenced_runs(self, which: str | StorageKey | int) -> np.ndarray:
+        """Byte runs of a storage (by key, index or a view name) that no view reads."""
+        s = self._storage_pos(which)
         runs = [self._runs_at(i) for i in self._members()[s]]
         return fp.coverage(self._stores[s][2], runs).unreferenced()
 

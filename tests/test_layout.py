@@ -188,8 +188,15 @@ def test_storage_lookup_by_name_key_and_index():
     s = layout.storage("v.weight")
     assert layout.storage(s.key) is s and layout.storage(0) is s
     assert layout.storage_views(s.key) == tuple(layout[n] for n in ("qkv.weight", "q.weight", "v.weight"))
+    assert layout.storage(np.int64(0)) is s and layout.storage(-4) is layout.storages[0]
+    assert layout.storage_views(0) == layout.storage_views("q.weight") == layout.storage_views(s.key)
+    assert layout.unreferenced_runs("q.weight").tolist() == []
     with pytest.raises(KeyError, match="no storage with key"):
         layout.storage(("cpu", -1))
+    with pytest.raises(KeyError, match="no storage with key"):
+        layout.storage_views(("cpu", -1))
+    with pytest.raises(IndexError, match="storage index 4 out of range: this layout has 4 storages"):
+        layout.storage(4)
 
 
 def test_records_are_frozen_and_equal_to_dataclass_built_ones():
