@@ -424,20 +424,20 @@ class Layout:
         """View positions of each storage, in source order."""
         if "members" not in self._cache:
             order, bounds, _ = self._grouped("storage")
+            order = order.tolist()
             members = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
             members += [[] for _ in range(len(self._stores) - len(members))]  # storages with no views
             self._cache["members"] = members
         return self._cache["members"]
 
-    def _grouped(self, by: str) -> tuple[list[int], list[int], list[str]]:
+    def _grouped(self, by: str) -> tuple[np.ndarray, list[int], tuple[str, ...]]:
         """``(order, bounds, names in that order)``: group g is ``order[bounds[g]:bounds[g+1]]``,
         groups ordered by first member (for ``"storage"``: storage index order)."""
         key = ("grouped", by)
         if key not in self._cache:
             order, bounds = components(self._labels(by))
-            order_list = order.tolist()
             names = self._names
-            self._cache[key] = (order_list, bounds.tolist(), [names[i] for i in order_list])
+            self._cache[key] = (order, bounds.tolist(), tuple([names[i] for i in order.tolist()]))
         return self._cache[key]
 
     # -- storages and coverage ----------------------------------------------------------
@@ -457,13 +457,17 @@ class Layout:
             complete.setdefault(full[i][1], []).append(all_names[i])
         inexact = set(c["sidx"][~c["exact"]].tolist())
         bounds = bounds + [bounds[-1]] * (len(self._stores) + 1 - len(bounds))  # storages with no views
-        new, names = object.__new__, _field_names(Storage)
+        new = object.__new__
         out = []
         for s, (key, device, nbytes, label) in enumerate(self._stores):
+            # A frozen record filled directly (see _record): 60k storages are common.
             st = new(Storage)
-            st.__dict__.update(zip(names, (
-                key, s, device, nbytes, tuple(sorted_names[bounds[s]:bounds[s + 1]]), covered[s],
-                nbytes - covered[s], tuple(complete.get(s, ())), label, s not in inexact)))
+            d = st.__dict__
+            d["key"], d["index"], d["device"], d["nbytes"] = key, s, device, nbytes
+            d["names"] = sorted_names[bounds[s]:bounds[s + 1]]
+            d["covered_nbytes"], d["unreferenced_nbytes"] = covered[s], nbytes - covered[s]
+            d["complete_names"] = tuple(complete[s]) if s in complete else ()
+            d["label"], d["exact"] = label, s not in inexact
             out.append(st)
         return tuple(out)
 
@@ -534,7 +538,8 @@ class Layout:
         if not self._rows:
             return ()
         c = self._columns()
-        order, bounds = (np.asarray(a, dtype=np.int64) for a in self._grouped(by)[:2])
+        order, bl, names = self._grouped(by)
+        bounds = np.asarray(bl, dtype=np.int64)
         first, size = bounds[:-1], np.diff(bounds)
         start, stop = c["start"][order], c["stop"][order]
         live = stop > start
@@ -547,14 +552,15 @@ class Layout:
         if by == "overlap":
             bad = np.add.reduceat((~c["exact"][order]).astype(np.int64), first) > 0
             inexact = bad & (size > 1)
-        _, bl, names = self._grouped(by)
         stores = self._stores
-        new, fields_ = object.__new__, _field_names(Group)
+        new = object.__new__
         out = []
         for a, b, s, l, h, x in zip(bl[:-1], bl[1:], c["sidx"][order[first]].tolist(), lo.tolist(),
                                     hi.tolist(), inexact.tolist()):
-            g = new(Group)
-            g.__dict__.update(zip(fields_, (by, tuple(names[a:b]), stores[s][0], l, h, not x)))
+            g = new(Group)  # a frozen record filled directly (see _record)
+            d = g.__dict__
+            d["by"], d["names"], d["storage"], d["start"], d["stop"], d["exact"] = \
+                by, names[a:b], stores[s][0], l, h, not x
             out.append(g)
         return tuple(out)
 
