@@ -38,6 +38,7 @@ __all__ = ["explore", "Explorer", "ExplorerState", "Snapshot", "GROUPINGS"]
 
 #: Toggle labels and the ``by=`` value each one selects.
 GROUPINGS = (("storage", "storage"), ("exact span", "span"), ("overlap", "overlap"))
+_LABEL_OF = {by: label for label, by in GROUPINGS}
 _CACHE_SIZE = 48
 _ZOOM_POINTS = 256            # the byte-range slider has at most this many steps (+1 stop)
 _RELATIONS_SHOWN = 12         # details pane: relations listed one by one, the rest counted
@@ -75,7 +76,7 @@ class ExplorerState:
 
     def describe(self) -> str:
         """A short human-readable summary (used in captions and the plain-text bundle)."""
-        parts = [f"grouped by {dict((v, k) for k, v in GROUPINGS).get(self.by, self.by)}"]
+        parts = [f"grouped by {_LABEL_OF.get(self.by, self.by)}"]
         if self.names:
             parts.append(f"names matching /{self.names}/")
         if self.only_shared:
@@ -93,12 +94,16 @@ class ExplorerState:
 
 
 def normalise(state: ExplorerState, layout: Layout) -> ExplorerState:
-    """Drop zooms that show everything, so equal pictures share one cache entry.
+    """Check a state and drop zooms that show everything, so equal pictures share one cache entry.
 
     Raises:
-        ValueError: an unknown grouping, a storage index out of range, or a bad byte range.
+        ValueError: a bad name pattern, an unknown grouping, a storage index out of range, or a
+            bad byte range (the message says which, and the fix).
     """
-    if state.by not in dict((v, k) for k, v in GROUPINGS):
+    problem = pattern_problem(state.names)
+    if problem:
+        raise ValueError(problem)
+    if state.by not in _LABEL_OF:
         raise ValueError(f"by must be one of 'storage', 'span', 'overlap', got {state.by!r}")
     if state.storage is None:
         return replace(state, byte_range=None)
@@ -110,7 +115,9 @@ def normalise(state: ExplorerState, layout: Layout) -> ExplorerState:
         return state
     lo, hi = (int(x) for x in state.byte_range)
     nbytes = layout.storages[state.storage].nbytes
-    if not 0 <= lo < hi <= max(nbytes, 1):
+    if nbytes == 0:  # nothing to zoom into
+        return replace(state, byte_range=None)
+    if not 0 <= lo < hi <= nbytes:
         raise ValueError(f"byte_range {(lo, hi)} must satisfy 0 <= lo < hi <= {nbytes} "
                          f"(the size of storage #{state.storage})")
     return replace(state, byte_range=None if (lo, hi) == (0, nbytes) else (lo, hi))
@@ -398,9 +405,7 @@ class Explorer(W.VBox):
         self.state = state
         self._current: _Render | None = None
         self._wire()
-        self._refresh(state)
-        if self._current is None:  # the first render failed: do not hand out a blank explorer
-            raise self.last_error if self.last_error else RuntimeError("explorer failed to render")
+        self._refresh(state)  # not guarded: a first render that fails raises to the caller
 
     # -- construction --------------------------------------------------------------------
     def _build_controls(self, state: ExplorerState) -> None:
@@ -754,9 +759,6 @@ def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_sha
     >>> tv.explore({"a": a, "b": a[2:4], "c": a[4:6]}, by="span")    # doctest: +SKIP
     """
     layout = obj if isinstance(obj, Layout) else _analyze(obj)
-    problem = pattern_problem(names or "")
-    if problem:
-        raise ValueError(problem)
     if isinstance(storage, str):
         storage = layout.storage(storage).index
     state = ExplorerState(by=by, names=names or "", only_shared=only_shared,

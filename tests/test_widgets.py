@@ -207,6 +207,13 @@ def test_storage_picker_and_zoom(shown):
     assert ex.state.storage is None and ex.state.byte_range is None and ex.png == whole
 
 
+def test_empty_storage_has_nothing_to_zoom(shown):
+    ex = explore({"w": torch.zeros(4), "nothing": torch.zeros(0)}, expand_simple=True)
+    ex.storage_picker.value = 1
+    assert ex.zoom.value == (0, 0) and ex.state.byte_range is None and ex.last_error is None
+    assert [b.names for b in ex.diagram.bars] == [("nothing",)] and ex.diagram.bars[0].empty
+
+
 def test_cache_per_state(shown):
     ex = explore(seed_tensors())
     first, misses = ex.png, ex._renderer.misses
