@@ -11,8 +11,8 @@ plan the diagram, draw it on a fresh pyplot figure, save the PNG and close the f
 Two models, both ~1,000 named tensors, metadata only (meta device / tiny storages):
 
 * ``gpt2-meta``   -- a transformers GPT-2 on the meta device, 83 blocks, tied embeddings;
-* ``synthetic``   -- 100 blocks of: 4 plain params, a tied pair, a fused qkv with q/k row views,
-                     a transpose (or a column slice) -- shared storages everywhere.
+* ``synthetic``   -- bench_analyze's state dict: blocks of 4 plain params, a tied pair, a fused
+                     qkv with q/k row views, a transpose (or a column slice) -- sharing everywhere.
 
 Target (issue 4): a control change produces the new image in well under 300 ms.
 
@@ -37,6 +37,8 @@ import torch  # noqa: E402
 import tensorviz as tv  # noqa: E402
 from tensorviz.widgets import explore  # noqa: E402
 
+from bench_analyze import synthetic_state_dict  # noqa: E402  (bench/ is on sys.path when run)
+
 
 def gpt2_meta(n_layer: int = 83):
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -47,22 +49,6 @@ def gpt2_meta(n_layer: int = 83):
                      bos_token_id=0, eos_token_id=0)
     with torch.device("meta"):
         return GPT2LMHeadModel(cfg)
-
-
-def synthetic(n: int = 1000) -> dict[str, torch.Tensor]:
-    sd: dict[str, torch.Tensor] = {}
-    i = 0
-    while len(sd) < n:
-        p = f"layers.{i}."
-        for j in range(4):
-            sd[p + f"p{j}"] = torch.empty(16, 16)
-        tied = torch.empty(32, 16)
-        sd[p + "emb"], sd[p + "head"] = tied, tied
-        qkv = torch.empty(48, 16)
-        sd[p + "qkv"], sd[p + "q"], sd[p + "k"] = qkv, qkv[:16], qkv[16:32]
-        sd[p + ("t" if i % 5 else "col")] = sd[p + "p0"].t() if i % 5 else qkv[:, 1:3]
-        i += 1
-    return dict(list(sd.items())[:n])
 
 
 def changes(ex, repeat: int) -> dict[str, list[Callable[[], None]]]:
@@ -194,7 +180,7 @@ def main() -> None:
     torch.manual_seed(0)
     bench("gpt2-meta", gpt2_meta(), args.repeat)
     gc.collect()
-    bench("synthetic", synthetic(), args.repeat)
+    bench("synthetic", synthetic_state_dict(1000), args.repeat)
 
 
 if __name__ == "__main__":
