@@ -312,7 +312,7 @@ class Layout:
         stores: list[tuple] = []
         out: list[tuple] = []
         append, make = out.append, fp.geometry
-        for i, (name, token, dev, nbytes, dt, shape, stride, offset, start) in enumerate(self._rows):
+        for name, token, dev, nbytes, dt, shape, stride, offset, start in self._rows:
             s = spos.get(token)
             if s is None:
                 s = spos[token] = len(stores)
@@ -322,8 +322,9 @@ class Layout:
             geo = geos.get((shape, stride))
             if geo is None:
                 geo = geos[(shape, stride)] = make(shape, stride)
-            append((name, s, dt, shape, stride, offset, offset * dt[1] if start is None else start,
-                    geo, notes.get(i, "") if notes else ""))
+            append((name, s, dt, shape, stride, offset, offset * dt[1] if start is None else start, geo, ""))
+        for i, note in notes.items():
+            out[i] = out[i][:8] + (note,)
         self._cache["stores"] = tuple(stores) + tuple(raw.extra)
         return out
 
