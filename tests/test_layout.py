@@ -11,7 +11,6 @@ import torch
 from models import FusedQKV, TiedLM, meta_model, seed_tensors
 
 import tensorviz as tv
-from tensorviz import footprint as fp
 from tensorviz.layout import Group, Layout, Skipped, Storage, StorageInfo, TensorView, _record
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
-import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
