@@ -563,8 +563,8 @@ class Explorer(W.VBox):
         render, cached = self._renderer.get(state)
         self.state, self._current = state, render
         self.picture.value = render.png
-        self._update_list(render.diagram)
         names = _diagram_names(render.diagram)
+        self._update_list(names)
         how = "from cache" if cached else f"drawn in {render.ms:.0f} ms"
         if not names and render.diagram.collapsed is None:
             self._say(f"nothing to draw: no tensor matches ({state.describe()}).", error=False)
@@ -573,9 +573,9 @@ class Explorer(W.VBox):
         more = f" (+ {folded.text}, folded into one row)" if folded is not None else ""
         self._say(f"{len(names)} tensor{'s' * (len(names) != 1)} shown{more}, {state.describe()} · {how}")
 
-    def _update_list(self, diagram: Any) -> None:
-        names = _diagram_names(diagram)
-        keep = tuple(n for n in self.tensor_list.value if n in set(names))
+    def _update_list(self, names: tuple[str, ...]) -> None:
+        drawn = set(names)
+        keep = tuple(n for n in self.tensor_list.value if n in drawn)
         quiet, self._quiet = self._quiet, True
         try:
             self.tensor_list.options = names
