@@ -105,7 +105,7 @@ def test_storage_identity_is_the_storage_not_the_address():
     assert layout.relation("one", "two") == "unrelated"
     assert layout.relation("one", "view") == "contains"
     assert len(layout.storages) == 2
-    assert layout["one"].storage == ("cpu", one.untyped_storage()._cdata)
+    assert layout["one"].storage == ("cpu", one.untyped_storage()._cdata) == ("cpu", torch._C._storage_id(one))
 
 
 def test_parameters_and_plain_subclasses_are_analysed():
