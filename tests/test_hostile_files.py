@@ -99,7 +99,7 @@ def test_hostile_safetensors(tmp_path, name, data, fragments):
 
 def test_header_length_claim_is_never_allocated(tmp_path, monkeypatch):
     """A claimed length the file cannot hold is refused before any read of that size."""
-    import tensorviz.files as files
+    import tensorviz._safetensors as files
 
     sizes: list[int] = []
 

@@ -1,0 +1,172 @@
+"""What one file contributes to a layout, and how several files merge into one.
+
+Shared by the file readers (``_safetensors``, ``_checkpoint``, ``_shards``): the :class:`Part`
+record, :func:`merge`, strict JSON parsing and the short texts error messages quote.
+
+A row is the compact form a reader hands to :class:`~tensorviz.layout.Layout` (see
+:class:`~tensorviz.layout.Rows`): ``(name, storage key, device, storage nbytes, (dtype,
+itemsize), shape, stride, offset, start in bytes)``. 20,000 rows cost far less than 20,000
+``TensorView`` records, which the layout derives on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .errors import FileFormatError
+from .footprint import span
+from .layout import Layout, Rows, Skipped, StorageInfo
+
+#: Largest JSON header (or index file, or checkpoint pickle) accepted; safetensors' own limit.
+MAX_HEADER_BYTES = 100_000_000
+TORCH_EXTS = (".pt", ".pth", ".bin", ".ckpt")
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+@dataclass
+class Part:
+    """What one file contributes: view rows (with notes by name), storages, skips, metadata."""
+
+    rows: list[tuple] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)
+    storages: list[StorageInfo] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def row_span(row: tuple) -> tuple[int, int]:
+    """The byte span ``[start, stop)`` of a row."""
+    return span(row[8], row[5], row[6], row[4][1])
+
+
+def row_nbytes(row: tuple) -> int:
+    """``numel * itemsize`` of a row."""
+    return math.prod(row[5]) * row[4][1]
+
+
+# -- merging parts into one Layout ---------------------------------------------------------------
+def merge(parts: Iterable[Part], fmt: str, source: str, extra: Mapping[str, Any] | None = None) -> Layout:
+    """One Layout from several files; a name seen in an earlier file is skipped and reported."""
+    merged = _Merged(fmt)
+    for part in parts:
+        merged.add(part)
+    return merged.layout(source, extra)
+
+
+class _Merged:
+    """The parts read so far: rows, storages, skips, problems and metadata, and who owns each name."""
+
+    def __init__(self, fmt: str) -> None:
+        self.rows = Rows()
+        self.storages: list[StorageInfo] = []
+        self.skipped: list[Skipped] = []
+        self.problems: list[str] = []
+        self.meta: dict[str, Any] = {"format": fmt}
+        self.owner: dict[str, str] = {}  # name -> label of the file that holds it
+
+    def add(self, part: Part) -> None:
+        self.storages.extend(part.storages)
+        self._add_rows(part)
+        self.skipped.extend(part.skipped)
+        self.problems.extend(part.problems)
+        for k, v in part.meta.items():
+            if isinstance(v, dict) and isinstance(self.meta.get(k), dict):
+                self.meta[k].update(v)
+            else:
+                self.meta[k] = dict(v) if isinstance(v, dict) else v
+
+    def _add_rows(self, part: Part) -> None:
+        rows, owner = self.rows, self.owner
+        label = part.storages[0].label if part.storages else "?"
+        for row in part.rows:
+            name = row[0]
+            if name in owner:
+                a, b = row_span(row)
+                self.skipped.append(Skipped(f"{name} [{label}]", f"duplicate: {owner[name]} already holds a "
+                                            f"tensor of this name; this copy (bytes [{a}, {b})) is hidden"))
+                self.problems.append(f"duplicated: {name!r} is in {owner[name]} and {label}")
+                continue
+            owner[name] = label
+            if name in part.notes:
+                rows.notes[len(rows.rows)] = part.notes[name]
+            rows.rows.append(row)
+
+    def layout(self, source: str, extra: Mapping[str, Any] | None) -> Layout:
+        meta = self.meta
+        meta.update(extra or {})
+        dropped = _dropped(meta.get("__metadata__", {}), self.owner)
+        if dropped:
+            meta["dropped"] = dropped
+        if self.problems:
+            meta["problems"] = self.problems
+        rows = self.rows
+        used = {row[1] for row in rows.rows}
+        rows.labels = {s.key: s.label for s in self.storages if s.label}
+        rows.extra = [(s.key, s.device, s.nbytes, s.label) for s in self.storages if s.key not in used]
+        return Layout._from_rows(rows, self.skipped, source=source, metadata=meta)
+
+
+def _dropped(file_meta: Mapping[str, Mapping[str, str]], names: Mapping[str, str]) -> dict[str, str]:
+    """safetensors' save_model stores {dropped name: kept name} for each removed shared tensor."""
+    out: dict[str, str] = {}
+    for md in file_meta.values():
+        for k, v in md.items():
+            if v in names and k not in names:
+                out[k] = v
+    return out
+
+
+# -- strict JSON ---------------------------------------------------------------------------------
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return d
+
+
+def parse_json(path: str, raw: bytes, what: str) -> Any:
+    """Parse JSON text, refusing a name given twice in one object (which copy would a loader use?).
+
+    Raises:
+        FileFormatError: not UTF-8, not valid JSON, nested too deeply, or a repeated name.
+    """
+    try:
+        return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as dup:
+        raise FileFormatError(f"{path}: the {what} names {dup.key!r} twice; a JSON object may hold "
+                              f"each name once (which copy would a loader use?)") from None
+    except UnicodeDecodeError as err:
+        raise FileFormatError(f"{path}: the {what} is not UTF-8 text (byte {err.start}); "
+                              f"the file is corrupt or not in this format") from None
+    except RecursionError:
+        raise FileFormatError(f"{path}: the {what} JSON is nested too deeply to parse; "
+                              f"a real {what} is flat") from None
+    except ValueError as err:  # json.JSONDecodeError, int too large, ...
+        raise FileFormatError(f"{path}: the {what} is not valid JSON: {one_line(err)}") from None
+
+
+# -- short texts for messages ----------------------------------------------------------------------
+def short(x: Any, limit: int = 60) -> str:
+    """``repr(x)``, cut to ``limit`` characters."""
+    text = repr(x)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line of at most 300 characters."""
+    text = " ".join(str(err).split())
+    return text if len(text) <= 300 else text[:299] + "…"

@@ -1,0 +1,162 @@
+"""Several files as one layout: which reader a file needs, and sharded indexes.
+
+An index (``*.safetensors.index.json``, ``pytorch_model.bin.index.json``) maps tensor names to
+shard files. Every shard is a storage; the ``weight_map`` is checked against what the shards
+really hold, and missing, extra, misplaced and duplicated names are reported.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from typing import Any, Mapping
+
+from ._checkpoint import torch_part
+from ._file_parts import MAX_HEADER_BYTES, TORCH_EXTS, ZIP_MAGIC, Part, merge, parse_json, row_nbytes, row_span, short
+from ._safetensors import read_safetensors_header, safetensors_part
+from .errors import FileFormatError
+from .layout import Layout, Skipped
+
+
+def sniff(path: str) -> str:
+    """'safetensors', 'index' or 'torch' from the name, else from the first bytes."""
+    low = path.lower()
+    if low.endswith(".json"):
+        return "index"
+    if low.endswith(".safetensors"):
+        return "safetensors"
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head[:4] in ZIP_MAGIC or head[:1] == b"\x80" or low.endswith(TORCH_EXTS):
+        return "torch"
+    if len(head) > 8 and head[8:9] == b"{":
+        return "safetensors"
+    raise FileFormatError(
+        f"{path}: not a file tensorviz knows (starts with {head[:8]!r}); expected a .safetensors "
+        f"file, a *.index.json, a model folder or a torch zip checkpoint (.pt/.pth/.bin)")
+
+
+def read_part(path: str) -> Part:
+    """What one weights file (safetensors or torch) contributes."""
+    if sniff(path) == "torch":
+        return torch_part(path)
+    return safetensors_part(read_safetensors_header(path))
+
+
+def analyze_files(paths: list[str], fmt: str, source: str, extra: Mapping[str, Any] | None = None) -> Layout:
+    """One layout of several weights files (a name in two files is shown once, and reported)."""
+    return merge((read_part(p) for p in paths), fmt, source, extra)
+
+
+# -- sharded indexes -------------------------------------------------------------------------------
+def analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any] | None = None) -> Layout:
+    """The shards an index names, as one layout, with the weight_map checked against them."""
+    obj, wm = _read_index(path)
+    folder = os.path.dirname(path)
+    names_in: dict[str, list[str]] = {}
+    for name, shard in wm.items():
+        names_in.setdefault(shard, []).append(name)
+    shards = list(names_in)
+    paths = [_shard_path(path, folder, s, names_in[s]) for s in shards]
+    parts = [read_part(p) for p in paths]
+    problems, skipped, duplicated = _check_weight_map(wm, shards, parts)
+    info = obj.get("metadata")
+    total = info.get("total_size") if isinstance(info, dict) else None
+    problems.extend(_total_size_problems(total, wm, shards, parts))
+    fmt = "torch-index" if paths and sniff(paths[0]) == "torch" else "safetensors-index"
+    if duplicated:
+        parts = _prefer_mapped(parts, wm, shards)
+    parts.append(Part(skipped=skipped, problems=problems))
+    meta = {"index": {"path": path, "shards": shards, "total_size": total}, **(extra or {})}
+    return merge(parts, fmt, source=source or path, extra=meta)
+
+
+def _read_index(path: str) -> tuple[dict, dict[str, str]]:
+    """The index object and its weight_map, checked to map names to shard file names."""
+    size = os.path.getsize(path)
+    if size > MAX_HEADER_BYTES:
+        raise FileFormatError(f"{path}: {size} bytes is over the {MAX_HEADER_BYTES}-byte limit for an index")
+    with open(path, "rb") as f:
+        obj = parse_json(path, f.read(), "index")
+    wm = obj.get("weight_map") if isinstance(obj, dict) else None
+    if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
+        raise FileFormatError(f"{path}: an index must be a JSON object with a \"weight_map\" of "
+                              f"tensor name -> shard file name; got {short(obj)}")
+    return obj, wm
+
+
+def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
+    if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
+        raise FileFormatError(f"{index}: weight_map puts {names[0]!r} in {shard!r}, a path outside the "
+                              f"index's folder; shards must sit next to the index")
+    p = os.path.join(folder, shard)
+    if not os.path.isfile(p):
+        raise FileFormatError(f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard "
+                              f"{shard!r}, but {p} does not exist; download the missing shard")
+    return p
+
+
+def _check_weight_map(wm: Mapping[str, str], shards: list[str], parts: list[Part]) -> tuple[list[str], list[Skipped], bool]:
+    """Compare the weight_map with what each shard's header really holds.
+
+    Returns the problems, a Skipped entry per missing name, and whether any name is in two shards.
+    """
+    where: dict[str, str] = {}
+    also: dict[str, list[str]] = {}  # names found in more than one shard (rare)
+    for shard, part in zip(shards, parts):
+        for row in part.rows:
+            first = where.setdefault(row[0], shard)
+            if first != shard:
+                also.setdefault(row[0], []).append(shard)
+    problems: list[str] = []
+    skipped: list[Skipped] = []
+    for name, shard in wm.items():
+        found = where.get(name)
+        if found is None:
+            skipped.append(Skipped(name, f"weight_map puts it in {shard}, but no shard's header has it"))
+            problems.append(f"missing: weight_map lists {name!r} in {shard}, but that shard has no such tensor")
+        elif found != shard and shard not in also.get(name, ()):
+            problems.append(f"misplaced: weight_map puts {name!r} in {shard}, but it is in {found}")
+    if len(where) != len(wm) or skipped:
+        for name, found in where.items():
+            if name not in wm:
+                problems.append(f"extra: {name!r} is in {found} but not in the weight_map; "
+                                f"loaders that follow the index never load it")
+    return problems, skipped, bool(also)
+
+
+def _total_size_problems(total: Any, wm: Mapping[str, str], shards: list[str], parts: list[Part]) -> list[str]:
+    """A problem when the index's ``total_size`` is not the bytes of the tensors it maps."""
+    if type(total) is not int:
+        return []
+    mapped = sum(row_nbytes(r) for shard, part in zip(shards, parts) for r in part.rows if wm.get(r[0]) == shard)
+    if total == mapped:
+        return []
+    return [f"total_size: the index says {total} bytes, but the tensors it maps hold {mapped} bytes"]
+
+
+def _prefer_mapped(parts: list[Part], wm: Mapping[str, str], shards: list[str]) -> list[Part]:
+    """Keep one copy of each name: the one in the shard the weight_map names, else the first.
+
+    ``parts[i]`` is what ``shards[i]`` holds.
+    """
+    chosen: dict[str, int] = {}
+    for i, (shard, part) in enumerate(zip(shards, parts)):
+        chosen.update((r[0], i) for r in part.rows if wm.get(r[0]) == shard)
+    for i, part in enumerate(parts):
+        for r in part.rows:
+            chosen.setdefault(r[0], i)
+    return [_drop_copies(part, i, chosen, shards) for i, part in enumerate(parts)]
+
+
+def _drop_copies(part: Part, i: int, chosen: Mapping[str, int], shards: list[str]) -> Part:
+    """``part`` (of ``shards[i]``) without the names another shard was chosen for, each reported."""
+    dup = [r for r in part.rows if chosen[r[0]] != i]
+    if not dup:
+        return part
+    skipped = [Skipped(f"{r[0]} [{shards[i]}]", f"duplicate: also in {shards[chosen[r[0]]]}, which the "
+                       f"weight_map names; this copy (bytes [{row_span(r)[0]}, {row_span(r)[1]})) is "
+                       f"never loaded") for r in dup]
+    problems = [f"duplicated: {r[0]!r} is in {shards[chosen[r[0]]]} and {shards[i]}" for r in dup]
+    keep = [r for r in part.rows if chosen[r[0]] == i]
+    return replace(part, rows=keep, skipped=part.skipped + skipped, problems=part.problems + problems)
