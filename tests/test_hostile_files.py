@@ -13,6 +13,8 @@ import zipfile
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 import tensorviz as tv
 from tensorviz.errors import FileFormatError, TensorvizError, UnsafeCheckpointError
@@ -50,6 +52,16 @@ SAFETENSORS_CASES = [
      ["d.safetensors", "nested too deeply"]),
     ("duplicate-name", "dup.safetensors", st(None, 8, raw=b'{"w": %s, "w": %s}' % (
         json.dumps(F32_2).encode(), json.dumps(F32_2).encode())), ["dup.safetensors", "names 'w' twice"]),
+    # The first copy has none of the entry keys, so counting them cannot reveal the second name.
+    ("duplicate-name-junk-first", "dup2.safetensors", st(None, 8, raw=b'{"w": 1, "w": %s}' % (
+        json.dumps(F32_2).encode())), ["dup2.safetensors", "names 'w' twice"]),
+    ("duplicate-metadata", "dup3.safetensors", st(None, 8, raw=b'{"__metadata__": {}, "__metadata__": {}, '
+                                                  b'"w": %s}' % json.dumps(F32_2).encode()),
+     ["dup3.safetensors", "names '__metadata__' twice"]),
+    ("duplicate-name-escaped-colon", "dup4.safetensors", st(None, 8, raw=b'{"w\\u003a": 1, "w\\u003a": %s}' % (
+        json.dumps(F32_2).encode())), ["dup4.safetensors", "names 'w:' twice"]),
+    ("duplicate-name-spaced", "dup5.safetensors", st(None, 8, raw=b'{"w" :\n1, "w"\t: %s}' % (
+        json.dumps(F32_2).encode())), ["dup5.safetensors", "names 'w' twice"]),
     ("metadata-not-strings", "m.safetensors", st({"__metadata__": {"epoch": 3}, "w": F32_2}),
      ["m.safetensors", "__metadata__ must map strings to strings", "{'epoch': 3}"]),
     ("entry-not-object", "n.safetensors", st({"w": [1, 2]}), ["n.safetensors", "tensor 'w'", "got [1, 2]"]),
@@ -95,6 +107,33 @@ def test_hostile_safetensors(tmp_path, name, data, fragments):
     assert "\n" not in message
     for fragment in fragments:
         assert fragment in message
+
+
+EMPTY_F32 = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=hs.lists(hs.text(alphabet='w:"\\é', max_size=3), min_size=1, max_size=5),
+       values=hs.lists(hs.sampled_from([EMPTY_F32, 1, {}, "a:b", {"x:": "y"}]), min_size=5, max_size=5),
+       metadata=hs.none() | hs.dictionaries(hs.text(alphabet="k:", max_size=2), hs.text(alphabet="v:", max_size=2)),
+       ascii_only=hs.booleans(), space=hs.sampled_from(["", " ", "\n\t"]))
+def test_a_repeated_name_is_always_found(tmp_path, names, values, metadata, ascii_only, space):
+    """Oracle: the names written. A header that repeats one is never accepted, and only such a
+    header is refused for naming one twice (another error may come first: its kept entry is junk)."""
+    items = [(n, v) for n, v in zip(names, values)]
+    if metadata is not None:
+        items.insert(0, ("__metadata__", metadata))
+    raw = "{" + ", ".join(json.dumps(k, ensure_ascii=ascii_only) + space + ":" + space + json.dumps(v, ensure_ascii=ascii_only)
+                          for k, v in items) + "}"
+    path = tmp_path / "p.safetensors"
+    path.write_bytes(st(None, 0, raw=raw.encode()))
+    repeated = len(set(names)) != len(names)
+    try:
+        tv.analyze(path)
+    except FileFormatError as err:
+        assert repeated or "twice" not in str(err), (raw, str(err))
+    else:
+        assert not repeated, raw
 
 
 def test_header_length_claim_is_never_allocated(tmp_path, monkeypatch):
