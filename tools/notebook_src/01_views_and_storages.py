@@ -58,8 +58,7 @@ CELLS = [
     """),
     code("""
     row = x[1]
-    print("offset:", row.storage_offset(), "| stride:", row.stride(),
-          "| same storage:", row.untyped_storage().data_ptr() == x.untyped_storage().data_ptr())
+    print("offset:", row.storage_offset(), "| shape:", tuple(row.shape), "| stride:", row.stride())
     tv.explain(x, row, names=["x", "x[1]"])
     """),
     md("""

@@ -185,8 +185,10 @@ CELLS = [
     print("  the only sign, a log line:", *v.logs)
     """),
     md("""
-    Let us check that the report is right by really saving with accelerate, exactly as the
-    report's `call` line says, and loading the file into a fresh model:
+    The other savers have their own trouble with this model: `save_model` refuses it (no name
+    covers the whole storage) and `torch.save` writes the 800 unused bytes. But only accelerate
+    loses data. Let us check that the report is right by really saving with accelerate, exactly
+    as the report's `call` line says, and loading the file into a fresh model:
     """),
     code("""
     from accelerate.utils import save as accelerate_save

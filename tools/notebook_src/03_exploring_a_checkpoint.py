@@ -63,12 +63,21 @@ CELLS = [
     print(layout.to_text(max_views=3))
     """),
     md("""
-    The diagram draws each shard as one storage. The hatched bytes at the start of each file are
-    its header: no tensor reads them. safetensors writes tensors in its own order (by dtype, then
-    name), which is why `embed.weight` comes before `layers.0.mlp.weight` in the first shard.
+    The diagram draws each shard as one storage, its tensors in file order. safetensors writes
+    them in its own order (by dtype, then name), which is why `layers.0.mlp.weight` comes before
+    `layers.0.qkv.weight`. The tiny `norm.weight` (128 bytes) is a sliver at the end of the
+    second shard.
     """),
     code("""
     tv.show(layout)
+    """),
+    md("""
+    Each file starts with its header, which no tensor reads: 280 bytes, too thin to see at this
+    scale. Zoom into the first KiB of the second shard (`storages` picks storages by index,
+    `byte_range` zooms in):
+    """),
+    code("""
+    tv.show(layout, storages=[1], byte_range=(0, 1024))
     """),
     md("""
     Inside one file every tensor is on the same storage, so "shared by storage" just means "in
@@ -134,7 +143,8 @@ CELLS = [
     """),
     md("""
     The file holds three tensors; the fourth name, `wte.weight`, lives only in the metadata. The
-    picture shows the header, then the kept tensors: the 3.2 KiB embedding, written once.
+    picture shows the header, then the kept tensors: the 3,200-byte embedding matrix, written
+    once under the name `lm_head.weight`.
     """),
     code("""
     tv.show(tied)
@@ -175,6 +185,12 @@ CELLS = [
     tv.show(ckpt)
     """),
     md("""
+    At 4 KiB of 2 MiB the tensor is too thin to see; zoomed to the first 16 KiB it is plain:
+    """),
+    code("""
+    tv.show(ckpt, byte_range=(0, 16 * 1024))
+    """),
+    md("""
     The unreferenced byte ranges, exactly (per storage, as `[start, stop)` pairs). The fix is a
     `.clone()`, which gives the rows a storage of their own:
     """),
@@ -210,12 +226,13 @@ CELLS = [
         print(f"{s['label']}: {s['nbytes']:,} bytes, {share:.1%} unreferenced", "-> FAIL" if share > 0.1 else "")
     """),
     md("""
-    `--png` writes the diagram, for a report or a pull-request comment:
+    `--png` writes the diagram, for a report or a pull-request comment (the text report on
+    standard output is discarded here):
     """),
     code("""
     from IPython.display import Image
-    !{sys.executable} -m tensorviz tied.safetensors --png tied.png
-    Image("tied.png", width=700)
+    !{sys.executable} -m tensorviz tied.safetensors --png tied.png > /dev/null
+    Image("tied.png")
     """),
     md("""
     ## What to remember
