@@ -137,6 +137,7 @@ class Block:
     holds the storage's runs no view reads (clipped to the byte range; empty when hidden),
     ``overlap_runs`` the bytes read by two or more bars. ``reasons`` is a subset of
     ("shared", "partial", "overlapping", "non-contiguous"); ``simple`` blocks have none.
+    ``header`` holds a file's header bytes (clipped; they are not in ``unreferenced``).
     """
 
     storage: int
@@ -151,6 +152,7 @@ class Block:
     overlap_runs: np.ndarray
     reasons: tuple[str, ...]
     hidden_views: int = 0
+    header: np.ndarray = field(default_factory=lambda: fp.EMPTY)
 
     @property
     def simple(self) -> bool:

@@ -11,7 +11,8 @@ from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 
 import tensorviz as tv
 from tensorviz.diagram import diagram
-from tensorviz.render.mpl import BAR_HEIGHT, HATCH_LIMIT, layer, names_at, render, short_label, to_png
+from tensorviz.render.mpl import (BAR_HEIGHT, HATCH_LIMIT, STYLE, drawn_rects, layer, names_at, render, short_label,
+                                  texts, to_png)
 
 
 def pixels(fig) -> np.ndarray:
@@ -32,41 +33,44 @@ def assert_same_picture(fig_test, fig_ref) -> None:
     assert np.abs(a - b).max() == 0, f"{int((np.abs(a - b).max(axis=-1) > 0).sum())} pixels differ"
 
 
-def xranges(coll) -> list[tuple[float, float]]:
-    return [(float(p.vertices[:, 0].min()), float(p.vertices[:, 0].max())) for p in coll.get_paths()]
+def xranges(fig, gid) -> list[tuple[float, float]]:
+    """(x0, x1) of each rectangle the layer draws, read back from its paths."""
+    r = drawn_rects(fig, gid)
+    return list(zip(r[:, :, 0].min(axis=1).tolist(), r[:, :, 0].max(axis=1).tolist()))
 
 
-def ycentres(coll) -> list[float]:
-    return [float(p.vertices[:, 1].min() + p.vertices[:, 1].max()) / 2 for p in coll.get_paths()]
+def ycentres(fig, gid) -> list[float]:
+    r = drawn_rects(fig, gid)
+    return ((r[:, :, 1].min(axis=1) + r[:, :, 1].max(axis=1)) / 2).tolist()
 
 
 def assert_drawn_like_layout(fig, layout) -> None:
     """Every drawn polygon sits exactly on the bytes the layout reports for its names."""
     d = fig.tensorviz_diagram
-    spans = layer(fig, "spans")
-    owners = spans.tensorviz_owner.tolist()
+    owners = layer(fig, "spans").tensorviz_owner.tolist()
     assert sorted(owners) == [i for i, b in enumerate(d.bars) if not b.empty]
-    for k, (x0, x1) in enumerate(xranges(spans)):
+    for k, (x0, x1) in enumerate(xranges(fig, "spans")):
         bar = d.bars[owners[k]]
         for name in names_at(fig, "spans", k):
             v = layout[name]
             assert (x0, x1) == (v.start, v.stop)
-        assert ycentres(spans)[k] == pytest.approx(bar.lane)
+        assert ycentres(fig, "spans")[k] == pytest.approx(bar.lane)
     foot = layer(fig, "footprints")
     for i, bar in enumerate(d.bars):
-        mine = [xr for xr, o in zip(xranges(foot), foot.tensorviz_owner) if o == i]
+        mine = [xr for xr, o in zip(xranges(fig, "footprints"), foot.tensorviz_owner) if o == i]
         if bar.runs is None:
             assert mine == []
         else:
             expect = layout.footprint_runs(bar.names[0])
             assert np.array(mine).tolist() == expect.astype(float).tolist()
     unref = layer(fig, "unreferenced")
+    assert len(unref.tensorviz_owner) == len(xranges(fig, "unreferenced"))
     for bi, block in enumerate(d.blocks):
-        mine = [xr for xr, o in zip(xranges(unref), unref.tensorviz_owner) if o == bi]
+        mine = [xr for xr, o in zip(xranges(fig, "unreferenced"), unref.tensorviz_owner) if o == bi]
         want = layout.unreferenced_runs(block.key).tolist() if d.lanes[block.lanes[0]].kind == "storage" else []
         assert np.array(mine).reshape(-1, 2).tolist() == want
     extents = layer(fig, "extents")
-    assert xranges(extents) == [(0.0, float(d.blocks[o].nbytes)) for o in extents.tensorviz_owner]
+    assert xranges(fig, "extents") == [(0.0, float(d.blocks[o].nbytes)) for o in extents.tensorviz_owner]
 
 
 @pytest.mark.parametrize("make,by", [
@@ -85,9 +89,10 @@ def test_strided_views_draw_exact_footprint_runs():
     fig = render(diagram(layout, by="overlap"))
     assert_drawn_like_layout(fig, layout)
     foot = layer(fig, "footprints")
-    even = [xr for xr, o in zip(xranges(foot), foot.tensorviz_owner) if names_at(fig, "footprints", list(foot.tensorviz_owner).index(o)) == ("even",)]
+    even = [xr for k, xr in enumerate(xranges(fig, "footprints")) if names_at(fig, "footprints", k) == ("even",)]
     assert even[:3] == [(0.0, 4.0), (8.0, 12.0), (16.0, 20.0)]
-    assert len(layer(fig, "expanded").get_paths()) == 1
+    assert len(foot.tensorviz_owner) == len(xranges(fig, "footprints"))
+    assert xranges(fig, "expanded") == [(0.0, 24.0)]
     assert names_at(fig, "expanded", 0) == ("row",)
     # strided spans are drawn light (their exact runs are solid), dense spans opaque
     spans = layer(fig, "spans")
@@ -98,9 +103,11 @@ def test_strided_views_draw_exact_footprint_runs():
 def test_lane_labels_match_grouping():
     fig = render(diagram(TiedLM(), by="span"))
     ax = fig.axes[0]
-    labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["storage #0 · 3.1 KiB", "wte.weight ≡ lm_head.weight"]
-    assert [t.get_text().strip() for t in ax.texts] == ["2 simple storages, 128 B"]
+    assert texts(fig, "lane-label") == ["storage #0 · 3.1 KiB", "wte.weight ≡ lm_head.weight"]
+    assert [t.get_position()[1] for t in ax.texts if t.get_gid() == "lane-label"] == [0, 1]  # on their rows
+    assert [t.get_fontweight() for t in ax.texts if t.get_gid() == "lane-label"] == ["bold", "normal"]
+    assert [s.strip() for s in texts(fig, "lane-note")] == ["2 simple storages, 128 B"]
+    assert ax.get_yticks().tolist() == []
     assert ax.get_ylim() == (2.5, -0.5)
     assert "1 shared group (by span)" in ax.get_title(loc="left")
 
@@ -108,21 +115,21 @@ def test_lane_labels_match_grouping():
 def test_overlap_marks_and_storage_layers():
     layout = tv.analyze(seed_tensors())
     fig = render(diagram(layout))
-    overlaps = layer(fig, "overlaps")
-    assert [(names_at(fig, "overlaps", k), xr) for k, xr in enumerate(xranges(overlaps))] == [
+    assert [(names_at(fig, "overlaps", k), xr) for k, xr in enumerate(xranges(fig, "overlaps"))] == [
         (("a",), (4000.0, 12000.0)), (("b",), (4000.0, 8000.0)), (("c",), (8000.0, 12000.0))]
-    assert xranges(layer(fig, "storage-overlaps")) == [(4000.0, 12000.0)]
+    assert xranges(fig, "storage-overlaps") == [(4000.0, 12000.0)]
     assert names_at(fig, "extents", 0) == ("a", "b", "c")
     # the overlap strip sits inside its bar, along the bottom
-    ys = layer(fig, "overlaps").get_paths()[1].vertices[:, 1]
+    ys = drawn_rects(fig, "overlaps")[1][:, 1]
     assert 2 - BAR_HEIGHT / 2 < ys.min() < ys.max() == pytest.approx(2 + BAR_HEIGHT / 2)
 
 
 def test_unreferenced_layer_and_label():
     fig = render(diagram(QVOnly()))
-    assert xranges(layer(fig, "unreferenced")) == [(800.0, 1600.0)]
+    assert xranges(fig, "unreferenced") == [(800.0, 1600.0)]
     assert layer(fig, "unreferenced").get_hatch() == "////"
-    assert fig.axes[0].get_yticklabels()[0].get_text() == "storage #0 · 2.3 KiB\n800 B unreferenced"
+    assert texts(fig, "lane-label")[0] == "storage #0 · 2.3 KiB\n800 B unreferenced"
+    assert texts(fig, "run-label") == ["unreferenced 800 B"]
 
 
 def test_byte_axis_ticks_and_readout():
@@ -144,7 +151,7 @@ def test_zoom_sets_limits_and_offset():
     assert ax.get_xlim() == (2.0 ** 27, 2.0 ** 27 + 256)
     assert ax.xaxis.get_major_formatter().get_offset() == "+128 MiB"
     assert [t.get_text() for t in ax.get_xticklabels()][:3] == ["0", "32 B", "64 B"]
-    assert xranges(layer(fig, "spans"))[1] == (2.0 ** 27 + 64, 2.0 ** 27 + 192)
+    assert xranges(fig, "spans")[1] == (2.0 ** 27 + 64, 2.0 ** 27 + 192)
 
 
 def test_many_views_stay_readable_and_fast_to_build():
@@ -152,9 +159,8 @@ def test_many_views_stay_readable_and_fast_to_build():
     views = {f"model.layers.{i}.mlp.down_proj.weight": flat[4 * i: 4 * i + 4] for i in range(5000)}
     d = diagram(views)
     fig = render(d)
-    ax = fig.axes[0]
     assert len(layer(fig, "spans").get_paths()) == 5000  # every view drawn, in one collection
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    labels = texts(fig, "lane-label")
     assert len(labels) == 40 and labels[-1] == "… 4,962 more views"
     assert max(len(s) for s in labels) <= 44
     assert labels[1] == "model.layers.0.mlp.down_proj.weight"
@@ -207,7 +213,7 @@ def test_in_bar_labels_on_packed_rows_drop_the_shared_suffix():
     names = [f"layers.{i // 4}.{'qkvo'[i % 4]}_proj.weight" for i in range(40)]
     views = {n: flat[64 * i: 64 * (i + 1)] for i, n in enumerate(names)}
     fig = render(diagram(views, by="overlap", byte_range=(0, 64 * 4 * 8)))
-    inside = [t.get_text() for t in fig.axes[0].texts]
+    inside = texts(fig, "bar-label")
     assert inside[:5] == ["0.q_proj", "0.k_proj", "0.v_proj", "0.o_proj", "1.q_proj"]  # what fits
     assert short_label("layers.12.k_proj.weight", 12, ".weight") == "12.k_proj"
     assert short_label("layers.12.k_proj.weight", 30) == "layers.12.k_proj.weight"
@@ -219,8 +225,10 @@ def test_hatch_layers_become_fills_past_the_limit():
     views = {"w": w} | {f"r{i}": w[i] for i in range(HATCH_LIMIT + 10)}
     fig = render(diagram(views, max_lanes=10))
     overlaps = layer(fig, "overlaps")
-    assert len(overlaps.get_paths()) == HATCH_LIMIT + 11 and not overlaps.get_hatch()
-    assert overlaps.get_facecolor()[0][3] == pytest.approx(0.45)
+    assert len(drawn_rects(fig, "overlaps")) == HATCH_LIMIT + 11 and not overlaps.get_hatch()
+    # the hatch colour at 45 % over the strip's white face: opaque pink, on any bar colour
+    assert overlaps.get_facecolor() == pytest.approx((0.8 * 0.45 + 0.55, 0.2 * 0.45 + 0.55, 0.0667 * 0.45 + 0.55, 1),
+                                                     abs=1e-3)
     assert layer(fig, "storage-overlaps").get_hatch() == "xxxx"  # one mark: still hatched
 
 

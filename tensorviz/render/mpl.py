@@ -1,56 +1,72 @@
 """Draw a :class:`~tensorviz.diagram.Diagram` with matplotlib, without pyplot.
 
-One ``PolyCollection`` per visual layer, built from a numpy vertex array, so ten thousand bars
-cost about as much as ten. Each collection has a gid and a ``tensorviz_owner`` int array
-mapping its polygons back to the diagram (a bar index, or a block index for the storage-level
-layers); :func:`names_at` turns that into names. The Diagram itself is attached to the figure
-and the axes as ``tensorviz_diagram``.
+One artist per visual layer, built from a numpy vertex array, so ten thousand bars cost about
+as much as ten: a ``PolyCollection`` for the coloured layers (each polygon its own colour) and,
+for the marks drawn over them (hatches), one ``PathPatch`` whose compound path holds every
+rectangle of the layer -- Agg then hatches the layer in one pass instead of one per polygon.
+Each layer has a gid and a ``tensorviz_owner`` int array mapping its rectangles, in order, back
+to the diagram (a bar index, or a block index for the storage-level layers); :func:`drawn_rects`
+reads the rectangles back from what is drawn and :func:`names_at` turns an owner into names.
+The Diagram itself is attached to the figure and the axes as ``tensorviz_diagram``.
 
-Layers (gids): ``extents`` (storage rows), ``unreferenced`` (bytes no view reads, hatched),
-``storage-overlaps`` (bytes read by two or more bars, on the storage row), ``spans`` (every
-bar's byte range), ``footprints`` (the exact runs inside non-dense spans), ``overlaps`` (bytes
-of a bar another bar also reads), ``expanded``/``reinterpreted`` (hatched flag overlays),
-``empty`` (a tick for each empty view), ``separators`` (lines between storages).
+Layers (gids): ``extents`` (storage rows), ``header`` (a file's header bytes), ``unreferenced``
+(bytes no view reads, hatched), ``storage-overlaps`` (bytes read by two or more bars, on the
+storage row), ``spans`` (every bar's byte range), ``footprints`` (the exact runs inside
+non-dense spans), ``overlaps`` (a white strip along the bottom of a bar, hatched, over the bytes
+another bar also reads), ``expanded``/``reinterpreted`` (hatched flag overlays), ``empty`` (a
+tick for each empty view), ``separators`` (lines between storages).
 
 >>> import torch, tensorviz as tv
->>> from tensorviz.render.mpl import render, layer
+>>> from tensorviz.render.mpl import render, drawn_rects
 >>> a = torch.rand(8, 10, 50)
 >>> fig = render(tv.diagram({"a": a, "b": a[2:4]}))
->>> sorted(set(layer(fig, "spans").get_paths()[1].vertices[:, 0].tolist()))  # b's bytes
+>>> sorted(set(drawn_rects(fig, "spans")[1][:, 0].tolist()))  # b's bytes
 [4000.0, 8000.0]
 """
 
 from __future__ import annotations
 
 import io
-import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .._units import format_bytes
-from .text import truncate_label
+from ._mpl_text import (LABEL_BUDGET, draw_bar_labels, draw_header, draw_lane_labels, draw_legend,
+                        label_storage_runs, lane_px, lane_text, legend_entries, labels_fit, px_per_byte,
+                        short_label)
 
 if TYPE_CHECKING:
+    from matplotlib.artist import Artist
     from matplotlib.axes import Axes
-    from matplotlib.collections import Collection
     from matplotlib.figure import Figure
 
     from ..diagram import Bar, Diagram
 
-__all__ = ["render", "to_png", "layer", "names_at", "rect_vertices", "figure_size", "short_label"]
+__all__ = ["render", "to_png", "png_bytes", "layer", "names_at", "drawn_rects", "texts", "rect_vertices", "figure_size",
+           "short_label", "BAR_HEIGHT", "HATCH_LIMIT", "LABEL_BUDGET", "STYLE"]
 
 BAR_HEIGHT = 0.72
 RUN_BUDGET = 200_000  # most footprint polygons drawn; above it sub-pixel gaps are merged
-LABEL_BUDGET = 300  # most in-bar text labels
-HATCH_LIMIT = 400  # most polygons a layer hatches; above, a translucent fill
+HATCH_LIMIT = 400  # most rectangles a layer hatches; above, a plain fill (a hatch would not show)
+STRIP = 0.38  # the overlap strip's share of the bar height
 _EXTENT = "#e9e9e9"
 _EDGE = "#444444"
-_OVERLAP = "#cc3311"
-_UNREF = "#9a9a9a"
 _INCH_PER_LANE = 0.26
 _TOP = 0.42  # inches above the axes, for the header line
 _MAX_PLOT_INCHES = 14.0
+
+#: The style of each mark layer; the legend uses the same dictionaries, so key and picture agree.
+STYLE: dict[str, dict[str, Any]] = {
+    "header": dict(facecolor="#c9d3e3", edgecolor="#4a5a78", hatch="---", linewidth=0.6),
+    "unreferenced": dict(facecolor="white", edgecolor="#9a9a9a", hatch="////", linewidth=0.6),
+    "storage-overlaps": dict(facecolor="none", edgecolor="#cc3311", hatch="xxxx", linewidth=0.8),
+    # White under the hatch: the red crosses read on any bar colour (magenta and red included).
+    "overlaps": dict(facecolor="white", edgecolor="#cc3311", hatch="xxx", linewidth=0.6),
+    "expanded": dict(facecolor="none", edgecolor="#222222", hatch="....", linewidth=0),
+    "reinterpreted": dict(facecolor="none", edgecolor="#222222", hatch="\\\\\\\\", linewidth=0),
+}
+_BLOCK_LAYERS = ("extents", "header", "unreferenced", "storage-overlaps")
+_RECT_CODES = np.array([1, 2, 2, 2, 79], dtype=np.uint8)  # MOVETO, 3 x LINETO, CLOSEPOLY
 
 
 def rect_vertices(x0: np.ndarray, x1: np.ndarray, y: np.ndarray, height: float = BAR_HEIGHT) -> np.ndarray:
@@ -71,9 +87,9 @@ def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float,
     the axis and, if any, the legend."""
     n = max(len(d.lanes), 1)
     plot_h = float(np.clip(n * _INCH_PER_LANE, 0.62, _MAX_PLOT_INCHES))
-    longest = max((len(_lane_text(lane.label)) for lane in d.lanes), default=8)
-    left = min(max(0.9, 0.068 * longest + 0.25), 3.4) if _labels_fit(n, plot_h) else 0.6
-    bottom = 0.95 if _legend_handles(d) else 0.62
+    longest = max((len(lane_text(lane.label)) for lane in d.lanes), default=8)
+    left = min(max(0.9, 0.068 * longest + 0.25), 3.4) if labels_fit(n, plot_h) else 0.6
+    bottom = 0.95 if legend_entries(d) else 0.62
     return (width or 10.0), plot_h + bottom + _TOP, left, bottom
 
 
@@ -93,7 +109,7 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
     >>> import torch, tensorviz as tv
     >>> fig = render(tv.diagram({"w": torch.zeros(4, 4)}))
     >>> sorted(c.get_gid() for c in fig.axes[0].collections)[:2]
-    ['empty', 'expanded']
+    ['empty', 'extents']
     """
     from matplotlib.figure import Figure
 
@@ -118,36 +134,74 @@ def to_png(diagram: "Diagram", *, figure: "Figure | None" = None, dpi: int = 100
     >>> to_png(tv.diagram({"w": torch.zeros(4, 4)}))[:4]
     b'\\x89PNG'
     """
-    fig = render(diagram, figure=figure)
+    return png_bytes(render(diagram, figure=figure), dpi=dpi)
+
+
+def png_bytes(fig: "Figure", *, dpi: int = 100, compress_level: int = 6) -> bytes:
+    """Save a figure as PNG with unhinted glyphs: at 100 dpi they look the same and draw about
+    a third faster (text is most of a diagram's drawing time). ``compress_level`` 1 makes
+    ~10 % larger files in a fifth of the zlib time (for redraws, as in the explorer)."""
+    import matplotlib as mpl
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    with mpl.rc_context({"text.hinting": "no_hinting"}):
+        fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": compress_level})
     return buf.getvalue()
 
 
-def layer(fig_or_ax: Any, gid: str) -> "Collection":
-    """The collection with this gid (KeyError listing the gids present)."""
+def texts(fig_or_ax: Any, gid: str) -> list[str]:
+    """The strings of one kind of text: ``lane-label`` (row labels), ``lane-note`` (summary
+    rows), ``bar-label`` (names inside bars), ``run-label`` ("header"/"unreferenced" runs).
+
+    >>> import torch, tensorviz as tv
+    >>> texts(render(tv.diagram({"w": torch.zeros(2), "v": torch.zeros(3)}, expand_simple=True)), "lane-label")
+    ['v', 'w']
+    """
     axes = fig_or_ax.axes if hasattr(fig_or_ax, "axes") and isinstance(fig_or_ax.axes, list) else [fig_or_ax]
-    for ax in axes:
-        for coll in ax.collections:
-            if coll.get_gid() == gid:
-                return coll
-    present = sorted({c.get_gid() for ax in axes for c in ax.collections})
-    raise KeyError(f"no layer {gid!r}; layers drawn: {present}")
+    return [t.get_text() for ax in axes for t in ax.texts if t.get_gid() == gid]
+
+
+# -- reading a drawing back -----------------------------------------------------------------
+def _layers(fig_or_ax: Any) -> list["Artist"]:
+    axes = fig_or_ax.axes if hasattr(fig_or_ax, "axes") and isinstance(fig_or_ax.axes, list) else [fig_or_ax]
+    return [a for ax in axes for a in (*ax.collections, *ax.patches) if a.get_gid() is not None]
+
+
+def layer(fig_or_ax: Any, gid: str) -> "Artist":
+    """The layer artist with this gid: a collection, or the ``PathPatch`` of a mark layer
+    (KeyError listing the gids present)."""
+    found = [a for a in _layers(fig_or_ax) if a.get_gid() == gid]
+    if not found:
+        present = sorted({a.get_gid() for a in _layers(fig_or_ax)})
+        raise KeyError(f"no layer {gid!r}; layers drawn: {present}")
+    return found[0]
+
+
+def drawn_rects(fig_or_ax: Any, gid: str) -> np.ndarray:
+    """The rectangles a layer draws, read back from its paths: ``(n, 4, 2)`` vertices, rectangle
+    ``k`` owned by ``layer(...).tensorviz_owner[k]`` (the same order for both layer kinds).
+
+    >>> import torch, tensorviz as tv
+    >>> a = torch.zeros(10)
+    >>> fig = render(tv.diagram({"a": a, "b": a[2:4]}))
+    >>> drawn_rects(fig, "overlaps")[:, :, 0].min(axis=1).tolist()   # a's and b's strips
+    [8.0, 8.0]
+    """
+    art = layer(fig_or_ax, gid)
+    if hasattr(art, "get_paths"):
+        return np.array([p.vertices[:4] for p in art.get_paths()]).reshape(-1, 4, 2)
+    return art.get_path().vertices.reshape(-1, 5, 2)[:, :4]
 
 
 def names_at(fig_or_ax: Any, gid: str, index: int) -> tuple[str, ...]:
-    """The names drawn by polygon ``index`` of layer ``gid`` (a storage's names for the
+    """The names drawn by rectangle ``index`` of layer ``gid`` (a storage's names for the
     storage-level layers)."""
-    coll = layer(fig_or_ax, gid)
-    owner = int(coll.tensorviz_owner[index])
+    owner = int(layer(fig_or_ax, gid).tensorviz_owner[index])
     d = fig_or_ax.tensorviz_diagram
     if gid in _BLOCK_LAYERS:
         block = d.blocks[owner]
         return tuple(n for i in block.bars for n in d.bars[i].names)
     return d.bars[owner].names
-
-
-_BLOCK_LAYERS = ("extents", "unreferenced", "storage-overlaps")
 
 
 # -- drawing steps ----------------------------------------------------------------------------
@@ -156,10 +210,10 @@ def _draw(d: "Diagram", ax: "Axes") -> None:
     _setup_axes(d, ax)
     _draw_storage_layers(d, ax)
     _draw_bar_layers(d, ax)
-    _draw_lane_labels(d, ax)
-    _draw_bar_labels(d, ax)
-    _draw_header(d, ax)
-    _draw_legend(d, ax)
+    draw_lane_labels(d, ax)
+    draw_bar_labels(d, ax)
+    draw_header(d, ax)
+    draw_legend(d, ax, STYLE)
 
 
 def _setup_axes(d: "Diagram", ax: "Axes") -> None:
@@ -197,15 +251,10 @@ def _coord_text(d: "Diagram", x: float, y: float) -> str:
     return text
 
 
-def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int], **style: Any) -> "Collection":
+def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int], **style: Any) -> "Artist":
+    """A coloured layer: one polygon per rectangle, so each can have its own colour."""
     from matplotlib.collections import PolyCollection
-    from matplotlib.colors import to_rgba
 
-    if style.get("hatch") and len(verts) > HATCH_LIMIT:
-        # Agg hatches each polygon separately (~1 ms each); past a few hundred marks a hatch is
-        # too small to see anyway, so the layer becomes a translucent fill of the same shapes.
-        style = dict(style, facecolors=to_rgba(style["edgecolors"], 0.45), edgecolors="none")
-        style.pop("hatch")
     coll = PolyCollection(verts, closed=True, **style)
     coll.set_gid(gid)
     coll.tensorviz_owner = np.asarray(owner, dtype=np.int64)
@@ -213,48 +262,63 @@ def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int], **style:
     return coll
 
 
+def _add_marks(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int]) -> "Artist":
+    """A mark layer in :data:`STYLE`: every rectangle in one compound path, hatched in one pass
+    (Agg sets a hatch up per path: ~1 ms each). Past :data:`HATCH_LIMIT` rectangles a hatch is
+    too small to see, so the layer becomes a plain fill of its hatch colour, half strength."""
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path
+
+    style = dict(STYLE[gid])
+    if len(verts) > HATCH_LIMIT and style.pop("hatch", None):
+        style.update(facecolor=_plain_fill(style), edgecolor="none", linewidth=0)
+    v = np.empty((len(verts), 5, 2))
+    v[:, :4], v[:, 4] = verts, verts[:, 0]
+    patch = PathPatch(Path(v.reshape(-1, 2), np.tile(_RECT_CODES, len(verts))), **style)
+    patch.set_gid(gid)
+    patch.set_visible(len(verts) > 0)  # an empty hatched path still costs a hatch set-up
+    patch.tensorviz_owner = np.asarray(owner, dtype=np.int64)
+    ax.add_artist(patch)  # not add_patch: no data limits to update (they are set), ~1 ms less
+    return patch
+
+
+def _plain_fill(style: dict[str, Any]) -> tuple[float, ...]:
+    """The hatch colour at 45 % over the layer's face (translucent where it has none)."""
+    from matplotlib.colors import to_rgba
+
+    mark = np.array(to_rgba(style["edgecolor"]))
+    if style["facecolor"] == "none":
+        return (*mark[:3], 0.45)
+    return (*(0.45 * mark[:3] + 0.55 * np.array(to_rgba(style["facecolor"])[:3])), 1.0)
+
+
 def _runs_layer(pieces: list[tuple[np.ndarray, int, float]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Concatenate ``(runs, owner, y)`` pieces into runs ``(k, 2)``, owner and y arrays."""
     if not pieces:
         return np.zeros((0, 2)), np.zeros(0, dtype=np.int64), np.zeros(0)
-    runs = np.concatenate([r for r, _, _ in pieces]).astype(np.float64)
+    runs = np.concatenate([r for r, _, _ in pieces]).astype(np.float64).reshape(-1, 2)
     counts = [len(r) for r, _, _ in pieces]
-    owner = np.repeat([o for _, o, _ in pieces], counts)
+    owner = np.repeat(np.array([o for _, o, _ in pieces], dtype=np.int64), counts)
     ys = np.repeat([y for _, _, y in pieces], counts)
     return runs, owner, ys
 
 
+def _rects_of(pieces: list[tuple[np.ndarray, int, float]], height: float = BAR_HEIGHT,
+              dy: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    runs, owner, ys = _runs_layer(pieces)
+    return rect_vertices(runs[:, 0], runs[:, 1], ys + dy, height), owner
+
+
 def _draw_storage_layers(d: "Diagram", ax: "Axes") -> None:
-    extent = [(np.array([[0, b.nbytes]]), bi, float(b.lanes[0])) for bi, b in enumerate(d.blocks)
-              if d.lanes[b.lanes[0]].kind == "storage"]
-    edge = 0.8 if _lane_px(ax) >= 4 else 0.0
-    for gid, key, style in (
-            ("extents", None, dict(facecolors=_EXTENT, edgecolors=_EDGE, linewidths=edge)),
-            ("unreferenced", "unreferenced", dict(facecolors="white", edgecolors=_UNREF, hatch="////",
-                                                  linewidths=0.6)),
-            ("storage-overlaps", "overlap_runs", dict(facecolors="none", edgecolors=_OVERLAP,
-                                                      hatch="xxxx", linewidths=0.8))):
-        pieces = extent if key is None else [(getattr(d.blocks[bi], key), bi, y) for _, bi, y in extent]
-        runs, owner, ys = _runs_layer(pieces)
-        verts = rect_vertices(runs[:, 0], runs[:, 1], ys) if len(owner) else np.zeros((0, 4, 2))
-        _add(ax, gid, verts, owner, **style)
+    rows = [(bi, float(b.lanes[0])) for bi, b in enumerate(d.blocks) if d.lanes[b.lanes[0]].kind == "storage"]
+    verts, owner = _rects_of([(np.array([[0, d.blocks[bi].nbytes]]), bi, y) for bi, y in rows])
+    edge = 0.8 if lane_px(ax) >= 4 else 0.0
+    _add(ax, "extents", verts, owner, facecolors=_EXTENT, edgecolors=_EDGE, linewidths=edge)
+    for gid, attr in (("header", "header"), ("unreferenced", "unreferenced"),
+                      ("storage-overlaps", "overlap_runs")):
+        _add_marks(ax, gid, *_rects_of([(getattr(d.blocks[bi], attr), bi, y) for bi, y in rows]))
     _draw_separators(d, ax)
-    _label_unreferenced(d, ax, extent)
-
-
-def _label_unreferenced(d: "Diagram", ax: "Axes", extent: list) -> None:
-    """Write "unreferenced" inside the runs wide enough to hold it (the row label has the total)."""
-    px = _px_per_byte(d, ax)
-    lo, hi = d.x_range
-    drawn = 0
-    for _, bi, y in extent:
-        for a, b in d.blocks[bi].unreferenced.tolist():
-            a, b = max(a, lo), min(b, hi)
-            if (b - a) * px >= 80 and drawn < 50:
-                ax.text((a + b) / 2, y, f"unreferenced {format_bytes(b - a)}", ha="center", va="center",
-                        fontsize=6.5, color="#555555", clip_on=True,
-                        bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
-                drawn += 1
+    label_storage_runs(d, ax, rows)
 
 
 def _draw_separators(d: "Diagram", ax: "Axes") -> None:
@@ -263,7 +327,7 @@ def _draw_separators(d: "Diagram", ax: "Axes") -> None:
     ys = [d.blocks[i].lanes[0] - 0.5 for i in range(1, len(d.blocks))]
     if d.blocks and d.lanes and d.lanes[-1].block < 0:
         ys.append(d.blocks[-1].lanes[-1] + 0.5)
-    if _lane_px(ax) < 4:  # hundreds of storages: lines between them would only darken the picture
+    if lane_px(ax) < 4:  # hundreds of storages: lines between them would only darken the picture
         ys = []
     segs = [[(0, y), (1, y)] for y in ys]
     lines = LineCollection(segs, colors="#999999", linewidths=0.6, transform=ax.get_yaxis_transform())
@@ -281,15 +345,13 @@ def _draw_bar_layers(d: "Diagram", ax: "Axes") -> None:
     x0 = np.array([bars[i].start for i in full], dtype=np.float64)
     x1 = np.array([bars[i].stop for i in full], dtype=np.float64)
     ys = np.array([bars[i].lane for i in full], dtype=np.float64)
-    face = colors[full] if full else np.zeros((0, 4))
+    face = colors[full].copy() if full else np.zeros((0, 4))
     sparse = np.array([bars[i].runs is not None for i in full], dtype=bool)
-    if len(face):
-        face = face.copy()
-        face[sparse, 3] = 0.22  # the span of a strided view is a light band; its runs are solid
+    face[sparse, 3] = 0.22  # the span of a strided view is a light band; its runs are solid
     edge = np.clip(colors[full] * [0.6, 0.6, 0.6, 1], 0, 1) if full else np.zeros((0, 4))
     dashed = [(0, (3, 2)) if bars[i].non_contiguous else "solid" for i in full]
     # Outline bars wide enough to show it; a thousand sub-pixel outlines would only darken the row.
-    lw = np.where((x1 - x0) * _px_per_byte(d, ax) >= 4, 0.7, 0.0)
+    lw = np.where((x1 - x0) * px_per_byte(d, ax) >= 4, 0.7, 0.0)
     _add(ax, "spans", rect_vertices(x0, x1, ys), full, facecolors=face, edgecolors=edge,
          linewidths=lw, linestyles=dashed or "solid")
     _draw_footprints(d, ax, colors)
@@ -311,8 +373,7 @@ def _draw_footprints(d: "Diagram", ax: "Axes", colors: np.ndarray) -> None:
     if total > RUN_BUDGET:  # merge gaps narrower than a pixel: identical picture, fewer polygons
         gap = (d.x_range[1] - d.x_range[0]) / 2000
         pieces = [(_coalesce(r, gap), i, y) for r, i, y in pieces]
-    runs, owner, ys = _runs_layer(pieces)
-    verts = rect_vertices(runs[:, 0], runs[:, 1], ys) if len(owner) else np.zeros((0, 4, 2))
+    verts, owner = _rects_of(pieces)
     face = colors[owner] if len(owner) else np.zeros((0, 4))
     _add(ax, "footprints", verts, owner, facecolors=face, edgecolors="none", linewidths=0)
 
@@ -329,18 +390,13 @@ def _coalesce(runs: np.ndarray, gap: float) -> np.ndarray:
 
 def _draw_flag_layers(d: "Diagram", ax: "Axes") -> None:
     bars = d.bars
-    pieces = [(b.overlap_runs, i, float(b.lane)) for i, b in enumerate(bars) if b.overlap_runs is not None]
-    runs, owner, ys = _runs_layer(pieces)
     # A strip along the bottom of the bar: marked, but the bar's colour and name stay readable.
-    strip = BAR_HEIGHT * 0.38
-    verts = (rect_vertices(runs[:, 0], runs[:, 1], ys + (BAR_HEIGHT - strip) / 2, strip)
-             if len(owner) else np.zeros((0, 4, 2)))
-    _add(ax, "overlaps", verts, owner, facecolors="none", edgecolors=_OVERLAP, hatch="xxx", linewidths=0.5)
-    for gid, attr, hatch in (("expanded", "expanded", "...."), ("reinterpreted", "reinterpreted", "\\\\\\\\")):
-        idx = [i for i, b in enumerate(bars) if getattr(b, attr) and not b.empty]
-        verts = rect_vertices([bars[i].start for i in idx], [bars[i].stop for i in idx],
-                              [bars[i].lane for i in idx]) if idx else np.zeros((0, 4, 2))
-        _add(ax, gid, verts, idx, facecolors="none", edgecolors="#222222", hatch=hatch, linewidths=0)
+    pieces = [(b.overlap_runs, i, float(b.lane)) for i, b in enumerate(bars) if b.overlap_runs is not None]
+    _add_marks(ax, "overlaps", *_rects_of(pieces, BAR_HEIGHT * STRIP, BAR_HEIGHT * (1 - STRIP) / 2))
+    for gid in ("expanded", "reinterpreted"):
+        pieces = [(np.array([[b.start, b.stop]]), i, float(b.lane)) for i, b in enumerate(bars)
+                  if getattr(b, gid) and not b.empty]
+        _add_marks(ax, gid, *_rects_of(pieces))
 
 
 def _draw_empty(d: "Diagram", ax: "Axes") -> None:
@@ -352,147 +408,3 @@ def _draw_empty(d: "Diagram", ax: "Axes") -> None:
     lines.set_gid("empty")
     lines.tensorviz_owner = np.asarray(idx, dtype=np.int64)
     ax.add_collection(lines, autolim=False)
-
-
-# -- text -------------------------------------------------------------------------------------
-def _lane_text(label: str) -> str:
-    return truncate_label(label, 44)
-
-
-def _labels_fit(n_lanes: int, plot_inches: float) -> bool:
-    return plot_inches / max(n_lanes, 1) >= 0.085  # about 8.5 px per lane at 100 dpi
-
-
-def _ax_inches(ax: "Axes") -> tuple[float, float]:
-    fw, fh = ax.figure.get_size_inches()
-    pos = ax.get_position()
-    return pos.width * fw, pos.height * fh
-
-
-def _px_per_byte(d: "Diagram", ax: "Axes") -> float:
-    lo, hi = d.x_range
-    return _ax_inches(ax)[0] * 100 / max(hi - lo, 1)
-
-
-def _lane_px(ax: "Axes") -> float:
-    return _ax_inches(ax)[1] * 100 / max(abs(ax.get_ylim()[0] - ax.get_ylim()[1]), 1)
-
-
-def _draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
-    px = _lane_px(ax)
-    size = float(np.clip(px * 0.45, 5, 8.5))
-    show = [i for i, lane in enumerate(d.lanes) if lane.block >= 0]
-    if px < 5.5:  # too dense for every row: label only the storage rows, if even those fit
-        show = [i for i in show if d.lanes[i].kind in ("storage", "simple")]
-        if len(show) * 6 > px * len(d.lanes):
-            show = []
-    ax.set_yticks(show, [_lane_label(d, i) for i in show], fontsize=size)
-    for tick, i in zip(ax.get_yticklabels(), show):
-        kind = d.lanes[i].kind
-        if kind == "storage":
-            tick.set_fontweight("bold")
-        elif kind == "more":
-            tick.set_fontstyle("italic")
-    for i, lane in enumerate(d.lanes):  # diagram-wide rows: summary, hidden storages
-        if lane.block < 0:
-            ax.text(0.0, i, "  " + lane.label, transform=ax.get_yaxis_transform(), va="center",
-                    ha="left", fontsize=8.5, fontstyle="italic", color="#333333")
-
-
-def _lane_label(d: "Diagram", i: int) -> str:
-    lane = d.lanes[i]
-    text = _lane_text(lane.label)
-    if lane.kind == "storage":
-        block = d.blocks[lane.block]
-        if block.unreferenced_nbytes and d.options.show_unreferenced:
-            text += f"\n{format_bytes(block.unreferenced_nbytes)} unreferenced"
-    return text
-
-
-def _draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
-    """Names inside bars on rows holding several bars (packed rows, "more" rows), where they fit."""
-    lanes_multi = {}
-    for i, b in enumerate(d.bars):
-        if not b.empty:
-            lanes_multi.setdefault(b.lane, []).append(i)
-    candidates = [i for idx in lanes_multi.values() if len(idx) > 1 for i in idx]
-    if not candidates:
-        return
-    suffix = _common_suffix([d.bars[i].label for i in candidates[:2000]])
-    lo, hi = d.x_range
-    px_per_byte = _px_per_byte(d, ax)
-    drawn = 0
-    for i in candidates:
-        b = d.bars[i]
-        a, z = max(b.start, lo), min(b.stop, hi)
-        fits = int((z - a) * px_per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
-        text = short_label(b.label, fits, suffix) if drawn < LABEL_BUDGET else None
-        if text is None:
-            continue
-        ax.text((a + z) / 2, b.lane, text, ha="center", va="center", fontsize=6.5, clip_on=True)
-        drawn += 1
-
-
-def _common_suffix(labels: list[str]) -> str:
-    """The dotted tail all labels share (".weight"), to drop from in-bar labels."""
-    if len(labels) < 2:
-        return ""
-    tail = os.path.commonprefix([s[::-1] for s in labels])[::-1]
-    return tail[tail.find("."):] if "." in tail else ""
-
-
-def short_label(label: str, fits: int, suffix: str = "") -> str | None:
-    """The label, or its most specific dotted tail without the shared suffix, in ``fits``
-    characters (None if not even 4 fit).
-
-    >>> short_label("layers.12.k_proj.weight", 12, ".weight"), short_label("a.b", 2)
-    ('12.k_proj', None)
-    """
-    if len(label) <= fits:
-        return label
-    base = label[: len(label) - len(suffix)] if suffix and label.endswith(suffix) and label != suffix else label
-    parts = base.split(".")
-    for k in range(len(parts)):
-        cand = ".".join(parts[k:])
-        if 4 <= len(cand) <= fits:
-            return cand
-    return None
-
-
-def _draw_header(d: "Diagram", ax: "Axes") -> None:
-    text = d.header.text
-    if d.byte_range is not None:
-        text += f" · zoom [{d.byte_range[0]:,}, {d.byte_range[1]:,})"
-    ax.set_title(text, loc="left", fontsize=9, pad=8)
-
-
-def _draw_legend(d: "Diagram", ax: "Axes") -> None:
-    from matplotlib.patches import Patch
-
-    handles = [Patch(**style) for style in _legend_handles(d)]
-    if handles:
-        below = 0.42 / max(_ax_inches(ax)[1], 0.1)  # under the tick labels and axis title
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -below),
-                  ncol=len(handles), fontsize=7, frameon=False, handlelength=1.6)
-
-
-def _legend_handles(d: "Diagram") -> list[dict]:
-    """Legend entries for the marks this diagram uses (patch keyword arguments)."""
-    handles: list[dict] = []
-    bars = d.bars
-    if any(b.runs is not None for b in bars):
-        handles.append(dict(facecolor="#777777", edgecolor="#444444", label="bytes read (exact)"))
-        handles.append(dict(facecolor=(0.47, 0.47, 0.47, 0.22), edgecolor="#444444", label="in span, not read"))
-    if any(len(b.unreferenced) for b in d.blocks):
-        handles.append(dict(facecolor="white", edgecolor=_UNREF, hatch="////", label="unreferenced"))
-    if any(b.overlaps_other for b in bars):
-        handles.append(dict(facecolor="none", edgecolor=_OVERLAP, hatch="xxx", label="read by ≥2 bars"))
-    if any(b.non_contiguous for b in bars):
-        handles.append(dict(facecolor="none", edgecolor=_EDGE, linestyle=(0, (3, 2)), label="non-contiguous"))
-    if any(b.expanded for b in bars):
-        handles.append(dict(facecolor="none", edgecolor=_EDGE, hatch="....", label="expanded (stride 0)"))
-    if any(b.empty for b in bars):
-        handles.append(dict(facecolor=_EDGE, edgecolor=_EDGE, label="empty view (a tick at its offset)"))
-    if any(b.reinterpreted for b in bars):
-        handles.append(dict(facecolor="none", edgecolor=_EDGE, hatch="\\\\\\\\", label="other dtype"))
-    return handles

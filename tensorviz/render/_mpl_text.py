@@ -1,0 +1,209 @@
+"""The words of a matplotlib diagram: lane labels, in-bar names, run labels, header, legend.
+
+Private to :mod:`tensorviz.render.mpl`; sizes are in pixels at 100 dpi, so what fits on screen
+is what gets written.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._units import format_bytes
+from .text import truncate_label
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from ..diagram import Diagram
+
+LABEL_BUDGET = 300  # most in-bar text labels
+RUN_LABELS = 50  # most "unreferenced" / "header" labels written inside storage rows
+_MUTED = "#555555"
+
+
+# -- sizes ------------------------------------------------------------------------------------
+def lane_text(label: str) -> str:
+    return truncate_label(label, 44)
+
+
+def labels_fit(n_lanes: int, plot_inches: float) -> bool:
+    return plot_inches / max(n_lanes, 1) >= 0.085  # about 8.5 px per lane at 100 dpi
+
+
+def ax_inches(ax: "Axes") -> tuple[float, float]:
+    fw, fh = ax.figure.get_size_inches()
+    pos = ax.get_position()
+    return pos.width * fw, pos.height * fh
+
+
+def px_per_byte(d: "Diagram", ax: "Axes") -> float:
+    lo, hi = d.x_range
+    return ax_inches(ax)[0] * 100 / max(hi - lo, 1)
+
+
+def lane_px(ax: "Axes") -> float:
+    return ax_inches(ax)[1] * 100 / max(abs(ax.get_ylim()[0] - ax.get_ylim()[1]), 1)
+
+
+# -- lane labels ------------------------------------------------------------------------------
+def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
+    """Row labels left of the axes, as plain texts (gid ``lane-label``): y tick labels would
+    cost a Tick -- two markers, a grid line and two texts -- per row, on every redraw."""
+    from matplotlib.transforms import offset_copy
+
+    px = lane_px(ax)
+    size = float(np.clip(px * 0.45, 5, 8.5))
+    show = [i for i, lane in enumerate(d.lanes) if lane.block >= 0]
+    if px < 5.5:  # too dense for every row: label only the storage rows, if even those fit
+        show = [i for i in show if d.lanes[i].kind in ("storage", "simple")]
+        if len(show) * 6 > px * len(d.lanes):
+            show = []
+    ax.set_yticks([])
+    left = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-3.5, units="points")
+    for i in show:
+        kind = d.lanes[i].kind
+        ax.text(0.0, i, lane_label(d, i), transform=left, ha="right", va="center", fontsize=size,
+                fontweight="bold" if kind == "storage" else "normal",
+                fontstyle="italic" if kind == "more" else "normal", gid="lane-label")
+    for i, lane in enumerate(d.lanes):  # diagram-wide rows: summary, hidden storages
+        if lane.block < 0:
+            ax.text(0.0, i, "  " + lane.label, transform=ax.get_yaxis_transform(), va="center",
+                    ha="left", fontsize=8.5, fontstyle="italic", color="#333333", gid="lane-note")
+
+
+def lane_label(d: "Diagram", i: int) -> str:
+    """A row's label; a storage row adds its unreferenced bytes on a second line."""
+    lane = d.lanes[i]
+    text = lane_text(lane.label)
+    if lane.kind == "storage":
+        block = d.blocks[lane.block]
+        if block.unreferenced_nbytes and d.options.show_unreferenced:
+            text += f"\n{format_bytes(block.unreferenced_nbytes)} unreferenced"
+    return text
+
+
+def label_storage_runs(d: "Diagram", ax: "Axes", rows: list[tuple[int, float]]) -> None:
+    """Write "header" and "unreferenced" inside the runs wide enough to hold the words."""
+    px = px_per_byte(d, ax)
+    lo, hi = d.x_range
+    drawn = 0
+    for bi, y in rows:
+        block = d.blocks[bi]
+        for word, runs in (("header", block.header), ("unreferenced", block.unreferenced)):
+            for a, b in runs.tolist():
+                a, b = max(a, lo), min(b, hi)
+                text = f"{word} {format_bytes(b - a)}"
+                if (b - a) * px >= 5 * len(text) and drawn < RUN_LABELS:
+                    ax.text((a + b) / 2, y, text, ha="center", va="center", gid="run-label",
+                            fontsize=6.5, color=_MUTED, clip_on=True,
+                            bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
+                    drawn += 1
+
+
+# -- names inside bars ------------------------------------------------------------------------
+def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
+    """Names inside bars on rows holding several bars (packed rows, "more" rows), where they fit."""
+    lanes_multi: dict[int, list[int]] = {}
+    for i, b in enumerate(d.bars):
+        if not b.empty:
+            lanes_multi.setdefault(b.lane, []).append(i)
+    candidates = [i for idx in lanes_multi.values() if len(idx) > 1 for i in idx]
+    if not candidates:
+        return
+    suffix = common_suffix([d.bars[i].label for i in candidates[:2000]])
+    lo, hi = d.x_range
+    per_byte = px_per_byte(d, ax)
+    drawn = 0
+    for i in candidates:
+        b = d.bars[i]
+        a, z = max(b.start, lo), min(b.stop, hi)
+        fits = int((z - a) * per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
+        text = short_label(b.label, fits, suffix) if drawn < LABEL_BUDGET else None
+        if text is None:
+            continue
+        ax.text((a + z) / 2, b.lane, text, ha="center", va="center", fontsize=6.5, clip_on=True,
+                gid="bar-label")
+        drawn += 1
+
+
+def common_suffix(labels: list[str]) -> str:
+    """The dotted tail all labels share (".weight"), to drop from in-bar labels."""
+    if len(labels) < 2:
+        return ""
+    tail = os.path.commonprefix([s[::-1] for s in labels])[::-1]
+    return tail[tail.find("."):] if "." in tail else ""
+
+
+def short_label(label: str, fits: int, suffix: str = "") -> str | None:
+    """The label, or its most specific dotted tail without the shared suffix, in ``fits``
+    characters (None if not even 4 fit).
+
+    >>> short_label("layers.12.k_proj.weight", 12, ".weight"), short_label("a.b", 2)
+    ('12.k_proj', None)
+    """
+    if len(label) <= fits:
+        return label
+    base = label[: len(label) - len(suffix)] if suffix and label.endswith(suffix) and label != suffix else label
+    parts = base.split(".")
+    for k in range(len(parts)):
+        cand = ".".join(parts[k:])
+        if 4 <= len(cand) <= fits:
+            return cand
+    return None
+
+
+# -- header and legend ------------------------------------------------------------------------
+def draw_header(d: "Diagram", ax: "Axes") -> None:
+    text = d.header.text
+    if d.byte_range is not None:
+        text += f" · zoom [{d.byte_range[0]:,}, {d.byte_range[1]:,})"
+    ax.set_title(text, loc="left", fontsize=9, pad=8)
+
+
+def legend_entries(d: "Diagram") -> list[tuple[str, str]]:
+    """``(mark, label)`` for each mark this diagram uses; a mark is a layer gid of
+    :data:`tensorviz.render.mpl.STYLE` or one of "read", "unread", "dashed", "empty"."""
+    bars, blocks = d.bars, d.blocks
+    wanted = [
+        ("read", "bytes read (exact)", any(b.runs is not None for b in bars)),
+        ("unread", "in span, not read", any(b.runs is not None for b in bars)),
+        ("header", "file header", any(len(b.header) for b in blocks)),
+        ("unreferenced", "unreferenced", any(len(b.unreferenced) for b in blocks)),
+        ("overlaps", "read by ≥2 bars", any(b.overlaps_other for b in bars)),
+        ("dashed", "non-contiguous", any(b.non_contiguous for b in bars)),
+        ("expanded", "expanded (stride 0)", any(b.expanded for b in bars)),
+        ("empty", "empty view (a tick at its offset)", any(b.empty for b in bars)),
+        ("reinterpreted", "other dtype", any(b.reinterpreted for b in bars)),
+    ]
+    return [(mark, label) for mark, label, used in wanted if used]
+
+
+_PLAIN = {
+    "read": dict(facecolor="#777777", edgecolor="#444444"),
+    "unread": dict(facecolor=(0.47, 0.47, 0.47, 0.22), edgecolor="#444444"),
+    "dashed": dict(facecolor="none", edgecolor="#444444", linestyle=(0, (3, 2))),
+    "empty": dict(facecolor="#444444", edgecolor="#444444"),
+}
+
+
+def draw_legend(d: "Diagram", ax: "Axes", styles: dict[str, dict[str, Any]]) -> None:
+    """A one-row key under the axis; each mark drawn as its layer actually is (hatched, or the
+    plain fill a crowded layer falls back to)."""
+    from matplotlib.patches import Patch
+
+    handles = [Patch(label=label, **(_PLAIN.get(mark) or _drawn_style(ax, mark, styles[mark])))
+               for mark, label in legend_entries(d)]
+    if handles:
+        below = 0.42 / max(ax_inches(ax)[1], 0.1)  # under the tick labels and axis title
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -below),
+                  ncol=len(handles), fontsize=7, frameon=False, handlelength=1.6)
+
+
+def _drawn_style(ax: "Axes", gid: str, style: dict[str, Any]) -> dict[str, Any]:
+    art = next((p for p in ax.patches if p.get_gid() == gid), None)
+    if art is None or art.get_hatch():
+        return dict(style)
+    return dict(facecolor=art.get_facecolor(), edgecolor=style["edgecolor"], linewidth=0.6)
