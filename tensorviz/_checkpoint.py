@@ -124,29 +124,29 @@ def _walk_checkpoint(path: str, obj: Any) -> tuple[list[tuple[str, torch.Tensor]
     """Tensors (with their path names), other values (as short text), and a top-level summary."""
     tensors: list[tuple[str, torch.Tensor]] = []
     values: dict[str, str] = {}
+    per_top: dict[str, int] = {}  # tensors under each top-level key (keys may contain dots)
     seen: dict[int, str] = {}
-    stack: list[tuple[str, Any]] = [("", obj)]
+    stack: list[tuple[str, str, Any]] = [("", "", obj)]
     leaves = 0
     while stack:
-        name, value = stack.pop()
+        name, top, value = stack.pop()
         leaves += 1
         if leaves > _MAX_LEAVES:
             raise FileFormatError(f"{path}: more than {_MAX_LEAVES} values in the checkpoint; "
                                   f"refusing to walk it (hostile or not a state dict)")
         if isinstance(value, torch.Tensor):
             tensors.append((name or "tensor", value))
+            per_top[top] = per_top.get(top, 0) + 1
             continue
         children = _children(value)
         if children is None:
             values[name or "value"] = short(value)
-            continue
-        if id(value) in seen:
+        elif id(value) in seen:
             values[name] = f"<same object as {seen[id(value)] or 'the root'}>"
-            continue
-        seen[id(value)] = name
-        stack.extend(reversed([(f"{name}.{k}" if name else str(k), v) for k, v in children]))
-    contents = _contents(obj, tensors)
-    return tensors, values, contents
+        else:
+            seen[id(value)] = name
+            stack.extend(reversed([(f"{name}.{k}" if name else str(k), top or str(k), v) for k, v in children]))
+    return tensors, values, _contents(obj, len(tensors), per_top, values)
 
 
 def _children(value: Any) -> list[tuple[Any, Any]] | None:
@@ -158,21 +158,17 @@ def _children(value: Any) -> list[tuple[Any, Any]] | None:
     return None
 
 
-def _contents(obj: Any, tensors: list[tuple[str, torch.Tensor]]) -> dict[str, str]:
+def _contents(obj: Any, n_tensors: int, per_top: dict[str, int], values: dict[str, str]) -> dict[str, str]:
     """What the top level holds besides tensors: wrappers with their tensor counts, and values."""
     if not isinstance(obj, Mapping):
-        return {} if isinstance(obj, torch.Tensor) else {"": f"{type(obj).__name__} with {len(tensors)} tensors"}
-    counts: dict[str, int] = {}
-    for name, _ in tensors:
-        top = name.split(".", 1)[0]
-        counts[top] = counts.get(top, 0) + 1
+        return {} if isinstance(obj, torch.Tensor) else {"": f"{type(obj).__name__} with {n_tensors} tensors"}
     out = {}
     for k, v in obj.items():
         if isinstance(v, torch.Tensor):
             continue  # a flat state dict: its tensors are the layout
         k = str(k)
-        out[k] = (f"{counts[k]} tensor{'s' * (counts[k] != 1)}" if k in counts
-                  else short(v) if _children(v) is None else f"{type(v).__name__} without tensors")
+        n = per_top.get(k, 0)
+        out[k] = f"{n} tensor{'s' * (n != 1)}" if n else values.get(k) or f"{type(v).__name__} without tensors"
     return out
 
 
@@ -197,7 +193,7 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
         problems.append(f"{os.path.basename(path)}: holds meta tensors (no data); torch.load gives each "
                         f"its own storage, so any sharing between them is not shown")
     return Part(rows=rows, notes=notes, storages=list(infos.values()), skipped=list(layout.skipped),
-                meta=meta, problems=problems)
+                meta=meta, problems=problems, label=os.path.basename(path))
 
 
 def _file_storages(path: str, layout: Layout, by_name: dict[str, torch.Tensor], records: Records,

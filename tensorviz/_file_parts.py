@@ -28,7 +28,10 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 
 @dataclass
 class Part:
-    """What one file contributes: view rows (with notes by name), storages, skips, metadata."""
+    """What one file contributes: view rows (with notes by name), storages, skips, metadata.
+
+    ``label`` names the file in messages about a name found in two files.
+    """
 
     rows: list[tuple] = field(default_factory=list)
     notes: dict[str, str] = field(default_factory=dict)
@@ -36,6 +39,7 @@ class Part:
     skipped: list[Skipped] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    label: str = "?"
 
 
 def row_span(row: tuple) -> tuple[int, int]:
@@ -80,8 +84,7 @@ class _Merged:
                 self.meta[k] = dict(v) if isinstance(v, dict) else v
 
     def _add_rows(self, part: Part) -> None:
-        rows, owner = self.rows, self.owner
-        label = part.storages[0].label if part.storages else "?"
+        rows, owner, label = self.rows, self.owner, part.label
         for row in part.rows:
             name = row[0]
             if name in owner:

@@ -279,8 +279,8 @@ def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def safetensors_part(header: SafetensorsHeader) -> Part:
     """The rows of a validated header: one storage (the file), a row per byte-addressable tensor."""
-    key = ("file", header.path)
-    part = Part(storages=[StorageInfo(key, "file", header.file_nbytes, os.path.basename(header.path))])
+    key, base = ("file", header.path), os.path.basename(header.path)
+    part = Part(storages=[StorageInfo(key, "file", header.file_nbytes, base)], label=base)
     ds = header.data_start
     for e in header.entries:
         dtype, itemsize, bits = _dtype_facts(e.code)

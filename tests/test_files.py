@@ -465,3 +465,24 @@ def test_record_offsets_are_not_in_the_text_but_in_metadata(tmp_path):
     assert "record_offsets:" not in layout.to_text()
     (at,) = layout.metadata["record_offsets"].values()
     assert at % 64 == 0 and np.frombuffer(file_bytes(path, at, at + 12), np.float32).tolist() == [0, 0, 0]
+
+
+def test_folder_of_torch_files_names_the_file_of_a_duplicate(tmp_path):
+    """A duplicate name is reported by file: naming the first record of a file is wrong for
+    every tensor that is not in that record."""
+    torch.save({"w": torch.zeros(2), "v": torch.ones(3)}, tmp_path / "a.pt")
+    torch.save({"v": torch.ones(3)}, tmp_path / "b.pt")
+    layout = tv.analyze(tmp_path)
+    assert layout.metadata["problems"] == ["duplicated: 'v' is in a.pt and b.pt"]
+    (skipped,) = layout.skipped
+    assert skipped.name == "v [b.pt]"
+    assert skipped.reason == "duplicate: a.pt already holds a tensor of this name; this copy (bytes [0, 12)) is hidden"
+
+
+def test_torch_contents_count_tensors_under_dotted_and_shared_keys(tmp_path):
+    shared = {"w": torch.ones(2)}
+    ckpt = {"ema.model": {"w": torch.zeros(2), "b": torch.zeros(1)}, "x": shared, "y": shared, "step": 3}
+    layout = tv.analyze(torch_ckpt(tmp_path, ckpt, "c.pt"))
+    assert layout.names == ("ema.model.w", "ema.model.b", "x.w")
+    assert layout.metadata["contents"] == {"ema.model": "2 tensors", "x": "1 tensor",
+                                           "y": "<same object as x>", "step": "3"}
