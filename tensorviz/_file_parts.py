@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from .errors import FileFormatError
 from .footprint import span
@@ -30,7 +30,8 @@ ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
 class Part:
     """What one file contributes: view rows (with notes by name), storages, skips, metadata.
 
-    ``label`` names the file in messages about a name found in two files.
+    ``label`` names the file in messages about a name found in two files; ``unlaid`` holds the
+    byte counts of tensors the file holds but no view can show (packed sub-byte dtypes).
     """
 
     rows: list[tuple] = field(default_factory=list)
@@ -40,6 +41,12 @@ class Part:
     meta: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     label: str = "?"
+    unlaid: dict[str, int] = field(default_factory=dict)
+
+    def names(self) -> Iterator[str]:
+        """Every tensor name the file holds, with or without a view."""
+        yield from (row[0] for row in self.rows)
+        yield from self.unlaid
 
 
 def row_span(row: tuple) -> tuple[int, int]:

@@ -288,6 +288,7 @@ def safetensors_part(header: SafetensorsHeader) -> Part:
             part.skipped.append(Skipped(e.name, (
                 f"packed {bits}-bit dtype {e.code}{list(e.shape)} at bytes [{ds + e.begin}, {ds + e.end}): "
                 f"elements are not byte-addressable, so there is no strided view to lay out")))
+            part.unlaid[e.name] = e.end - e.begin
             continue
         if e.begin % itemsize:
             part.notes[e.name] = f"data offset {e.begin} is not a multiple of itemsize {itemsize}"

@@ -104,10 +104,10 @@ def _check_weight_map(wm: Mapping[str, str], shards: list[str], parts: list[Part
     where: dict[str, str] = {}
     also: dict[str, list[str]] = {}  # names found in more than one shard (rare)
     for shard, part in zip(shards, parts):
-        for row in part.rows:
-            first = where.setdefault(row[0], shard)
+        for name in part.names():
+            first = where.setdefault(name, shard)
             if first != shard:
-                also.setdefault(row[0], []).append(shard)
+                also.setdefault(name, []).append(shard)
     problems: list[str] = []
     skipped: list[Skipped] = []
     for name, shard in wm.items():
@@ -129,7 +129,10 @@ def _total_size_problems(total: Any, wm: Mapping[str, str], shards: list[str], p
     """A problem when the index's ``total_size`` is not the bytes of the tensors it maps."""
     if type(total) is not int:
         return []
-    mapped = sum(row_nbytes(r) for shard, part in zip(shards, parts) for r in part.rows if wm.get(r[0]) == shard)
+    mapped = 0
+    for shard, part in zip(shards, parts):
+        mapped += sum(row_nbytes(r) for r in part.rows if wm.get(r[0]) == shard)
+        mapped += sum(n for name, n in part.unlaid.items() if wm.get(name) == shard)
     if total == mapped:
         return []
     return [f"total_size: the index says {total} bytes, but the tensors it maps hold {mapped} bytes"]

@@ -486,3 +486,21 @@ def test_torch_contents_count_tensors_under_dotted_and_shared_keys(tmp_path):
     assert layout.names == ("ema.model.w", "ema.model.b", "x.w")
     assert layout.metadata["contents"] == {"ema.model": "2 tensors", "x": "1 tensor",
                                            "y": "<same object as x>", "step": "3"}
+
+
+def test_index_counts_packed_tensors_as_present(tmp_path):
+    """A packed sub-byte tensor has no view, but its shard holds it and total_size counts it."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    ds = write_raw(folder / "s.safetensors", {"q": {"dtype": "F4", "shape": [6], "data_offsets": [0, 3]},
+                                              "w": {"dtype": "F32", "shape": [1], "data_offsets": [3, 7]}}, 7)
+    wm = {"q": "s.safetensors", "w": "s.safetensors"}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 7}, "weight_map": wm}))
+    layout = tv.analyze(folder)
+    assert "problems" not in layout.metadata
+    (sk,) = layout.skipped
+    assert sk.name == "q" and sk.reason.startswith(f"packed 4-bit dtype F4[6] at bytes [{ds}, {ds + 3})")
+    del wm["q"]
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 4}, "weight_map": wm}))
+    assert tv.analyze(folder).metadata["problems"] == [
+        "extra: 'q' is in s.safetensors but not in the weight_map; loaders that follow the index never load it"]
