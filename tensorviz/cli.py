@@ -105,9 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the layout as JSON to OUT, or to stdout (instead of the text) if no OUT")
     p.add_argument("--save-check", action="store_true",
                    help="also report what each saver (safetensors, torch.save, ...) would do")
-    p.add_argument("--max-views", type=int, default=12, metavar="N",
+    p.add_argument("--max-views", type=_count, default=12, metavar="N",
                    help="views listed per storage in the text (default: 12)")
     return p
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a count (0 or more), got {text}")
+    return n
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,6 +125,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
+    except BrokenPipeError:
+        # The reader stopped early (``| head``). Point stdout at /dev/null so that the flush at
+        # exit does not fail again, and stop without a message, as other Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
         print(f"tensorviz: error: {_one_line(err)}", file=sys.stderr)
         return 1

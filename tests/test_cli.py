@@ -165,3 +165,23 @@ def test_python_dash_m_and_console_script(tied_file):
     run = subprocess.run([script, str(tied_file) + ".nope"], capture_output=True, text=True, env=env)
     assert (run.returncode, run.stdout) == (1, "")
     assert run.stderr == f"tensorviz: error: no such file or folder: '{tied_file}.nope'\n"
+
+
+def test_negative_max_views_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["x.safetensors", "--max-views", "-1"])
+    assert info.value.code == 2
+    assert "argument --max-views: must be a count (0 or more), got -1" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path):
+    """``tensorviz big.safetensors | head -1``: the closed pipe ends the command quietly."""
+    path = tmp_path / "many.safetensors"
+    safetensors_torch.save_file({f"layer.{i}.weight": torch.zeros(1) for i in range(3000)}, path)
+    proc = subprocess.Popen([sys.executable, "-m", "tensorviz", str(path), "--max-views", "3000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"3000 tensors on 1 storage")
+    proc.stdout.close()  # the text is far larger than a pipe's buffer: the next writes fail
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert (proc.wait(timeout=60), err) == (1, b"")
