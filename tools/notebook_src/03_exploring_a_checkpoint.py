@@ -239,8 +239,8 @@ CELLS = [
 
     * `tv.analyze(path)` reads safetensors headers, index files, model folders and torch
       checkpoints from metadata only, and never runs code from a file.
-    * In a file, a tensor's span is its absolute byte range; headers and bytes no tensor reads
-      show as unreferenced.
+    * In a file, a tensor's span is its absolute byte range. The header is drawn as such; other
+      bytes no tensor reads are unreferenced (in a torch checkpoint: bytes written for nothing).
     * Check a sharded index against its shards, read `save_model`'s dropped names, and find
       the slice that drags a whole storage into a `torch.save` checkpoint before it ships.
     """),
