@@ -48,7 +48,8 @@ import json
 import os
 
 from ._file_parts import MAX_HEADER_BYTES, TORCH_EXTS
-from ._safetensors import SAFETENSORS_DTYPES, HeaderEntry, SafetensorsHeader, read_safetensors_header, torch_dtype
+from ._safetensors import (  # noqa: F401 - re-exported: the public names of the readers
+    SAFETENSORS_DTYPES, HeaderEntry, SafetensorsHeader, read_safetensors_header, torch_dtype)
 from ._shards import analyze_files, analyze_index, sniff
 from .errors import FileFormatError
 from .layout import Layout, gc_paused

@@ -1,0 +1,190 @@
+"""The explorer's controls: built, arranged, read back into a state and written quietly.
+
+A mixin of :class:`tensorviz.widgets.Explorer`, which wires the callbacks. Imported only by
+:mod:`tensorviz.widgets` (so only through :func:`tensorviz.explore`).
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as W
+
+from ._explorer_state import GROUPINGS, ExplorerState
+from ._explorer_text import details_html, offset_label, title, zoom_points
+from ._units import format_bytes
+from .layout import Layout
+
+_CSS = """<style>
+.tvz-explorer { gap: 4px; max-width: 1100px; }
+.tvz-explorer .tvz-title { font-size: 13px; }
+.tvz-explorer .tvz-status, .tvz-explorer .tvz-status .widget-html-content {
+  font-size: 12px; line-height: 1.4; min-height: 18px; }
+.tvz-explorer .tvz-details { font-size: 12px; line-height: 1.35; }
+.tvz-explorer .tvz-details table { border-collapse: collapse; margin: 2px 0 8px 0; }
+.tvz-explorer .tvz-details th { text-align: left; padding: 1px 8px 1px 0; font-weight: 600;
+  vertical-align: top; white-space: nowrap; color: var(--jp-ui-font-color1, #333); }
+.tvz-explorer .tvz-details td { padding: 1px 0; font-family: var(--jp-code-font-family, monospace);
+  font-size: 11.5px; }
+.tvz-explorer .tvz-row { gap: 4px 14px; }
+.tvz-explorer .tvz-muted { opacity: 0.7; }
+.tvz-explorer .tvz-error { color: var(--jp-error-color1, #b00020); }
+.tvz-explorer .tvz-picture { max-width: 100%; height: auto; }
+</style>"""
+
+_ALL = -1  # the storage picker's "all storages" (None would mean "nothing selected" to ipywidgets)
+
+
+class ExplorerControls:
+    """Builds the explorer's widgets from a state and reads the state back from them.
+
+    Expects ``tensor_layout`` (the analysed Layout) and ``_quiet`` (True while the code, not
+    the user, writes to the controls: the callbacks ignore those writes).
+    """
+
+    tensor_layout: Layout
+    _quiet: bool
+
+    # -- construction --------------------------------------------------------------------
+    def _build_controls(self, state: ExplorerState) -> None:
+        head, _, rest = title(self.tensor_layout).partition(": ")
+        self.title = W.HTML(_CSS + f'<div class="tvz-title"><b>{html.escape(head)}</b>: {html.escape(rest)}</div>')
+        self._build_switches(state)
+        self._build_storage_controls(state)
+        self._build_outputs()
+        self._build_explain_pane()
+        self.save_pane = self._build_save_pane()
+
+    def _build_switches(self, state: ExplorerState) -> None:
+        self.by_toggle = W.ToggleButtons(options=list(GROUPINGS), value=state.by,
+                                         tooltips=["same storage", "same storage and identical byte span",
+                                                   "footprints that share bytes"],
+                                         layout=W.Layout(width="auto"), style={"button_width": "96px"})
+        self.name_filter = W.Text(value=state.names, placeholder="name regex, e.g. attn|mlp",
+                                  description="names", continuous_update=False,
+                                  layout=W.Layout(width="260px"), style={"description_width": "46px"})
+        self.only_shared_box = W.Checkbox(value=state.only_shared, description="only shared",
+                                          indent=False, layout=W.Layout(width="auto"))
+        self.unreferenced_box = W.Checkbox(value=state.show_unreferenced, indent=False,
+                                           description="show unreferenced bytes",
+                                           layout=W.Layout(width="auto"))
+        self.expand_box = W.Checkbox(value=state.expand_simple, indent=False,
+                                     description="expand simple storages", layout=W.Layout(width="auto"))
+
+    def _build_storage_controls(self, state: ExplorerState) -> None:
+        self.storage_picker = W.Dropdown(options=_storage_options(self.tensor_layout),
+                                         value=_ALL if state.storage is None else state.storage,
+                                         layout=W.Layout(width="300px"))
+        self.zoom = W.SelectionRangeSlider(options=[("0 B", 0), ("0 B", 1)], index=(0, 1),
+                                           description="bytes", continuous_update=False,
+                                           layout=W.Layout(width="480px"),
+                                           style={"description_width": "46px"})
+        self.zoom_hint = W.HTML('<span class="tvz-muted">choose one storage to zoom into its bytes</span>')
+        self._set_zoom_options(state.storage, state.byte_range)
+
+    def _build_outputs(self) -> None:
+        self.status_line = W.HTML(layout=W.Layout(margin="0 0 0 4px"))
+        self.status_line.add_class("tvz-status")
+        self.picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
+        self.picture.add_class("tvz-picture")
+        self.tensor_list = W.SelectMultiple(options=[], rows=9, description="",
+                                            layout=W.Layout(width="auto"))
+        self.details = W.HTML(details_html(self.tensor_layout, ()),
+                              layout=W.Layout(flex="1 1 auto", max_height="260px", overflow="auto"))
+
+    def _build_explain_pane(self) -> None:
+        self.explain_button = W.Button(description="explain selected", icon="graduation-cap",
+                                       tooltip="draw each selected view's elements beside the storage bytes they read",
+                                       layout=W.Layout(width="auto"))
+        self.explain_message = W.HTML()
+        self.explain_picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto",
+                                                                     display="none"))
+        body = W.VBox([self.explain_message, self.explain_picture],
+                      layout=W.Layout(max_height="520px", overflow="auto"))
+        self.explain_pane = W.Accordion(children=[body], selected_index=None)
+        self.explain_pane.set_title(0, "explain: which storage cell each element of the selected views reads")
+        self.explain_pane.add_class("tvz-explain")
+
+    def _build_save_pane(self) -> W.Accordion | None:
+        try:
+            from . import saving  # noqa: F401 - optional: another module of the package
+        except ImportError:
+            return None
+        self.save_body = W.HTML("")
+        pane = W.Accordion(children=[self.save_body], selected_index=None)
+        pane.set_title(0, "what savers would do (safetensors, torch.save, transformers, accelerate)")
+        return pane
+
+    def _arrange(self) -> list:
+        wrap = dict(flex_flow="row wrap", align_items="center")
+        row1 = W.HBox([_label("group by"), self.by_toggle, self.name_filter], layout=W.Layout(**wrap))
+        row2 = W.HBox([_label("show"), self.only_shared_box, self.unreferenced_box, self.expand_box],
+                      layout=W.Layout(**wrap))
+        row3 = W.HBox([_label("storage"), self.storage_picker, self.zoom, self.zoom_hint], layout=W.Layout(**wrap))
+        side = W.VBox([W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button],
+                      layout=W.Layout(width="300px", flex="0 0 auto"))
+        lower = W.HBox([side, self.details], layout=W.Layout(align_items="flex-start"))
+        for row in (row1, row2, row3, lower):
+            row.add_class("tvz-row")  # spacing via CSS: ipywidgets' Layout has no "gap"
+        children = [self.title, row1, row2, row3, self.status_line, self.picture, lower, self.explain_pane]
+        if self.save_pane is not None:
+            children.append(self.save_pane)
+        return children
+
+    # -- state <-> controls ----------------------------------------------------------------
+    def _read_controls(self) -> ExplorerState:
+        storage = storage_index(self.storage_picker.value)
+        lo, hi = self.zoom.value
+        return ExplorerState(by=self.by_toggle.value, names=self.name_filter.value.strip(),
+                             only_shared=self.only_shared_box.value,
+                             show_unreferenced=self.unreferenced_box.value, storage=storage,
+                             byte_range=None if storage is None else (lo, hi),
+                             expand_simple=self.expand_box.value)
+
+    def _set_zoom_options(self, storage: int | None, byte_range: tuple[int, int] | None) -> None:
+        quiet, self._quiet = self._quiet, True
+        try:
+            self.zoom.layout.display = "none" if storage is None else None
+            self.zoom_hint.layout.display = None if storage is None else "none"
+            if storage is None:
+                self.zoom.options = [("0 B", 0), ("0 B", 1)]
+                self.zoom.index = (0, 1)
+                return
+            nbytes = self.tensor_layout.storages[storage].nbytes
+            points = zoom_points(nbytes)
+            if byte_range is not None:  # keep an explicitly asked-for zoom exact
+                points = sorted(set(points) | set(byte_range))
+            self.zoom.options = [(offset_label(p), p) for p in points]
+            lo, hi = byte_range or (0, nbytes)
+            self.zoom.index = (points.index(lo), points.index(hi))
+        finally:
+            self._quiet = quiet
+
+    def _update_list(self, names: tuple[str, ...]) -> None:
+        drawn = set(names)
+        keep = tuple(n for n in self.tensor_list.value if n in drawn)
+        quiet, self._quiet = self._quiet, True
+        try:
+            self.tensor_list.options = names
+            self.tensor_list.value = keep
+        finally:
+            self._quiet = quiet
+        self.details.value = details_html(self.tensor_layout, keep)
+
+
+def _label(text: str) -> W.HTML:
+    return W.HTML(html.escape(text), layout=W.Layout(width="60px", margin="0 0 0 6px"))
+
+
+def storage_index(value: int) -> int | None:
+    """The storage a picker value selects (None: all storages)."""
+    return None if value == _ALL else value
+
+
+def _storage_options(layout: Layout) -> list[tuple[str, int]]:
+    opts: list[tuple[str, int]] = [("all storages", _ALL)]
+    for s in layout.storages:
+        first = s.names[0] if s.names else "no views"
+        more = f" +{len(s.names) - 1}" if len(s.names) > 1 else ""
+        opts.append((f"#{s.index} {first}{more} · {format_bytes(s.nbytes)}", s.index))
+    return opts
