@@ -107,8 +107,10 @@ CELLS = [
     """),
     code("""
     meta_report = tv.save_check(meta)
-    for m in meta_report["accelerate.save"].misfires[:3]:
-        print(f"{len(m.names):2} names, e.g. {m.names[0]}\\n   accelerate: {m.library}\\n   tensorviz:  {m.tensorviz}")
+    misfires = meta_report["accelerate.save"].misfires
+    for m in misfires:
+        print(f"accelerate puts {len(m.names):2} names on one storage, e.g. {m.names[0]}, {m.names[1]}")
+    print("\\ntensorviz on the first group:", misfires[0].tensorviz)
     """),
     md("""
     ## 4. Explore
