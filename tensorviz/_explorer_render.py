@@ -18,7 +18,9 @@ _CACHE_SIZE = 48
 
 
 @dataclass(frozen=True)
-class _Render:
+class Render:
+    """One drawn state: its Diagram, the PNG bytes and how long drawing took."""
+
     diagram: Any
     png: bytes
     ms: float
@@ -33,10 +35,10 @@ class Renderer:
         self.max_lanes = max_lanes
         self.width = width
         self.figure = _new_figure()
-        self.cache: OrderedDict[ExplorerState, _Render] = OrderedDict()
+        self.cache: OrderedDict[ExplorerState, Render] = OrderedDict()
         self.misses = 0
 
-    def get(self, state: ExplorerState) -> tuple[_Render, bool]:
+    def get(self, state: ExplorerState) -> tuple[Render, bool]:
         """The render of ``state`` and whether it came from the cache."""
         hit = self.cache.get(state)
         if hit is not None:
@@ -50,7 +52,7 @@ class Renderer:
         render(d, figure=self.figure, width=self.width)
         # Fast zlib level: ~10% larger PNGs, a fifth of the encoding time (it is on every redraw).
         png = png_bytes(self.figure, dpi=self.dpi, compress_level=1)
-        out = _Render(d, png, 1000 * (time.perf_counter() - t0))
+        out = Render(d, png, 1000 * (time.perf_counter() - t0))
         self.misses += 1
         self.cache[state] = out
         if len(self.cache) > _CACHE_SIZE:

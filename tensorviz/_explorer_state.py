@@ -101,3 +101,20 @@ def pattern_problem(pattern: str) -> str | None:
         return (f"name filter {pattern!r} is not a valid regular expression: {err}. "
                 f"Fix it (escape brackets as \\( ) or clear the box to show every tensor")
     return None
+
+
+def control_problem(state: ExplorerState, layout: Layout) -> str | None:
+    """Why what the controls say cannot be drawn yet, in words; None when it can.
+
+    These are states a user passes through (a half-typed pattern, both zoom handles on one
+    stop): the explorer keeps the previous picture and says why, instead of failing.
+    """
+    problem = pattern_problem(state.names)
+    if problem:
+        return problem + "; the picture still shows the previous filter."
+    if state.storage is not None and state.byte_range is not None:
+        lo, hi = state.byte_range
+        if lo == hi and layout.storages[state.storage].nbytes:
+            return (f"the byte range [{lo:#x}, {hi:#x}) is empty: drag the two handles apart; "
+                    f"the picture still shows the previous range.")
+    return None

@@ -28,8 +28,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
                       "pip install 'tensorviz[widgets]' (or use tv.show(obj) for a static picture)") from err
 
 from ._explorer_controls import ExplorerControls, storage_index
-from ._explorer_render import Renderer, _Render, diagram_names, explain_png
-from ._explorer_state import GROUPINGS, ExplorerState, normalise, pattern_problem
+from ._explorer_render import Render, Renderer, diagram_names, explain_png
+from ._explorer_state import GROUPINGS, ExplorerState, control_problem, normalise
 from ._explorer_static import Snapshot
 from ._explorer_static import display as _display
 from ._explorer_text import details_html, title
@@ -37,6 +37,7 @@ from .layout import Layout
 
 # The pure helpers, also importable from here (tests and notebooks use them).
 from ._explorer_render import explain_figure, sub_layout  # noqa: E402,F401
+from ._explorer_state import pattern_problem  # noqa: E402,F401
 from ._explorer_text import offset_label, relations_text, span_text, view_facts, zoom_points  # noqa: E402,F401
 
 __all__ = ["explore", "Explorer", "ExplorerState", "Snapshot", "GROUPINGS"]
@@ -87,7 +88,7 @@ class Explorer(ExplorerControls, W.VBox):
         self.add_class("tvz-explorer")
         self.add_class(f"tvz-live-{self.model_id}")
         self.state = state
-        self._current: _Render | None = None
+        self._current: Render | None = None
         self._wire()
         self._refresh(state)  # not guarded: a first render that fails raises to the caller
 
@@ -138,9 +139,9 @@ class Explorer(ExplorerControls, W.VBox):
 
     # -- redrawing --------------------------------------------------------------------------
     def _refresh(self, state: ExplorerState) -> None:
-        problem = pattern_problem(state.names)
+        problem = control_problem(state, self.tensor_layout)
         if problem:
-            self._say(problem + "; the picture still shows the previous filter.", error=True)
+            self._say(problem, error=True)
             return
         state = normalise(state, self.tensor_layout)
         render, cached = self._renderer.get(state)

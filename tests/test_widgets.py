@@ -207,6 +207,20 @@ def test_storage_picker_and_zoom(shown):
     assert ex.state.storage is None and ex.state.byte_range is None and ex.png == whole
 
 
+def test_zoom_handles_on_one_stop_keep_the_picture(shown):
+    """Dragging both handles of the byte range onto one stop is a gesture, not a failure."""
+    ex = explore(FusedQKV())
+    ex.storage_picker.value = 0
+    ex.zoom.value = (1024, 2048)
+    before, state = ex.png, ex.state
+    ex.zoom.value = (1024, 1024)
+    assert ex.last_error is None and ex.png == before and ex.state == state
+    assert ex.status == ("⚠ the byte range [0x400, 0x400) is empty: drag the two handles apart; "
+                         "the picture still shows the previous range.")
+    ex.zoom.value = (1024, 1040)
+    assert ex.diagram.byte_range == (1024, 1040) and ex.last_error is None
+
+
 def test_empty_storage_has_nothing_to_zoom(shown):
     ex = explore({"w": torch.zeros(4), "nothing": torch.zeros(0)}, expand_simple=True)
     ex.storage_picker.value = 1
