@@ -27,6 +27,7 @@ gallery: $(STAMP)
 	$(BIN)/python docs/make_gallery.py
 
 notebooks: $(STAMP)
+	$(BIN)/python tools/build_notebooks.py
 	$(BIN)/python tools/run_notebooks.py
 
 # Headless Chromium for the real-browser test (Debian's package; Playwright drives it).
