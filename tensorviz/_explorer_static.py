@@ -53,17 +53,6 @@ class Snapshot:
                 if (not include or k in include) and (not exclude or k not in exclude)}
 
 
-def _display(obj: Any) -> None:
-    """Emit ``obj`` as output when running under IPython; do nothing in plain scripts."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        return
-    if get_ipython() is not None:
-        display(obj)
-
-
 def display(obj: Any) -> None:
     """Emit ``obj`` as output when running under IPython; do nothing in plain scripts."""
     try:
