@@ -9,8 +9,9 @@ from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 
 import tensorviz as tv
 from tensorviz import footprint as fp
-from tensorviz.diagram import (PALETTE, Diagram, DiagramOptionError, _allocate, assign_colors, color_for,
-                               depth_runs, diagram)
+from tensorviz._plan import allocate
+from tensorviz._plan_bars import depth_runs
+from tensorviz.diagram import PALETTE, Diagram, DiagramOptionError, assign_colors, color_for, diagram
 
 
 def spans(d: Diagram) -> dict[str, tuple[int, int]]:
@@ -202,7 +203,34 @@ def test_max_lanes_moves_extra_views_to_a_more_row_that_still_draws_them():
     ([10_001, 3, 3, 3], 40, ([31, 3, 3, 3], 4)),  # a huge block leaves room for the small ones
 ])
 def test_allocate_lane_budget(needs, budget, expected):
-    assert _allocate(needs, budget) == expected
+    assert allocate(needs, budget) == expected
+
+
+def test_planned_records_have_every_field_and_equal_their_constructor():
+    from dataclasses import fields
+
+    from tensorviz.diagram import Bar, Block, Lane
+
+    d = diagram(FusedQKV(), expand_simple=True)
+    for records, cls in ((d.lanes, Lane), (d.bars, Bar), (d.blocks, Block)):
+        for rec in records:
+            assert list(vars(rec)) == [f.name for f in fields(cls)]  # filled directly, in field order
+    assert all(Lane(**vars(lane)) == lane for lane in d.lanes)
+    with pytest.raises(AttributeError):  # still frozen
+        d.bars[0].start = 3
+
+
+def test_columns_mirror_the_bars():
+    x = torch.arange(12.0).reshape(3, 4)
+    d = diagram({"x": x, "even": x[:, ::2], "i": x.view(torch.int32), "row": x[0].expand(3, 4), "none": x[:0]})
+    c = d.columns
+    assert c.start.tolist() == [b.start for b in d.bars] and c.stop.tolist() == [b.stop for b in d.bars]
+    assert c.lane.tolist() == [b.lane for b in d.bars]
+    assert [c.colors[k] for k in c.color] == [b.color for b in d.bars]
+    for flag in ("overlaps_other", "non_contiguous", "reinterpreted", "expanded", "empty"):
+        assert getattr(c, flag).tolist() == [getattr(b, flag) for b in d.bars], flag
+    assert c.sparse.tolist() == [b.runs is not None for b in d.bars]
+    assert d.columns is c  # computed once
 
 
 # -- colours ---------------------------------------------------------------------------------

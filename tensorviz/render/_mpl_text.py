@@ -20,13 +20,14 @@ if TYPE_CHECKING:
     from ..diagram import Diagram
 
 LABEL_BUDGET = 300  # most in-bar text labels
+LANE_CHARS = 44  # longest row label; longer names keep their end
 RUN_LABELS = 50  # most "unreferenced" / "header" labels written inside storage rows
 _MUTED = "#555555"
 
 
 # -- sizes ------------------------------------------------------------------------------------
 def lane_text(label: str) -> str:
-    return truncate_label(label, 44)
+    return truncate_label(label, LANE_CHARS)
 
 
 def labels_fit(n_lanes: int, plot_inches: float) -> bool:
@@ -106,11 +107,12 @@ def label_storage_runs(d: "Diagram", ax: "Axes", rows: list[tuple[int, float]]) 
 # -- names inside bars ------------------------------------------------------------------------
 def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
     """Names inside bars on rows holding several bars (packed rows, "more" rows), where they fit."""
-    lanes_multi: dict[int, list[int]] = {}
-    for i, b in enumerate(d.bars):
-        if not b.empty:
-            lanes_multi.setdefault(b.lane, []).append(i)
-    candidates = [i for idx in lanes_multi.values() if len(idx) > 1 for i in idx]
+    c = d.columns
+    live = np.flatnonzero(~c.empty)
+    crowded = np.bincount(c.lane[live], minlength=len(d.lanes)) > 1 if len(live) else np.zeros(0, bool)
+    # bars in lane order (a stable sort keeps each lane's bars in their order)
+    candidates = live[np.argsort(c.lane[live], kind="stable")]
+    candidates = candidates[crowded[c.lane[candidates]]].tolist() if len(live) else []
     if not candidates:
         return
     suffix = common_suffix([d.bars[i].label for i in candidates[:2000]])
@@ -121,12 +123,14 @@ def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
         b = d.bars[i]
         a, z = max(b.start, lo), min(b.stop, hi)
         fits = int((z - a) * per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
-        text = short_label(b.label, fits, suffix) if drawn < LABEL_BUDGET else None
+        text = short_label(b.label, fits, suffix) if fits >= 1 else None
         if text is None:
             continue
         ax.text((a + z) / 2, b.lane, text, ha="center", va="center", fontsize=6.5, clip_on=True,
                 gid="bar-label")
         drawn += 1
+        if drawn == LABEL_BUDGET:
+            break
 
 
 def common_suffix(labels: list[str]) -> str:
@@ -166,17 +170,17 @@ def draw_header(d: "Diagram", ax: "Axes") -> None:
 def legend_entries(d: "Diagram") -> list[tuple[str, str]]:
     """``(mark, label)`` for each mark this diagram uses; a mark is a layer gid of
     :data:`tensorviz.render.mpl.STYLE` or one of "read", "unread", "dashed", "empty"."""
-    bars, blocks = d.bars, d.blocks
+    c, blocks = d.columns, d.blocks
     wanted = [
-        ("read", "bytes read (exact)", any(b.runs is not None for b in bars)),
-        ("unread", "in span, not read", any(b.runs is not None for b in bars)),
+        ("read", "bytes read (exact)", c.sparse.any()),
+        ("unread", "in span, not read", c.sparse.any()),
         ("header", "file header", any(len(b.header) for b in blocks)),
         ("unreferenced", "unreferenced", any(len(b.unreferenced) for b in blocks)),
-        ("overlaps", "read by ≥2 bars", any(b.overlaps_other for b in bars)),
-        ("dashed", "non-contiguous", any(b.non_contiguous for b in bars)),
-        ("expanded", "expanded (stride 0)", any(b.expanded for b in bars)),
-        ("empty", "empty view (a tick at its offset)", any(b.empty for b in bars)),
-        ("reinterpreted", "other dtype", any(b.reinterpreted for b in bars)),
+        ("overlaps", "read by ≥2 bars", c.overlaps_other.any()),
+        ("dashed", "non-contiguous", c.non_contiguous.any()),
+        ("expanded", "expanded (stride 0)", c.expanded.any()),
+        ("empty", "empty view (a tick at its offset)", c.empty.any()),
+        ("reinterpreted", "other dtype", c.reinterpreted.any()),
     ]
     return [(mark, label) for mark, label, used in wanted if used]
 

@@ -1,0 +1,315 @@
+"""The diagram planner: a Layout and normalised options -> a :class:`~tensorviz.diagram.Diagram`.
+
+Private; :func:`tensorviz.diagram.diagram` is the public door. Five steps (:meth:`_Planner.plan`):
+select storages and make their bars (:mod:`tensorviz._plan_bars`), order them, collapse the
+simple ones into a summary row, share the lane budget (:func:`allocate`), emit lanes and bars.
+A diagram of 5,000 storages is planned on every explorer redraw, so each step does one pass,
+and the frozen records are filled directly (see :func:`_new`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import fields
+from typing import Sequence
+
+import numpy as np
+
+from . import footprint as fp
+from ._plan_bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
+from ._units import format_bytes
+from .diagram import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary, assign_colors
+from .layout import Layout, Storage, TensorView
+
+__all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
+
+
+def plan(layout: Layout, opts: DiagramOptions) -> Diagram:
+    """Plan the diagram of ``layout`` (options already checked by ``diagram()``)."""
+    return _Planner(layout, opts).plan()
+
+
+def storage_reasons(storage: Storage, views: Sequence[TensorView]) -> tuple[str, ...]:
+    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous."""
+    if not views:
+        return ("partial",) if storage.nbytes else ()
+    reasons = []
+    if len(views) > 1:
+        reasons.append("shared")
+    if storage.unreferenced_nbytes and storage.nbytes:
+        reasons.append("partial")
+    if len(views) > 1 and sum(v.footprint_nbytes for v in views) > storage.covered_nbytes:
+        reasons.append("overlapping")
+    if any(not v.is_contiguous for v in views):
+        reasons.append("non-contiguous")
+    return tuple(reasons)
+
+
+def file_headers(layout: Layout) -> dict[tuple, tuple[int, int]]:
+    """``{storage key: (0, 8 + header length)}`` for the safetensors files of a layout."""
+    spans = layout.metadata.get("header")
+    if not isinstance(spans, dict):
+        return {}
+    return {("file", path): (int(ab[0]), int(ab[1])) for path, ab in spans.items()
+            if isinstance(ab, (tuple, list)) and len(ab) == 2}
+
+
+_NFIELDS: dict[type, int] = {}
+
+
+def _new(cls: type, **values: object):
+    """A frozen record filled in one step: its generated ``__init__`` sets each field through
+    ``object.__setattr__``, a third of the planning time of 10,000 bars. Every field is given."""
+    n = _NFIELDS.get(cls) or _NFIELDS.setdefault(cls, len(fields(cls)))
+    if len(values) != n:
+        raise TypeError(f"{cls.__name__} needs all {n} fields, got {sorted(values)}")
+    obj = object.__new__(cls)
+    object.__setattr__(obj, "__dict__", values)
+    return obj
+
+
+class _Source:
+    """A storage selected for drawing, with its bars grouped into content rows."""
+
+    __slots__ = ("storage", "reasons", "protos", "rows", "overlap")
+
+    def __init__(self, storage: Storage, reasons: tuple[str, ...], protos: list[Proto], rows: list[list[int]],
+                 overlap: np.ndarray):
+        self.storage, self.reasons, self.protos, self.rows = storage, reasons, protos, rows
+        self.overlap = overlap  # bytes read by two or more of ``protos``
+
+
+class _Planner:
+    """Turns a Layout and options into a Diagram, in numbered steps (see :meth:`plan`)."""
+
+    def __init__(self, layout: Layout, opts: DiagramOptions):
+        self.layout, self.opts = layout, opts
+        self.rx = re.compile(opts.names) if opts.names is not None else None
+        self.filtering = (self.rx is not None or opts.byte_range is not None
+                          or (opts.only_shared and opts.by != "storage"))
+        self.headers = file_headers(layout)
+        self._first: dict[str, str] | None = None
+        self._colors: dict[str, str] = {}
+
+    def plan(self) -> Diagram:
+        # 1. select storages and make their bars; 2. order them; 3. collapse simple ones;
+        # 4. share the lane budget; 5. emit lanes and bars.
+        sources = self._sources()
+        sources.sort(key=lambda src: (not src.reasons, -src.storage.nbytes, src.storage.index))
+        sources, collapsed = self._collapse(sources)
+        needs = [1 if not src.reasons else 1 + len(src.rows) for src in sources]
+        caps, shown = allocate(needs, self.opts.max_lanes - (collapsed is not None))
+        return self._emit(sources[:shown], caps, collapsed, hidden=len(sources) - shown)
+
+    # -- step 1: selection ----------------------------------------------------------------
+    def _sources(self) -> list[_Source]:
+        wanted = self.opts.storages
+        if wanted is not None:
+            keep = set(wanted)
+            picked = [s for s in self.layout.storages if s.index in keep]
+            views = {s.key: self.layout.storage_views(s.index) for s in picked}
+        else:
+            picked, views = list(self.layout.storages), {}
+            for v in self.layout.views:  # one pass, not one look-up per storage
+                views.setdefault(v.storage, []).append(v)
+        made = (self._source(s, views.get(s.key, ())) for s in picked)
+        return [src for src in made if src is not None]
+
+    def _source(self, storage: Storage, views: Sequence[TensorView]) -> _Source | None:
+        opts = self.opts
+        if opts.only_shared and opts.by == "storage" and len(views) < 2:
+            return None
+        if len(views) == 1 and not self.filtering and views[0].is_dense:  # most storages: one bar
+            return _Source(storage, storage_reasons(storage, views), [Proto(list(views), None, True)], [[0]],
+                           fp.EMPTY)
+        protos = make_protos(views, opts.by == "span", self.layout.footprint_runs)
+        multi = mark_overlaps(protos)
+        mark_reinterpreted(protos)
+        keep = [p for p in protos if self._wanted(p)] if self.filtering else protos
+        if not keep and (views or self.rx is not None or opts.only_shared):
+            return None
+        if opts.byte_range is not None and not keep and storage.nbytes <= opts.byte_range[0]:
+            return None
+        rows = pack(keep) if opts.by == "overlap" else [[i] for i in range(len(keep))]
+        if keep is not protos:  # bytes two of the *kept* bars read
+            overlaps = [p.overlap for p in keep if len(p.overlap)]
+            multi = fp.union(*overlaps) if overlaps else fp.EMPTY
+        return _Source(storage, storage_reasons(storage, views), keep, rows, multi)
+
+    def _wanted(self, p: Proto) -> bool:
+        if self.rx is not None and not any(self.rx.search(n) for n in p.names):
+            return False
+        if self.opts.only_shared and self.opts.by != "storage":
+            if len(self.layout.group_of(p.names[0], self.opts.by)) < 2:
+                return False
+        if self.opts.byte_range is not None:
+            lo, hi = self.opts.byte_range
+            return (lo <= p.start < hi) if p.empty else (p.start < hi and p.stop > lo)
+        return True
+
+    # -- step 3: collapse simple storages -----------------------------------------------------
+    def _collapse(self, sources: list[_Source]) -> tuple[list[_Source], Summary | None]:
+        """Fold the simple storages into one summary row, when there is anything else to show."""
+        if self.opts.expand_simple or not any(src.reasons for src in sources):
+            return sources, None
+        simple = [src for src in sources if not src.reasons]
+        if not simple:
+            return sources, None
+        summary = Summary(len(simple), sum(src.storage.nbytes for src in simple),
+                          tuple(src.storage.index for src in simple))
+        return [src for src in sources if src.reasons], summary
+
+    # -- step 5: emit ---------------------------------------------------------------------
+    def _emit(self, sources: list[_Source], caps: list[int], collapsed: Summary | None,
+              hidden: int) -> Diagram:
+        lanes: list[Lane] = []
+        bars: list[Bar] = []
+        blocks: list[Block] = []
+        self._colors = assign_colors([self._first_name(p.names[0]) for src in sources for p in src.protos])
+        for src, cap in zip(sources, caps):
+            blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))
+        if hidden:
+            lanes.append(Lane(f"… {hidden:,} more storage{'s' * (hidden != 1)}", "more-storages",
+                              -1, -1, 0, hidden=hidden))
+        if collapsed is not None:
+            lanes.append(Lane(collapsed.text, "summary", -1, -1, collapsed.nbytes, hidden=collapsed.count))
+        return Diagram(self.opts.by, self.opts, tuple(blocks), tuple(lanes), tuple(bars), collapsed,
+                       self._header(), self.opts.byte_range, hidden)
+
+    def _header(self) -> Header:
+        layout = self.layout
+        return Header(self.opts.by, len(layout), len(layout.storages), len(layout.shared(self.opts.by)),
+                      layout.unique_nbytes, layout.naive_nbytes, layout.storage_nbytes, len(layout.skipped))
+
+    def _first_name(self, name: str) -> str:
+        """The first name of ``name``'s span group: tied names share their group's colour."""
+        if self._first is None:
+            self._first = {n: g.names[0] for g in self.layout.groups("span") if len(g.names) > 1
+                           for n in g.names}
+        return self._first.get(name, name)
+
+    def _emit_block(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> Block:
+        s, label = src.storage, _storage_label(src.storage)
+        first_lane, first_bar = len(lanes), len(bars)
+        if not src.reasons and src.protos:  # a simple storage drawn in full: one row is extent and view
+            lanes.append(_new(Lane, label=src.protos[0].names[0], kind="simple", block=bi, storage=s.index,
+                              size=s.nbytes, sub=0, hidden=0))
+            bars.append(self._bar(src.protos[0], first_lane, bi))
+        else:
+            lanes.append(_new(Lane, label=label, kind="storage", block=bi, storage=s.index, size=s.nbytes,
+                              sub=0, hidden=0))
+            self._emit_rows(src, cap, bi, lanes, bars)
+        hidden = lanes[-1].hidden if lanes[-1].kind == "more" else 0
+        header, unref = self._storage_runs(s)
+        return _new(Block, storage=s.index, key=s.key, label=label, device=s.device, nbytes=s.nbytes,
+                    lanes=tuple(range(first_lane, len(lanes))), bars=tuple(range(first_bar, len(bars))),
+                    unreferenced=self._clip(unref), unreferenced_nbytes=fp.total(unref),
+                    overlap_runs=self._clip(src.overlap), reasons=src.reasons, hidden_views=hidden,
+                    header=self._clip(header))
+
+    def _emit_rows(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> None:
+        """A lane per content row while the cap allows, then one "… N more views" lane."""
+        s, rows, first_lane = src.storage, src.rows, len(lanes) - 1
+        own = rows if len(rows) + 1 <= cap else rows[:max(cap - 2, 0)]
+        for row in own:
+            lanes.append(_new(Lane, label=_row_label(src, row), kind="view", block=bi, storage=s.index,
+                              size=_row_size(src, row), sub=len(lanes) - first_lane, hidden=0))
+            bars.extend(self._bar(src.protos[i], len(lanes) - 1, bi) for i in row)
+        rest = [i for row in rows[len(own):] for i in row]
+        if rest:
+            n = sum(len(src.protos[i].views) for i in rest)
+            lanes.append(Lane(f"… {n:,} more view{'s' * (n != 1)}", "more", bi, s.index,
+                              _row_size(src, rest), sub=len(lanes) - first_lane, hidden=n))
+            bars.extend(self._bar(src.protos[i], len(lanes) - 1, bi) for i in rest)
+
+    def _storage_runs(self, s: Storage) -> tuple[np.ndarray, np.ndarray]:
+        """A file's header runs, and the storage's other unreferenced runs (if shown)."""
+        span = self.headers.get(s.key) if s.device == "file" else None
+        header = fp.clip(fp.as_runs([span]), 0, s.nbytes) if span else fp.EMPTY
+        if not (self.opts.show_unreferenced and s.unreferenced_nbytes):
+            return header, fp.EMPTY
+        unref = self.layout.unreferenced_runs(s.key)
+        return header, subtract(unref, header) if len(header) else unref
+
+    def _bar(self, p: Proto, lane: int, block: int) -> Bar:
+        views, v0 = p.views, p.views[0]
+        one = len(views) == 1
+        return _new(Bar, lane=lane, block=block, start=p.start, stop=p.stop, names=p.names,
+                    color=self._colors[self._first_name(v0.name)],
+                    dtype=v0.dtype if one or len({v.dtype for v in views}) == 1 else "mixed",
+                    runs=None if p.dense or p.empty else self._clip(p.runs),
+                    overlap_runs=self._clip(p.overlap) if len(p.overlap) else None,
+                    overlaps_other=bool(len(p.overlap)),
+                    non_contiguous=not v0.is_contiguous if one else any(not v.is_contiguous for v in views),
+                    reinterpreted=p.reinterpreted,
+                    expanded=v0.is_expanded if one else any(v.is_expanded for v in views),
+                    empty=p.empty, exact=v0.exact if one else all(v.exact for v in views))
+
+    def _clip(self, runs: np.ndarray) -> np.ndarray:
+        if self.opts.byte_range is None or not len(runs):
+            return runs
+        return fp.clip(runs, *self.opts.byte_range)
+
+
+def _storage_label(s: Storage) -> str:
+    parts = [f"storage #{s.index}"]
+    if s.label:
+        parts.append(s.label)
+    elif s.device != "cpu":
+        parts.append(s.device)
+    parts.append(format_bytes(s.nbytes))
+    return " · ".join(parts)
+
+
+def _row_label(src: _Source, row: list[int]) -> str:
+    protos = [src.protos[i] for i in row]
+    if len(protos) == 1:
+        return " ≡ ".join(protos[0].names)
+    names = [n for p in protos for n in p.names]
+    if len(names) <= 3:
+        return ", ".join(names)
+    return f"{names[0]}, … ({len(names):,} views)"
+
+
+def _row_size(src: _Source, row: list[int]) -> int:
+    if len(row) == 1:
+        p = src.protos[row[0]]
+        return p.stop - p.start
+    return max((src.protos[i].stop for i in row), default=0) - min((src.protos[i].start for i in row), default=0)
+
+
+# -- step 4: the lane budget ------------------------------------------------------------------
+def allocate(needs: list[int], budget: int, min_cap: int = 6) -> tuple[list[int], int]:
+    """Lanes per block under a budget, blocks in priority order.
+
+    All blocks if they fit. Otherwise a common cap on the largest blocks (water filling), over
+    as many leading blocks as keep that cap useful: at least ``min_cap`` lanes (extent, a few
+    views, the "more" row), or every shown block complete. One lane is kept for the
+    "… N more storages" row when blocks are dropped. Returns the caps and the blocks shown.
+
+    >>> allocate([10, 2], 8)
+    ([6, 2], 2)
+    """
+    if sum(needs) <= budget:
+        return list(needs), len(needs)
+    for shown in range(len(needs), 0, -1):
+        room = budget - (shown < len(needs))
+        part = needs[:shown]
+        if sum(min(n, 3) for n in part) > room and shown > 1:
+            continue
+        cap = _water_level(part, room)
+        if cap >= min_cap or all(n <= cap for n in part) or shown == 1:
+            return [min(n, cap) for n in part], shown
+    return [], 0
+
+
+def _water_level(needs: list[int], room: int) -> int:
+    """The largest cap c (>= 3) with sum(min(n, c)) <= room."""
+    lo, hi = 3, max(max(needs, default=3), 3)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(n, mid) for n in needs) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -1,0 +1,197 @@
+"""Bars before they have a lane: one per view (or per span group), with exact runs and flags.
+
+Private to the diagram planner (:mod:`tensorviz._plan`). A :class:`Proto` is mutable while the
+planner marks overlaps and reinterpretations on the protos of one storage; the planner then
+freezes each into a :class:`~tensorviz.diagram.Bar`. Everything here works per storage and
+costs little for the common storage of one or two dense views (no numpy on that path).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import footprint as fp
+from .layout import TensorView
+
+__all__ = ["Proto", "make_protos", "mark_overlaps", "mark_reinterpreted", "pack", "depth_runs", "subtract"]
+
+
+class Proto:
+    """A bar before it has a lane: its views, byte range, exact runs and flags.
+
+    ``runs`` is canonical and unclipped (``EMPTY`` for empty views; made on first use for a
+    dense proto, whose runs are its span); ``dense`` says the runs are the whole span;
+    ``overlap`` the bytes another bar of the storage also reads.
+    """
+
+    __slots__ = ("views", "names", "start", "stop", "_runs", "dense", "overlap", "reinterpreted")
+
+    def __init__(self, views: list[TensorView], runs: np.ndarray | None, dense: bool):
+        v0 = views[0]
+        self.views, self.names = views, tuple([v.name for v in views])
+        self.start, self.stop = v0.start, v0.stop
+        self._runs, self.dense = runs, dense
+        self.overlap: np.ndarray = fp.EMPTY
+        self.reinterpreted = False
+
+    @property
+    def runs(self) -> np.ndarray:
+        if self._runs is None:
+            self._runs = np.array([[self.start, self.stop]], dtype=np.int64)
+        return self._runs
+
+    @property
+    def empty(self) -> bool:
+        return self.start == self.stop
+
+
+def make_protos(views: Sequence[TensorView], by_span: bool,
+                footprint_runs: Callable[[str], np.ndarray]) -> list[Proto]:
+    """One proto per view; with ``by_span``, one per group of views with an identical span
+    (empty views never group)."""
+    if not by_span:
+        return [_proto([v], footprint_runs) for v in views]
+    spans: dict[object, list[TensorView]] = {}
+    for i, v in enumerate(views):
+        spans.setdefault(("empty", i) if v.is_empty else (v.start, v.stop), []).append(v)
+    return [_proto(vs, footprint_runs) for vs in spans.values()]
+
+
+def _proto(views: list[TensorView], footprint_runs: Callable[[str], np.ndarray]) -> Proto:
+    v0 = views[0]
+    if v0.is_empty:
+        return Proto(views, fp.EMPTY, dense=False)
+    if len(views) == 1 and v0.is_dense:
+        return Proto(views, None, dense=True)
+    runs = [footprint_runs(v.name) for v in views]
+    merged = runs[0] if len(runs) == 1 else fp.union(*runs)
+    dense = len(merged) == 1 and merged[0, 0] == v0.start and merged[0, 1] == v0.stop
+    return Proto(views, merged, dense)
+
+
+# -- bytes read by two or more bars -------------------------------------------------------------
+def depth_runs(run_sets: Sequence[np.ndarray], at_least: int = 2) -> np.ndarray:
+    """Bytes covered by at least ``at_least`` of the given canonical run sets (a sweep).
+
+    >>> depth_runs([np.array([[0, 10]]), np.array([[5, 20]]), np.array([[8, 9]])]).tolist()
+    [[5, 10]]
+    """
+    sets = [r for r in run_sets if len(r)]
+    if len(sets) < at_least:
+        return fp.EMPTY
+    allr = np.concatenate(sets)
+    pos = np.concatenate((allr[:, 0], allr[:, 1]))
+    delta = np.concatenate((np.ones(len(allr), np.int64), -np.ones(len(allr), np.int64)))
+    order = np.lexsort((delta, pos))  # at a shared position, ends before starts: abutting != overlap
+    pos, depth = pos[order], np.cumsum(delta[order])
+    keep = (depth[:-1] >= at_least) & (pos[1:] > pos[:-1])
+    return fp.union(np.stack((pos[:-1][keep], pos[1:][keep]), axis=1))
+
+
+def _intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if not len(a) or not len(b):
+        return fp.EMPTY
+    lo = np.searchsorted(b[:, 1], a[0, 0], side="right")
+    hi = np.searchsorted(b[:, 0], a[-1, 1], side="left")
+    b = b[lo:hi]
+    return depth_runs([a, b], 2) if len(b) else fp.EMPTY
+
+
+def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The runs of ``a`` outside ``b`` (both canonical).
+
+    >>> subtract(np.array([[0, 100]]), np.array([[0, 16], [40, 50]])).tolist()
+    [[16, 40], [50, 100]]
+    """
+    if not len(a) or not len(b):
+        return a
+    return _intersect(a, fp.gaps(b, int(a[0, 0]), int(a[-1, 1])))
+
+
+def mark_overlaps(protos: list[Proto]) -> np.ndarray:
+    """Set each proto's ``overlap``: its bytes that another proto of the storage also reads.
+    Returns the bytes read by two or more protos (the union of those overlaps)."""
+    if len(protos) < 2:
+        return fp.EMPTY
+    if len(protos) <= 64 and all(p.dense or p.empty for p in protos):
+        return _mark_dense_overlaps(protos)  # the common case (ties, slices), without numpy overhead
+    multi = depth_runs([p.runs for p in protos], 2)
+    for p in protos if len(multi) else ():
+        if len(p.runs) and p.start < multi[-1, 1] and p.stop > multi[0, 0]:
+            p.overlap = _intersect(p.runs, multi)
+    return multi
+
+
+def _mark_dense_overlaps(protos: list[Proto]) -> np.ndarray:
+    live = [p for p in protos if not p.empty]
+    events = sorted([(p.start, 1) for p in live] + [(p.stop, -1) for p in live])
+    multi: list[list[int]] = []
+    depth, prev = 0, None
+    for pos, delta in events:  # ends sort before starts at one position: abutting is not overlap
+        if depth >= 2 and prev is not None and pos > prev:
+            if multi and multi[-1][1] == prev:
+                multi[-1][1] = pos
+            else:
+                multi.append([prev, pos])
+        depth += delta
+        prev = pos
+    for p in live if multi else ():
+        mine = [[max(a, p.start), min(b, p.stop)] for a, b in multi if a < p.stop and b > p.start]
+        if mine:
+            p.overlap = _frozen(mine)
+    return _frozen(multi) if multi else fp.EMPTY
+
+
+def _frozen(runs: list[list[int]]) -> np.ndarray:
+    """A run set from runs already sorted, disjoint and not abutting (no union needed)."""
+    out = np.array(runs, dtype=np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def mark_reinterpreted(protos: list[Proto]) -> None:
+    """Flag protos that read bytes as another dtype than the storage's first view does (and
+    share those bytes with it): ``x.view(torch.int32)`` is flagged, ``x`` is not."""
+    if not protos:
+        return
+    primary = protos[0].views[0].dtype
+    if all(v.dtype == primary for p in protos for v in p.views):
+        return
+    dtypes = [{v.dtype for v in p.views} for p in protos]
+    native = fp.union(*(p.runs for p, ds in zip(protos, dtypes) if primary in ds))
+    for p, ds in zip(protos, dtypes):
+        if len(ds) > 1 or (ds != {primary} and len(p.overlap) and fp.intersection_nbytes(p.runs, native)):
+            p.reinterpreted = True
+
+
+# -- packing ------------------------------------------------------------------------------------
+def pack(protos: list[Proto]) -> list[list[int]]:
+    """Greedy interval packing of spans onto rows: each bar takes the lowest free row, so no bar
+    hides another. Empty views go on the first row.
+
+    >>> v = [type("V", (), dict(start=a, stop=b))() for a, b in ((0, 4), (2, 6), (4, 8))]
+    >>> pack(v)
+    [[0, 2], [1]]
+    """
+    order = sorted(range(len(protos)), key=lambda i: (protos[i].start, -protos[i].stop, i))
+    rows: list[list[int]] = []
+    busy: list[tuple[int, int]] = []  # (end, row)
+    free: list[int] = []
+    for i in order:
+        p = protos[i]
+        if p.start == p.stop:
+            if not rows:
+                rows.append([])
+            rows[0].append(i)
+            continue
+        while busy and busy[0][0] <= p.start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        r = heapq.heappop(free) if free else len(rows)
+        if r == len(rows):
+            rows.append([])
+        rows[r].append(i)
+        heapq.heappush(busy, (p.stop, r))
+    return rows
