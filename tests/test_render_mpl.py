@@ -11,8 +11,8 @@ from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 
 import tensorviz as tv
 from tensorviz.diagram import diagram
-from tensorviz.render.mpl import (BAR_HEIGHT, HATCH_LIMIT, STYLE, drawn_rects, layer, names_at, render, short_label,
-                                  texts, to_png)
+from tensorviz.render.mpl import (BAR_HEIGHT, HATCH_LIMIT, STYLE, drawn_rects, layer, names_at, png_bytes, render,
+                                  short_label, texts, to_png)
 
 
 def pixels(fig) -> np.ndarray:
@@ -122,6 +122,57 @@ def test_overlap_marks_and_storage_layers():
     # the overlap strip sits inside its bar, along the bottom
     ys = drawn_rects(fig, "overlaps")[1][:, 1]
     assert 2 - BAR_HEIGHT / 2 < ys.min() < ys.max() == pytest.approx(2 + BAR_HEIGHT / 2)
+
+
+def strip_pixels(fig, png: bytes, k: int) -> np.ndarray:
+    """The RGB pixels inside overlap strip ``k`` (its edge pixels left out)."""
+    import io
+
+    from matplotlib.image import imread
+
+    img = imread(io.BytesIO(png))[..., :3]
+    (x0, y0), (x1, y1) = fig.axes[0].transData.transform(drawn_rects(fig, "overlaps")[k][[0, 2]])
+    top, bottom = sorted((img.shape[0] - y0, img.shape[0] - y1))
+    return img[int(np.ceil(top)) + 1:int(bottom) - 1, int(np.ceil(min(x0, x1))) + 1:int(max(x0, x1)) - 1]
+
+
+def test_overlap_strips_stand_out_on_every_palette_colour():
+    from matplotlib.colors import to_rgb
+
+    from tensorviz.diagram import PALETTE
+
+    w = torch.zeros(12, 64)
+    views = {"all": w} | {f"rows{i}": w[i:i + 2] for i in range(11)}  # every bar overlaps another
+    d = diagram(views)
+    assert sorted({b.color for b in d.bars}) == sorted(PALETTE)
+    fig = render(d)
+    png = png_bytes(fig)
+    owners = layer(fig, "overlaps").tensorviz_owner
+    for k, owner in enumerate(owners):
+        bar = d.bars[owner]
+        px = strip_pixels(fig, png, k)
+        assert px.size, bar
+        apart = np.abs(px - to_rgb(bar.color)).sum(axis=-1) > 0.5
+        # most of the strip (white ground and red crosses) differs clearly from the bar's colour
+        assert apart.mean() > 0.6, (bar.label, bar.color, apart.mean())
+        assert (px.min(axis=-1) > 0.9).mean() > 0.3 and (np.abs(px - to_rgb(STYLE["overlaps"]["edgecolor"])).sum(-1)
+                                                          < 0.5).any(), bar.label  # white with red crosses
+
+
+def test_in_bar_names_are_white_on_dark_bars_black_on_light():
+    from tensorviz.render._mpl_text import ink
+
+    flat = torch.zeros(64 * 12, device="meta")
+    views = {f"layers.{i}.weight": flat[64 * i: 64 * (i + 1)] for i in range(12)}
+    fig = render(diagram(views, by="overlap"))
+    d = fig.tensorviz_diagram
+    colour = {b.label.removesuffix(".weight"): b.color for b in d.bars}  # the shared ".weight" is dropped
+    labels = [t for t in fig.axes[0].texts if t.get_gid() == "bar-label"]
+    assert len(labels) == 12
+    assert {t.get_color() for t in labels} == {"white", "black"}
+    for t in labels:
+        assert t.get_color() == ink(colour[t.get_text()])
+    assert ink("#aa3377") == "white" and ink("#ccbb44") == "black"
 
 
 def test_unreferenced_layer_and_label():

@@ -126,11 +126,31 @@ def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
         text = short_label(b.label, fits, suffix) if fits >= 1 else None
         if text is None:
             continue
-        ax.text((a + z) / 2, b.lane, text, ha="center", va="center", fontsize=6.5, clip_on=True,
-                gid="bar-label")
+        # Above the overlap strip if the bar has one; white on dark bars, black on light ones.
+        y = b.lane - (0.72 * 0.38 / 2 if b.overlaps_other else 0.0)
+        ax.text((a + z) / 2, y, text, ha="center", va="center", fontsize=6.5, clip_on=True,
+                color=ink(b.color, 0.22 if b.runs is not None else 1.0), gid="bar-label")
         drawn += 1
         if drawn == LABEL_BUDGET:
             break
+
+
+def ink(color: str, alpha: float = 1.0) -> str:
+    """Black or white, whichever reads better on ``color`` (drawn at ``alpha`` over white).
+
+    Black above a relative luminance of 0.22: a little above the point of equal WCAG
+    contrast (0.18), because thin white strokes on mid-dark greens and browns read better
+    than black ones.
+
+    >>> ink("#aa3377"), ink("#228833"), ink("#ccbb44"), ink("#aa3377", alpha=0.22)
+    ('white', 'white', 'black', 'black')
+    """
+    from matplotlib.colors import to_rgb
+
+    rgb = alpha * np.array(to_rgb(color)) + (1 - alpha)
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    luminance = float(linear @ [0.2126, 0.7152, 0.0722])
+    return "black" if luminance > 0.22 else "white"
 
 
 def common_suffix(labels: list[str]) -> str:
