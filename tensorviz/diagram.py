@@ -138,7 +138,9 @@ class Block:
     holds the storage's runs no view reads (clipped to the byte range; empty when hidden),
     ``overlap_runs`` the bytes read by two or more bars. ``reasons`` is a subset of
     ("shared", "partial", "overlapping", "non-contiguous"); ``simple`` blocks have none.
-    ``header`` holds a file's header bytes (clipped; they are not in ``unreferenced``).
+    ``header`` holds a safetensors file's header bytes (``layout.metadata["header"]``, clipped;
+    they are not in ``unreferenced`` nor counted in ``unreferenced_nbytes``, though no view
+    reads them, so a file is always "partial"); gaps and padding stay ``unreferenced``.
     """
 
     storage: int

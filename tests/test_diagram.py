@@ -134,6 +134,43 @@ def test_overlap_mode_packs_subrows():
     assert d.blocks[0].overlap_runs.tolist() == [[0, 96]]
 
 
+# -- files ------------------------------------------------------------------------------------
+def gappy_safetensors(path) -> int:
+    """A hand-made safetensors file: 2 bytes before ``a``, 8 between ``a`` and ``b``, 8 after.
+    Returns the data start (8 + header length)."""
+    import json
+    import struct
+
+    header = json.dumps({"a": {"dtype": "I16", "shape": [3], "data_offsets": [2, 8]},
+                         "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}}).encode() + b"    "
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(32))
+    return 8 + len(header)
+
+
+def test_file_header_is_its_own_run_and_gaps_stay_unreferenced(tmp_path):
+    path = tmp_path / "gappy.safetensors"
+    ds = gappy_safetensors(path)
+    layout = tv.analyze(path)
+    assert layout.metadata["header"] == {str(path): (0, ds)}
+    (block,) = diagram(layout).blocks
+    assert block.header.tolist() == [[0, ds]]
+    assert block.unreferenced.tolist() == [[ds, ds + 2], [ds + 8, ds + 16], [ds + 24, ds + 32]]
+    assert block.unreferenced_nbytes == 18  # the header is not counted as unreferenced
+    assert layout.storages[0].unreferenced_nbytes == ds + 18  # ... though no view reads it
+    assert diagram(layout, show_unreferenced=False).blocks[0].header.tolist() == [[0, ds]]
+    zoomed = diagram(layout, byte_range=(ds - 4, ds + 4)).blocks[0]
+    assert zoomed.header.tolist() == [[ds - 4, ds]] and zoomed.unreferenced.tolist() == [[ds, ds + 2]]
+    text = diagram(layout).to_text(width=ds + 32)  # one byte per cell
+    assert text.splitlines()[2] == "  storage #0 |" + "h" * ds + ".." + "=" * 6 + "." * 8 + "=" * 8 + "." * 8 + "|"
+
+
+def test_header_only_comes_from_the_files_own_metadata():
+    x = torch.zeros(10)
+    layout = tv.analyze({"x": x[2:]})  # unreferenced bytes at the start, but no file
+    (block,) = diagram(layout).blocks
+    assert block.header.tolist() == [] and block.unreferenced.tolist() == [[0, 8]]
+
+
 # -- ordering, filters, budget -----------------------------------------------------------------
 def test_interesting_storages_first_then_by_size():
     big, small_shared = torch.zeros(100), torch.zeros(10)

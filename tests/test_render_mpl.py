@@ -183,6 +183,25 @@ def test_unreferenced_layer_and_label():
     assert texts(fig, "run-label") == ["unreferenced 800 B"]
 
 
+def test_file_header_layer_label_and_legend(tmp_path):
+    from test_diagram import gappy_safetensors
+
+    path = tmp_path / "gappy.safetensors"
+    ds = gappy_safetensors(path)
+    layout = tv.analyze(path)
+    fig = render(diagram(layout))
+    assert xranges(fig, "header") == [(0.0, float(ds))]
+    assert names_at(fig, "header", 0) == ("a", "b")
+    assert xranges(fig, "unreferenced") == [(ds, ds + 2.0), (ds + 8.0, ds + 16.0), (ds + 24.0, ds + 32.0)]
+    assert layer(fig, "header").get_hatch() == STYLE["header"]["hatch"] != layer(fig, "unreferenced").get_hatch()
+    assert texts(fig, "run-label") == [f"header {ds} B"]  # the gaps are too thin for words
+    assert texts(fig, "lane-label")[0] == f"storage #0 · gappy.safetensors · {ds + 32} B\n18 B unreferenced"
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["file header", "unreferenced"]
+    assert fig.axes[0].get_xlabel() == "bytes from the start of each file"
+    assert not layer(render(diagram(seed_tensors())), "header").get_visible()  # no file, no header
+
+
 def test_byte_axis_ticks_and_readout():
     fig = render(diagram(seed_tensors()))
     ax = fig.axes[0]

@@ -4,7 +4,7 @@ Each storage block gets its own byte scale (``width`` cells from its first to it
 the diagram's byte range). Cell characters:
 
 - storage row: ``=`` bytes read by some view, ``.`` unreferenced, ``:`` a mix, ``x`` bytes read
-  by two or more bars;
+  by two or more bars, ``h`` a file's header;
 - view rows: ``#`` every byte of the cell is read, ``+`` some are, ``-`` inside the span but
   none read (a stride gap), ``|`` an empty view, blank outside the span.
 
@@ -106,10 +106,12 @@ def _extent_cells(block: "Block", edges: np.ndarray) -> str:
     inside = covered_per_cell(np.array([[0, block.nbytes]], dtype=np.int64), edges)
     unref = covered_per_cell(block.unreferenced, edges)
     multi = covered_per_cell(block.overlap_runs, edges)
+    header = covered_per_cell(block.header, edges)
     out = np.full(len(widths), " ")
     out[inside > 0] = "="
     out[(unref > 0) & (unref < inside)] = ":"
     out[(unref > 0) & (unref == inside)] = "."
+    out[header > 0] = "h"
     out[multi > 0] = "x"
     return "".join(out)
 
