@@ -18,7 +18,8 @@ import numpy as np
 from . import footprint as fp
 from ._plan_bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
 from ._units import format_bytes
-from .diagram import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary, assign_colors
+from ._plan_colors import assign_colors
+from .diagram import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
 from .layout import Layout, Storage, TensorView
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]

@@ -16,8 +16,6 @@ renderers only read it, so tests can check the plan and the drawing separately.
 
 from __future__ import annotations
 
-import re
-import zlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple, Sequence
@@ -25,21 +23,13 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from . import footprint as fp
+from ._plan_colors import PALETTE, assign_colors, color_for
 from ._units import format_bytes
 from .errors import TensorvizError
 from .layout import Layout, Storage
 
 __all__ = ["diagram", "Diagram", "DiagramOptions", "Block", "Lane", "Bar", "BarColumns", "Summary", "Header",
            "DiagramOptionError", "PALETTE", "color_for", "assign_colors"]
-
-_BYS = ("storage", "span", "overlap")
-
-#: Bar colours (colour-blind-friendly, no greys or reds: those mark unreferenced and overlapping
-#: bytes). A group's colour is picked by a hash of its first name (see :func:`assign_colors`),
-#: so it never depends on the order of the source; tied names share their group's colour.
-PALETTE = ("#4477aa", "#66ccee", "#228833", "#ccbb44", "#aa3377", "#5566dd", "#009988",
-           "#ee7733", "#88ccaa", "#997700", "#6699cc", "#bb99dd")
-
 
 class DiagramOptionError(TensorvizError, ValueError):
     """An option of :func:`diagram` is out of range (the message shows the value and the fix)."""
@@ -280,34 +270,6 @@ class Diagram:
                 f"{len(self.bars)} bars>")
 
 
-def color_for(name: str) -> str:
-    """The palette colour of a group whose first name is ``name`` (stable across runs)."""
-    return PALETTE[zlib.crc32(name.encode("utf-8")) % len(PALETTE)]
-
-
-def assign_colors(first_names: Sequence[str]) -> dict[str, str]:
-    """Colours for the groups drawn together: each group starts at the hash of its first name
-    (:func:`color_for`) and moves to the next free palette colour on a collision, visiting
-    groups in hash order -- so colours depend on which groups are shown, never on their order.
-
-    >>> cs = assign_colors(["a", "b", "c"]); len(set(cs.values()))
-    3
-    """
-    n = len(PALETTE)
-    keyed = sorted({(zlib.crc32(name.encode("utf-8")), name) for name in first_names})
-    out: dict[str, str] = {}
-    used: set[int] = set()
-    for h, name in keyed:
-        if len(used) == n:
-            used.clear()
-        k = h % n
-        while k in used:
-            k = (k + 1) % n
-        used.add(k)
-        out[name] = PALETTE[k]
-    return out
-
-
 def diagram(layout_or_obj: Any, *, by: str = "storage", names: str | None = None,
             storages: Sequence[int] | None = None, only_shared: bool = False,
             byte_range: tuple[int, int] | None = None, max_lanes: int = 40,
@@ -341,10 +303,11 @@ def diagram(layout_or_obj: Any, *, by: str = "storage", names: str | None = None
     ['wte ≡ head']
     """
     from ._plan import plan
+    from ._plan_options import normalise
 
     layout = layout_or_obj if isinstance(layout_or_obj, Layout) else _analyze(layout_or_obj)
-    opts = _normalise(layout, by, names, storages, only_shared, byte_range, max_lanes,
-                      show_unreferenced, expand_simple)
+    opts = normalise(layout, by, names, storages, only_shared, byte_range, max_lanes,
+                     show_unreferenced, expand_simple)
     return plan(layout, opts)
 
 
@@ -352,36 +315,6 @@ def _analyze(obj: Any) -> Layout:
     from . import analyze
 
     return analyze(obj)
-
-
-def _normalise(layout: Layout, by: str, names: str | None, storages: Sequence[int] | None,
-               only_shared: bool, byte_range: tuple[int, int] | None, max_lanes: int,
-               show_unreferenced: bool, expand_simple: bool) -> DiagramOptions:
-    if by not in _BYS:
-        raise DiagramOptionError(f"by must be one of {_BYS}, got {by!r}")
-    if names is not None:
-        try:
-            re.compile(names)
-        except re.error as err:
-            raise DiagramOptionError(f"names={names!r} is not a valid regular expression ({err}); "
-                                     f"escape special characters with re.escape(...)") from None
-    if storages is not None:
-        n = len(layout.storages)
-        bad = [i for i in storages if not isinstance(i, (int, np.integer)) or not 0 <= i < n]
-        if bad:
-            raise DiagramOptionError(f"storages={list(storages)!r}: {bad} not storage indices; "
-                                     f"this layout has storages 0..{n - 1}")
-        storages = tuple(int(i) for i in storages)
-    if byte_range is not None:
-        lo, hi = (int(x) for x in byte_range)
-        if not 0 <= lo < hi:
-            raise DiagramOptionError(f"byte_range={tuple(byte_range)!r} must be (lo, hi) with "
-                                     f"0 <= lo < hi, in bytes from the start of the storage")
-        byte_range = (lo, hi)
-    if not isinstance(max_lanes, (int, np.integer)) or max_lanes < 3:
-        raise DiagramOptionError(f"max_lanes must be an integer >= 3, got {max_lanes!r}")
-    return DiagramOptions(by, names, storages, bool(only_shared), byte_range, int(max_lanes),
-                          bool(show_unreferenced), bool(expand_simple))
 
 
 def storage_reasons(layout: Layout, storage: Storage) -> tuple[str, ...]:

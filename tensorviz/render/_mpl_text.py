@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._units import format_bytes
+from ._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
 from .text import truncate_label
 
 if TYPE_CHECKING:
@@ -28,25 +29,6 @@ _MUTED = "#555555"
 # -- sizes ------------------------------------------------------------------------------------
 def lane_text(label: str) -> str:
     return truncate_label(label, LANE_CHARS)
-
-
-def labels_fit(n_lanes: int, plot_inches: float) -> bool:
-    return plot_inches / max(n_lanes, 1) >= 0.085  # about 8.5 px per lane at 100 dpi
-
-
-def ax_inches(ax: "Axes") -> tuple[float, float]:
-    fw, fh = ax.figure.get_size_inches()
-    pos = ax.get_position()
-    return pos.width * fw, pos.height * fh
-
-
-def px_per_byte(d: "Diagram", ax: "Axes") -> float:
-    lo, hi = d.x_range
-    return ax_inches(ax)[0] * 100 / max(hi - lo, 1)
-
-
-def lane_px(ax: "Axes") -> float:
-    return ax_inches(ax)[1] * 100 / max(abs(ax.get_ylim()[0] - ax.get_ylim()[1]), 1)
 
 
 # -- lane labels ------------------------------------------------------------------------------
@@ -86,13 +68,15 @@ def lane_label(d: "Diagram", i: int) -> str:
     return text
 
 
-def label_storage_runs(d: "Diagram", ax: "Axes", rows: list[tuple[int, float]]) -> None:
+def label_storage_runs(d: "Diagram", ax: "Axes") -> None:
     """Write "header" and "unreferenced" inside the runs wide enough to hold the words."""
     px = px_per_byte(d, ax)
     lo, hi = d.x_range
     drawn = 0
-    for bi, y in rows:
-        block = d.blocks[bi]
+    for block in d.blocks:
+        y = block.lanes[0]
+        if d.lanes[y].kind != "storage":
+            continue
         for word, runs in (("header", block.header), ("unreferenced", block.unreferenced)):
             for a, b in runs.tolist():
                 a, b = max(a, lo), min(b, hi)
@@ -127,7 +111,7 @@ def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
         if text is None:
             continue
         # Above the overlap strip if the bar has one; white on dark bars, black on light ones.
-        y = b.lane - (0.72 * 0.38 / 2 if b.overlaps_other else 0.0)
+        y = b.lane - (BAR_HEIGHT * STRIP / 2 if b.overlaps_other else 0.0)
         ax.text((a + z) / 2, y, text, ha="center", va="center", fontsize=6.5, clip_on=True,
                 color=ink(b.color, 0.22 if b.runs is not None else 1.0), gid="bar-label")
         drawn += 1
