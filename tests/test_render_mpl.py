@@ -235,6 +235,11 @@ def test_many_views_stay_readable_and_fast_to_build():
     assert max(len(s) for s in labels) <= 44
     assert labels[1] == "model.layers.0.mlp.down_proj.weight"
     assert fig.get_size_inches()[1] < 15
+    # each view on a row of its own is far under a pixel wide: a tick at its centre shows it
+    slivers = layer(fig, "slivers")
+    assert slivers.tensorviz_owner.tolist() == list(range(38))
+    assert [seg[0, 0] for seg in slivers.get_segments()] == [(b.start + b.stop) / 2 for b in d.bars[:38]]
+    assert all(seg[0, 1] == d.bars[k].lane - BAR_HEIGHT / 2 for k, seg in enumerate(slivers.get_segments()))
 
 
 def test_render_into_given_axes_and_reused_figure():
@@ -288,6 +293,29 @@ def test_in_bar_labels_on_packed_rows_drop_the_shared_suffix():
     assert short_label("layers.12.k_proj.weight", 12, ".weight") == "12.k_proj"
     assert short_label("layers.12.k_proj.weight", 30) == "layers.12.k_proj.weight"
     assert short_label("a.b", 2) is None
+
+
+def test_in_bar_labels_never_drop_what_tells_bars_apart():
+    flat = torch.zeros(64 * 8, device="meta")
+    names = [f"layers.{i // 4}.{'qkvo'[i % 4]}_proj.weight" for i in range(8)]
+    views = {n: flat[64 * i: 64 * (i + 1)] for i, n in enumerate(names)}
+    narrow = render(diagram(views, by="overlap"), width=6.2)  # room for "q_proj", not "0.q_proj"
+    assert texts(narrow, "bar-label") == []  # "q_proj" alone would not say which layer
+    wide = render(diagram(views, by="overlap"), width=8)
+    assert texts(wide, "bar-label") == ["0.q_proj", "0.k_proj", "0.v_proj", "0.o_proj", "1.q_proj", "1.k_proj",
+                                        "1.v_proj", "1.o_proj"]
+
+
+def test_long_storage_labels_keep_number_and_size():
+    from tensorviz.render._mpl_text import storage_text
+
+    assert storage_text("storage #0 · small_model.safetensors · 5.5 KiB", 46) == "storage #0 · small_model.safetensors · 5.5 KiB"
+    assert storage_text("storage #0 · small_model.safetensors · 5.5 KiB", 44) == "storage #0 · small_model · 5.5 KiB"
+    assert storage_text("storage #10 · small_model_weights.safetensors · 5.5 KiB", 44) == \
+        "storage #10 · small_model_weights · 5.5 KiB"
+    assert storage_text("storage #2 · model-00003-of-00009.safetensors · 4.9 GiB", 40) == \
+        "storage #2 · model-00003…00009 · 4.9 GiB"
+    assert storage_text("storage #1 · meta · 4.0 KiB", 20) == "…#1 · meta · 4.0 KiB"  # no room: the end
 
 
 def test_hatch_layers_become_fills_past_the_limit():

@@ -147,6 +147,7 @@ def draw_bar_layers(d: "Diagram", ax: "Axes") -> None:
     _add(ax, "spans", rect_vertices(x0, x1, c.lane[full]), full, facecolors=face, edgecolors=edge,
          linewidths=0.7, linestyles=style)
     _draw_footprints(d, ax, colors)
+    _draw_slivers(d, ax, colors, full[(x1 - x0) * px_per_byte(d, ax) < 1.5])
     _draw_flag_layers(d, ax)
     _draw_empty(d, ax)
 
@@ -182,14 +183,31 @@ def _draw_flag_layers(d: "Diagram", ax: "Axes") -> None:
         _add_marks(ax, gid, rect_vertices(c.start[idx], c.stop[idx], c.lane[idx]), idx)
 
 
-def _draw_empty(d: "Diagram", ax: "Axes") -> None:
+def _draw_slivers(d: "Diagram", ax: "Axes", colors: np.ndarray, narrow: np.ndarray) -> None:
+    """A 1-pixel tick, in the bar's colour, over each bar narrower than a pixel or two that
+    has a row to itself: its exact span (in ``spans``) would not show. On rows of many bars
+    the bars show together, so they get no tick."""
+    c = d.columns
+    alone = np.bincount(c.lane, minlength=len(d.lanes))[c.lane[narrow]] == 1 if len(narrow) else narrow
+    idx = narrow[alone]
+    x = (c.start[idx] + c.stop[idx]) / 2
+    y = c.lane[idx].astype(np.float64)
+    segs = np.stack((np.stack((x, y - BAR_HEIGHT / 2), 1), np.stack((x, y + BAR_HEIGHT / 2), 1)), 1)
+    _lines(ax, "slivers", segs, idx, colors=colors[idx], linewidths=1.0)
+
+
+def _lines(ax: "Axes", gid: str, segs: np.ndarray, owner: np.ndarray, **style: Any) -> None:
     from matplotlib.collections import LineCollection
 
+    lines = LineCollection(segs.reshape(-1, 2, 2), **style)
+    lines.set_gid(gid)
+    lines.tensorviz_owner = np.asarray(owner, dtype=np.int64)
+    ax.add_collection(lines, autolim=False)
+
+
+def _draw_empty(d: "Diagram", ax: "Axes") -> None:
     c = d.columns
     idx = np.flatnonzero(c.empty)
     x, y = c.start[idx].astype(np.float64), c.lane[idx].astype(np.float64)
     segs = np.stack((np.stack((x, y - 0.4), 1), np.stack((x, y + 0.4), 1)), 1)
-    lines = LineCollection(segs, colors=_EDGE, linewidths=1.5)
-    lines.set_gid("empty")
-    lines.tensorviz_owner = idx.astype(np.int64)
-    ax.add_collection(lines, autolim=False)
+    _lines(ax, "empty", segs, idx, colors=_EDGE, linewidths=1.5)

@@ -57,10 +57,36 @@ def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
                     ha="left", fontsize=8.5, fontstyle="italic", color="#333333", gid="lane-note")
 
 
+def storage_text(label: str, n: int = LANE_CHARS) -> str:
+    """A storage row's label in ``n`` characters: its number and size stay; the middle (a file
+    name) loses its extension, then its own middle (shard names differ at both ends).
+
+    >>> storage_text("storage #0 · model-00001-of-00004.safetensors · 4.9 GiB", 40)
+    'storage #0 · model-00001…00004 · 4.9 GiB'
+    """
+    parts = label.split(" · ")
+    if len(label) <= n or len(parts) < 3:
+        return truncate_label(label, n)
+    head, middle, tail = parts[0], " · ".join(parts[1:-1]), parts[-1]
+    room = n - len(head) - len(tail) - 6
+    if room < 8:
+        return truncate_label(label, n)
+    stem, dot, ext = middle.rpartition(".")
+    if len(middle) > room and dot and ext in _EXTENSIONS:
+        middle = stem
+    if len(middle) > room:  # keep more of the start, where a shard's number is
+        start = (2 * (room - 1) + 2) // 3
+        middle = middle[:start] + "…" + middle[len(middle) - (room - 1 - start):]
+    return f"{head} · {middle} · {tail}"
+
+
+_EXTENSIONS = ("safetensors", "bin", "pt", "pth", "ckpt")
+
+
 def lane_label(d: "Diagram", i: int) -> str:
     """A row's label; a storage row adds its unreferenced bytes on a second line."""
     lane = d.lanes[i]
-    text = lane_text(lane.label)
+    text = storage_text(lane.label) if lane.kind == "storage" else lane_text(lane.label)
     if lane.kind == "storage":
         block = d.blocks[lane.block]
         if block.unreferenced_nbytes and d.options.show_unreferenced:
@@ -81,7 +107,7 @@ def label_storage_runs(d: "Diagram", ax: "Axes") -> None:
             for a, b in runs.tolist():
                 a, b = max(a, lo), min(b, hi)
                 text = f"{word} {format_bytes(b - a)}"
-                if (b - a) * px >= 5 * len(text) and drawn < RUN_LABELS:
+                if (b - a) * px >= 5.5 * len(text) + 6 and drawn < RUN_LABELS:
                     ax.text((a + b) / 2, y, text, ha="center", va="center", gid="run-label",
                             fontsize=6.5, color=_MUTED, clip_on=True,
                             bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
@@ -99,7 +125,9 @@ def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
     candidates = candidates[crowded[c.lane[candidates]]].tolist() if len(live) else []
     if not candidates:
         return
-    suffix = common_suffix([d.bars[i].label for i in candidates[:2000]])
+    labels = [d.bars[i].label for i in candidates]
+    suffix = common_suffix(labels[:2000])
+    ambiguous = shared_tails(labels, suffix)
     lo, hi = d.x_range
     per_byte = px_per_byte(d, ax)
     drawn = 0
@@ -107,7 +135,7 @@ def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
         b = d.bars[i]
         a, z = max(b.start, lo), min(b.stop, hi)
         fits = int((z - a) * per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
-        text = short_label(b.label, fits, suffix) if fits >= 1 else None
+        text = short_label(b.label, fits, suffix, ambiguous) if fits >= 1 else None
         if text is None:
             continue
         # Above the overlap strip if the bar has one; white on dark bars, black on light ones.
@@ -145,20 +173,43 @@ def common_suffix(labels: list[str]) -> str:
     return tail[tail.find("."):] if "." in tail else ""
 
 
-def short_label(label: str, fits: int, suffix: str = "") -> str | None:
+def _base(label: str, suffix: str) -> str:
+    return label[: len(label) - len(suffix)] if suffix and label.endswith(suffix) and label != suffix else label
+
+
+def shared_tails(labels: list[str], suffix: str = "") -> frozenset[str]:
+    """Dotted tails (without the shared suffix) that end two or more different labels: written
+    alone they would not say which bar is which ("k_proj" of which layer?).
+
+    >>> sorted(shared_tails(["layers.0.k_proj.weight", "layers.1.k_proj.weight"], ".weight"))
+    ['k_proj']
+    """
+    owner: dict[str, str] = {}
+    shared: set[str] = set()
+    for label in dict.fromkeys(labels):
+        parts = _base(label, suffix).split(".")
+        for k in range(1, len(parts)):
+            tail = ".".join(parts[k:])
+            if owner.setdefault(tail, label) != label:
+                shared.add(tail)
+    return frozenset(shared)
+
+
+def short_label(label: str, fits: int, suffix: str = "", ambiguous: frozenset[str] = frozenset()) -> str | None:
     """The label, or its most specific dotted tail without the shared suffix, in ``fits``
-    characters (None if not even 4 fit).
+    characters; never a tail in ``ambiguous`` (see :func:`shared_tails`). None if nothing fits.
 
     >>> short_label("layers.12.k_proj.weight", 12, ".weight"), short_label("a.b", 2)
     ('12.k_proj', None)
+    >>> short_label("layers.12.k_proj.weight", 8, ".weight"), short_label("layers.12.k_proj.weight", 8, ".weight", {"k_proj"})
+    ('k_proj', None)
     """
     if len(label) <= fits:
         return label
-    base = label[: len(label) - len(suffix)] if suffix and label.endswith(suffix) and label != suffix else label
-    parts = base.split(".")
+    parts = _base(label, suffix).split(".")
     for k in range(len(parts)):
         cand = ".".join(parts[k:])
-        if 4 <= len(cand) <= fits:
+        if 4 <= len(cand) <= fits and cand not in ambiguous:
             return cand
     return None
 

@@ -13,8 +13,9 @@ Layers (gids): ``extents`` (storage rows), ``header`` (a file's header bytes), `
 (bytes no view reads, hatched), ``storage-overlaps`` (bytes read by two or more bars, on the
 storage row), ``spans`` (every bar's byte range), ``footprints`` (the exact runs inside
 non-dense spans), ``overlaps`` (a white strip along the bottom of a bar, hatched, over the bytes
-another bar also reads), ``expanded``/``reinterpreted`` (hatched flag overlays), ``empty`` (a
-tick for each empty view), ``separators`` (lines between storages).
+another bar also reads), ``expanded``/``reinterpreted`` (hatched flag overlays), ``slivers``
+(a 1-pixel tick over each bar too narrow to see that has a row to itself), ``empty`` (a tick
+for each empty view), ``separators`` (lines between storages).
 
 >>> import torch, tensorviz as tv
 >>> from tensorviz.render.mpl import render, drawn_rects
