@@ -417,6 +417,12 @@ def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_ORDERED_NOTE = ("accelerate.utils.save de-duplicates only an OrderedDict (what model.state_dict() "
+                 "returns); a plain dict goes to safetensors as it is, and save_file refuses shared tensors")
+_PLAIN_NOTE = ("a plain dict: accelerate.utils.save de-duplicates only an OrderedDict, so this dict goes to "
+               "safetensors' save_file as it is (an OrderedDict would keep only the first name of each storage)")
+
+
 def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
     """``accelerate.utils.save(state_dict, path, safe_serialization=True)``.
 
@@ -424,6 +430,7 @@ def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
     plain ``dict`` goes to safetensors as it is.
     """
     run = Run(tuple(sd))
+    run.notes.append(_ORDERED_NOTE if ordered else _PLAIN_NOTE)
     try:
         cleaned = _accelerate_clean(run, sd) if ordered else dict(sd)
         if len(cleaned) < len(sd):
