@@ -122,6 +122,23 @@ def test_overlap_marks_and_storage_layers():
     # the overlap strip sits inside its bar, along the bottom
     ys = drawn_rects(fig, "overlaps")[1][:, 1]
     assert 2 - BAR_HEIGHT / 2 < ys.min() < ys.max() == pytest.approx(2 + BAR_HEIGHT / 2)
+    # a mark layer is one compound path (hatched in one pass): 5 vertices per rectangle
+    path = layer(fig, "overlaps").get_path()
+    assert len(path.vertices) == 15 and path.codes.tolist() == [1, 2, 2, 2, 79] * 3
+    assert layer(fig, "overlaps").tensorviz_owner.tolist() == [0, 1, 2]
+
+
+def test_png_bytes_leaves_the_figure_as_it_was():
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    fig = render(diagram(seed_tensors()))
+    canvas, dpi = fig.canvas, fig.dpi
+    png = png_bytes(fig, dpi=50, compress_level=1)
+    assert png.startswith(b"\x89PNG") and fig.canvas is canvas and fig.dpi == dpi
+    assert isinstance(canvas, FigureCanvasBase)
+    width, height = (int(x) for x in fig.get_size_inches() * 50)
+    assert (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")) == (width, height)
+    assert png[25] == 2  # colour type RGB: an opaque figure needs no alpha channel
 
 
 def strip_pixels(fig, png: bytes, k: int) -> np.ndarray:
