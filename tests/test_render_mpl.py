@@ -358,3 +358,57 @@ def test_empty_diagram_says_so_without_warnings():
         assert to_png(d).startswith(b"\x89PNG")
     assert [t.get_text() for t in fig.axes[0].texts] == ["nothing to draw: no tensor matches the filters"]
     assert d.to_text() == d.header.text
+
+
+# -- display in Jupyter without pyplot ---------------------------------------------------------
+_DISPLAY_SCRIPT = r"""
+import json, torch, tensorviz as tv
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.core.pylabtools import select_figure_formats
+from traitlets.config import Config
+config = Config()
+config.HistoryManager.enabled = False
+shell = InteractiveShell.instance(config=config)
+figs = {"explain": tv.explain(torch.zeros(2, 2)), "plot": tv.analyze({"w": torch.zeros(4)}).plot()}
+out = {}
+def formatted(mode):
+    for kind, fig in figs.items():
+        data, _ = shell.display_formatter.format(fig)
+        out[f"{mode} {kind}"] = {k: type(v).__name__ for k, v in sorted(data.items())}
+formatted("fresh")
+select_figure_formats(shell, {"png"})   # what %matplotlib inline registers
+formatted("inline")
+select_figure_formats(shell, {"svg"})
+formatted("inline-svg")
+print(json.dumps(out))
+"""
+
+
+def test_returned_figures_display_as_png_once_with_or_without_matplotlib_inline(tmp_path):
+    """A fresh kernel shows the PNG from ``_repr_png_`` (bytes); with %matplotlib inline the
+    backend's type-registered printer makes the one image (base64 str) and ours steps aside."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, IPYTHONDIR=str(tmp_path), MPLBACKEND="Agg")
+    run = subprocess.run([sys.executable, "-c", _DISPLAY_SCRIPT], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    for kind in ("explain", "plot"):
+        assert out[f"fresh {kind}"] == {"image/png": "bytes", "text/plain": "str"}
+        assert out[f"inline {kind}"] == {"image/png": "str", "text/plain": "str"}
+        assert out[f"inline-svg {kind}"] == {"image/svg+xml": "str", "text/plain": "str"}
+
+
+def test_returned_figure_is_a_real_figure_with_its_own_png():
+    fig = tv.analyze(seed_tensors()).plot()
+    assert isinstance(fig, Figure) and plt.get_fignums() == []
+    assert "spans" in {c.get_gid() for c in fig.axes[0].collections}
+    png = fig._repr_png_()
+    w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert (w, h) == (round(fig.get_figwidth() * 100), round(fig.get_figheight() * 100))
+    reused = render(diagram(seed_tensors()), figure=Figure())
+    assert type(reused) is Figure  # a caller's figure is drawn into, not replaced

@@ -76,18 +76,19 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
         width: figure width in inches for a new or reused figure (default 10).
 
     Returns:
-        The ``matplotlib.figure.Figure`` (never a pyplot figure), with ``tensorviz_diagram``.
+        The ``matplotlib.figure.Figure`` (never a pyplot figure), with ``tensorviz_diagram``; a
+        new one displays itself as a PNG in Jupyter (see :mod:`tensorviz.render._figure`).
 
     >>> import torch, tensorviz as tv
     >>> fig = render(tv.diagram({"w": torch.zeros(4, 4)}))
     >>> sorted(c.get_gid() for c in fig.axes[0].collections)[:2]
     ['empty', 'extents']
     """
-    from matplotlib.figure import Figure
+    from ._figure import TensorvizFigure
 
     if ax is None:
         w, h, left, bottom = figure_size(diagram, width)
-        fig = figure if figure is not None else Figure(figsize=(w, h))
+        fig = figure if figure is not None else TensorvizFigure(figsize=(w, h))
         if figure is not None:
             fig.clear()
             fig.set_size_inches(w, h, forward=True)

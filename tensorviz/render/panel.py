@@ -41,9 +41,9 @@ def cell_colors(n: int) -> np.ndarray:
 
 def draw(plan: "ExplainPlan", width: float | None = None) -> "Figure":
     """Build the teaching figure (see :func:`tensorviz.explain.explain`)."""
-    from matplotlib.figure import Figure
+    from ._figure import TensorvizFigure
 
-    fig = Figure()
+    fig = TensorvizFigure()
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_axis_off()
     longest = max(len(v.name) for strip in plan.strips for v in strip.views)
