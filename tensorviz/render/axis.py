@@ -1,9 +1,11 @@
 """A binary byte axis for matplotlib: ticks on powers of two, labels in B/KiB/MiB/GiB/TiB.
 
 The locator puts ticks on multiples of a power-of-two step (4 to ``nbins`` ticks in view). The
-formatter labels every tick in the unit of the largest one, with just the decimals the step
-needs ("0.5 MiB", "1 MiB", "1.5 MiB"; a smaller unit when the step is tiny), and when zoomed far
-from zero it moves the large common part into an offset shown at the axis end ("+1 GiB"). ``format_data`` gives the exact byte readout used by the cursor.
+formatter labels every tick in the unit of the largest one when the step needs at most one
+decimal there ("0.5 MiB", "1 MiB", "1.5 MiB"), else in the largest smaller unit that does
+("128 B", "256 B", not "0.125 KiB"), and when zoomed far from zero it moves the large common
+part into an offset shown at the axis end ("+1 GiB"). ``format_data`` gives the exact byte
+readout used by the cursor.
 
 Imports matplotlib at module top: import it only from functions that draw.
 
@@ -25,6 +27,9 @@ from matplotlib.ticker import Formatter, Locator
 __all__ = ["ByteLocator", "ByteFormatter", "exact_bytes", "readout", "UNITS"]
 
 UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+
+
+_MAX_DECIMALS = 1  # tick labels: "1.5 KiB" reads well, "0.125 KiB" reads worse than "128 B"
 
 
 def _unit_for(step: float) -> tuple[str, int]:
@@ -124,15 +129,16 @@ class ByteFormatter(Formatter):
         return int(math.floor(lo / block) * block)
 
     def _label_unit(self) -> tuple[tuple[str, int], int]:
-        """The unit of the largest label, if the step is a whole number of its thousandths;
-        else a smaller unit. Returns the unit and the decimals the step needs."""
+        """The largest unit, up to that of the largest label, in which the step needs at most
+        one decimal ("0.5 KiB" steps; "128 B", not "0.125 KiB"). Returns the unit and the
+        decimals. Steps are powers of two, so bytes always work with none."""
         top = max((abs(x - self.offset) for x in self._ticks), default=0.0)
         for name, size in UNITS:
             if size > max(top, 1):
                 continue
-            for decimals in range(4):
+            for decimals in range(_MAX_DECIMALS + 1):
                 q = self.step / size * 10 ** decimals
-                if abs(q - round(q)) < 1e-9 and (size == 1 or self.step >= size / 64):
+                if abs(q - round(q)) < 1e-9:
                     return (name, size), decimals
         return ("B", 1), 0
 
@@ -141,7 +147,7 @@ class ByteFormatter(Formatter):
         if v == 0:
             return "0"
         name, size = self.unit
-        text = f"{v / size:.{getattr(self, 'decimals', 3)}f}"
+        text = f"{v / size:.{self.decimals}f}"
         if "." in text:
             text = text.rstrip("0").rstrip(".")
         return f"{text} {name}"
