@@ -53,30 +53,37 @@ class Shown:
         return self.text
 
 
-def show(obj: Any, *, dpi: int = 100, **options: Any) -> Shown:
+def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any) -> Shown:
     """Render a layout's diagram for display (PNG + HTML table + text).
 
     Args:
         obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts (not a Diagram:
             the table needs the layout).
         dpi: PNG resolution.
+        width: figure width in inches (default 10), as in :func:`tensorviz.explore` and
+            :func:`tensorviz.render.mpl.render`: the PNG is ``width * dpi`` pixels wide.
         **options: :func:`tensorviz.diagram` options (``by``, ``names``, ``max_lanes``, ...).
 
     Returns:
         A :class:`Shown`; Jupyter displays it, ``.png`` holds the bytes, ``.to_html()`` the HTML.
 
+    Raises:
+        ValueError: ``width`` is not a width in inches (e.g. 800, meant as pixels), or a
+            diagram option is out of range.
+
     >>> import torch, tensorviz as tv
     >>> tv.show({"w": torch.zeros(4, 4)}).png[:4]
     b'\\x89PNG'
     """
-    from .render.mpl import to_png
+    from .render.mpl import check_width, to_png
 
+    width = check_width(width)
     if isinstance(obj, Diagram):
         raise TypeError("show() needs the Layout for its table: pass tv.show(layout, ...) or "
                         "the analysed object, not a Diagram")
     layout = obj if isinstance(obj, Layout) else _analyze(obj)
     d = diagram(layout, **options)
-    return Shown(d, layout, to_png(d, dpi=dpi))
+    return Shown(d, layout, to_png(d, dpi=dpi, width=width))
 
 
 def _analyze(obj: Any) -> Layout:

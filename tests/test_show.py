@@ -82,3 +82,22 @@ def test_show_rejects_a_diagram_and_passes_options():
     shown = tv.show(seed_tensors(), names="^b$", dpi=50)
     assert [b.label for b in shown.diagram.bars] == ["b"]
     assert shown.png.startswith(PNG)
+
+
+def test_width_in_inches_like_explore_and_render():
+    from tensorviz.render.mpl import render
+
+    def png_size(png):
+        return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+    narrow, wide = tv.show(seed_tensors(), width=6), tv.show(seed_tensors(), width=12, dpi=50)
+    assert png_size(narrow.png)[0] == 600 and png_size(wide.png)[0] == 600
+    fig = render(narrow.diagram, width=6)
+    assert png_size(narrow.png) == (round(fig.get_figwidth() * 100), round(fig.get_figheight() * 100))
+    assert png_size(tv.show(seed_tensors()).png)[0] == 1000  # the default, 10 in
+    with pytest.raises(ValueError, match=r"inches.*for 800 pixels at dpi=100 pass width=8"):
+        tv.show(seed_tensors(), width=800)
+    with pytest.raises(ValueError, match="inches, e.g. width=8; got 'wide'"):
+        tv.show(seed_tensors(), width="wide")
+    with pytest.raises(ValueError, match="from 0.5 to 100; got -3"):
+        tv.explain(torch.zeros(2), width=-3)

@@ -44,12 +44,13 @@ if TYPE_CHECKING:
 
     from ..diagram import Diagram
 
-__all__ = ["render", "to_png", "png_bytes", "layer", "names_at", "drawn_rects", "texts", "rect_vertices", "figure_size",
+__all__ = ["render", "to_png", "check_width", "png_bytes", "layer", "names_at", "drawn_rects", "texts", "rect_vertices", "figure_size",
            "short_label", "BAR_HEIGHT", "STRIP", "HATCH_LIMIT", "LABEL_BUDGET", "STYLE"]
 
 _INCH_PER_LANE = 0.26
 _TOP = 0.42  # inches above the axes, for the header line
 _MAX_PLOT_INCHES = 14.0
+_MAX_WIDTH = 100.0  # inches: 10,000 pixels at 100 dpi
 _BLOCK_LAYERS = ("extents", "header", "unreferenced", "storage-overlaps")
 
 
@@ -57,12 +58,31 @@ def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float,
     """``(width, height, left, bottom)`` in inches for a diagram: lanes get ~0.26 in each (less
     when there are hundreds), the left margin fits the (truncated) lane labels, the bottom one
     the axis and, if any, the legend."""
+    width = check_width(width)
     n = max(len(d.lanes), 1)
     plot_h = float(np.clip(n * _INCH_PER_LANE, 0.62, _MAX_PLOT_INCHES))
     longest = min(max((len(lane.label) for lane in d.lanes), default=8), LANE_CHARS)
     left = min(max(0.9, 0.068 * longest + 0.25), 3.4) if labels_fit(n, plot_h) else 0.6
     bottom = 0.95 if legend_entries(d) else 0.62
     return (width or 10.0), plot_h + bottom + _TOP, left, bottom
+
+
+def check_width(width: float | None) -> float | None:
+    """A figure width in inches (None: the default), or a ValueError that says the unit.
+
+    >>> check_width(8), check_width(None)
+    (8.0, None)
+    """
+    if width is None:
+        return None
+    try:
+        w = float(width)
+    except (TypeError, ValueError):
+        raise ValueError(f"width is a figure width in inches, e.g. width=8; got {width!r}") from None
+    if not 0.5 <= w <= _MAX_WIDTH:
+        hint = f"; for {w:g} pixels at dpi=100 pass width={w / 100:g}" if w > _MAX_WIDTH else ""
+        raise ValueError(f"width is a figure width in inches, from 0.5 to {_MAX_WIDTH:g}; got {width!r}{hint}")
+    return w
 
 
 def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | None" = None,
@@ -100,14 +120,15 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
     return fig
 
 
-def to_png(diagram: "Diagram", *, figure: "Figure | None" = None, dpi: int = 100) -> bytes:
-    """PNG bytes of a diagram (reusing ``figure`` if given).
+def to_png(diagram: "Diagram", *, figure: "Figure | None" = None, dpi: int = 100,
+           width: float | None = None) -> bytes:
+    """PNG bytes of a diagram (reusing ``figure`` if given; ``width`` in inches as in :func:`render`).
 
     >>> import torch, tensorviz as tv
     >>> to_png(tv.diagram({"w": torch.zeros(4, 4)}))[:4]
     b'\\x89PNG'
     """
-    return png_bytes(render(diagram, figure=figure), dpi=dpi)
+    return png_bytes(render(diagram, figure=figure, width=width), dpi=dpi)
 
 
 def png_bytes(fig: "Figure", *, dpi: int = 100, compress_level: int = 6) -> bytes:

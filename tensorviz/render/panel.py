@@ -42,7 +42,9 @@ def cell_colors(n: int) -> np.ndarray:
 def draw(plan: "ExplainPlan", width: float | None = None) -> "Figure":
     """Build the teaching figure (see :func:`tensorviz.explain.explain`)."""
     from ._figure import TensorvizFigure
+    from .mpl import check_width
 
+    width = check_width(width)
     fig = TensorvizFigure()
     ax = fig.add_axes((0, 0, 1, 1))
     ax.set_axis_off()
