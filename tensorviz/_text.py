@@ -79,9 +79,10 @@ def metadata_lines(metadata: "Mapping[str, object]", limit: int = 10) -> list[st
     ['metadata:', '  dropped: lm_head.weight -> kept wte.weight']
     """
     dropped = metadata.get("dropped") or {}
+    values = _values_not_in_contents(metadata)
     lines: list[str] = []
     for key, value in metadata.items():
-        if key in _NOT_IN_TEXT:
+        if key in _NOT_IN_TEXT or (key == "values" and not values):
             continue
         if key == "dropped":
             items = [f"dropped: {a} -> kept {b}" for a, b in value.items()]
@@ -92,6 +93,9 @@ def metadata_lines(metadata: "Mapping[str, object]", limit: int = 10) -> list[st
         elif key == "__metadata__":
             items = [f"__metadata__ of {os.path.basename(f)}: " + _brief({k: v for k, v in md.items() if k not in dropped})
                      for f, md in value.items() if set(md) - set(dropped)]
+        elif key == "values":
+            more = metadata.get("values_omitted")
+            items = [f"values: {_brief(values)}" + (f" (+{more} more)" if more else "")]
         else:
             items = [f"{key}: {_brief(value)}"]
         lines.extend(f"  {item}" for item in items[:limit])
@@ -100,7 +104,24 @@ def metadata_lines(metadata: "Mapping[str, object]", limit: int = 10) -> list[st
     return ["metadata:", *lines] if lines else []
 
 
-_NOT_IN_TEXT = ("record_offsets",)  # machine-readable detail; the storage labels name the records
+_NOT_IN_TEXT = ("record_offsets", "values_omitted")  # the storage labels name the records; the
+# omitted count is written on the values line
+
+
+def _values_not_in_contents(metadata: "Mapping[str, object]") -> dict:
+    """A checkpoint's non-tensor values less those its ``contents`` line already shows (a
+    top-level value such as ``step=100`` is in both), so each is written once.
+
+    >>> _values_not_in_contents({"contents": {"model": "2 tensors", "step": "100"},
+    ...                          "values": {"step": "100", "opt.lr": "0.1"}})
+    {'opt.lr': '0.1'}
+    """
+    values = metadata.get("values")
+    if not isinstance(values, dict):
+        return {}
+    contents = metadata.get("contents")
+    contents = contents if isinstance(contents, dict) else {}
+    return {k: v for k, v in values.items() if not (k in contents and contents[k] == v)}
 
 
 def _brief(value: object, width: int = 160) -> str:

@@ -348,3 +348,18 @@ def test_footprint_runs_are_read_only_and_cached_per_geometry():
     assert not r0.flags.writeable and not r1.flags.writeable
     assert np.array_equal(r1 - r0, np.full((8, 2), 4))
     assert len(layout._raw.geometries) == 1  # three views, one (shape, stride)
+
+
+def test_text_lists_each_checkpoint_value_once(tmp_path):
+    """A top-level value (``step``) is on the contents line; the values line keeps only the
+    nested ones, and says how many more there were."""
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": {"w": torch.zeros(2)}, "opt": {"lr": 0.1, "betas": (0.9, 0.99)}, "step": 100}, path)
+    text = tv.analyze(path).to_text()
+    assert text.split("metadata:\n")[1] == ("  format: torch\n"
+                                            "  contents: model=1 tensor, opt=dict without tensors, step=100\n"
+                                            "  values: opt.lr=0.1, opt.betas=(0.9, 0.99)")
+    torch.save({"w": torch.zeros(2), "step": 100}, path)
+    assert tv.analyze(path).to_text().split("metadata:\n")[1] == "  format: torch\n  contents: step=100"
+    layout = Layout([], [], metadata={"values": {f"v{i}": str(i) for i in range(3)}, "values_omitted": 7})
+    assert layout.to_text().endswith("metadata:\n  values: v0=0, v1=1, v2=2 (+7 more)")
