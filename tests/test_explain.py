@@ -96,6 +96,38 @@ def test_mixed_dtypes_use_common_cells():
     assert strip.views[0].formula == "addr = 0 + 1·i"  # in the view's own elements
 
 
+def numbers(fig, gid: str) -> list[int]:
+    return [int(t.get_text()) for t in fig.axes[0].texts if t.get_gid() == gid]
+
+
+def test_mixed_dtypes_number_every_grid_in_the_strips_cells():
+    """Next to an int16 view, x[0]'s float32 elements read cells 0-1, 2-3, ...: the grid says
+    0, 2, 4, 6 (not 0-3), the stripes own cells 1, 3, 5, 7, and the words say the unit."""
+    x = torch.arange(8.0).reshape(2, 4)
+    fig = tv.explain(x[0], x.view(torch.int16)[0], names=["x[0]", "h"])
+    strip = layer(fig, "strip-cells")
+    assert strip.tensorviz_owner.tolist() == list(range(8))
+    assert numbers(fig, "number-0") == [0, 2, 4, 6] == layer(fig, "grid-0").tensorviz_owner.tolist()
+    assert numbers(fig, "number-1") == list(range(8)) == layer(fig, "grid-1").tensorviz_owner.tolist()
+    parts = layer(fig, "grid-parts-0")
+    assert parts.tensorviz_owner.tolist() == [1, 3, 5, 7]
+    colour = {int(c): tuple(f) for c, f in zip(strip.tensorviz_owner, strip.get_facecolor())}
+    assert [tuple(f) for f in parts.get_facecolor()] == [colour[c] for c in (1, 3, 5, 7)]
+    grid = layer(fig, "grid-0").get_paths()[1].vertices  # element 1: cells 2 and 3
+    stripe = parts.get_paths()[1].vertices
+    assert stripe[:, 0].min() == pytest.approx((grid[:, 0].min() + grid[:, 0].max()) / 2)  # its right half
+    assert stripe[:, 0].max() < grid[:, 0].max() and stripe[:, 1].min() > grid[:, 1].min()  # inside the outline
+    with pytest.raises(KeyError):
+        layer(fig, "grid-parts-1")  # int16 elements are one cell each
+    words = texts(fig)
+    assert "storage #0: 32 bytes, 2-byte cells: float32 = 2 cells, int16 = 1 cell" in words
+    assert words.count("→ cells 2·addr, 2·addr+1") == 1
+    assert any(w.startswith("an element wider than a cell shows its first cell's number") for w in words)
+    same = tv.explain(x[0], names=["x[0]"])  # one dtype: cells are its elements, no extra words
+    assert numbers(same, "number-0") == [0, 1, 2, 3]
+    assert not any(w.startswith(("an element wider", "→ cells")) for w in texts(same))
+
+
 def test_large_storage_shows_only_the_window_the_views_reach():
     big = torch.zeros(10_000)
     (strip,) = explain_plan(big[5000:5010], names=["piece"]).strips
