@@ -30,12 +30,16 @@ def plan(layout: Layout, opts: DiagramOptions) -> Diagram:
     return _Planner(layout, opts).plan()
 
 
-def storage_reasons(storage: Storage, views: Sequence[TensorView]) -> tuple[str, ...]:
-    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous."""
+def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: bool = False) -> tuple[str, ...]:
+    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous.
+
+    A ``whole_file`` (a safetensors file, every tensor of it on the one storage) is not
+    "shared" for holding several tensors; "overlapping" says when two of them share bytes.
+    """
     if not views:
         return ("partial",) if storage.nbytes else ()
     reasons = []
-    if len(views) > 1:
+    if len(views) > 1 and not whole_file:
         reasons.append("shared")
     if storage.unreferenced_nbytes and storage.nbytes:
         reasons.append("partial")
@@ -89,6 +93,7 @@ class _Planner:
         self.filtering = (self.rx is not None or opts.byte_range is not None
                           or (opts.only_shared and opts.by != "storage"))
         self.headers = file_headers(layout)
+        self.files = frozenset(self.headers)  # storages that are whole safetensors files
         self._first: dict[str, str] | None = None
         self._colors: dict[str, str] = {}
 
@@ -118,11 +123,13 @@ class _Planner:
 
     def _source(self, storage: Storage, views: Sequence[TensorView]) -> _Source | None:
         opts = self.opts
-        if opts.only_shared and opts.by == "storage" and len(views) < 2:
-            return None
+        whole_file = storage.key in self.files
+        reasons = storage_reasons(storage, views, whole_file)
+        if opts.only_shared and opts.by == "storage" and (len(views) < 2 or (whole_file and
+                                                                              "overlapping" not in reasons)):
+            return None  # in a whole file, only tensors sharing bytes are shared
         if len(views) == 1 and not self.filtering and views[0].is_dense:  # most storages: one bar
-            return _Source(storage, storage_reasons(storage, views), [Proto(list(views), None, True)], [[0]],
-                           fp.EMPTY)
+            return _Source(storage, reasons, [Proto(list(views), None, True)], [[0]], fp.EMPTY)
         protos = make_protos(views, opts.by == "span", self.layout.footprint_runs)
         multi = mark_overlaps(protos)
         mark_reinterpreted(protos)
@@ -135,7 +142,7 @@ class _Planner:
         if keep is not protos:  # bytes two of the *kept* bars read
             overlaps = [p.overlap for p in keep if len(p.overlap)]
             multi = fp.union(*overlaps) if overlaps else fp.EMPTY
-        return _Source(storage, storage_reasons(storage, views), keep, rows, multi)
+        return _Source(storage, reasons, keep, rows, multi)
 
     def _wanted(self, p: Proto) -> bool:
         if self.rx is not None and not any(self.rx.search(n) for n in p.names):
@@ -178,9 +185,12 @@ class _Planner:
                        self._header(), self.opts.byte_range, hidden)
 
     def _header(self) -> Header:
+        from ._text import shown_shared, storage_noun
+
         layout = self.layout
-        return Header(self.opts.by, len(layout), len(layout.storages), len(layout.shared(self.opts.by)),
-                      layout.unique_nbytes, layout.naive_nbytes, layout.storage_nbytes, len(layout.skipped))
+        shared, how = shown_shared(layout, self.opts.by)
+        return Header(self.opts.by, len(layout), len(layout.storages), len(shared), layout.unique_nbytes,
+                      layout.naive_nbytes, layout.storage_nbytes, len(layout.skipped), storage_noun(layout), how)
 
     def _first_name(self, name: str) -> str:
         """The first name of ``name``'s span group: tied names share their group's colour."""

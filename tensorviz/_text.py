@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Mapping
 from ._units import format_bytes
 
 if TYPE_CHECKING:
-    from .layout import Layout, TensorView
+    from .layout import Group, Layout, TensorView
 
 
 def view_line(v: "TensorView") -> str:
@@ -32,12 +32,52 @@ def view_line(v: "TensorView") -> str:
             f"bytes [{v.start}, {v.stop}){tail}")
 
 
+def whole_files(layout: "Layout") -> frozenset:
+    """Keys of the storages that are a whole safetensors file (every tensor of the file is on
+    it, side by side), as opposed to a storage torch allocated (a ``.pt`` file's records)."""
+    headers = layout.metadata.get("header")
+    if not isinstance(headers, dict):
+        return frozenset()
+    return frozenset(("file", path) for path in headers) & {s.key for s in layout.storages}
+
+
+def shown_shared(layout: "Layout", by: str = "storage") -> tuple[tuple["Group", ...], str]:
+    """The shared groups the displays count, and how they were counted (words for a header).
+
+    ``by="storage"`` counts storages with two or more views, but in a safetensors file every
+    tensor is on the one file storage: that is packing, not sharing. So within a whole file
+    the tensors that share bytes (overlap groups) count instead, and the words say so.
+    ``layout.shared()`` itself is unchanged (storage groups are still groups by storage).
+
+    >>> import torch, tensorviz as tv
+    >>> groups, how = shown_shared(tv.analyze({"w": (w := torch.zeros(4)), "v": w[2:]}))
+    >>> [g.names for g in groups], how
+    ([('w', 'v')], 'by storage')
+    """
+    files = whole_files(layout) if by == "storage" else frozenset()
+    if not files:
+        return layout.shared(by), f"by {by}"
+    if len(files) == len(layout.storages):
+        return tuple(layout.shared("overlap")), "by shared bytes within a file"
+    position = {n: i for i, n in enumerate(layout.names)}
+    groups = [g for g in layout.shared("storage") if g.storage not in files]
+    groups += [g for g in layout.shared("overlap") if g.storage in files]
+    groups.sort(key=lambda g: position[g.names[0]])
+    return tuple(groups), "by storage; by shared bytes within a file"
+
+
+def storage_noun(layout: "Layout") -> str:
+    """``"file"`` when every storage is a whole safetensors file, else ``"storage"``."""
+    n = len(layout.storages)
+    return "file" if n and len(whole_files(layout)) == n else "storage"
+
+
 def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
     n = len(layout)
     lines = [
-        f"{n} tensor{'s' * (n != 1)} on {len(storages)} storage{'s' * (len(storages) != 1)}"
+        f"{n} tensor{'s' * (n != 1)} on {len(storages)} {storage_noun(layout)}{'s' * (len(storages) != 1)}"
         + (f" ({layout.source})" if layout.source else ""),
         f"unique bytes {format_bytes(layout.unique_nbytes)} · sum of views "
         f"{format_bytes(layout.naive_nbytes)} · storages {format_bytes(layout.storage_nbytes)}",
@@ -59,8 +99,8 @@ def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> s
             lines.append(f"  {mark} {view_line(v)}")
         if len(views) > max_views:
             lines.append(f"  … {len(views) - max_views} more")
-    shared = layout.shared(by)
-    lines.append(f"shared groups (by {by}): {len(shared) or 'none'}")
+    shared, how = shown_shared(layout, by)
+    lines.append(f"shared groups ({how}): {len(shared) or 'none'}")
     for g in shared:
         flag = "" if g.exact else "  (may be too large: a footprint over the run budget)"
         lines.append(f"  {{{', '.join(g.names)}}} bytes [{g.start}, {g.stop}){flag}")

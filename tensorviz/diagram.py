@@ -177,12 +177,17 @@ class Header:
     naive_nbytes: int
     storage_nbytes: int
     skipped: int = 0
+    noun: str = "storage"
+    shared_how: str = ""
 
     @property
     def text(self) -> str:
+        """One line of totals. For safetensors files (``noun == "file"``) the storages are
+        counted as files and, grouped by storage, shared groups are tensors sharing bytes
+        within a file (``shared_how``; see :func:`tensorviz._text.shown_shared`)."""
         s = (f"{self.tensors:,} tensor{'s' * (self.tensors != 1)} · {self.storages:,} "
-             f"storage{'s' * (self.storages != 1)} · {self.shared_groups:,} shared "
-             f"group{'s' * (self.shared_groups != 1)} (by {self.by}) · unique "
+             f"{self.noun}{'s' * (self.storages != 1)} · {self.shared_groups:,} shared "
+             f"group{'s' * (self.shared_groups != 1)} ({self.shared_how or f'by {self.by}'}) · unique "
              f"{format_bytes(self.unique_nbytes)} vs naive {format_bytes(self.naive_nbytes)}")
         return s + (f" · {self.skipped} skipped" if self.skipped else "")
 
@@ -327,6 +332,7 @@ def storage_reasons(layout: Layout, storage: Storage) -> tuple[str, ...]:
     ('shared', 'overlapping', 'non-contiguous')
     """
     from ._plan import storage_reasons as reasons
+    from ._text import whole_files
 
-    return reasons(storage, layout.storage_views(storage.key))
+    return reasons(storage, layout.storage_views(storage.key), storage.key in whole_files(layout))
 

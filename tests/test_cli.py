@@ -88,7 +88,7 @@ def test_json_to_a_file_and_text_to_stdout(tied_file, tmp_path, capsys):
     out = tmp_path / "layout.json"
     assert main([str(tied_file), "--json", str(out)]) == 0
     captured = capsys.readouterr()
-    assert captured.out.startswith("3 tensors on 1 storage")
+    assert captured.out.startswith("3 tensors on 1 file")
     assert captured.err == f"wrote {out} ({out.stat().st_size} bytes)\n"
     doc = json.loads(out.read_text())
     assert doc == json.loads(json.dumps(layout_to_json(tv.analyze(tied_file))))
@@ -180,7 +180,7 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path):
     safetensors_torch.save_file({f"layer.{i}.weight": torch.zeros(1) for i in range(3000)}, path)
     proc = subprocess.Popen([sys.executable, "-m", "tensorviz", str(path), "--max-views", "3000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout.readline().startswith(b"3000 tensors on 1 storage")
+    assert proc.stdout.readline().startswith(b"3000 tensors on 1 file")
     proc.stdout.close()  # the text is far larger than a pipe's buffer: the next writes fail
     err = proc.stderr.read()
     proc.stderr.close()

@@ -320,3 +320,60 @@ def test_text_golden_strided_and_unreferenced():
         "  even       |#-#-#-#-#-#-#-# | [0, 60) overlaps, non-contiguous",
         "  head       |####            | [0, 16) overlaps",
     ]
+
+
+# -- safetensors files: tensors side by side in one file are not "shared" ------------------------
+def safetensors_file(path, entries: dict[str, tuple[int, int]], data_len: int):
+    """A float32 safetensors file by hand (the library refuses overlapping tensors)."""
+    import json
+    import struct
+
+    header = json.dumps({n: {"dtype": "F32", "shape": [(b - a) // 4], "data_offsets": [a, b]}
+                         for n, (a, b) in entries.items()}).encode()
+    header += b" " * (-len(header) % 8)
+    path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(data_len))
+    return path
+
+
+def test_file_tensors_are_counted_as_shared_only_when_they_share_bytes(tmp_path):
+    plain = safetensors_file(tmp_path / "plain.safetensors", {"a": (0, 16), "b": (16, 24), "c": (24, 32)}, 32)
+    layout = tv.analyze(plain)
+    assert [g.names for g in layout.shared("storage")] == [("a", "b", "c")]  # the grouping is unchanged
+    d = diagram(layout)
+    assert d.header.text == "3 tensors · 1 file · 0 shared groups (by shared bytes within a file) · " \
+                            "unique 32 B vs naive 32 B"
+    assert d.blocks[0].reasons == ("partial",)  # the header bytes; not "shared"
+    assert "shared groups (by shared bytes within a file): none" in layout.to_text()
+    assert layout.to_text().startswith("3 tensors on 1 file (")
+    assert diagram(layout, by="span").header.text.startswith("3 tensors · 1 file · 0 shared groups (by span)")
+    assert diagram(layout, only_shared=True).blocks == ()
+    # The reader refuses overlapping tensors; a layout built by hand (as a reader would) may have them.
+    from tensorviz.layout import Layout, StorageInfo, TensorView
+
+    key, other = ("file", "tied.safetensors"), ("cpu", 1)
+    views = [TensorView("wte", key, "file", "float32", (4,), (1,), 0, 4, 24, 40, 16, 16, True),
+             TensorView("head", key, "file", "float32", (4,), (1,), 0, 4, 24, 40, 16, 16, True),
+             TensorView("b", key, "file", "float32", (2,), (1,), 0, 4, 40, 48, 8, 8, True),
+             TensorView("x", other, "cpu", "float32", (2,), (1,), 0, 4, 0, 8, 8, 8, True),
+             TensorView("x0", other, "cpu", "float32", (1,), (1,), 0, 4, 0, 4, 4, 4, True)]
+    infos = [StorageInfo(key, "file", 48, label="tied.safetensors"), StorageInfo(other, "cpu", 8)]
+    layout = Layout(views, infos, metadata={"header": {"tied.safetensors": (0, 24)}})
+    d = diagram(layout)
+    assert d.header.shared_groups == 2  # {wte, head} in the file, {x, x0} on the cpu storage
+    assert "2 storages · 2 shared groups (by storage; by shared bytes within a file)" in d.header.text
+    assert [b.reasons for b in d.blocks] == [("partial", "overlapping"), ("shared", "overlapping")]
+    assert "shared groups (by storage; by shared bytes within a file): 2\n  {wte, head} bytes [24, 40)\n" \
+           "  {x, x0} bytes [0, 8)" in layout.to_text()
+    assert [b.label for b in diagram(layout, only_shared=True, expand_simple=True).bars] == \
+        ["wte", "head", "b", "x", "x0"]
+
+
+def test_torch_checkpoint_records_are_storages_that_can_be_shared(tmp_path):
+    """A .pt file's records are storages torch allocated: views of one are really shared."""
+    w = torch.zeros(4, 4)
+    torch.save({"w": w, "col": w[:, 0], "lone": torch.zeros(2)}, tmp_path / "c.pt")
+    layout = tv.analyze(tmp_path / "c.pt")
+    d = diagram(layout)
+    assert d.header.text.startswith("3 tensors · 2 storages · 1 shared group (by storage)")
+    assert d.blocks[0].reasons[0] == "shared"
+    assert "shared groups (by storage): 1\n  {w, col}" in layout.to_text()
