@@ -101,3 +101,15 @@ def test_width_in_inches_like_explore_and_render():
         tv.show(seed_tensors(), width="wide")
     with pytest.raises(ValueError, match="from 0.5 to 100; got -3"):
         tv.explain(torch.zeros(2), width=-3)
+
+
+def test_table_of_a_safetensors_file_groups_by_shared_bytes(tmp_path):
+    """Every tensor of a file is on the file's one storage; the table does not list them all as
+    one group "with" each other."""
+    from safetensors.torch import save_file
+
+    save_file({"a": torch.zeros(2, 2), "b": torch.zeros(3)}, tmp_path / "m.safetensors")
+    shown = tv.show(tmp_path / "m.safetensors")
+    assert [(r[0], r[5]) for r in table_rows(shown.diagram, shown.layout)] == [("a", "#0"), ("b", "#1")]
+    assert html.escape("group (by shared bytes within a file)") in shown.to_html()
+    assert shown.diagram.header.text.startswith("2 tensors · 1 file · 0 shared groups")

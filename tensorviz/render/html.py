@@ -33,7 +33,7 @@ _CELL = "padding:1px 8px;text-align:left;font-family:monospace;font-size:12px;wh
 
 def table_rows(d: "Diagram", layout: "Layout") -> list[tuple[str, ...]]:
     """``(names, dtype[shape], stride, offset, span, group)`` per view drawn, in lane order."""
-    by = d.by
+    by = _table_grouping(d, layout)[0]
     groups = {g.names[0]: (i, g) for i, g in enumerate(layout.groups(by))}
     group_of = {n: groups[g.names[0]] for n in layout.names for g in (layout.group_of(n, by),)}
     rows = []
@@ -45,6 +45,16 @@ def table_rows(d: "Diagram", layout: "Layout") -> list[tuple[str, ...]]:
             seen.add(name)
             rows.append(_row(layout[name], *group_of[name]))
     return rows
+
+
+def _table_grouping(d: "Diagram", layout: "Layout") -> tuple[str, str]:
+    """The grouping of the table's group column and its heading. In safetensors files, every
+    tensor of a file is on its one storage: there the column groups tensors sharing bytes."""
+    from .._text import storage_noun
+
+    if d.by == "storage" and storage_noun(layout) == "file":
+        return "overlap", "group (by shared bytes within a file)"
+    return d.by, f"group (by {d.by})"
 
 
 def _row(v: "TensorView", gi: int, g) -> tuple[str, ...]:
@@ -60,7 +70,7 @@ def diagram_html(d: "Diagram", layout: "Layout", png: bytes) -> str:
     e = html.escape
     src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     rows = table_rows(d, layout)
-    head = ("name", "dtype[shape]", "stride", "offset", "bytes", f"group (by {d.by})")
+    head = ("name", "dtype[shape]", "stride", "offset", "bytes", _table_grouping(d, layout)[1])
     body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{e(c)}</td>' for c in r) + "</tr>"
                    for r in rows[:MAX_ROWS])
     if len(rows) > MAX_ROWS:
