@@ -16,6 +16,7 @@ dtype on one storage). The test-suite executes every fix and checks a bit-exact 
 
 from __future__ import annotations
 
+import ast
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +24,7 @@ from ._units import format_bytes
 from .layout import Layout, TensorView
 from .saving import Fix, Verdict
 
-__all__ = ["attach_fixes", "plan_lines"]
+__all__ = ["attach_fixes", "plan_lines", "fix_title"]
 
 _HELPER = '''def _view_of(base, dtype, shape, stride, offset):
     """A view of the bytes of contiguous `base`, as dtype/shape/stride from element `offset`."""
@@ -76,7 +77,8 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
                              "from safetensors.torch import load_model\nload_model(model, path)\n"
                              "state_dict = model.state_dict()",
                              note=f"save_model writes each storage once and records the "
-                                  f"{len(sm.dropped)} dropped alias(es); load_model restores them"))
+                                  f"{len(sm.dropped)} dropped alias(es); load_model restores them",
+                             title="use save_model(model, path); load_model(model, path) restores the aliases"))
     mode = {"transformers.save_pretrained": "clone", "torch.save": "torch"}.get(v.saver, "single")
     save_lines, load_lines, cost = plan_lines(layout, given, _contiguity(s), mode)
     if not save_lines and not fixes:
@@ -120,7 +122,50 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
     if v.saver == "safetensors.save_model":
         cost = "; ".join(x for x in ("save_model refuses this model as it is: the prepared dict goes to save_file", cost) if x)
     path = {"torch.save": "model.pt", "transformers.save_pretrained": "saved_model"}.get(v.saver, "model.safetensors")
-    return Fix(problem, _tidy(save), load, note=cost, path=path)
+    save = _tidy(save)
+    return Fix(problem, save, load, note=cost, path=path, title=fix_title(save))
+
+
+def fix_title(save_code: str) -> str:
+    r"""What a fix's code does, in a few words, read from the code itself (so it cannot drift).
+
+    >>> fix_title("fixed = dict(sd)\ndel fixed['v']\nfixed['w'] = fixed['w'].clone()\nsave_file(fixed, path)")
+    'leave out v (rebuilt after loading); write w as its own copy; then save_file'
+    """
+    dropped, copied, expanded, call, origin = [], [], [], "", {}
+    for node in ast.parse(save_code).body:
+        if isinstance(node, ast.ImportFrom):
+            origin.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+        elif isinstance(node, ast.Delete):
+            dropped += [_key(t) for t in node.targets]
+        elif isinstance(node, ast.Assign) and _key(node.targets[0]) is not None:
+            inner = node.value.func.value if isinstance(node.value, ast.Call) else None
+            (expanded if isinstance(inner, ast.Subscript) and _key(inner) is None else copied).append(
+                _key(node.targets[0]))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            call = ast.unparse(node.value.func)
+            call = origin.get(call, call) if call == "save" else call  # a bare save(): say whose
+    parts = []
+    if dropped:
+        parts.append(f"leave out {_few(dropped)} (rebuilt after loading)")
+    if copied:
+        parts.append(f"write {_few(copied)} as {'its own copy' if len(copied) == 1 else 'their own copies'}")
+    if expanded:
+        parts.append(f"write {_few(expanded)} un-expanded (expanded again after loading)")
+    return "; ".join(parts + ([f"then {call}"] if call else []))
+
+
+def _key(node: ast.AST) -> str | None:
+    """``k`` for the expression ``fixed['k']``, else None."""
+    if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "fixed"
+            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+        return node.slice.value
+    return None
+
+
+def _few(names: list[str], limit: int = 3) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 def _tidy(code: str) -> str:

@@ -1,11 +1,11 @@
-"""Plain text and escaped, script-free HTML for a :class:`~tensorviz.saving.SaveReport`."""
+"""Plain text for a :class:`~tensorviz.saving.SaveReport` (the HTML lives in :mod:`tensorviz._save_html`)."""
 
 from __future__ import annotations
 
-import html
 import textwrap
 from typing import TYPE_CHECKING, Iterable
 
+from ._save_html import report_html
 from ._units import format_bytes
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _verdict_text(v: "Verdict", fixes: bool) -> list[str]:
         lines.append(f"  note: {note}")
     if fixes:
         for i, f in enumerate(v.fixes, 1):
-            lines.append(f"  fix {i}" + (f" ({f.note})" if f.note else "") + ":")
+            lines.append(f"  fix {i}: {f.title or f.problem}" + (f" ({f.note})" if f.note else ""))
             lines += ["    | " + ln for ln in f.code().splitlines()]
     return lines
 
@@ -106,78 +106,3 @@ def _ties_text(ties) -> list[str]:
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
-
-
-# -- HTML -------------------------------------------------------------------------------------------
-_CSS = """<style>
-.tv-save{font-family:var(--jp-content-font-family,sans-serif);font-size:13px;color:var(--jp-content-font-color1,#111)}
-.tv-save table{border-collapse:collapse;margin:4px 0}
-.tv-save th,.tv-save td{border:1px solid var(--jp-border-color2,#ccc);padding:3px 6px;text-align:left;vertical-align:top}
-.tv-save th{background:var(--jp-layout-color2,#f3f3f3)}
-.tv-save .tv-ok{font-weight:bold;color:#1a7f37}
-.tv-save .tv-bad{font-weight:bold;color:#b3261e;text-decoration:underline}
-.tv-save .tv-msg{font-family:var(--jp-code-font-family,monospace);font-size:12px;white-space:pre-wrap;max-width:46em}
-.tv-save pre{background:var(--jp-layout-color2,#f6f6f6);padding:4px;margin:2px 0;font-size:12px}
-.tv-save .tv-bytes{white-space:nowrap}
-.tv-save .tv-note{color:var(--jp-content-font-color2,#555)}
-</style>"""
-
-
-def _e(x: object) -> str:
-    return html.escape(str(x))
-
-
-def _cell(v: "Verdict") -> str:
-    cls = "tv-ok" if v.ok else "tv-bad"
-    return f'<span class="{cls}">{_e(v.outcome)}</span>'
-
-
-def _what(v: "Verdict") -> str:
-    parts = []
-    if v.message:
-        parts.append(f'<div class="tv-msg">{_e((v.error_type + ": ") if v.error_type else "")}{_e(v.message.strip())}</div>')
-    if v.outcome not in ("raises", "could not evaluate"):
-        parts.append(f"kept {len(v.kept)}; dropped: {_e(_names(v.dropped))}; copies: {_e(_names(v.cloned))}")
-    for m in v.misfires:
-        parts.append(f"<div><b>library</b>: {_e(m.library)}<br><b>tensorviz</b>: {_e(m.tensorviz)}</div>")
-    for log in v.logs:
-        parts.append(f'<div class="tv-note">logs: {_e(log)}</div>')
-    for note in v.notes:
-        parts.append(f'<div class="tv-note">note: {_e(note)}</div>')
-    for i, f in enumerate(v.fixes, 1):
-        parts.append(f"<details><summary>fix {i}: {_e(f.problem)}</summary>"
-                     + (f'<div class="tv-note">{_e(f.note)}</div>' if f.note else "")
-                     + f"<pre>{_e(f.code())}</pre><div>load it back:</div><pre>{_e(f.load_code)}</pre></details>")
-    return "".join(parts)
-
-
-def report_html(report: "SaveReport") -> str:
-    """A table with one row per saver (outcome, message, names, bytes, fixes), then ties."""
-    rows = []
-    for v in report.verdicts:
-        rows.append(f"<tr><td><b>{_e(v.saver)}</b><br><code>{_e(v.call)}</code><br>"
-                    f'<span class="tv-note">{_e(v.library)}</span></td><td>{_cell(v)}</td>'
-                    f'<td>{_what(v)}</td><td class="tv-bytes">{"<br>".join(map(_e, _bytes_parts(v)))}</td></tr>')
-    notes = "".join(f'<div class="tv-note">note: {_e(n)}</div>' for n in report.notes)
-    head = (f"<div><b>Save check of {_e(report.source)}</b>: unique tensor bytes "
-            f"{_e(_b(report.unique_nbytes))}</div>{notes}")
-    table = ("<table><thead><tr><th>saver</th><th>outcome</th><th>what happens</th><th>bytes</th></tr></thead>"
-             f"<tbody>{''.join(rows)}</tbody></table>")
-    versions = ", ".join(f"{_e(k)} {_e(v)}" for k, v in report.versions)
-    ties = _ties_html(report.ties) if report.ties is not None else ""
-    return f'<div class="tv-save">{_CSS}{head}{table}{ties}<div class="tv-note">versions: {versions}</div></div>'
-
-
-def _ties_html(ties) -> str:
-    rows = "".join(
-        f"<tr><td>{_e(', '.join(g.names))}</td><td>{_yes(g.storage)}"
-        f"{_e(' (' + ', '.join(r for r in g.relations if r) + ')') if any(g.relations) else ''}</td>"
-        f"<td>{_yes(g.object)}</td><td>{_yes(g.declared)}</td></tr>" for g in ties.groups)
-    if not rows:
-        rows = '<tr><td colspan="4">none</td></tr>'
-    mism = "".join(f'<div class="tv-bad">mismatch: {_e(m)}</div>' for m in ties.mismatches)
-    config = "".join(f'<div class="tv-note">{_e(k)} = {_e(v)}</div>' for k, v in ties.config)
-    return ("<div><b>Ties</b></div><table><thead><tr><th>names</th><th>storage</th><th>Python object</th>"
-            f"<th>declared</th></tr></thead><tbody>{rows}</tbody></table>"
-            f'<div class="tv-note">object ties from {_e(ties.object_source)}; declared ties from '
-            f"{_e(ties.declared_source)}</div>{config}{mism}")

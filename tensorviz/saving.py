@@ -57,6 +57,8 @@ class Fix:
     ``save_code`` uses the free names ``path`` and ``model`` (for a module) or ``state_dict``
     (for a mapping); ``load_code`` defines ``state_dict`` holding every original name again
     (it may use ``path`` and ``model``, a freshly built instance of the same architecture).
+    ``problem`` is the problem it fixes (shared by a verdict's fixes); ``title`` says in a few
+    words what this fix does, read from its code.
     """
 
     problem: str
@@ -64,6 +66,7 @@ class Fix:
     load_code: str
     note: str = ""
     path: str = "model.safetensors"
+    title: str = ""
 
     def code(self, path: str | None = None) -> str:
         """The save code, ready to paste (``path`` assigned first; default :attr:`path`)."""
@@ -167,7 +170,7 @@ class SaveReport:
 
     def to_html(self) -> str:
         """A self-contained, escaped HTML table (no scripts, no images)."""
-        from ._save_render import report_html
+        from ._save_html import report_html
 
         return report_html(self)
 

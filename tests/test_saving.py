@@ -329,7 +329,8 @@ def test_docstring_example_header_size_for_one_tensor(tmp_path):
     assert _savers.safetensors_file_nbytes(s, None) == len(raw)
 
 
-@pytest.mark.parametrize("module", ["tensorviz.saving", "tensorviz._ties"])
+@pytest.mark.parametrize("module", ["tensorviz.saving", "tensorviz._ties", "tensorviz._save_html",
+                                    "tensorviz._save_plan"])
 def test_docstring_examples_run(module):
     import doctest
     import importlib
@@ -348,3 +349,175 @@ def test_sparse_tensor_message_and_guard(tmp_path):
     assert (v.error_type, v.message) == ("ValueError", str(info.value))
     acc = report["accelerate.save"]
     assert acc.outcome == "could not evaluate" and "'s' is a Tensor with layout torch.sparse_coo" in acc.message
+
+
+# -- the HTML: inline styles only, escaped, one compact row per saver ----------------------------------
+class _Node:
+    """A parsed element: tag, attributes, children (nodes and strings)."""
+
+    def __init__(self, tag: str, attrs: dict[str, str]):
+        self.tag, self.attrs, self.children = tag, attrs, []
+
+    def text(self) -> str:
+        return "".join(c if isinstance(c, str) else "\n" if c.tag == "br" else c.text() for c in self.children)
+
+    def iter(self, tag: str | None = None):
+        for c in self.children:
+            if isinstance(c, _Node):
+                if tag is None or c.tag == tag:
+                    yield c
+                yield from c.iter(tag)
+
+    def kids(self, tag: str) -> list["_Node"]:
+        return [c for c in self.children if isinstance(c, _Node) and c.tag == tag]
+
+
+def _parse(page: str) -> _Node:
+    from html.parser import HTMLParser
+
+    root = _Node("#root", {})
+    stack = [root]
+
+    class P(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            node = _Node(tag, dict(attrs))
+            stack[-1].children.append(node)
+            if tag != "br":
+                stack.append(node)
+
+        def handle_endtag(self, tag):
+            assert stack[-1].tag == tag, f"</{tag}> closes <{stack[-1].tag}>"
+            stack.pop()
+
+        def handle_data(self, data):
+            stack[-1].children.append(data)
+
+    P(convert_charrefs=True).feed(page)
+    assert stack == [root], "unclosed elements"
+    return root
+
+
+def _decls(node: _Node) -> list[tuple[str, str]]:
+    return [tuple(x.strip() for x in d.split(":", 1)) for d in node.attrs.get("style", "").split(";") if d]
+
+
+def _sanitized(node: _Node) -> dict[str, str]:
+    """The style JupyterLab's sanitizer leaves (untrusted notebooks): var() values are dropped."""
+    return {k: v for k, v in _decls(node) if "var(" not in v}
+
+
+@pytest.fixture(scope="module")
+def qv_page():
+    report = tv.save_check(QVOnly())
+    return report, _parse(report.to_html())
+
+
+def test_html_has_no_style_block_and_every_element_styles_itself(qv_page):
+    report, root = qv_page
+    page = report.to_html()
+    assert "<style" not in page and "<script" not in page and "<img" not in page
+    bare = [n.tag for n in root.iter() if n.tag not in ("b", "br", "tr", "thead", "tbody") and "style" not in n.attrs]
+    assert bare == []
+    for cell in list(root.iter("td")) + list(root.iter("th")):
+        assert ("text-align", "left") in _decls(cell)  # JupyterLab right-aligns td/th otherwise
+    (div,) = root.kids("div")
+    assert div.attrs["class"] == "tensorviz-save-check"
+    assert all(("table-layout", "auto") in _decls(t) for t in root.iter("table"))
+
+
+def test_html_var_colours_have_a_plain_fallback_first(qv_page):
+    _, root = qv_page
+    for node in root.iter():
+        decls = _decls(node)
+        for i, (prop, value) in enumerate(decls):
+            if "var(" in value:
+                fallback = value[value.index(",") + 1:value.rindex(")")].strip()
+                assert decls[i - 1] == (prop, fallback), (node.tag, decls)
+
+
+def test_html_badges_say_the_outcome_in_a_symbol_and_a_word(qv_page):
+    report, root = qv_page
+    table = next(root.iter("table"))
+    rows = table.kids("tbody")[0].kids("tr")
+    assert len(rows) == len(report)
+    expect = {"ok": ("✓", "#388e3c"), "raises": ("✗", "#d32f2f"), "drops data": ("✗", "#d32f2f"),
+              "writes unreferenced bytes": ("⚠", "#e65100")}
+    for v, row in zip(report, rows):
+        badge = row.kids("td")[1].kids("span")[0]
+        symbol, colour = expect[v.outcome]
+        assert badge.text() == f"{symbol} {v.outcome}"
+        assert _sanitized(badge)["color"] == colour  # survives the sanitizer
+        assert ("border", "1px solid") in _decls(badge)  # a shape besides the colour
+
+
+def test_html_table_is_one_compact_row_per_saver(qv_page):
+    report, root = qv_page
+    table = next(root.iter("table"))
+    assert [th.text() for th in table.kids("thead")[0].kids("tr")[0].kids("th")] == ["saver", "outcome", "names", "bytes"]
+    cells = {tr.kids("td")[0].kids("b")[0].text(): [" ".join(td.text().split()) for td in tr.kids("td")]
+             for tr in table.kids("tbody")[0].kids("tr")}
+    assert cells["torch.save"][1:] == ["⚠ writes unreferenced bytes", "kept 4 of 4",
+                                       "writes 2.4 KiB file 4.5 KiB unreferenced 800 B"]
+    assert cells["accelerate.save"][1:] == ["✗ drops data", "kept 3 of 4 dropped v.weight",
+                                            "writes 880 B file 1.1 KiB lost 800 B"]
+    assert cells["safetensors.save_model"][1:] == ["✗ raises RuntimeError", "nothing is written", "—"]
+    for tr in table.kids("tbody")[0].kids("tr"):
+        assert ("white-space", "nowrap") in _decls(tr.kids("td")[3])  # "2.4 KiB" never wraps
+        assert "v.message" not in tr.text() and len(tr.text()) < 120  # no message in the table
+
+
+def test_html_details_hold_the_message_once_and_short_summaries(qv_page):
+    report, root = qv_page
+    blocks = root.kids("div")[0].kids("details")
+    assert len(blocks) == len(report)
+    for v, block in zip(report, blocks):
+        summary = block.kids("summary")[0].text()
+        assert summary.startswith(f"{v.saver} ") and len(summary) < 130
+        body = block.kids("div")[0]
+        pres = [p.text() for p in body.kids("pre")]
+        if v.message:
+            assert pres == [f"{v.error_type}: {v.message.strip()}"]  # exact, once
+            assert v.message.strip() not in summary
+        fixes = body.kids("details")
+        assert [f.kids("summary")[0].text() for f in fixes] == [f"fix {i}: {f.title}" for i, f in enumerate(v.fixes, 1)]
+        for f, node in zip(v.fixes, fixes):
+            assert [p.text() for p in node.kids("div")[0].kids("pre")] == [f.code(), f.load_code]
+    sm = blocks[1].kids("summary")[0].text()
+    assert sm == ("safetensors.save_model ✗ raises RuntimeError: Error while trying to find names to remove "
+                  "to save state dict… · 1 misfire, 1 fix")
+
+
+def test_html_escapes_every_user_string():
+    evil = "<script>alert(1)</script>"
+    w = torch.randn(4, 6)
+    report = tv.save_check({evil: w, "w&t": w.t(), "even": w.view(-1)[::2]})
+    page = report.to_html()
+    assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    root = _parse(page)  # parses cleanly: no tag came from the data
+    assert {n.tag for n in root.iter()} <= {"div", "b", "br", "span", "table", "thead", "tbody", "tr", "th", "td",
+                                             "details", "summary", "pre", "code"}
+    fix = report["safetensors.save_file"].fixes[0]
+    assert evil in fix.load_code
+    assert any(p.text() == fix.load_code for p in root.iter("pre"))  # shown as text, exactly
+
+
+def test_fix_titles_say_what_the_code_does():
+    v = tv.save_check(FusedQKV())["safetensors.save_file"]
+    assert [f.title for f in v.fixes] == [
+        "use save_model(model, path); load_model(model, path) restores the aliases",
+        "leave out q.weight, v.weight (rebuilt after loading); then save_file"]
+    report = tv.save_check(QVOnly())
+    assert report["accelerate.save"].fixes[0].title == \
+        "write q.weight, v.weight as their own copies; then accelerate.utils.save"
+    e = tv.save_check(collections.OrderedDict(e=torch.randn(3)[:2].expand(4, 2)))["torch.save"]
+    assert e.fixes[0].title == "write e un-expanded (expanded again after loading); then torch.save"
+
+
+def test_accelerate_verdict_says_only_an_ordered_dict_is_deduplicated():
+    w = torch.randn(3, 3)
+    ordered = tv.save_check(collections.OrderedDict(a=w, b=w), savers=["accelerate.save"])["accelerate.save"]
+    plain = tv.save_check({"a": w, "b": w}, savers=["accelerate.save"])["accelerate.save"]
+    assert ordered.notes[0].startswith("accelerate.utils.save de-duplicates only an OrderedDict")
+    assert ordered.dropped == ("b",)
+    assert plain.notes[0].startswith("a plain dict: accelerate.utils.save de-duplicates only an OrderedDict")
+    assert plain.outcome == "raises" and plain.message.strip().startswith("Some tensors share memory")
