@@ -6,7 +6,6 @@ configs, meta tensors or a small file written to a temporary folder; nothing dow
 
 from __future__ import annotations
 
-import io
 import sys
 import tempfile
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import torch
 
 import tensorviz as tv
-from tensorviz.render.mpl import to_png
+from tensorviz.render.mpl import png_bytes, to_png
 
 HERE = Path(__file__).resolve().parent
 
@@ -102,10 +101,7 @@ def write(out: Path, name: str, png: bytes) -> None:
 
 
 def explain_png(*tensors: torch.Tensor, names: list[str]) -> bytes:
-    fig = tv.explain(*tensors, names=names)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
+    return png_bytes(tv.explain(*tensors, names=names))
 
 
 def diagrams(out: Path) -> None:
@@ -131,6 +127,9 @@ def panels(out: Path) -> None:
     s = torch.arange(10.0)
     write(out, "explain_as_strided.png", explain_png(
         s[1:], torch.as_strided(s, (4, 3), (2, 1), 1), names=["s[1:]", "s.as_strided((4, 3), (2, 1), 1)"]))
+    y = torch.arange(8.0).reshape(2, 4)  # mixed dtypes: cells are int16-sized, float32 elements span two
+    write(out, "explain_view_dtype.png", explain_png(y, y.view(torch.int16), y[1],
+                                                     names=["y", "y.view(torch.int16)", "y[1]"]))
 
 
 def main(out: Path) -> None:
