@@ -332,7 +332,7 @@ def test_long_storage_labels_keep_number_and_size():
         "storage #10 · small_model_weights · 5.5 KiB"
     assert storage_text("storage #2 · model-00003-of-00009.safetensors · 4.9 GiB", 40) == \
         "storage #2 · model-00003…00009 · 4.9 GiB"
-    assert storage_text("storage #1 · meta · 4.0 KiB", 20) == "…#1 · meta · 4.0 KiB"  # no room: the end
+    assert storage_text("storage #1 · meta · 4.0 KiB", 20) == "#1 · meta · 4.0 KiB"  # no room: "#1"
 
 
 def test_hatch_layers_become_fills_past_the_limit():
@@ -412,3 +412,38 @@ def test_returned_figure_is_a_real_figure_with_its_own_png():
     assert (w, h) == (round(fig.get_figwidth() * 100), round(fig.get_figheight() * 100))
     reused = render(diagram(seed_tensors()), figure=Figure())
     assert type(reused) is Figure  # a caller's figure is drawn into, not replaced
+
+
+def test_a_narrow_figure_shortens_words_not_the_plot():
+    """width=4: the header wraps at a " · " and stays inside the figure, the lane labels get a
+    40 % margin ("#0 · 2.3 KiB"), and the axis gets fewer ticks so labels do not collide."""
+    fig = render(diagram(FusedQKV()), width=4)
+    ax = fig.axes[0]
+    assert ax.get_position().x0 == pytest.approx(0.4)
+    assert texts(fig, "lane-label") == ["#0 · 2.3 KiB", "qkv.weight", "q.weight", "v.weight"]
+    title = ax.get_title(loc="left")
+    assert title == "6 tensors · 4 storages · 1 shared group (by storage)\nunique 2.5 KiB vs naive 4.1 KiB"
+    fig.canvas.draw()
+    assert ax._left_title.get_window_extent().x1 <= fig.bbox.x1  # the left title: no public accessor
+    assert ax.xaxis.get_major_locator().nbins == 3
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1 KiB", "2 KiB"]
+    wide = render(diagram(FusedQKV()))
+    assert "\n" not in wide.axes[0].get_title(loc="left")
+    assert texts(wide, "lane-label")[0] == "storage #0 · 2.3 KiB"
+    assert wide.axes[0].xaxis.get_major_locator().nbins == 8
+
+
+def test_header_too_wide_for_two_lines_starts_at_the_figure_edge_and_shrinks(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"a": torch.zeros(2), "b": torch.zeros(3)}, tmp_path / "t1.safetensors")
+    fig = render(tv.diagram(tmp_path / "t1.safetensors"), width=3)
+    ax = fig.axes[0]
+    assert ax.get_title(loc="left").splitlines() == [
+        "2 tensors · 1 file · 0 shared groups (by shared bytes within a file)", "unique 20 B vs naive 20 B"]
+    title = ax._left_title
+    assert title.get_fontsize() < 9 and title.get_position()[0] < 0
+    fig.canvas.draw()
+    box = title.get_window_extent()
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1
+    assert texts(fig, "lane-label")[0] == "#0 · 140 B"

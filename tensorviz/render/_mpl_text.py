@@ -26,11 +26,6 @@ RUN_LABELS = 50  # most "unreferenced" / "header" labels written inside storage 
 _MUTED = "#555555"
 
 
-# -- sizes ------------------------------------------------------------------------------------
-def lane_text(label: str) -> str:
-    return truncate_label(label, LANE_CHARS)
-
-
 # -- lane labels ------------------------------------------------------------------------------
 def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
     """Row labels left of the axes, as plain texts (gid ``lane-label``): y tick labels would
@@ -46,9 +41,10 @@ def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
             show = []
     ax.set_yticks([])
     left = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-3.5, units="points")
+    chars = min(LANE_CHARS, getattr(ax, "tensorviz_label_chars", LANE_CHARS))  # set by render() for its margin
     for i in show:
         kind = d.lanes[i].kind
-        ax.text(0.0, i, lane_label(d, i), transform=left, ha="right", va="center", fontsize=size,
+        ax.text(0.0, i, lane_label(d, i, chars), transform=left, ha="right", va="center", fontsize=size,
                 fontweight="bold" if kind == "storage" else "normal",
                 fontstyle="italic" if kind == "more" else "normal", gid="lane-label")
     for i, lane in enumerate(d.lanes):  # diagram-wide rows: summary, hidden storages
@@ -59,34 +55,55 @@ def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
 
 def storage_text(label: str, n: int = LANE_CHARS) -> str:
     """A storage row's label in ``n`` characters: its number and size stay; the middle (a file
-    name) loses its extension, then its own middle (shard names differ at both ends).
+    name) loses its extension, then its own middle (shard names differ at both ends); in a
+    narrow margin "storage #3" becomes "#3", and last the middle goes.
 
     >>> storage_text("storage #0 · model-00001-of-00004.safetensors · 4.9 GiB", 40)
     'storage #0 · model-00001…00004 · 4.9 GiB'
+    >>> storage_text("storage #0 · t1.safetensors · 196 B", 21), storage_text("storage #0 · t1.safetensors · 196 B", 13)
+    ('#0 · t1 · 196 B', '#0 · 196 B')
+    >>> storage_text("storage #0 · 2.3 KiB", 16)
+    '#0 · 2.3 KiB'
     """
     parts = label.split(" · ")
-    if len(label) <= n or len(parts) < 3:
+    if len(label) <= n or len(parts) < 2:
         return truncate_label(label, n)
     head, middle, tail = parts[0], " · ".join(parts[1:-1]), parts[-1]
-    room = n - len(head) - len(tail) - 6
+    short = head.removeprefix("storage ")
+    for h in (head, short) if middle else ():
+        shown = _fit_middle(middle, n - len(h) - len(tail) - 6)
+        if shown is not None:
+            return f"{h} · {shown} · {tail}"
+    for text in (f"{head} · {tail}", f"{short} · {tail}"):
+        if len(text) <= n:
+            return text
+    return truncate_label(label, n)
+
+
+def _fit_middle(middle: str, room: int) -> str | None:
+    """A file name in ``room`` characters: whole, without its extension, or with its own middle
+    cut (keeping more of the start, where a shard's number is); None below 8 characters."""
+    if len(middle) <= room:
+        return middle
     if room < 8:
-        return truncate_label(label, n)
+        return None
     stem, dot, ext = middle.rpartition(".")
-    if len(middle) > room and dot and ext in _EXTENSIONS:
+    if dot and ext in _EXTENSIONS:
         middle = stem
-    if len(middle) > room:  # keep more of the start, where a shard's number is
+    if len(middle) > room:
         start = (2 * (room - 1) + 2) // 3
         middle = middle[:start] + "…" + middle[len(middle) - (room - 1 - start):]
-    return f"{head} · {middle} · {tail}"
+    return middle
 
 
 _EXTENSIONS = ("safetensors", "bin", "pt", "pth", "ckpt")
 
 
-def lane_label(d: "Diagram", i: int) -> str:
-    """A row's label; a storage row adds its unreferenced bytes on a second line."""
+def lane_label(d: "Diagram", i: int, chars: int = LANE_CHARS) -> str:
+    """A row's label in at most ``chars`` characters; a storage row adds its unreferenced bytes
+    on a second line."""
     lane = d.lanes[i]
-    text = storage_text(lane.label) if lane.kind == "storage" else lane_text(lane.label)
+    text = storage_text(lane.label, chars) if lane.kind == "storage" else truncate_label(lane.label, chars)
     if lane.kind == "storage":
         block = d.blocks[lane.block]
         if block.unreferenced_nbytes and d.options.show_unreferenced:
@@ -216,10 +233,49 @@ def short_label(label: str, fits: int, suffix: str = "", ambiguous: frozenset[st
 
 # -- header and legend ------------------------------------------------------------------------
 def draw_header(d: "Diagram", ax: "Axes") -> None:
+    """The totals line over the axes; on two lines (split at a " · ") when one would run past
+    the right edge of the figure (a narrow ``width``, long words for files, a zoom range)."""
     text = d.header.text
     if d.byte_range is not None:
         text += f" · zoom [{d.byte_range[0]:,}, {d.byte_range[1]:,})"
-    ax.set_title(text, loc="left", fontsize=9, pad=8)
+    fig_w = ax.figure.get_figwidth() * 72  # points
+    x0, width = ax.get_position().x0, ax.get_position().width
+    room = (1 - x0) * fig_w - 6  # from the axes' left to the figure's edge
+    lines = fit_lines(text, room, _HEADER_SIZE)
+    widest = max(text_width(line, _HEADER_SIZE) for line in lines.split("\n"))
+    x, size = 0.0, float(_HEADER_SIZE)
+    if widest > room:  # start at the figure's left edge instead, and shrink if still too wide
+        x = -(x0 * fig_w - 6) / (width * fig_w)
+        size = max(6.0, _HEADER_SIZE * min(1.0, 0.9 * (fig_w - 12) / widest))  # hinting widens small text
+    title = ax.set_title(lines, loc="left", fontsize=size, pad=8)
+    title.set_x(x)
+
+
+_HEADER_SIZE = 9
+
+
+def text_width(text: str, size: float) -> float:
+    """Width in points of one line of ``text`` in the default font at ``size``, plus 2 % for
+    hinted glyphs (``savefig``, %matplotlib inline; more at small sizes, see draw_header)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import text_to_path
+
+    return 1.02 * text_to_path.get_text_width_height_descent(text, FontProperties(size=size), ismath=False)[0]
+
+
+def fit_lines(text: str, room: float, size: float, sep: str = " · ") -> str:
+    """``text``, or split in two at the ``sep`` that best balances the lines, if it is wider
+    than ``room`` points (two lines fit the space over the axes; never more).
+
+    >>> fit_lines("a · b · c", 1000, 9), fit_lines("aa · b · cccc", 30, 9)
+    ('a · b · c', 'aa · b\\ncccc')
+    """
+    if text_width(text, size) <= room or sep not in text:
+        return text
+    parts = text.split(sep)
+    splits = [(sep.join(parts[:k]), sep.join(parts[k:])) for k in range(1, len(parts))]
+    first, rest = min(splits, key=lambda ab: max(text_width(ab[0], size), text_width(ab[1], size)))
+    return f"{first}\n{rest}"
 
 
 def legend_entries(d: "Diagram") -> list[tuple[str, str]]:

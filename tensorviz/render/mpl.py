@@ -48,6 +48,7 @@ __all__ = ["render", "to_png", "check_width", "png_bytes", "layer", "names_at", 
            "short_label", "BAR_HEIGHT", "STRIP", "HATCH_LIMIT", "LABEL_BUDGET", "STYLE"]
 
 _INCH_PER_LANE = 0.26
+_INCH_PER_CHAR = 0.068  # a lane label's character, on average
 _TOP = 0.42  # inches above the axes, for the header line
 _MAX_PLOT_INCHES = 14.0
 _MAX_WIDTH = 100.0  # inches: 10,000 pixels at 100 dpi
@@ -61,10 +62,22 @@ def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float,
     width = check_width(width)
     n = max(len(d.lanes), 1)
     plot_h = float(np.clip(n * _INCH_PER_LANE, 0.62, _MAX_PLOT_INCHES))
-    longest = min(max((len(lane.label) for lane in d.lanes), default=8), LANE_CHARS)
-    left = min(max(0.9, 0.068 * longest + 0.25), 3.4) if labels_fit(n, plot_h) else 0.6
+    left = _left_margin(d, plot_h, width)[0]
     bottom = 0.95 if legend_entries(d) else 0.62
     return (width or 10.0), plot_h + bottom + _TOP, left, bottom
+
+
+def _left_margin(d: "Diagram", plot_h: float, width: float | None) -> tuple[float, int]:
+    """Inches left of the axes for the lane labels, and the characters a label may have: as
+    many as the longest label needs (up to :data:`LANE_CHARS`), but at most 40 % of a narrow
+    figure -- there the labels get shorter, not the plot."""
+    n = max(len(d.lanes), 1)
+    longest = min(max((len(lane.label) for lane in d.lanes), default=8), LANE_CHARS)
+    left = min(max(0.9, _INCH_PER_CHAR * longest + 0.25), 3.4) if labels_fit(n, plot_h) else 0.6
+    cap = 0.4 * (width or 10.0)
+    if left <= cap:
+        return left, LANE_CHARS
+    return cap, max(8, int((cap - 0.25) / _INCH_PER_CHAR))
 
 
 def check_width(width: float | None) -> float | None:
@@ -113,6 +126,7 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
             fig.clear()
             fig.set_size_inches(w, h, forward=True)
         ax = fig.add_axes((left / w, bottom / h, 1 - (left + 0.3) / w, 1 - (bottom + _TOP) / h))
+        ax.tensorviz_label_chars = _left_margin(diagram, h - bottom - _TOP, width)[1]
     fig = ax.figure
     _draw(diagram, ax)
     fig.tensorviz_diagram = diagram
@@ -242,7 +256,7 @@ def _setup_axes(d: "Diagram", ax: "Axes") -> None:
     if not d.lanes:
         ax.text(0.5, 0.5, "nothing to draw: no tensor matches the filters", transform=ax.transAxes,
                 ha="center", va="center", fontsize=9, fontstyle="italic", color="#555555")
-    ax.xaxis.set_major_locator(ByteLocator())
+    ax.xaxis.set_major_locator(ByteLocator(nbins=_tick_bins(ax)))
     ax.xaxis.set_major_formatter(ByteFormatter())
     ax.tick_params(axis="x", labelsize=8)
     ax.tick_params(axis="y", length=0)
@@ -254,6 +268,13 @@ def _setup_axes(d: "Diagram", ax: "Axes") -> None:
     ax.set_xlabel(f"bytes from the start of each {what}" if d.byte_range is None
                   else f"bytes from the start of the {what} (zoomed)", fontsize=8)
     ax.format_coord = lambda x, y: _coord_text(d, x, y)
+
+
+def _tick_bins(ax: "Axes") -> int:
+    """Most ticks for the axis length: one per 0.6 inch (a label like "1.5 KiB" is ~0.4 inch
+    wide), from 2 to 8, so a narrow figure gets fewer ticks rather than labels on each other."""
+    inches = ax.get_position().width * ax.figure.get_figwidth()
+    return int(np.clip(inches // 0.6, 2, 8))
 
 
 def _coord_text(d: "Diagram", x: float, y: float) -> str:
