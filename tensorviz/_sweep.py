@@ -13,9 +13,8 @@ from typing import Callable
 
 import numpy as np
 
-from .footprint import EMPTY
 
-__all__ = ["Sweep", "sweep", "components", "same_keys"]
+__all__ = ["Sweep", "sweep", "components", "ranked", "same_keys", "min_roots"]
 
 
 @dataclass(frozen=True)
@@ -33,14 +32,15 @@ class Sweep:
 
 
 def sweep(sidx: np.ndarray, start: np.ndarray, stop: np.ndarray, dense: np.ndarray,
-          nbytes: np.ndarray, runs_of: Callable[[int], np.ndarray]) -> Sweep:
+          nbytes: np.ndarray, runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> Sweep:
     """Overlap labels and coverage for views ``i`` on storage ``sidx[i]`` with span ``[start, stop)``.
 
     Args:
         sidx, start, stop, dense: one entry per view; ``dense`` means the footprint is the span.
         nbytes: one entry per storage.
-        runs_of: footprint run set (storage bytes) of a non-dense view, by view index; only
-            called for views whose span meets another view's span.
+        runs_of: footprint runs (storage bytes) of the views at the given indices, as
+            ``(runs (k, 2), owning view of each run)``; only called for the views of span
+            clusters that hold a non-dense view.
     """
     n, ns = len(sidx), len(nbytes)
     labels = np.arange(n, dtype=np.int64) + n  # empty views keep these singleton labels
@@ -96,9 +96,8 @@ def _add_clipped(covered, storage, a, b, lo, hi) -> None:
 
 def _refine(members, sidx, base, nbytes, runs_of, labels, covered, n) -> None:
     """Exact footprint sweep over the views of clusters that hold a non-dense view."""
-    runs = [runs_of(int(i)) + base[sidx[i]] for i in members]
-    owner = np.repeat(members, [len(r) for r in runs])
-    allruns = np.concatenate(runs) if runs else EMPTY
+    allruns, owner = runs_of(members)
+    allruns = allruns + base[sidx[owner]][:, None]
     order = np.argsort(allruns[:, 0], kind="stable")
     allruns, owner = allruns[order], owner[order]
     rc, first = _clusters(allruns[:, 0], allruns[:, 1])
@@ -108,12 +107,32 @@ def _refine(members, sidx, base, nbytes, runs_of, labels, covered, n) -> None:
     # Views sharing a run cluster share a byte: link each to the cluster's first owner.
     head = owner[first][rc]
     link = head != owner
-    edges = np.unique(head[link] * n + owner[link])  # one int per (head, owner) pair: a fast 1-D sort
-    parent = {int(i): int(i) for i in members}
-    for a, b in zip((edges // n).tolist(), (edges % n).tolist()):
-        _union(parent, a, b)
-    roots = np.fromiter((_find(parent, int(i)) for i in members), dtype=np.int64, count=members.size)
-    labels[members] = 2 * n + roots
+    local = np.searchsorted(members, np.stack((head[link], owner[link])))  # members is sorted
+    labels[members] = 2 * n + members[min_roots(members.size, local[0], local[1])]
+
+
+def min_roots(size: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Connected components of nodes ``0..size-1`` joined by edges ``a[k] -- b[k]``: per node,
+    the smallest node of its component. Vectorised (hook each tree's root under the smallest
+    label across its edges, then pointer-jump to the roots); every round at least halves the
+    number of trees, so it takes O(log size) rounds of numpy work, never a Python loop per edge.
+
+    >>> min_roots(6, np.array([5, 4, 1]), np.array([0, 2, 4])).tolist()
+    [0, 1, 1, 3, 1, 0]
+    """
+    label = np.arange(size, dtype=np.int64)
+    while True:
+        la, lb = label[a], label[b]
+        if np.array_equal(la, lb):
+            return label
+        low = np.minimum(la, lb)
+        np.minimum.at(label, la, low)
+        np.minimum.at(label, lb, low)
+        while True:  # point every node at its root
+            up = label[label]
+            if np.array_equal(up, label):
+                break
+            label = up
 
 
 def components(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,6 +161,19 @@ def components(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return final, bounds
 
 
+def ranked(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`components` for labels that already number groups by first member (0, 1, 2...).
+
+    >>> order, bounds = ranked(np.array([0, 1, 0, 2, 1]))
+    >>> order.tolist(), bounds.tolist()
+    ([0, 2, 1, 4, 3], [0, 2, 4, 5])
+    """
+    order = np.argsort(labels, kind="stable")
+    bounds = np.zeros(1 + (int(labels.max()) + 1 if labels.size else 0), dtype=np.int64)
+    np.cumsum(np.bincount(labels), out=bounds[1:])
+    return order, bounds
+
+
 def same_keys(*columns: np.ndarray) -> np.ndarray:
     """Labels equal exactly where every column is equal (a lexsort, not a row-wise unique).
 
@@ -159,18 +191,3 @@ def same_keys(*columns: np.ndarray) -> np.ndarray:
     labels = np.empty(n, dtype=np.int64)
     labels[order] = np.cumsum(change)
     return labels
-
-
-def _find(parent: dict[int, int], i: int) -> int:
-    root = i
-    while parent[root] != root:
-        root = parent[root]
-    while parent[i] != root:
-        parent[i], i = root, parent[i]
-    return root
-
-
-def _union(parent: dict[int, int], a: int, b: int) -> None:
-    ra, rb = _find(parent, a), _find(parent, b)
-    if ra != rb:
-        parent[max(ra, rb)] = min(ra, rb)

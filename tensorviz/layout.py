@@ -14,12 +14,16 @@ import difflib
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
+from itertools import repeat
+from operator import itemgetter, mul
 from typing import Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
 from . import footprint as fp
-from ._sweep import components, same_keys, sweep
+from ._sweep import components, ranked, same_keys, sweep
+from ._table import Table, slices, slices_sharing, take
+from ._table import build as build_table
 from ._units import format_bytes
 
 __all__ = ["TensorView", "Storage", "StorageInfo", "Group", "Skipped", "Layout", "GroupBy", "RELATIONS"]
@@ -29,6 +33,9 @@ _GROUPINGS = ("storage", "span", "overlap")
 RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps", "disjoint", "unrelated")
 
 StorageKey = tuple  # (device: str, identity: int | str)
+_NAME = itemgetter(0)
+_NO_NAMES = np.empty(1, dtype=object)  # broadcasts () into object arrays (a bare () would not)
+_NO_NAMES[0] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,17 @@ class TensorView:
         return (f"TensorView({self.name!r}, {self.dtype}[{shape}], stride={self.stride}, "
                 f"offset={self.offset}, bytes=[{self.start}, {self.stop}){flags}, "
                 f"storage={_key_text(self.storage)})")
+
+
+def _group_spans(start: np.ndarray, stop: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte range covered by the non-empty spans of each group (members laid out group by group,
+    group ``g`` starting at ``first[g]``); a group of empty views sits at its first member's start."""
+    live = stop > start
+    lo = np.minimum.reduceat(np.where(live, start, np.iinfo(np.int64).max), first)
+    hi = np.maximum.reduceat(np.where(live, stop, -1), first)
+    dead = hi < 0
+    lo[dead], hi[dead] = start[first][dead], start[first][dead]
+    return lo, hi
 
 
 def _single(a: int, b: int) -> np.ndarray:
@@ -277,8 +295,8 @@ class Layout:
         return value
 
     @property
-    def _names(self) -> list[str]:
-        return self._cached("names", lambda: [r[0] for r in self._rows])
+    def _names(self) -> tuple[str, ...]:
+        return self._cached("names", lambda: tuple(map(_NAME, self._rows)))
 
     @property
     def _index(self) -> dict[str, int]:
@@ -286,47 +304,21 @@ class Layout:
 
     @property
     def _skey(self) -> dict[StorageKey, int]:
-        return self._cached("skey", lambda: {st[0]: i for i, st in enumerate(self._stores)})
+        return self._cached("skey", lambda: dict(zip(self._table.keys, range(self._nstores))))
 
     @property
     def _records(self) -> list[TensorView | None]:
         return self._cached("records", lambda: [None] * len(self._rows))
 
     @property
-    def _full(self) -> list[tuple]:
-        """Rows with storage index, start, Geometry and note: ``(name, s, dt, shape, stride,
-        offset, start, geometry, note)``."""
-        return self._cached("full", self._complete_rows)
+    def _table(self) -> Table:
+        """Columns of every view and storage (see :mod:`tensorviz._table`)."""
+        raw = self._raw
+        return self._cached("table", lambda: build_table(self._rows, raw.geometries, raw.labels, raw.extra))
 
     @property
-    def _stores(self) -> tuple[tuple, ...]:
-        """``(key, device, nbytes, label)`` per storage, in order of first appearance."""
-        self._full
-        return self._cache["stores"]
-
-    def _complete_rows(self) -> list[tuple]:
-        raw = self._raw
-        geos, notes, labels = raw.geometries, raw.notes, raw.labels
-        spos: dict[object, int] = {}
-        devices: dict[object, str] = {}
-        stores: list[tuple] = []
-        out: list[tuple] = []
-        append, make = out.append, fp.geometry
-        for name, token, dev, nbytes, dt, shape, stride, offset, start in self._rows:
-            s = spos.get(token)
-            if s is None:
-                s = spos[token] = len(stores)
-                device = devices.get(dev) or devices.setdefault(dev, str(dev))
-                key = token if type(token) is tuple else (device, token)
-                stores.append((key, device, nbytes, labels.get(key, "") if labels else ""))
-            geo = geos.get((shape, stride))
-            if geo is None:
-                geo = geos[(shape, stride)] = make(shape, stride)
-            append((name, s, dt, shape, stride, offset, offset * dt[1] if start is None else start, geo, ""))
-        for i, note in notes.items():
-            out[i] = out[i][:8] + (note,)
-        self._cache["stores"] = tuple(stores) + tuple(raw.extra)
-        return out
+    def _nstores(self) -> int:
+        return len(self._table.keys)
 
     # -- basic access -------------------------------------------------------------------
     @property
@@ -335,26 +327,22 @@ class Layout:
         return self._cached("views", self._make_views)
 
     def _make_views(self) -> tuple[TensorView, ...]:
-        records, full = self._records, self._full
-        for i, v in enumerate(records):
-            if v is None:
-                records[i] = self._make_view(full[i])
+        t, records, rows, notes = self._table, self._records, self._rows, self._raw.notes
+        keys, devices, geos = t.keys, t.devices, t.geos
+        for i, s, g, start in zip(range(len(rows)), t.sidx.tolist(), t.gid.tolist(), t.start.tolist()):
+            if records[i] is None:
+                records[i] = _view_record(rows[i], keys[s], devices[s], geos[g], start, notes.get(i, ""))
         return tuple(records)
 
     def _view(self, i: int) -> TensorView:
         records = self._records
         v = records[i]
         if v is None:
-            v = records[i] = self._make_view(self._full[i])
+            t = self._table
+            s = int(t.sidx[i])
+            v = records[i] = _view_record(self._rows[i], t.keys[s], t.devices[s], t.geos[t.gid[i]],
+                                          int(t.start[i]), self._raw.notes.get(i, ""))
         return v
-
-    def _make_view(self, row: tuple) -> TensorView:
-        name, s, (dtype, itemsize), _, _, offset, start, geo, note = row
-        key, device = self._stores[s][:2]
-        return _record(TensorView, (
-            name, key, device, dtype, geo.shape, geo.stride, offset, itemsize, start,
-            start + geo.reach * itemsize, geo.numel * itemsize, geo.footprint * itemsize,
-            geo.contiguous, geo.exact, note))
 
     @property
     def skipped(self) -> tuple[Skipped, ...]:
@@ -396,49 +384,42 @@ class Layout:
 
     # -- columns for the vectorised answers ----------------------------------------------
     def _columns(self) -> dict[str, np.ndarray]:
-        cols = self._cache.get("columns")
-        if cols is None:
-            n, rows = len(self._rows), self._full
-            start = np.fromiter((r[6] for r in rows), np.int64, n)
-            reach = np.fromiter((r[7].reach * r[2][1] for r in rows), np.int64, n)
-            cols = self._cache["columns"] = {
-                "sidx": np.fromiter((r[1] for r in rows), np.int64, n),
-                "start": start,
-                "stop": start + reach,
-                "dense": np.fromiter((r[7].dense for r in rows), bool, n),
-                "exact": np.fromiter((r[7].exact for r in rows), bool, n),
-                "nbytes": np.fromiter((st[2] for st in self._stores), np.int64, len(self._stores)),
-            }
-        return cols
+        t = self._table
+        return {"sidx": t.sidx, "start": t.start, "stop": t.stop, "dense": t.dense, "exact": t.exact,
+                "nbytes": t.nbytes}
 
     def _sweep(self):
         if "sweep" not in self._cache:
-            c = self._columns()
-            self._cache["sweep"] = sweep(c["sidx"], c["start"], c["stop"], c["dense"], c["nbytes"], self._runs_at)
+            t = self._table
+            self._cache["sweep"] = sweep(t.sidx, t.start, t.stop, t.dense, t.nbytes, self._runs_of)
         return self._cache["sweep"]
 
     def _runs_at(self, i: int) -> np.ndarray:
-        row = self._full[i]
-        return row[7].byte_runs(row[6], row[2][1])
+        t = self._table
+        return t.geos[t.gid[i]].byte_runs(int(t.start[i]), int(t.itemsize[i]))
+
+    def _runs_of(self, views: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Footprint runs of many views at once: ``(runs (k, 2), owner view of each run)``."""
+        t = self._table
+        return fp.byte_runs_many(t.geos, t.gid[views], t.start[views], t.itemsize[views], views)
 
     def _members(self) -> list[list[int]]:
         """View positions of each storage, in source order."""
         if "members" not in self._cache:
             order, bounds, _ = self._grouped("storage")
-            order = order.tolist()
-            members = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-            members += [[] for _ in range(len(self._stores) - len(members))]  # storages with no views
+            members = slices(order.tolist(), bounds.tolist())
+            members += [[] for _ in range(self._nstores - len(members))]  # storages with no views
             self._cache["members"] = members
         return self._cache["members"]
 
-    def _grouped(self, by: str) -> tuple[np.ndarray, list[int], tuple[str, ...]]:
+    def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
         """``(order, bounds, names in that order)``: group g is ``order[bounds[g]:bounds[g+1]]``,
         groups ordered by first member (for ``"storage"``: storage index order)."""
         key = ("grouped", by)
         if key not in self._cache:
-            order, bounds = components(self._labels(by))
-            names = self._names
-            self._cache[key] = (order, bounds.tolist(), tuple([names[i] for i in order.tolist()]))
+            # Storage indices already number storages by first appearance: a stable sort suffices.
+            order, bounds = ranked(self._table.sidx) if by == "storage" else components(self._labels(by))
+            self._cache[key] = (order, bounds, take(self._names, order.tolist()))
         return self._cache[key]
 
     # -- storages and coverage ----------------------------------------------------------
@@ -448,29 +429,50 @@ class Layout:
         return self._cached("storages", self._make_storages)
 
     def _make_storages(self) -> tuple[Storage, ...]:
-        c = self._columns()
-        covered = self._sweep().covered.tolist()
-        _, bounds, sorted_names = self._grouped("storage")
-        whole = c["dense"] & (c["start"] == 0) & (c["stop"] == c["nbytes"][c["sidx"]]) & (c["stop"] > 0)
-        complete: dict[int, list[str]] = {}
-        full, all_names = self._full, self._names
-        for i in np.flatnonzero(whole).tolist():
-            complete.setdefault(full[i][1], []).append(all_names[i])
-        inexact = set(c["sidx"][~c["exact"]].tolist())
-        bounds = bounds + [bounds[-1]] * (len(self._stores) + 1 - len(bounds))  # storages with no views
+        t, ns = self._table, self._nstores
+        covered = self._sweep().covered
+        exact = np.ones(ns, dtype=bool)
+        exact[t.sidx[~t.exact]] = False
         new = object.__new__
         out = []
-        for s, (key, device, nbytes, label) in enumerate(self._stores):
+        for values in zip(t.keys, range(ns), t.devices, t.nbytes.tolist(), self._storage_names(),
+                          covered.tolist(), (t.nbytes - covered).tolist(), self._complete_names(), t.labels,
+                          exact.tolist()):
             # A frozen record filled directly (see _record): 60k storages are common.
             st = new(Storage)
             d = st.__dict__
-            d["key"], d["index"], d["device"], d["nbytes"] = key, s, device, nbytes
-            d["names"] = sorted_names[bounds[s]:bounds[s + 1]]
-            d["covered_nbytes"], d["unreferenced_nbytes"] = covered[s], nbytes - covered[s]
-            d["complete_names"] = tuple(complete[s]) if s in complete else ()
-            d["label"], d["exact"] = label, s not in inexact
+            (d["key"], d["index"], d["device"], d["nbytes"], d["names"], d["covered_nbytes"],
+             d["unreferenced_nbytes"], d["complete_names"], d["label"], d["exact"]) = values
             out.append(st)
         return tuple(out)
+
+    def _storage_names(self) -> list[tuple[str, ...]]:
+        """Per storage, the names of its views in source order: one tuple each, shared by the
+        Storage records and by every group that holds all of a storage's views."""
+        if "snames" not in self._cache:
+            _, bounds, sorted_names = self._grouped("storage")
+            self._cache["snames"] = slices(sorted_names, bounds.tolist()) + [()] * (self._nstores + 1 - len(bounds))
+        return self._cache["snames"]
+
+    def _complete_names(self) -> list[tuple[str, ...]]:
+        """Per storage, the names (source order) of the views that read every byte of it."""
+        t, ns = self._table, self._nstores
+        if not self._rows:
+            return [()] * ns
+        order, bounds, sorted_names = self._grouped("storage")
+        whole = (t.dense & (t.start == 0) & (t.stop == t.nbytes[t.sidx]) & (t.stop > 0))[order]
+        size = np.diff(bounds)
+        count = np.add.reduceat(whole.astype(np.int64), bounds[:-1])
+        # Usually every view of a storage is whole (its names tuple is reused) or none is ('()').
+        mixed = (count > 0) & (count < size)
+        pick = np.flatnonzero(whole & np.repeat(mixed, size))
+        wbounds = np.zeros(count.size + 1, dtype=np.int64)
+        np.cumsum(np.where(mixed, count, 0), out=wbounds[1:])
+        snames = self._storage_names()
+        shared = np.fromiter(snames[:count.size], object, count.size)
+        shared[count == 0] = _NO_NAMES
+        complete = slices_sharing(take(sorted_names, pick.tolist()), wbounds, shared, ~mixed)
+        return complete + [()] * (ns - count.size)
 
     def storage(self, which: str | StorageKey | int) -> Storage:
         """The storage of a view name, a storage key or a storage index.
@@ -484,12 +486,12 @@ class Layout:
 
     def _storage_pos(self, which: str | StorageKey | int) -> int:
         if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
-            if not -len(self._stores) <= which < len(self._stores):
-                raise IndexError(f"storage index {which} out of range: this layout has "
-                                 f"{len(self._stores)} storages")
-            return int(which) % len(self._stores)
+            ns = self._nstores
+            if not -ns <= which < ns:
+                raise IndexError(f"storage index {which} out of range: this layout has {ns} storages")
+            return int(which) % ns
         if isinstance(which, str):
-            return self._full[self._position(which)][1]
+            return int(self._table.sidx[self._position(which)])
         try:
             return self._skey[which]
         except (KeyError, TypeError):
@@ -504,7 +506,7 @@ class Layout:
         """Byte runs of a storage (by key, index or a view name) that no view reads."""
         s = self._storage_pos(which)
         runs = [self._runs_at(i) for i in self._members()[s]]
-        return fp.coverage(self._stores[s][2], runs).unreferenced()
+        return fp.coverage(int(self._table.nbytes[s]), runs).unreferenced()
 
     def footprint_runs(self, name: str) -> np.ndarray:
         """Exact footprint of a view as byte runs (its span if the view is not ``exact``)."""
@@ -538,32 +540,34 @@ class Layout:
     def _make_groups(self, by: str) -> tuple[Group, ...]:
         if not self._rows:
             return ()
-        c = self._columns()
-        order, bl, names = self._grouped(by)
-        bounds = np.asarray(bl, dtype=np.int64)
-        first, size = bounds[:-1], np.diff(bounds)
-        start, stop = c["start"][order], c["stop"][order]
-        live = stop > start
-        big = np.iinfo(np.int64).max
-        lo = np.minimum.reduceat(np.where(live, start, big), first)
-        hi = np.maximum.reduceat(np.where(live, stop, -1), first)
-        dead = hi < 0  # every member empty: the group sits at its first member's start
-        lo[dead], hi[dead] = start[first][dead], start[first][dead]
-        inexact = np.zeros(len(first), dtype=bool)
+        t = self._table
+        order, bounds, names = self._grouped(by)
+        first = bounds[:-1]
+        lo, hi = _group_spans(t.start[order], t.stop[order], first)
+        exact = [True] * len(first)
         if by == "overlap":
-            bad = np.add.reduceat((~c["exact"][order]).astype(np.int64), first) > 0
-            inexact = bad & (size > 1)
-        stores = self._stores
+            # A group joined through a footprint over the run budget may be too large.
+            bad = np.add.reduceat((~t.exact[order]).astype(np.int64), first) > 0
+            exact = (~(bad & (np.diff(bounds) > 1))).tolist()
         new = object.__new__
         out = []
-        for a, b, s, l, h, x in zip(bl[:-1], bl[1:], c["sidx"][order[first]].tolist(), lo.tolist(),
-                                    hi.tolist(), inexact.tolist()):
+        owner = t.sidx[order[first]]
+        for values in zip(repeat(by), self._group_names(by, bounds, names, owner), take(t.keys, owner.tolist()),
+                          lo.tolist(), hi.tolist(), exact):
             g = new(Group)  # a frozen record filled directly (see _record)
             d = g.__dict__
-            d["by"], d["names"], d["storage"], d["start"], d["stop"], d["exact"] = \
-                by, names[a:b], stores[s][0], l, h, not x
+            d["by"], d["names"], d["storage"], d["start"], d["stop"], d["exact"] = values
             out.append(g)
         return tuple(out)
+
+    def _group_names(self, by: str, bounds: np.ndarray, names: tuple[str, ...], owner: np.ndarray) -> list:
+        """Names of each group; a group holding every view of its storage reuses that tuple."""
+        snames = self._storage_names()
+        if by == "storage":
+            return snames[:len(bounds) - 1]
+        _, sbounds, _ = self._grouped("storage")
+        return slices_sharing(names, bounds, map(snames.__getitem__, owner.tolist()),
+                              np.diff(bounds) == np.diff(sbounds)[owner])
 
     def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]:
         """Only the groups with two or more names."""
@@ -621,7 +625,9 @@ class Layout:
     @property
     def naive_nbytes(self) -> int:
         """Sum of every view's logical size: what a saver that copies each name would write."""
-        return sum(r[7].numel * r[2][1] for r in self._full)
+        t = self._table
+        numel = [g.numel for g in t.geos]
+        return sum(map(mul, map(numel.__getitem__, t.gid.tolist()), t.itemsize.tolist()))
 
     @property
     def unique_nbytes(self) -> int:
@@ -631,7 +637,7 @@ class Layout:
     @property
     def storage_nbytes(self) -> int:
         """Sum of the storages' sizes: what ``torch.save`` writes."""
-        return sum(st[2] for st in self._stores)
+        return sum(self._table.nbytes.tolist())
 
     def to_text(self, by: GroupBy = "storage", max_views: int = 12) -> str:
         """A plain-text summary: storages with their views and coverage, shared groups, skips."""
@@ -644,7 +650,7 @@ class Layout:
 
     def __repr__(self) -> str:
         shared = len(self.shared("storage"))
-        ns = len(self._stores)
+        ns = self._nstores
         return (f"<Layout {len(self)} tensor{'s' * (len(self) != 1)} on {ns} storage{'s' * (ns != 1)}, "
                 f"{shared} shared, {len(self._skipped)} skipped>")
 
@@ -705,6 +711,15 @@ def _field_names(cls: type) -> tuple[str, ...]:
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
     return names
+
+
+def _view_record(row: tuple, key: StorageKey, device: str, geo: fp.Geometry, start: int, note: str) -> TensorView:
+    """The TensorView of a collector row, given its storage and Geometry."""
+    name, offset, (dtype, itemsize) = row[0], row[7], row[4]
+    return _record(TensorView, (
+        name, key, device, dtype, geo.shape, geo.stride, offset, itemsize, start,
+        start + geo.reach * itemsize, geo.numel * itemsize, geo.footprint * itemsize,
+        geo.contiguous, geo.exact, note))
 
 
 def _store(info: StorageInfo) -> tuple:

@@ -1,0 +1,172 @@
+"""The column form of a layout: numpy arrays per view, lists per storage, built in C-level passes.
+
+Pure Python + numpy; used by :class:`tensorviz.layout.Layout`. A collector hands over one tuple
+per view (see :class:`tensorviz.layout.Rows`); the vectorised answers (overlap groups,
+coverage, records) want columns. This module turns 100k rows into columns without a Python-level
+loop per row -- ``map``/``itemgetter``/``dict.setdefault`` passes and numpy -- so building them
+costs a few milliseconds, and keeps no per-row Python object alive (fewer objects for the cyclic
+garbage collector to walk later).
+"""
+
+from __future__ import annotations
+
+from itertools import count
+from operator import itemgetter
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import footprint as fp
+
+__all__ = ["Table", "build", "take", "slices", "slices_sharing"]
+
+_NAME, _TOKEN, _DEVICE, _NBYTES, _DTYPE, _SHAPE, _STRIDE, _OFFSET, _START = (itemgetter(k) for k in range(9))
+_ITEMSIZE = itemgetter(1)
+
+
+class Table:
+    """Columns of every view and storage of one layout.
+
+    Per view (numpy, one entry per row): ``sidx`` (storage index), ``offset`` (elements),
+    ``itemsize``, ``start``/``stop`` (span in bytes), ``gid`` (index into ``geos``), ``dense``
+    (footprint == span, exact), ``exact``. Per storage (in order of first appearance, then the
+    storages no view reads): ``keys``, ``devices``, ``labels`` (lists) and ``nbytes`` (numpy).
+    """
+
+    __slots__ = ("sidx", "offset", "itemsize", "start", "stop", "gid", "geos", "dense", "exact",
+                 "keys", "devices", "labels", "nbytes")
+
+    def __init__(self, **columns: object) -> None:
+        for name, value in columns.items():
+            setattr(self, name, value)
+
+    def store(self, s: int) -> tuple:
+        """``(key, device, nbytes, label)`` of storage ``s``."""
+        return self.keys[s], self.devices[s], int(self.nbytes[s]), self.labels[s]
+
+    def geometry(self, i: int) -> fp.Geometry:
+        return self.geos[self.gid[i]]
+
+
+def build(rows: Sequence[tuple], geometries: dict, labels: dict, extra: Sequence[tuple],
+          make: Callable[..., fp.Geometry] = fp.geometry) -> Table:
+    """Columns of collector ``rows``; ``geometries`` caches one Geometry per ``(shape, stride)``.
+
+    >>> t = build([("a", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)], {}, {}, [])
+    >>> t.keys, t.sidx.tolist(), t.start.tolist(), t.stop.tolist()
+    ([('cpu', 7)], [0], [8], [24])
+    """
+    n = len(rows)
+    tokens = list(map(_TOKEN, rows))
+    sidx, firsts = _first_ranks(tokens)
+    keys, devices, nbytes = _stores([rows[i] for i in firsts], labels)
+    gid, geos = _geometries(rows, geometries, make)
+    offset = np.fromiter(map(_OFFSET, rows), np.int64, n)
+    itemsize = np.fromiter(map(_ITEMSIZE, map(_DTYPE, rows)), np.int64, n)
+    start = _starts(rows, offset, itemsize)
+    reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
+    dense = np.fromiter((g.dense for g in geos), bool, len(geos))
+    exact = np.fromiter((g.exact for g in geos), bool, len(geos))
+    keys += [e[0] for e in extra]
+    devices += [e[1] for e in extra]
+    return Table(
+        sidx=sidx, offset=offset, itemsize=itemsize, start=start, stop=start + reach[gid] * itemsize,
+        gid=gid, geos=geos, dense=dense[gid], exact=exact[gid], keys=keys, devices=devices,
+        labels=[labels.get(k, "") for k in keys] if labels else [""] * len(keys),
+        nbytes=np.array(nbytes + [e[2] for e in extra], dtype=np.int64))
+
+
+def _first_ranks(tokens: list) -> tuple[np.ndarray, list[int]]:
+    """Per token its rank by first appearance, and the row of each rank's first appearance.
+
+    Storage ids (ints) go through numpy's sort; anything else through one ``setdefault`` pass:
+    each token maps to the row where it first appeared, the dict keeps those rows in increasing
+    order, and a binary search turns a first row into its rank.
+    """
+    n = len(tokens)
+    if n and set(map(type, tokens)) == {int}:
+        try:
+            ids = np.fromiter(tokens, np.int64, n)
+        except OverflowError:  # not a storage id after all; take the general path
+            pass
+        else:
+            _, rows, inverse = np.unique(ids, return_index=True, return_inverse=True)
+            by_row = np.argsort(rows)
+            rank = np.empty_like(by_row)
+            rank[by_row] = np.arange(by_row.size)
+            return rank[inverse.reshape(-1)], rows[by_row].tolist()
+    first: dict = {}
+    at = np.fromiter(map(first.setdefault, tokens, count()), np.int64, n)
+    rows = np.fromiter(first.values(), np.int64, len(first))
+    return np.searchsorted(rows, at), rows.tolist()
+
+
+def _stores(firsts: list[tuple], labels: dict) -> tuple[list, list[str], list[int]]:
+    """Key, device name and size of each storage, from the first row that reads it."""
+    devs = list(map(_DEVICE, firsts))
+    if devs and devs.count(devs[0]) == len(devs):  # the usual case: one device
+        devices = [str(devs[0])] * len(devs)
+    else:
+        names = {d: str(d) for d in set(devs)}
+        devices = list(map(names.__getitem__, devs))
+    tokens = list(map(_TOKEN, firsts))
+    if tuple not in set(map(type, tokens)):
+        keys = list(zip(devices, tokens))
+    else:
+        keys = [t if type(t) is tuple else (d, t) for d, t in zip(devices, tokens)]
+    return keys, devices, list(map(_NBYTES, firsts))
+
+
+def _geometries(rows: Sequence[tuple], cache: dict, make) -> tuple[np.ndarray, list[fp.Geometry]]:
+    """Per row the index of its ``(shape, stride)`` Geometry, and those geometries."""
+    pairs = list(zip(map(_SHAPE, rows), map(_STRIDE, rows)))
+    gid, firsts = _first_ranks(pairs)
+    geos = []
+    for i in firsts:
+        pair = pairs[i]
+        geo = cache.get(pair)
+        if geo is None:
+            geo = cache[pair] = make(*pair)
+        geos.append(geo)
+    return gid, geos
+
+
+def _starts(rows: Sequence[tuple], offset: np.ndarray, itemsize: np.ndarray) -> np.ndarray:
+    """Byte start of each view: ``offset * itemsize`` unless the row gives it (files do)."""
+    given = list(map(_START, rows))
+    missing = given.count(None)
+    if missing == len(given):
+        return offset * itemsize
+    if missing == 0:
+        return np.fromiter(given, np.int64, len(given))
+    return np.fromiter((o * i if s is None else s for s, o, i in
+                        zip(given, offset.tolist(), itemsize.tolist())), np.int64, len(given))
+
+
+def take(seq: Sequence, index: Sequence[int]) -> tuple:
+    """``tuple(seq[i] for i in index)`` in one C-level pass."""
+    return tuple(map(seq.__getitem__, index))
+
+
+def slices(seq: Sequence, bounds: Sequence[int]) -> list:
+    """``[seq[bounds[g]:bounds[g + 1]] for g ...]`` in one C-level pass."""
+    return list(map(seq.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+
+
+def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray) -> list:
+    """:func:`slices`, but slice ``g`` is ``shared[g]`` wherever ``same[g]`` says they are equal.
+
+    Reusing an equal tuple instead of slicing a new one saves the allocation and, more, the
+    cyclic garbage collector's later walk over 60k fresh tuples.
+
+    >>> names = ("a", "b", "c")
+    >>> slices_sharing(names, [0, 2, 3], [("a", "b"), ()], np.array([True, False]))
+    [('a', 'b'), ('c',)]
+    """
+    out = np.fromiter(shared, object, len(same))
+    rest = np.flatnonzero(~same)
+    if rest.size:
+        b = np.asarray(bounds, dtype=np.int64)
+        out[rest] = np.fromiter(map(seq.__getitem__, map(slice, b[rest].tolist(), b[rest + 1].tolist())),
+                                object, rest.size)
+    return out.tolist()
