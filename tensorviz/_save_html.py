@@ -53,7 +53,7 @@ _OK = "var(--jp-success-color1,#388e3c)"
 _LINE = "rgba(128,128,128,0.35)"
 _MONO = "font-family:var(--jp-code-font-family,monospace)"
 
-#: Inline styles by role (computed once). Tests read them to check each element carries its own.
+#: Inline styles by role, computed once.
 STYLES = {
     "root": _css("font-size:13px", "line-height:1.4", "text-align:left", "max-width:1100px"),
     "head": _css("margin:0 0 4px 0", "text-align:left"),
@@ -75,7 +75,8 @@ STYLES = {
     "code": _css(_MONO, "font-size:12px", "background:rgba(128,128,128,0.12)", "padding:0 3px",
                  "border-radius:2px", "white-space:pre-wrap"),
     "pre": _css(_MONO, "font-size:12px", "line-height:1.4", "white-space:pre-wrap", "word-break:normal",
-                "overflow-wrap:break-word", "text-align:left", "margin:2px 0 6px 0", "padding:5px 8px", "background:rgba(128,128,128,0.1)",
+                "overflow-wrap:break-word", "text-align:left", "margin:2px 0 6px 0", "padding:5px 8px",
+                "background:rgba(128,128,128,0.1)",
                 "border:none", "border-radius:3px", "max-width:78em"),
     "details": _css("margin:1px 0", "text-align:left"),
     "summary": _css("cursor:pointer", "padding:1px 0", "text-align:left"),
@@ -139,7 +140,8 @@ _COLUMNS = ("saver", "outcome", "names", "bytes")
 
 
 def _row(v: "Verdict") -> str:
-    saver = f"<b>{_e(v.saver)}</b><br>" + _tag("span", "small", _e(v.library))
+    # <wbr> after the dot: in a narrow output "safetensors.save_model" breaks there, not the table
+    saver = f"<b>{_e(v.saver).replace('.', '.<wbr>')}</b><br>" + _tag("span", "small", _e(v.library))
     outcome = _badge(v.outcome) + "".join(
         "<br>" + _tag("span", "small", "+ " + _e(p)) for p in v.problems[1:])
     if v.error_type:
@@ -158,11 +160,11 @@ def _label(word: str) -> str:
 
 
 def _names(v: "Verdict") -> str:
-    lines = [f"{_label('kept')} {len(v.kept)} of {len(v.kept) + len(v.dropped)}"]
+    lines = [_tag("span", "value", f"{_label('kept')} {len(v.kept)} of {len(v.kept) + len(v.dropped)}")]
     if v.dropped:
-        lines.append(f"{_label('dropped')} {_few(v.dropped)}")
+        lines.append(f"{_label('dropped')}&nbsp;{_few(v.dropped)}")
     if v.cloned:
-        lines.append(f"{_label('copied')} {_few(v.cloned)}")
+        lines.append(f"{_label('copied')}&nbsp;{_few(v.cloned)}")
     return "<br>".join(lines)
 
 
@@ -178,7 +180,8 @@ def _nbytes(v: "Verdict") -> str:
     for label, n, colour in (("lost", v.lost_nbytes, _ERR), ("written twice", v.duplicated_nbytes, _WARN),
                              ("unreferenced", v.unreferenced_nbytes, _WARN)):
         if n:
-            lines.append(f'<span style="{_css("color:" + colour, "font-weight:bold")}">{_e(label)} {_e(_bytes(n))}</span>')
+            style = _css("color:" + colour, "font-weight:bold")
+            lines.append(f'<span style="{style}">{_e(label)} {_e(_bytes(n))}</span>')
     return "<br>".join(lines)
 
 

@@ -66,7 +66,9 @@ def _verdict_text(v: "Verdict", fixes: bool) -> list[str]:
         lines.append(f"  note: {note}")
     if fixes:
         for i, f in enumerate(v.fixes, 1):
-            lines.append(f"  fix {i}: {f.title or f.problem}" + (f" ({f.note})" if f.note else ""))
+            lines.append(f"  fix {i}: {f.title or f.problem}")
+            if f.note:
+                lines += textwrap.wrap(f.note, 100, initial_indent="    ", subsequent_indent="    ")
             lines += ["    | " + ln for ln in f.code().splitlines()]
     return lines
 
