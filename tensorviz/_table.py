@@ -18,7 +18,7 @@ import numpy as np
 
 from . import footprint as fp
 
-__all__ = ["Table", "build", "take", "slices", "slices_sharing"]
+__all__ = ["Table", "build", "objects", "take", "slices", "cut", "slices_sharing"]
 
 _NAME, _TOKEN, _DEVICE, _NBYTES, _DTYPE, _SHAPE, _STRIDE, _OFFSET, _START = (itemgetter(k) for k in range(9))
 _ITEMSIZE = itemgetter(1)
@@ -143,14 +143,62 @@ def _starts(rows: Sequence[tuple], offset: np.ndarray, itemsize: np.ndarray) -> 
                         zip(given, offset.tolist(), itemsize.tolist())), np.int64, len(given))
 
 
-def take(seq: Sequence, index: Sequence[int]) -> tuple:
-    """``tuple(seq[i] for i in index)`` in one C-level pass."""
-    return tuple(map(seq.__getitem__, index))
+def objects(seq: Sequence) -> np.ndarray:
+    """A 1-d object array of ``seq``'s items, each kept whole (tuples stay tuples)."""
+    return np.fromiter(seq, object, len(seq))
 
 
-def slices(seq: Sequence, bounds: Sequence[int]) -> list:
-    """``[seq[bounds[g]:bounds[g + 1]] for g ...]`` in one C-level pass."""
-    return list(map(seq.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+def take(seq: Sequence | np.ndarray, index: np.ndarray) -> list:
+    """``[seq[i] for i in index]`` through an object array: gathering 100k names in a random
+    order costs a third of a Python-level pass (no per-item call, fewer cache misses).
+
+    >>> take(("a", "b", "c"), np.array([2, 0]))
+    ['c', 'a']
+    """
+    arr = seq if isinstance(seq, np.ndarray) else objects(seq)
+    return arr[index].tolist()
+
+
+def slices(seq: Sequence, bounds: np.ndarray) -> list[tuple]:
+    """``[seq[bounds[g]:bounds[g + 1]] for g ...]`` as tuples, without a Python-level loop.
+
+    >>> slices(("a", "b", "c", "d"), np.array([0, 1, 3, 4]))
+    [('a',), ('b', 'c'), ('d',)]
+    """
+    b = np.asarray(bounds, dtype=np.int64)
+    return cut(seq, b[:-1], b[1:])
+
+
+def cut(seq: Sequence, starts: np.ndarray, stops: np.ndarray) -> list[tuple]:
+    """``[tuple(seq[a:b]) for a, b in zip(starts, stops)]`` without a Python-level loop.
+
+    Pieces of one common small size ``k`` are built by ``zip`` over ``k`` gathered columns
+    (one C-level pass, no slice object per piece); the rest are sliced.
+
+    >>> cut(("a", "b", "c", "d"), np.array([0, 1, 2]), np.array([1, 3, 2]))
+    [('a',), ('b', 'c'), ()]
+    """
+    arr = objects(seq)
+    size = stops - starts
+    out = np.empty(size.size, dtype=object)
+    order = np.argsort(size, kind="stable")
+    ranked = size[order]
+    edges = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1], True]) if size.size else np.zeros(1, np.int64)
+    rest = []
+    for a, b in zip(edges[:-1].tolist(), edges[1:].tolist()):
+        k, where = int(ranked[a]), order[a:b]
+        if 0 < k <= _ZIP_MAX and b - a >= _ZIP_MIN:
+            first = starts[where]
+            out[where] = objects(list(zip(*(arr[first + j] for j in range(k)))))
+        else:
+            rest.append(where)
+    if rest:
+        where = np.concatenate(rest)
+        out[where] = objects(list(map(seq.__getitem__, map(slice, starts[where].tolist(), stops[where].tolist()))))
+    return out.tolist()
+
+
+_ZIP_MAX, _ZIP_MIN = 8, 16  # piece sizes built by zip, and how many pieces make it worth it
 
 
 def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray) -> list:
@@ -167,6 +215,5 @@ def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple]
     rest = np.flatnonzero(~same)
     if rest.size:
         b = np.asarray(bounds, dtype=np.int64)
-        out[rest] = np.fromiter(map(seq.__getitem__, map(slice, b[rest].tolist(), b[rest + 1].tolist())),
-                                object, rest.size)
+        out[rest] = objects(cut(seq, b[rest], b[rest + 1]))
     return out.tolist()

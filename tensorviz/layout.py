@@ -22,7 +22,7 @@ import numpy as np
 
 from . import footprint as fp
 from ._sweep import components, ranked, same_keys, sweep
-from ._table import Table, slices, slices_sharing, take
+from ._table import Table, objects, slices, slices_sharing, take
 from ._table import build as build_table
 from ._units import format_bytes
 
@@ -299,6 +299,10 @@ class Layout:
         return self._cached("names", lambda: tuple(map(_NAME, self._rows)))
 
     @property
+    def _names_array(self) -> np.ndarray:
+        return self._cached("names_array", lambda: objects(self._names))
+
+    @property
     def _index(self) -> dict[str, int]:
         return self._cached("index", lambda: dict(zip(self._names, range(len(self._rows)))))
 
@@ -407,7 +411,8 @@ class Layout:
         """View positions of each storage, in source order."""
         if "members" not in self._cache:
             order, bounds, _ = self._grouped("storage")
-            members = slices(order.tolist(), bounds.tolist())
+            order, bounds = order.tolist(), bounds.tolist()
+            members = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
             members += [[] for _ in range(self._nstores - len(members))]  # storages with no views
             self._cache["members"] = members
         return self._cache["members"]
@@ -419,7 +424,7 @@ class Layout:
         if key not in self._cache:
             # Storage indices already number storages by first appearance: a stable sort suffices.
             order, bounds = ranked(self._table.sidx) if by == "storage" else components(self._labels(by))
-            self._cache[key] = (order, bounds, take(self._names, order.tolist()))
+            self._cache[key] = (order, bounds, tuple(take(self._names_array, order)))
         return self._cache[key]
 
     # -- storages and coverage ----------------------------------------------------------
@@ -451,7 +456,7 @@ class Layout:
         Storage records and by every group that holds all of a storage's views."""
         if "snames" not in self._cache:
             _, bounds, sorted_names = self._grouped("storage")
-            self._cache["snames"] = slices(sorted_names, bounds.tolist()) + [()] * (self._nstores + 1 - len(bounds))
+            self._cache["snames"] = slices(sorted_names, bounds) + [()] * (self._nstores + 1 - len(bounds))
         return self._cache["snames"]
 
     def _complete_names(self) -> list[tuple[str, ...]]:
@@ -471,7 +476,7 @@ class Layout:
         snames = self._storage_names()
         shared = np.fromiter(snames[:count.size], object, count.size)
         shared[count == 0] = _NO_NAMES
-        complete = slices_sharing(take(sorted_names, pick.tolist()), wbounds, shared, ~mixed)
+        complete = slices_sharing(tuple(take(sorted_names, pick)), wbounds, shared, ~mixed)
         return complete + [()] * (ns - count.size)
 
     def storage(self, which: str | StorageKey | int) -> Storage:
@@ -552,7 +557,7 @@ class Layout:
         new = object.__new__
         out = []
         owner = t.sidx[order[first]]
-        for values in zip(repeat(by), self._group_names(by, bounds, names, owner), take(t.keys, owner.tolist()),
+        for values in zip(repeat(by), self._group_names(by, bounds, names, owner), take(t.keys, owner),
                           lo.tolist(), hi.tolist(), exact):
             g = new(Group)  # a frozen record filled directly (see _record)
             d = g.__dict__
