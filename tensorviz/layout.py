@@ -431,18 +431,14 @@ class Layout:
     @property
     def storages(self) -> tuple[Storage, ...]:
         """Every storage in order of first appearance, with its coverage."""
+        if "storages" not in self._cache:
+            self._storage_columns()  # first, in a step of its own (see _group_columns)
         return self._cached("storages", self._make_storages)
 
     def _make_storages(self) -> tuple[Storage, ...]:
-        t, ns = self._table, self._nstores
-        covered = self._sweep().covered
-        exact = np.ones(ns, dtype=bool)
-        exact[t.sidx[~t.exact]] = False
         new = object.__new__
         out = []
-        for values in zip(t.keys, range(ns), t.devices, t.nbytes.tolist(), self._storage_names(),
-                          covered.tolist(), (t.nbytes - covered).tolist(), self._complete_names(), t.labels,
-                          exact.tolist()):
+        for values in zip(self._table.keys, range(self._nstores), *self._storage_columns()):
             # A frozen record filled directly (see _record): 60k storages are common.
             st = new(Storage)
             d = st.__dict__
@@ -450,6 +446,19 @@ class Layout:
              d["unreferenced_nbytes"], d["complete_names"], d["label"], d["exact"]) = values
             out.append(st)
         return tuple(out)
+
+    def _storage_columns(self) -> tuple[list, ...]:
+        """Per storage: device, nbytes, names, covered, unreferenced, complete names, label and
+        exact -- computed in a step of their own, like :meth:`_group_columns`."""
+        return self._cached("storage columns", self._make_storage_columns)
+
+    def _make_storage_columns(self) -> tuple[list, ...]:
+        t = self._table
+        covered = self._sweep().covered
+        exact = np.ones(self._nstores, dtype=bool)
+        exact[t.sidx[~t.exact]] = False
+        return (t.devices, t.nbytes.tolist(), self._storage_names(), covered.tolist(),
+                (t.nbytes - covered).tolist(), self._complete_names(), t.labels, exact.tolist())
 
     def _storage_names(self) -> list[tuple[str, ...]]:
         """Per storage, the names of its views in source order: one tuple each, shared by the
@@ -530,6 +539,8 @@ class Layout:
         """
         if by not in _GROUPINGS:
             raise ValueError(f"by must be one of {_GROUPINGS}, got {by!r}")
+        if ("groups", by) not in self._cache:
+            self._group_columns(by)  # first, in a step of its own (see there)
         return self._cached(("groups", by), lambda: self._make_groups(by))
 
     def _labels(self, by: str) -> np.ndarray:
@@ -543,8 +554,27 @@ class Layout:
         return np.where(empty, np.arange(n) + n, same_keys(c["sidx"], c["start"], c["stop"]))
 
     def _make_groups(self, by: str) -> tuple[Group, ...]:
+        new = object.__new__
+        out = []
+        for values in zip(repeat(by), *self._group_columns(by)):
+            g = new(Group)  # a frozen record filled directly (see _record)
+            d = g.__dict__
+            d["by"], d["names"], d["storage"], d["start"], d["stop"], d["exact"] = values
+            out.append(g)
+        return tuple(out)
+
+    def _group_columns(self, by: str) -> tuple[list, ...]:
+        """Per group: names, storage key, start, stop, exact -- the facts, before any record.
+
+        Computed (and cached) in a step of its own: the fresh tuples it makes (names, keys) are
+        then walked once by the garbage collector, which untracks them, before the records
+        that hold them are made; so the records' dicts stay untracked and cost no later walk.
+        """
+        return self._cached(("group columns", by), lambda: self._make_group_columns(by))
+
+    def _make_group_columns(self, by: str) -> tuple[list, ...]:
         if not self._rows:
-            return ()
+            return [], [], [], [], []
         t = self._table
         order, bounds, names = self._grouped(by)
         first = bounds[:-1]
@@ -554,16 +584,9 @@ class Layout:
             # A group joined through a footprint over the run budget may be too large.
             bad = np.add.reduceat((~t.exact[order]).astype(np.int64), first) > 0
             exact = (~(bad & (np.diff(bounds) > 1))).tolist()
-        new = object.__new__
-        out = []
         owner = t.sidx[order[first]]
-        for values in zip(repeat(by), self._group_names(by, bounds, names, owner), take(t.keys, owner),
-                          lo.tolist(), hi.tolist(), exact):
-            g = new(Group)  # a frozen record filled directly (see _record)
-            d = g.__dict__
-            d["by"], d["names"], d["storage"], d["start"], d["stop"], d["exact"] = values
-            out.append(g)
-        return tuple(out)
+        return (self._group_names(by, bounds, names, owner), take(t.keys, owner), lo.tolist(), hi.tolist(),
+                exact)
 
     def _group_names(self, by: str, bounds: np.ndarray, names: tuple[str, ...], owner: np.ndarray) -> list:
         """Names of each group; a group holding every view of its storage reuses that tuple."""
