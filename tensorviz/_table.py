@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from itertools import count
 from operator import itemgetter
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -73,15 +73,13 @@ def build(rows: Sequence[tuple], geometries: dict, labels: dict, extra: Sequence
         sidx=sidx, offset=offset, itemsize=itemsize, start=start, stop=start + reach[gid] * itemsize,
         gid=gid, geos=geos, dense=dense[gid], exact=exact[gid], keys=keys, devices=devices,
         labels=[labels.get(k, "") for k in keys] if labels else [""] * len(keys),
-        nbytes=np.array(nbytes + [e[2] for e in extra], dtype=np.int64))
+        nbytes=np.concatenate((nbytes, np.array([e[2] for e in extra], dtype=np.int64))) if extra else nbytes)
 
 
 def _first_ranks(tokens: list) -> tuple[np.ndarray, list[int]]:
     """Per token its rank by first appearance, and the row of each rank's first appearance.
 
-    Storage ids (ints) go through numpy's sort; anything else through one ``setdefault`` pass:
-    each token maps to the row where it first appeared, the dict keeps those rows in increasing
-    order, and a binary search turns a first row into its rank.
+    Storage ids (ints) go through numpy's sort, anything else through :func:`_first_seen`.
     """
     n = len(tokens)
     if n and set(map(type, tokens)) == {int}:
@@ -95,13 +93,22 @@ def _first_ranks(tokens: list) -> tuple[np.ndarray, list[int]]:
             rank = np.empty_like(by_row)
             rank[by_row] = np.arange(by_row.size)
             return rank[inverse.reshape(-1)], rows[by_row].tolist()
+    rank, rows, _ = _first_seen(tokens, n)
+    return rank, rows
+
+
+def _first_seen(keys: Iterable, n: int) -> tuple[np.ndarray, list[int], list]:
+    """``(rank of each of the n keys by first appearance, row of each first appearance, the
+    distinct keys)`` in one ``setdefault`` pass: each key maps to the row where it first
+    appeared, the dict keeps those rows in increasing order, and a binary search turns a
+    first row into its rank."""
     first: dict = {}
-    at = np.fromiter(map(first.setdefault, tokens, count()), np.int64, n)
+    at = np.fromiter(map(first.setdefault, keys, count()), np.int64, n)
     rows = np.fromiter(first.values(), np.int64, len(first))
-    return np.searchsorted(rows, at), rows.tolist()
+    return np.searchsorted(rows, at), rows.tolist(), list(first)
 
 
-def _stores(firsts: list[tuple], labels: dict) -> tuple[list, list[str], list[int]]:
+def _stores(firsts: list[tuple], labels: dict) -> tuple[list, list[str], np.ndarray]:
     """Key, device name and size of each storage, from the first row that reads it."""
     devs = list(map(_DEVICE, firsts))
     if devs and devs.count(devs[0]) == len(devs):  # the usual case: one device
@@ -114,16 +121,14 @@ def _stores(firsts: list[tuple], labels: dict) -> tuple[list, list[str], list[in
         keys = list(zip(devices, tokens))
     else:
         keys = [t if type(t) is tuple else (d, t) for d, t in zip(devices, tokens)]
-    return keys, devices, list(map(_NBYTES, firsts))
+    return keys, devices, np.fromiter(map(_NBYTES, firsts), np.int64, len(firsts))
 
 
 def _geometries(rows: Sequence[tuple], cache: dict, make) -> tuple[np.ndarray, list[fp.Geometry]]:
     """Per row the index of its ``(shape, stride)`` Geometry, and those geometries."""
-    pairs = list(zip(map(_SHAPE, rows), map(_STRIDE, rows)))
-    gid, firsts = _first_ranks(pairs)
+    gid, _, pairs = _first_seen(zip(map(_SHAPE, rows), map(_STRIDE, rows)), len(rows))
     geos = []
-    for i in firsts:
-        pair = pairs[i]
+    for pair in pairs:
         geo = cache.get(pair)
         if geo is None:
             geo = cache[pair] = make(*pair)
