@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from tensorviz import footprint as fp
-from tensorviz._sweep import components
+from tensorviz import _table
+from tensorviz._sweep import components, min_roots, ranked
 
 # (case, start, shape, stride, itemsize, span, runs)
 CASES = [
@@ -152,3 +153,99 @@ def test_components_orders_groups_by_first_member():
     assert groups == [[0, 2], [1, 4], [3, 5], [6]]
     order, bounds = components(np.array([], dtype=np.int64))
     assert order.tolist() == [] and bounds.tolist() == [0]
+
+
+def test_ranked_matches_components_for_first_appearance_labels():
+    labels = np.array([0, 1, 0, 2, 1, 3, 3, 0])
+    order, bounds = ranked(labels)
+    expected_order, expected_bounds = components(labels)
+    assert order.tolist() == expected_order.tolist() == [0, 2, 7, 1, 4, 3, 5, 6]
+    assert bounds.tolist() == expected_bounds.tolist() == [0, 3, 5, 6, 8]
+    order, bounds = ranked(np.array([], dtype=np.int64))
+    assert order.tolist() == [] and bounds.tolist() == [0]
+
+
+def union_find_roots(size: int, a, b) -> list[int]:
+    """Per node, the smallest node of its component (a plain union-find, the oracle)."""
+    parent = list(range(size))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for x, y in zip(a, b):
+        rx, ry = find(x), find(y)
+        parent[max(rx, ry)] = min(rx, ry)
+    return [find(x) for x in range(size)]
+
+
+def test_min_roots_equals_union_find_on_random_graphs():
+    rng = np.random.default_rng(7)
+    for _ in range(500):
+        size, edges = int(rng.integers(1, 30)), int(rng.integers(0, 40))
+        a, b = rng.integers(0, size, edges), rng.integers(0, size, edges)
+        assert min_roots(size, a, b).tolist() == union_find_roots(size, a.tolist(), b.tolist())
+
+
+def test_min_roots_joins_a_long_path_in_any_label_order():
+    perm = np.random.default_rng(3).permutation(3000)
+    assert (min_roots(3000, perm[:-1], perm[1:]) == 0).all()
+    assert min_roots(4, np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == [0, 1, 2, 3]
+
+
+def test_byte_runs_many_equals_each_views_own_runs():
+    geos = [fp.geometry((4, 3), (6, 2)), fp.geometry((2, 5), (5, 1)), fp.geometry((0,), (1,)),
+            fp.geometry((3,), (0,))]
+    gid = np.array([0, 1, 0, 3, 2, 1])
+    start = np.array([0, 8, 100, 40, 7, 64])
+    itemsize = np.array([4, 2, 1, 8, 4, 2])
+    owner = np.array([10, 11, 12, 13, 14, 15])
+    runs, who = fp.byte_runs_many(geos, gid, start, itemsize, owner)
+    got = {int(o): runs[who == o].tolist() for o in owner}
+    for g, st, it, o in zip(gid, start, itemsize, owner):
+        assert got[int(o)] == geos[g].byte_runs(int(st), int(it)).tolist()
+    assert got[14] == [] and got[13] == [[40, 48]]
+    empty = fp.byte_runs_many(geos, *(np.zeros(0, dtype=np.int64),) * 4)
+    assert empty[0].shape == (0, 2) and empty[1].tolist() == []
+
+
+def test_cut_and_slices_equal_python_slicing():
+    names = tuple(f"n{i}" for i in range(400))
+    rng = np.random.default_rng(5)
+    # Many pieces of sizes 1 and 2 (the zip path), a few odd sizes and empty pieces (sliced).
+    sizes = np.concatenate([np.ones(40, int), np.full(30, 2), [0, 7, 3, 0, 12], np.full(20, 3)])
+    rng.shuffle(sizes)
+    bounds = np.r_[0, np.cumsum(sizes)]
+    expected = [names[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    assert _table.slices(names, bounds) == expected
+    assert all(type(piece) is tuple for piece in _table.slices(names, bounds))
+    starts = rng.integers(0, 390, 60)
+    stops = starts + rng.integers(0, 3, 60)
+    assert _table.cut(names, starts, stops) == [names[a:b] for a, b in zip(starts, stops)]
+    assert _table.slices(names, np.array([0])) == []
+    assert _table.take(names, np.array([3, 0, 3])) == ["n3", "n0", "n3"]
+
+
+def test_slices_sharing_reuses_the_shared_tuple_where_told():
+    names = ("a", "b", "c", "d")
+    whole = ("a", "b")
+    out = _table.slices_sharing(names, np.array([0, 2, 3, 4]), [whole, None, None], np.array([True, False, False]))
+    assert out == [("a", "b"), ("c",), ("d",)] and out[0] is whole
+
+
+def test_table_columns_of_collector_and_file_rows():
+    rows = [  # (name, token, device, storage nbytes, (dtype, itemsize), shape, stride, offset, start)
+        ("a", 7, "cpu", 64, ("float32", 4), (2, 2), (2, 1), 0, None),
+        ("b", ("file", "m.st"), "file", 500, ("int16", 2), (3,), (2,), 1, 130),
+        ("c", 7, "cpu", 64, ("float32", 4), (2, 2), (1, 2), 4, None),
+        ("d", 9, "meta", 8, ("uint8", 1), (0,), (1,), 3, None),
+    ]
+    t = _table.build(rows, {}, {("file", "m.st"): "m.st"}, [(("cpu", 1), "cpu", 16, "spare")])
+    assert t.keys == [("cpu", 7), ("file", "m.st"), ("meta", 9), ("cpu", 1)]
+    assert t.devices == ["cpu", "file", "meta", "cpu"] and t.labels == ["", "m.st", "", ""]
+    assert t.nbytes.tolist() == [64, 500, 8, 16]
+    assert t.sidx.tolist() == [0, 1, 0, 2]
+    assert t.start.tolist() == [0, 130, 16, 3] and t.stop.tolist() == [16, 140, 32, 3]
+    assert t.dense.tolist() == [True, False, True, False] and t.exact.tolist() == [True] * 4
+    assert [t.geometry(i).stride for i in range(4)] == [(2, 1), (2,), (1, 2), (1,)]

@@ -151,6 +151,45 @@ def test_groups_are_ordered_by_first_member_and_names_in_source_order():
     assert [v.name for v in layout.views] == list(sd) == [v.name for v in layout]
 
 
+
+def test_complete_names_per_storage_and_shared_name_tuples():
+    """Complete names when all, none or some views of a storage read all of it; a group that
+    holds every view of its storage reuses the storage's names tuple (one tuple, not two)."""
+    w, t, q = torch.zeros(4, 4), torch.zeros(8, 2), torch.zeros(12, 4)
+    sd = {"w": w, "wt": w.t(), "tied": t, "tied2": t, "half": torch.zeros(6)[:3],
+          "qkv": q, "q": q[:4], "k": q[4:8], "col": q[:, 1:3], "whole_again": q.view(-1)}
+    layout = tv.analyze(sd)
+    complete = [s.complete_names for s in layout.storages]
+    assert complete == [("w", "wt"), ("tied", "tied2"), (), ("qkv", "whole_again")]
+    storages, overlap = layout.storages, layout.groups("overlap")
+    assert [g.names for g in overlap] == [s.names for s in storages]
+    assert all(g.names is s.names for g, s in zip(overlap, storages))
+    assert all(g.names is s.names for g, s in zip(layout.groups("storage"), storages))
+    assert storages[0].complete_names is storages[0].names
+    assert [g.names for g in layout.groups("span")] == [
+        ("w", "wt"), ("tied", "tied2"), ("half",), ("qkv", "whole_again"), ("q",), ("k",), ("col",)]
+    assert layout.groups("span")[0].names is storages[0].names
+
+
+def test_many_storages_and_groups_match_a_plain_python_grouping():
+    """The vectorised columns (zip-built tuples, object-array gathers) against dict grouping."""
+    sd = {}
+    for i in range(300):
+        base = torch.empty(i % 7 + 2, 4, device="meta")
+        for j in range(i % 5 + 1):
+            sd[f"s{i}.v{j}"] = base[j % base.shape[0]:] if j else base
+    layout = tv.analyze(sd)
+    by_storage: dict = {}
+    for name, value in sd.items():
+        by_storage.setdefault(value.untyped_storage()._cdata, []).append(name)
+    assert [s.names for s in layout.storages] == [tuple(v) for v in by_storage.values()]
+    assert [g.names for g in layout.groups("storage")] == [tuple(v) for v in by_storage.values()]
+    assert [s.complete_names for s in layout.storages] == [
+        tuple(n for n in v if sd[n].storage_offset() == 0 and sd[n].is_contiguous()
+              and sd[n].numel() == sd[v[0]].untyped_storage().nbytes() // 4) for v in by_storage.values()]
+    assert [g.names for g in layout.groups("overlap")] == [tuple(v) for v in by_storage.values()]
+
+
 def test_overlap_group_joins_through_a_chain():
     x = torch.zeros(100)
     layout = tv.analyze({"p": x[0:10], "q": x[50:60], "r": x[9:20], "s": x[19:51], "t": x[70:80]})
