@@ -438,7 +438,8 @@ class Layout:
     def _make_storages(self) -> tuple[Storage, ...]:
         new = object.__new__
         out = []
-        for values in zip(self._table.keys, range(self._nstores), *self._storage_columns()):
+        columns = self._cache.pop("storage columns", None) or self._make_storage_columns()  # not kept twice
+        for values in zip(self._table.keys, range(self._nstores), *columns):
             # A frozen record filled directly (see _record): 60k storages are common.
             st = new(Storage)
             d = st.__dict__
@@ -556,7 +557,8 @@ class Layout:
     def _make_groups(self, by: str) -> tuple[Group, ...]:
         new = object.__new__
         out = []
-        for values in zip(repeat(by), *self._group_columns(by)):
+        columns = self._cache.pop(("group columns", by), None) or self._make_group_columns(by)  # not kept twice
+        for values in zip(repeat(by), *columns):
             g = new(Group)  # a frozen record filled directly (see _record)
             d = g.__dict__
             d["by"], d["names"], d["storage"], d["start"], d["stop"], d["exact"] = values
