@@ -11,11 +11,12 @@ Prints, in one run (best of ``--repeat`` runs each, seconds and ratios):
                 the contiguous tensors only, next to ``tv.analyze`` on that same subset;
 
 then two footprint cases: a column slice of a 50k x 4096 float32 matrix (50k runs) and overlap
-grouping of 4096 interleaved column views of one matrix.
+grouping of 4096 interleaved column views of one matrix. ``--stages`` also splits the exact
+answer on the whole dict into its steps (where the time goes).
 
 Target (issue 2): analyze within 2x of the floor and no slower than safetensors.
 
-    .venv/bin/python bench/bench_analyze.py [--n 100000] [--repeat 3]
+    .venv/bin/python bench/bench_analyze.py [--n 100000] [--repeat 5] [--stages]
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--stages", action="store_true", help="split the exact answer into its steps")
     args = ap.parse_args()
     from safetensors.torch import _find_shared_tensors
 
@@ -116,6 +118,9 @@ def main() -> None:
     for name, t in times.items():
         print(f"{name:50s} {t:8.3f} {t / base:8.2f} {t / safe:14.2f}")
 
+    if args.stages:
+        print_stages(sd, args.repeat)
+
     big = torch.empty(50_000, 4096, device="meta")
     col = big[:, 100:200]
     col_args = (col.storage_offset() * 4, tuple(col.shape), col.stride(), 4)
@@ -131,6 +136,35 @@ def main() -> None:
         groups = tv.analyze(views).groups("overlap")
         ms = best_ms(lambda: (lambda lay: (lay.groups("overlap"), lay.storages))(tv.analyze(views)), args.repeat)
         print(f"analyze + overlap groups + coverage of {label}: {len(groups)} groups, {ms:.1f} ms")
+
+
+def stages(sd: dict[str, torch.Tensor]) -> dict[str, float]:
+    """CPU seconds of each step of the exact answer, in the order ``exact`` runs them (private
+    steps of Layout), each with the garbage collector's pass over what it made (that pass
+    would run anyway at the next allocation; here it is charged to the step that caused it)."""
+    gc.collect()
+    steps = {}
+    t0 = time.process_time()
+    layout = tv.analyze(sd)
+    for label, step in (("analyze (collect rows)", None),
+                        ("columns (_table)", lambda: layout._table),
+                        ("sweep + grouping + names", lambda: layout._group_columns("overlap")),
+                        ("Group records", lambda: layout.groups("overlap")),
+                        ("coverage columns", lambda: layout._storage_columns()),
+                        ("Storage records", lambda: layout.storages)):
+        if step is not None:
+            step()
+        gc.collect(0)
+        t1 = time.process_time()
+        steps[label], t0 = t1 - t0, t1
+    return steps
+
+
+def print_stages(sd: dict[str, torch.Tensor], repeat: int) -> None:
+    runs = [stages(sd) for _ in range(repeat)]
+    print(f"steps of the exact answer on all {len(sd)} tensors (best of {repeat}, CPU ms):")
+    for label in runs[0]:
+        print(f"  {label:30s} {min(r[label] for r in runs) * 1e3:8.1f}")
 
 
 def best_ms(fn, repeat: int) -> float:

@@ -4,8 +4,9 @@ Pure Python + numpy; no torch. :mod:`tensorviz.collect` and :mod:`tensorviz.file
 views and :class:`StorageInfo`; :class:`Layout` answers every question about them. A Layout keeps
 its views as compact rows and builds the public records (:class:`TensorView`, :class:`Storage`,
 :class:`Group`) on first use; expensive answers (footprints, coverage, overlap groups) are
-computed once, vectorised over all storages (:mod:`tensorviz._sweep`), and cached. So
-``analyze`` costs little more than reading the metadata.
+computed once from per-view numpy columns (:mod:`tensorviz._table`), vectorised over all
+storages (:mod:`tensorviz._sweep`), and cached. So ``analyze`` costs little more than reading
+the metadata, and the full exact answer for 100k views little more than making its records.
 """
 
 from __future__ import annotations
