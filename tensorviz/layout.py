@@ -411,21 +411,27 @@ class Layout:
     def _members(self) -> list[list[int]]:
         """View positions of each storage, in source order."""
         if "members" not in self._cache:
-            order, bounds, _ = self._grouped("storage")
+            order, bounds = self._grouped("storage")
             order, bounds = order.tolist(), bounds.tolist()
             members = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
             members += [[] for _ in range(self._nstores - len(members))]  # storages with no views
             self._cache["members"] = members
         return self._cache["members"]
 
-    def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
-        """``(order, bounds, names in that order)``: group g is ``order[bounds[g]:bounds[g+1]]``,
-        groups ordered by first member (for ``"storage"``: storage index order)."""
+    def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(order, bounds)``: group g is ``order[bounds[g]:bounds[g+1]]``, groups ordered by
+        first member (for ``"storage"``: storage index order)."""
         key = ("grouped", by)
         if key not in self._cache:
             # Storage indices already number storages by first appearance: a stable sort suffices.
-            order, bounds = ranked(self._table.sidx) if by == "storage" else components(self._labels(by))
-            self._cache[key] = (order, bounds, tuple(take(self._names_array, order)))
+            self._cache[key] = ranked(self._table.sidx) if by == "storage" else components(self._labels(by))
+        return self._cache[key]
+
+    def _grouped_names(self, by: str) -> tuple[str, ...]:
+        """Every name, group after group (the order of :meth:`_grouped`)."""
+        key = ("grouped names", by)
+        if key not in self._cache:
+            self._cache[key] = tuple(take(self._names_array, self._grouped(by)[0]))
         return self._cache[key]
 
     # -- storages and coverage ----------------------------------------------------------
@@ -466,8 +472,8 @@ class Layout:
         """Per storage, the names of its views in source order: one tuple each, shared by the
         Storage records and by every group that holds all of a storage's views."""
         if "snames" not in self._cache:
-            _, bounds, sorted_names = self._grouped("storage")
-            self._cache["snames"] = slices(sorted_names, bounds) + [()] * (self._nstores + 1 - len(bounds))
+            bounds = self._grouped("storage")[1]
+            self._cache["snames"] = slices(self._grouped_names("storage"), bounds) + [()] * (self._nstores + 1 - len(bounds))
         return self._cache["snames"]
 
     def _complete_names(self) -> list[tuple[str, ...]]:
@@ -475,7 +481,7 @@ class Layout:
         t, ns = self._table, self._nstores
         if not self._rows:
             return [()] * ns
-        order, bounds, sorted_names = self._grouped("storage")
+        order, bounds = self._grouped("storage")
         whole = (t.dense & (t.start == 0) & (t.stop == t.nbytes[t.sidx]) & (t.stop > 0))[order]
         size = np.diff(bounds)
         count = np.add.reduceat(whole.astype(np.int64), bounds[:-1])
@@ -487,7 +493,7 @@ class Layout:
         snames = self._storage_names()
         shared = np.fromiter(snames[:count.size], object, count.size)
         shared[count == 0] = _NO_NAMES
-        complete = slices_sharing(tuple(take(sorted_names, pick)), wbounds, shared, ~mixed)
+        complete = slices_sharing(tuple(take(self._names_array, order[pick])), wbounds, shared, ~mixed)
         return complete + [()] * (ns - count.size)
 
     def storage(self, which: str | StorageKey | int) -> Storage:
@@ -579,7 +585,7 @@ class Layout:
         if not self._rows:
             return [], [], [], [], []
         t = self._table
-        order, bounds, names = self._grouped(by)
+        order, bounds = self._grouped(by)
         first = bounds[:-1]
         lo, hi = _group_spans(t.start[order], t.stop[order], first)
         exact = [True] * len(first)
@@ -588,17 +594,19 @@ class Layout:
             bad = np.add.reduceat((~t.exact[order]).astype(np.int64), first) > 0
             exact = (~(bad & (np.diff(bounds) > 1))).tolist()
         owner = t.sidx[order[first]]
-        return (self._group_names(by, bounds, names, owner), take(t.keys, owner), lo.tolist(), hi.tolist(),
+        return (self._group_names(by, bounds, owner), take(t.keys, owner), lo.tolist(), hi.tolist(),
                 exact)
 
-    def _group_names(self, by: str, bounds: np.ndarray, names: tuple[str, ...], owner: np.ndarray) -> list:
+    def _group_names(self, by: str, bounds: np.ndarray, owner: np.ndarray) -> list:
         """Names of each group; a group holding every view of its storage reuses that tuple."""
         snames = self._storage_names()
         if by == "storage":
             return snames[:len(bounds) - 1]
-        _, sbounds, _ = self._grouped("storage")
-        return slices_sharing(names, bounds, map(snames.__getitem__, owner.tolist()),
-                              np.diff(bounds) == np.diff(sbounds)[owner])
+        shared = list(map(snames.__getitem__, owner.tolist()))
+        whole = np.diff(bounds) == np.diff(self._grouped("storage")[1])[owner]
+        if whole.all():
+            return shared
+        return slices_sharing(self._grouped_names(by), bounds, shared, whole)
 
     def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]:
         """Only the groups with two or more names."""
