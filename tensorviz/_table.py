@@ -164,26 +164,32 @@ def take(seq: Sequence | np.ndarray, index: np.ndarray) -> list:
     return arr[index].tolist()
 
 
-def slices(seq: Sequence, bounds: np.ndarray) -> list[tuple]:
-    """``[seq[bounds[g]:bounds[g + 1]] for g ...]`` as tuples, without a Python-level loop.
+def slices(seq: Sequence, bounds: np.ndarray, index: np.ndarray | None = None) -> list[tuple]:
+    """``[seq[bounds[g]:bounds[g + 1]] for g ...]`` as tuples, without a Python-level loop
+    (of ``seq`` read through ``index`` when given: see :func:`cut`).
 
     >>> slices(("a", "b", "c", "d"), np.array([0, 1, 3, 4]))
     [('a',), ('b', 'c'), ('d',)]
     """
     b = np.asarray(bounds, dtype=np.int64)
-    return cut(seq, b[:-1], b[1:])
+    return cut(seq, b[:-1], b[1:], index)
 
 
-def cut(seq: Sequence, starts: np.ndarray, stops: np.ndarray) -> list[tuple]:
-    """``[tuple(seq[a:b]) for a, b in zip(starts, stops)]`` without a Python-level loop.
+def cut(seq: Sequence | np.ndarray, starts: np.ndarray, stops: np.ndarray,
+        index: np.ndarray | None = None) -> list[tuple]:
+    """``[tuple(seq[a:b]) for a, b in zip(starts, stops)]`` without a Python-level loop; with
+    ``index``, piece ``g`` is ``tuple(seq[i] for i in index[starts[g]:stops[g]])`` (so names in
+    group order need no gathered copy of their own).
 
     Pieces of one common small size ``k`` are built by ``zip`` over ``k`` gathered columns
-    (one C-level pass, no slice object per piece); the rest are sliced.
+    (one C-level pass, no slice object per piece); the rest are gathered once and sliced.
 
     >>> cut(("a", "b", "c", "d"), np.array([0, 1, 2]), np.array([1, 3, 2]))
     [('a',), ('b', 'c'), ()]
+    >>> cut(("a", "b", "c", "d"), np.array([0, 1]), np.array([1, 4]), index=np.array([3, 2, 1, 0]))
+    [('d',), ('c', 'b', 'a')]
     """
-    arr = objects(seq)
+    arr = seq if isinstance(seq, np.ndarray) else objects(seq)
     size = stops - starts
     out = np.empty(size.size, dtype=object)
     order = np.argsort(size, kind="stable")
@@ -194,19 +200,30 @@ def cut(seq: Sequence, starts: np.ndarray, stops: np.ndarray) -> list[tuple]:
         k, where = int(ranked[a]), order[a:b]
         if 0 < k <= _ZIP_MAX and b - a >= _ZIP_MIN:
             first = starts[where]
-            out[where] = objects(list(zip(*(arr[first + j] for j in range(k)))))
+            columns = (first + j for j in range(k))
+            out[where] = objects(list(zip(*(arr[c if index is None else index[c]] for c in columns))))
         else:
             rest.append(where)
     if rest:
         where = np.concatenate(rest)
-        out[where] = objects(list(map(seq.__getitem__, map(slice, starts[where].tolist(), stops[where].tolist()))))
+        out[where] = objects(_gather_slices(arr, starts[where], size[where], index))
     return out.tolist()
+
+
+def _gather_slices(arr: np.ndarray, starts: np.ndarray, size: np.ndarray, index: np.ndarray | None) -> list[tuple]:
+    """The pieces ``arr[(index)[a:a + n]]``: gathered into one tuple, then sliced."""
+    ends = np.cumsum(size)
+    begins = ends - size
+    at = np.repeat(starts - begins, size) + np.arange(int(ends[-1]) if ends.size else 0)
+    flat = tuple(arr[at if index is None else index[at]].tolist())
+    return list(map(flat.__getitem__, map(slice, begins.tolist(), ends.tolist())))
 
 
 _ZIP_MAX, _ZIP_MIN = 8, 16  # piece sizes built by zip, and how many pieces make it worth it
 
 
-def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray) -> list:
+def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray,
+                   index: np.ndarray | None = None) -> list:
     """:func:`slices`, but slice ``g`` is ``shared[g]`` wherever ``same[g]`` says they are equal.
 
     Reusing an equal tuple instead of slicing a new one saves the allocation and, more, the
@@ -220,5 +237,5 @@ def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple]
     rest = np.flatnonzero(~same)
     if rest.size:
         b = np.asarray(bounds, dtype=np.int64)
-        out[rest] = objects(cut(seq, b[rest], b[rest + 1]))
+        out[rest] = objects(cut(seq, b[rest], b[rest + 1], index))
     return out.tolist()

@@ -427,12 +427,6 @@ class Layout:
             self._cache[key] = ranked(self._table.sidx) if by == "storage" else components(self._labels(by))
         return self._cache[key]
 
-    def _grouped_names(self, by: str) -> tuple[str, ...]:
-        """Every name, group after group (the order of :meth:`_grouped`)."""
-        key = ("grouped names", by)
-        if key not in self._cache:
-            self._cache[key] = tuple(take(self._names_array, self._grouped(by)[0]))
-        return self._cache[key]
 
     # -- storages and coverage ----------------------------------------------------------
     @property
@@ -472,8 +466,8 @@ class Layout:
         """Per storage, the names of its views in source order: one tuple each, shared by the
         Storage records and by every group that holds all of a storage's views."""
         if "snames" not in self._cache:
-            bounds = self._grouped("storage")[1]
-            self._cache["snames"] = slices(self._grouped_names("storage"), bounds) + [()] * (self._nstores + 1 - len(bounds))
+            order, bounds = self._grouped("storage")
+            self._cache["snames"] = slices(self._names_array, bounds, order) + [()] * (self._nstores + 1 - len(bounds))
         return self._cache["snames"]
 
     def _complete_names(self) -> list[tuple[str, ...]]:
@@ -606,7 +600,7 @@ class Layout:
         whole = np.diff(bounds) == np.diff(self._grouped("storage")[1])[owner]
         if whole.all():
             return shared
-        return slices_sharing(self._grouped_names(by), bounds, shared, whole)
+        return slices_sharing(self._names_array, bounds, shared, whole, self._grouped(by)[0])
 
     def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]:
         """Only the groups with two or more names."""

@@ -224,6 +224,9 @@ def test_cut_and_slices_equal_python_slicing():
     stops = starts + rng.integers(0, 3, 60)
     assert _table.cut(names, starts, stops) == [names[a:b] for a, b in zip(starts, stops)]
     assert _table.slices(names, np.array([0])) == []
+    index = rng.permutation(400)  # pieces read through an index, as names in group order are
+    assert _table.slices(_table.objects(names), bounds, index) == [
+        tuple(names[i] for i in index[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     assert _table.take(names, np.array([3, 0, 3])) == ["n3", "n0", "n3"]
 
 
