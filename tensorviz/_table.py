@@ -3,9 +3,9 @@
 Pure Python + numpy; used by :class:`tensorviz.layout.Layout`. A collector hands over one tuple
 per view (see :class:`tensorviz.layout.Rows`); the vectorised answers (overlap groups,
 coverage, records) want columns. This module turns 100k rows into columns without a Python-level
-loop per row -- ``map``/``itemgetter``/``dict.setdefault`` passes and numpy -- so building them
-costs a few milliseconds, and keeps no per-row Python object alive (fewer objects for the cyclic
-garbage collector to walk later).
+loop per row -- ``map``/``itemgetter``/``dict.setdefault`` passes and numpy, each at C speed --
+and keeps no per-row Python object alive (fewer objects for the cyclic garbage collector to walk
+later). The helpers at the end cut name tuples per group the same way.
 """
 
 from __future__ import annotations
@@ -40,11 +40,8 @@ class Table:
         for name, value in columns.items():
             setattr(self, name, value)
 
-    def store(self, s: int) -> tuple:
-        """``(key, device, nbytes, label)`` of storage ``s``."""
-        return self.keys[s], self.devices[s], int(self.nbytes[s]), self.labels[s]
-
     def geometry(self, i: int) -> fp.Geometry:
+        """The Geometry of view ``i``."""
         return self.geos[self.gid[i]]
 
 
