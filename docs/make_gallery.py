@@ -15,6 +15,9 @@ import torch
 import tensorviz as tv
 from tensorviz.render.mpl import png_bytes, to_png
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from bench_render import many_storages  # noqa: E402  (the same 5,000 storages the bench times)
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -59,17 +62,6 @@ def flat_buffer(n: int = 5000) -> dict[str, torch.Tensor]:
         name = f"layers.{layer}.{('q_proj', 'k_proj', 'v_proj', 'o_proj')[kind]}.weight"
         views[name] = flat[at: at + size].view(-1, 64)
         at += size
-    return views
-
-
-def many_storages(n: int = 5000, shared: int = 1000) -> dict[str, torch.Tensor]:
-    """n parameters on their own storages; the first ``shared`` also have a half-size alias."""
-    views = {}
-    for i in range(n):
-        w = torch.empty(64 + (i * 37) % 4096, device="meta")
-        views[f"blocks.{i}.weight"] = w
-        if i < shared:
-            views[f"blocks.{i}.alias"] = w[: w.numel() // 2]
     return views
 
 
