@@ -87,6 +87,25 @@ def _guard(e: BaseException) -> None:
         raise Unavailable(f"a library helper changed ({type(e).__name__}: {e})") from None
 
 
+@contextlib.contextmanager
+def _library_failure(run: Run) -> Iterator[None]:
+    """Record the library's own exception as the verdict (nothing written); re-raise ours."""
+    try:
+        yield
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - the library's own failure is a finding
+        _guard(e)
+        run.error = _err(e)
+        run.written.clear()
+        run.files.clear()
+
+
+def _dropped(run: Run, names: Any) -> list[str]:
+    """Names the save left out; none when it raised (then nothing was written at all)."""
+    return [k for k in names if k not in run.written] if run.error is None else []
+
+
 def _only_standins(sd: dict[str, Any], saver: str) -> None:
     """accelerate and transformers call .contiguous()/.clone() on what they get: only stand-ins
     may reach them, or data would be copied. Other tensors (sparse, quantized, subclasses) stop here."""
@@ -169,17 +188,9 @@ def evaluate_save_model(sd: dict[str, Any]) -> Run:
     def fake_save_file(tensors, filename, metadata=None):
         _save_file_into(run, dict(tensors), metadata)
 
-    try:
-        with _patched(mod, "save_file", fake_save_file):
-            save_model(_StateDictOnly(sd), "model.safetensors")
-    except Unavailable:
-        raise
-    except Exception as e:  # noqa: BLE001
-        _guard(e)
-        run.error = _err(e)
-        run.written.clear()
-        run.files.clear()
-    run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    with _library_failure(run), _patched(mod, "save_file", fake_save_file):
+        save_model(_StateDictOnly(sd), "model.safetensors")
+    run.dropped = _dropped(run, sd)
     if run.dropped:
         run.notes.append("the file's __metadata__ maps each dropped name to the name kept; "
                          "load_model(model, path) puts them back")
@@ -431,21 +442,14 @@ def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
     """
     run = Run(tuple(sd))
     run.notes.append(_ORDERED_NOTE if ordered else _PLAIN_NOTE)
-    try:
+    with _library_failure(run):
         cleaned = _accelerate_clean(run, sd) if ordered else dict(sd)
         if len(cleaned) < len(sd):
             run.notes.append("accelerate deletes the names it drops from the very dict you pass (in place)")
         if not ordered:
             _anchor(run, sd, _ST, "_find_shared_tensors")
         _save_file_into(run, cleaned, {"format": "pt"})
-    except Unavailable:
-        raise
-    except Exception as e:  # noqa: BLE001
-        _guard(e)
-        run.error = _err(e)
-        run.written.clear()
-        run.files.clear()
-    run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    run.dropped = _dropped(run, sd)
     return run
 
 
@@ -458,18 +462,11 @@ def evaluate_accelerator_save_model(sd: dict[str, Any], has_meta_parameters: boo
     if has_meta_parameters:
         run.error = ("RuntimeError", _META_MESSAGE)
         return run
-    try:
+    with _library_failure(run):
         cleaned = _accelerate_clean(run, sd)
         for filename, names in _shards(cleaned, "model{suffix}.safetensors", "10GB").items():
             _save_file_into(run, {k: cleaned[k] for k in names}, {"format": "pt"})
             run.files[-1] = (filename,) + run.files[-1][1:]
-    except Unavailable:
-        raise
-    except Exception as e:  # noqa: BLE001
-        _guard(e)
-        run.error = _err(e)
-        run.written.clear()
-        run.files.clear()
-    run.dropped = [k for k in sd if k not in run.written] if run.error is None else []
+    run.dropped = _dropped(run, sd)
     return run
 
