@@ -59,18 +59,26 @@ def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     >>> [n for n, _ in iter_named_values({"a": torch.zeros(1), "b": [torch.zeros(1)], "c": {"d": 1}})]
     ['a', 'b.0', 'c.d']
     """
+    yield from _iter_named(obj, prefix, set())
+
+
+def _iter_named(obj: Any, prefix: str, path: set[int]) -> Iterator[tuple[str, Any]]:
     if isinstance(obj, torch.nn.Module):
         yield from _module_items(obj, prefix)
     elif isinstance(obj, torch.Tensor):
         yield (prefix or "tensor"), obj
     elif isinstance(obj, (Mapping, list, tuple)):
+        if id(obj) in path:  # a container holding itself: skipped here, as the collector does
+            return
+        path.add(id(obj))
         items = obj.items() if isinstance(obj, Mapping) else enumerate(obj)
         for key, value in items:
             name = f"{prefix}.{key}" if prefix else str(key)
             if isinstance(value, _CONTAINERS):
-                yield from iter_named_values(value, name)
+                yield from _iter_named(value, name, path)
             else:
                 yield name, value
+        path.discard(id(obj))
     else:
         yield (prefix or type(obj).__name__), obj
 

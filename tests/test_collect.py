@@ -87,6 +87,15 @@ def test_unknown_input_types_get_a_type_error_listing_what_is_accepted(obj):
     assert "nn.Module" in message and "Mapping[str, Tensor]" in message and ".safetensors" in message
 
 
+def test_iter_named_values_survives_a_container_holding_itself():
+    a = torch.zeros(2)
+    cyclic = [a]
+    cyclic.append(cyclic)
+    assert [n for n, _ in iter_named_values(cyclic)] == ["0"]
+    inner = [a]  # one container under two names is not a cycle: both names are listed
+    assert [n for n, _ in iter_named_values({"x": inner, "y": {"z": inner}})] == ["x.0", "y.z.0"]
+
+
 def test_collect_and_iter_named_values():
     a = torch.zeros(4)
     layout = collect([("x", a), ("y", a[2:]), ("z", "text"), ("x", a[1:])], source="pairs")
