@@ -26,7 +26,7 @@ from . import footprint as fp
 from ._plan_colors import PALETTE, assign_colors, color_for
 from ._units import format_bytes
 from .errors import TensorvizError
-from .layout import Layout, Storage
+from .layout import Layout, Storage, as_layout
 
 __all__ = ["diagram", "Diagram", "DiagramOptions", "Block", "Lane", "Bar", "BarColumns", "Summary", "Header",
            "DiagramOptionError", "PALETTE", "color_for", "assign_colors"]
@@ -310,16 +310,12 @@ def diagram(layout_or_obj: Any, *, by: str = "storage", names: str | None = None
     from ._plan import plan
     from ._plan_options import normalise
 
-    layout = layout_or_obj if isinstance(layout_or_obj, Layout) else _analyze(layout_or_obj)
+    layout = as_layout(layout_or_obj)
     opts = normalise(layout, by, names, storages, only_shared, byte_range, max_lanes,
                      show_unreferenced, expand_simple)
     return plan(layout, opts)
 
 
-def _analyze(obj: Any) -> Layout:
-    from . import analyze
-
-    return analyze(obj)
 
 
 def storage_reasons(layout: Layout, storage: Storage) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from itertools import repeat
 from operator import itemgetter, mul
-from typing import Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -705,6 +705,15 @@ class Layout:
         from .saving import save_check
 
         return save_check(self, **options)
+
+
+def as_layout(obj: Any) -> "Layout":
+    """``obj`` itself when it is a :class:`Layout`, else ``tensorviz.analyze(obj)``."""
+    if isinstance(obj, Layout):
+        return obj
+    from . import analyze
+
+    return analyze(obj)
 
 
 @contextmanager

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .diagram import Diagram, diagram
-from .layout import Layout
+from .layout import Layout, as_layout
 
 __all__ = ["show", "Shown"]
 
@@ -81,12 +81,8 @@ def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any
     if isinstance(obj, Diagram):
         raise TypeError("show() needs the Layout for its table: pass tv.show(layout, ...) or "
                         "the analysed object, not a Diagram")
-    layout = obj if isinstance(obj, Layout) else _analyze(obj)
+    layout = as_layout(obj)
     d = diagram(layout, **options)
     return Shown(d, layout, to_png(d, dpi=dpi, width=width))
 
 
-def _analyze(obj: Any) -> Layout:
-    from . import analyze
-
-    return analyze(obj)

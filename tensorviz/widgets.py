@@ -33,7 +33,7 @@ from ._explorer_state import GROUPINGS, ExplorerState, control_problem, normalis
 from ._explorer_static import Snapshot
 from ._explorer_static import display as _display
 from ._explorer_text import details_html, title
-from .layout import Layout
+from .layout import Layout, as_layout
 
 # The pure helpers, also importable from here (tests and notebooks use them).
 from ._explorer_render import explain_figure, sub_layout  # noqa: E402,F401
@@ -244,7 +244,7 @@ def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_sha
     >>> a = torch.rand(8, 10, 50)                                    # doctest: +SKIP
     >>> tv.explore({"a": a, "b": a[2:4], "c": a[4:6]}, by="span")    # doctest: +SKIP
     """
-    layout = obj if isinstance(obj, Layout) else _analyze(obj)
+    layout = as_layout(obj)
     if isinstance(storage, str):
         storage = layout.storage(storage).index
     state = ExplorerState(by=by, names=names or "", only_shared=only_shared,
@@ -257,7 +257,3 @@ def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_sha
     return ex
 
 
-def _analyze(obj: Any) -> Layout:
-    from . import analyze
-
-    return analyze(obj)
