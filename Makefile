@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.tensorviz-installed
 
-.PHONY: lab test bench gallery notebooks browser-deps clean
+.PHONY: lab test lint bench gallery notebooks browser-deps clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,17 @@ $(STAMP): pyproject.toml constraints.txt
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
+# Lint, format and layer contracts first (seconds), then the tests.
 test: $(STAMP)
+	$(BIN)/ruff check tensorviz tests bench tools docs
+	$(BIN)/ruff format --check tensorviz tests bench tools docs
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
+
+# Fix what ruff can fix and format the code.
+lint: $(STAMP)
+	$(BIN)/ruff check --fix tensorviz tests bench tools docs
+	$(BIN)/ruff format tensorviz tests bench tools docs
 
 bench: $(STAMP)
 	for f in bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done

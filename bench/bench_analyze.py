@@ -28,7 +28,7 @@ import time
 import torch
 
 import tensorviz as tv
-from tensorviz import footprint as fp
+from tensorviz.core import footprint as fp
 
 
 def synthetic_state_dict(n: int) -> dict[str, torch.Tensor]:
@@ -64,7 +64,7 @@ def floor(sd: dict[str, torch.Tensor]) -> list:
 def exact(sd: dict[str, torch.Tensor]) -> tv.Layout:
     layout = tv.analyze(sd)
     layout.groups("overlap")
-    layout.storages
+    _ = layout.storages
     return layout
 
 
@@ -96,8 +96,10 @@ def main() -> None:
 
     sd = synthetic_state_dict(args.n)
     layout = tv.analyze(sd)
-    print(f"{len(sd)} tensors, {len(layout.storages)} storages, "
-          f"{len(layout.shared('storage'))} shared storages, {len(layout.shared('overlap'))} overlap groups")
+    print(
+        f"{len(sd)} tensors, {len(layout.storages)} storages, "
+        f"{len(layout.shared('storage'))} shared storages, {len(layout.shared('overlap'))} overlap groups"
+    )
     try:
         _find_shared_tensors(sd)
         print("safetensors _find_shared_tensors accepts the whole dict")
@@ -126,15 +128,20 @@ def main() -> None:
     col_args = (col.storage_offset() * 4, tuple(col.shape), col.stride(), 4)
     f = fp.footprint(*col_args)
     ms = best_ms(lambda: fp.footprint(*col_args), args.repeat)
-    print(f"footprint of a column slice of a 50k x 4096 float32 matrix: {len(f.runs)} runs, "
-          f"exact={f.exact}, {ms:.1f} ms")
+    print(
+        f"footprint of a column slice of a 50k x 4096 float32 matrix: {len(f.runs)} runs, exact={f.exact}, {ms:.1f} ms"
+    )
 
     m = torch.empty(64, 4096, device="meta")
     cols = {f"c{j}": m[:, j] for j in range(4096)}
-    for label, views in (("4096 interleaved column views of a 64 x 4096 matrix", cols),
-                         ("the same plus the matrix itself", {"m": m, **cols})):
+    for label, views in (
+        ("4096 interleaved column views of a 64 x 4096 matrix", cols),
+        ("the same plus the matrix itself", {"m": m, **cols}),
+    ):
         groups = tv.analyze(views).groups("overlap")
-        ms = best_ms(lambda: (lambda lay: (lay.groups("overlap"), lay.storages))(tv.analyze(views)), args.repeat)
+        ms = best_ms(
+            lambda views=views: (lambda lay: (lay.groups("overlap"), lay.storages))(tv.analyze(views)), args.repeat
+        )
         print(f"analyze + overlap groups + coverage of {label}: {len(groups)} groups, {ms:.1f} ms")
 
 
@@ -146,12 +153,14 @@ def stages(sd: dict[str, torch.Tensor]) -> dict[str, float]:
     steps = {}
     t0 = time.process_time()
     layout = tv.analyze(sd)
-    for label, step in (("analyze (collect rows)", None),
-                        ("columns (_table)", lambda: layout._table),
-                        ("sweep + grouping + names", lambda: layout._group_columns("overlap")),
-                        ("Group records", lambda: layout.groups("overlap")),
-                        ("coverage columns", lambda: layout._storage_columns()),
-                        ("Storage records", lambda: layout.storages)):
+    for label, step in (
+        ("analyze (collect rows)", None),
+        ("columns (_table)", lambda: layout._table),
+        ("sweep + grouping + names", lambda: layout._group_columns("overlap")),
+        ("Group records", lambda: layout.groups("overlap")),
+        ("coverage columns", lambda: layout._storage_columns()),
+        ("Storage records", lambda: layout.storages),
+    ):
         if step is not None:
             step()
         gc.collect(0)
@@ -175,6 +184,7 @@ def best_ms(fn, repeat: int) -> float:
         fn()
         times.append(time.process_time() - t0)
     return min(times) * 1e3
+
 
 if __name__ == "__main__":
     main()

@@ -26,18 +26,18 @@ import gc
 import io
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 
 import torch  # noqa: E402
+from bench_analyze import synthetic_state_dict  # noqa: E402  (bench/ is on sys.path when run)
 
 import tensorviz as tv  # noqa: E402
-from tensorviz.widgets import explore  # noqa: E402
-
-from bench_analyze import synthetic_state_dict  # noqa: E402  (bench/ is on sys.path when run)
+from tensorviz.explorer.widget import explore  # noqa: E402
 
 
 def gpt2_meta(n_layer: int = 83):
@@ -45,8 +45,9 @@ def gpt2_meta(n_layer: int = 83):
     from transformers.utils import logging
 
     logging.set_verbosity_error()
-    cfg = GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=n_layer, n_head=4,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=512, n_positions=64, n_embd=64, n_layer=n_layer, n_head=4, bos_token_id=0, eos_token_id=0
+    )
     with torch.device("meta"):
         return GPT2LMHeadModel(cfg)
 
@@ -113,8 +114,10 @@ def breakdown(ex, repeat: int = 5) -> str:
         t3 = time.perf_counter()
         for k, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2)):
             steps[k].append(1000 * dt)
-    return ", ".join(f"{k} {statistics.median(v):.0f} ms" for k, v in steps.items()) + \
-        f" ({len(d.lanes)} lanes, {len(d.bars)} bars)"
+    return (
+        ", ".join(f"{k} {statistics.median(v):.0f} ms" for k, v in steps.items())
+        + f" ({len(d.lanes)} lanes, {len(d.bars)} bars)"
+    )
 
 
 def naive(obj: Any, options: dict[str, Any]) -> bytes:
@@ -143,8 +146,10 @@ def bench(name: str, obj: Any, repeat: int) -> None:
     ex = explore(obj, snapshot=False)
     first = 1000 * (time.perf_counter() - t0)
     lay = ex.tensor_layout
-    print(f"\n== {name}: {len(lay)} tensors on {len(lay.storages)} storages; "
-          f"tv.explore() incl. analyze + first render {first:.0f} ms")
+    print(
+        f"\n== {name}: {len(lay)} tensors on {len(lay.storages)} storages; "
+        f"tv.explore() incl. analyze + first render {first:.0f} ms"
+    )
     every: list[float] = []
     per: dict[str, list[float]] = {}
     for control, plan in changes(ex, repeat).items():
@@ -169,9 +174,11 @@ def bench(name: str, obj: Any, repeat: int) -> None:
         naive_ms.append(1000 * (time.perf_counter() - t0))
     print(f"  {'naive group by':<14} {stats(naive_ms)}  (re-analyse + plan + new pyplot figure + PNG)")
     mine = statistics.median(per["group by"])
-    print(f"  group by: explorer {mine:.0f} ms vs naive {statistics.median(naive_ms):.0f} ms "
-          f"({statistics.median(naive_ms) / mine:.1f}x); a cached state is "
-          f"{statistics.median(naive_ms) / statistics.median(hits):.0f}x faster than naive")
+    print(
+        f"  group by: explorer {mine:.0f} ms vs naive {statistics.median(naive_ms):.0f} ms "
+        f"({statistics.median(naive_ms) / mine:.1f}x); a cached state is "
+        f"{statistics.median(naive_ms) / statistics.median(hits):.0f}x faster than naive"
+    )
 
 
 def main() -> None:

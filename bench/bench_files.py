@@ -101,9 +101,14 @@ def main() -> None:
             layout.storages, layout.groups("overlap")
             return layout
 
-        rows = [("safe_open keys", safe_keys), ("safe_open meta", safe_meta), ("json floor", json_floor),
-                ("analyze", lambda: tv.analyze(index)), ("analyze+exact", exact),
-                ("text", lambda: exact().to_text())]
+        rows = [
+            ("safe_open keys", safe_keys),
+            ("safe_open meta", safe_meta),
+            ("json floor", json_floor),
+            ("analyze", lambda: tv.analyze(index)),
+            ("analyze+exact", exact),
+            ("text", lambda: exact().to_text()),
+        ]
         results = {name: best(fn, args.repeat) for name, fn in rows}
         keys = results["safe_open keys"][1]
         layout = results["analyze"][1]
@@ -113,8 +118,10 @@ def main() -> None:
         base = results["safe_open keys"][0]
         for name, (seconds, _) in results.items():
             print(f"  {name:<15} {seconds * 1e3:8.1f} ms   {seconds / base:5.2f}x safe_open keys")
-        print(f"  layout: {len(layout)} views on {len(layout.storages)} storages, "
-              f"{len(layout.skipped)} skipped, problems: {len(layout.metadata.get('problems', []))}")
+        print(
+            f"  layout: {len(layout)} views on {len(layout.storages)} storages, "
+            f"{len(layout.skipped)} skipped, problems: {len(layout.metadata.get('problems', []))}"
+        )
 
 
 if __name__ == "__main__":

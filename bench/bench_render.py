@@ -33,7 +33,7 @@ def flat_buffer(n: int = 10_000) -> dict[str, torch.Tensor]:
     flat = torch.empty(sum(sizes), device="meta")
     views, at = {}, 0
     for i, size in enumerate(sizes):
-        views[f"layers.{i // 8}.param{i % 8}.weight"] = flat[at: at + size]
+        views[f"layers.{i // 8}.param{i % 8}.weight"] = flat[at : at + size]
         at += size
     return views
 
@@ -54,8 +54,15 @@ def naive_png(d) -> bytes:
     fig = Figure(figsize=(w, h))
     ax = fig.add_subplot()
     bars = [b for b in d.bars if not b.empty]
-    ax.barh([b.lane for b in bars], [b.stop - b.start for b in bars], left=[b.start for b in bars],
-            height=0.72, color=[b.color for b in bars], edgecolor="#444444", linewidth=0.5)
+    ax.barh(
+        [b.lane for b in bars],
+        [b.stop - b.start for b in bars],
+        left=[b.start for b in bars],
+        height=0.72,
+        color=[b.color for b in bars],
+        edgecolor="#444444",
+        linewidth=0.5,
+    )
     ax.set_ylim(len(d.lanes) - 0.5, -0.5)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -79,11 +86,15 @@ def run_case(name: str, layout, repeat: int, **options) -> None:
     naive_s, _ = best_of(lambda: naive_png(d), max(1, repeat // 2))
     total = plan_s + ours_s
     print(f"{name}: {len(d.bars):,} bars on {len(d.lanes):,} lanes")
-    print(f"  tensorviz  plan {plan_s:6.3f} s + render/PNG {ours_s:6.3f} s = {total:6.3f} s  "
-          f"({len(png) / 1024:.0f} KiB PNG)  target < 1 s: {'yes' if total < 1 else 'NO'}")
+    print(
+        f"  tensorviz  plan {plan_s:6.3f} s + render/PNG {ours_s:6.3f} s = {total:6.3f} s  "
+        f"({len(png) / 1024:.0f} KiB PNG)  target < 1 s: {'yes' if total < 1 else 'NO'}"
+    )
     print(f"  ax.barh    render/PNG {naive_s:6.3f} s")
-    print(f"  ratio      barh / tensorviz render = {naive_s / ours_s:5.1f}x,  "
-          f"barh / tensorviz plan+render = {naive_s / total:5.1f}x  (target >= 10x)")
+    print(
+        f"  ratio      barh / tensorviz render = {naive_s / ours_s:5.1f}x,  "
+        f"barh / tensorviz plan+render = {naive_s / total:5.1f}x  (target >= 10x)"
+    )
 
 
 def main() -> None:
@@ -95,8 +106,7 @@ def main() -> None:
     many = tv.analyze(many_storages())
     run_case("A. one storage, 10,000 views (by storage, 40 lanes)", flat, args.repeat)
     run_case("A'. one storage, 10,000 views (by overlap, packed)", flat, args.repeat, by="overlap")
-    run_case("B. overview of 5,000 storages (all drawn)", many, args.repeat, expand_simple=True,
-             max_lanes=1_000_000)
+    run_case("B. overview of 5,000 storages (all drawn)", many, args.repeat, expand_simple=True, max_lanes=1_000_000)
 
 
 if __name__ == "__main__":

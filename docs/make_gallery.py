@@ -36,7 +36,7 @@ class FusedQKVTied(torch.nn.Module):
         self.q = torch.nn.Linear(dim, dim, bias=False)
         self.v = torch.nn.Linear(dim, dim, bias=False)
         self.q.weight = torch.nn.Parameter(self.qkv.weight[:dim])
-        self.v.weight = torch.nn.Parameter(self.qkv.weight[2 * dim:])
+        self.v.weight = torch.nn.Parameter(self.qkv.weight[2 * dim :])
         self.ln = torch.nn.LayerNorm(dim)
         self.lm_head = torch.nn.Linear(dim, vocab, bias=False)
         self.lm_head.weight = self.wte.weight
@@ -45,8 +45,16 @@ class FusedQKVTied(torch.nn.Module):
 def tied_gpt2() -> torch.nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=2, n_head=2, tie_word_embeddings=True,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=512,
+        n_positions=64,
+        n_embd=64,
+        n_layer=2,
+        n_head=2,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     with torch.device("meta"):
         return GPT2LMHeadModel(cfg)
 
@@ -60,7 +68,7 @@ def flat_buffer(n: int = 5000) -> dict[str, torch.Tensor]:
     for i, size in enumerate(sizes):
         layer, kind = divmod(i, 4)
         name = f"layers.{layer}.{('q_proj', 'k_proj', 'v_proj', 'o_proj')[kind]}.weight"
-        views[name] = flat[at: at + size].view(-1, 64)
+        views[name] = flat[at : at + size].view(-1, 64)
         at += size
     return views
 
@@ -70,8 +78,14 @@ def interleaved_qkv(heads: int = 4, head_dim: int = 8, dim: int = 16) -> dict[st
     it): q, k and v are strided views whose spans overlap although no byte is shared."""
     qkv = torch.zeros(heads * 3 * head_dim, dim)
     per_head = qkv.view(heads, 3, head_dim, dim)
-    return {"qkv.weight": qkv, "q": per_head[:, 0], "k": per_head[:, 1], "v": per_head[:, 2],
-            "q.head0": per_head[0, 0], "v.head3": per_head[3, 2]}
+    return {
+        "qkv.weight": qkv,
+        "q": per_head[:, 0],
+        "k": per_head[:, 1],
+        "v": per_head[:, 2],
+        "q.head0": per_head[0, 0],
+        "v.head3": per_head[3, 2],
+    }
 
 
 def safetensors_file(folder: Path) -> Path:
@@ -79,8 +93,12 @@ def safetensors_file(folder: Path) -> Path:
     from safetensors.torch import save_file
 
     torch.manual_seed(0)
-    tensors = {"embed.weight": torch.randn(16, 16), "norm.weight": torch.ones(16),
-               "mlp.up.weight": torch.randn(16, 16), "mlp.up.bias": torch.zeros(16)}
+    tensors = {
+        "embed.weight": torch.randn(16, 16),
+        "norm.weight": torch.ones(16),
+        "mlp.up.weight": torch.randn(16, 16),
+        "mlp.up.bias": torch.zeros(16),
+    }
     path = folder / "small_model.safetensors"
     save_file(tensors, str(path))
     return path
@@ -117,11 +135,17 @@ def panels(out: Path) -> None:
     b = torch.arange(3.0)
     write(out, "explain_expand.png", explain_png(b, b.expand(4, 3), names=["b", "b.expand(4, 3)"]))
     s = torch.arange(10.0)
-    write(out, "explain_as_strided.png", explain_png(
-        s[1:], torch.as_strided(s, (4, 3), (2, 1), 1), names=["s[1:]", "s.as_strided((4, 3), (2, 1), 1)"]))
+    write(
+        out,
+        "explain_as_strided.png",
+        explain_png(s[1:], torch.as_strided(s, (4, 3), (2, 1), 1), names=["s[1:]", "s.as_strided((4, 3), (2, 1), 1)"]),
+    )
     y = torch.arange(8.0).reshape(2, 4)  # mixed dtypes: cells are int16-sized, float32 elements span two
-    write(out, "explain_view_dtype.png", explain_png(y, y.view(torch.int16), y[1],
-                                                     names=["y", "y.view(torch.int16)", "y[1]"]))
+    write(
+        out,
+        "explain_view_dtype.png",
+        explain_png(y, y.view(torch.int16), y[1], names=["y", "y.view(torch.int16)", "y[1]"]),
+    )
 
 
 def main(out: Path) -> None:

@@ -11,22 +11,31 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import FileFormatError, TensorvizError, TooLargeError, UnsafeCheckpointError
-from .layout import Group, Layout, Skipped, Storage, TensorView
-
-# ``diagram``, ``show`` and ``explain`` name both a submodule and its function. Importing a
-# submodule rebinds the package attribute to the module, so bind the functions eagerly here
-# (these modules are light: matplotlib is imported inside their functions).
-from .diagram import diagram  # noqa: E402
-from .show import show  # noqa: E402
-from .explain import explain  # noqa: E402
+from tensorviz.core import hooks
+from tensorviz.core.errors import FileFormatError, TensorvizError, TooLargeError, UnsafeCheckpointError
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Group, Skipped, Storage, TensorView
+from tensorviz.plan.diagram import diagram
+from tensorviz.render.show import show
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "analyze", "diagram", "show", "explain", "explore", "save_check",
-    "Layout", "TensorView", "Storage", "Group", "Skipped",
-    "TensorvizError", "FileFormatError", "UnsafeCheckpointError", "TooLargeError",
+    "analyze",
+    "diagram",
+    "show",
+    "explain",
+    "explore",
+    "save_check",
+    "Layout",
+    "TensorView",
+    "Storage",
+    "Group",
+    "Skipped",
+    "TensorvizError",
+    "FileFormatError",
+    "UnsafeCheckpointError",
+    "TooLargeError",
     "__version__",
 ]
 
@@ -55,23 +64,57 @@ def analyze(obj: Any) -> Layout:
     (4000, 8000, 'contains')
     """
     if isinstance(obj, (str, os.PathLike)):
-        from .files import analyze_path
+        from tensorviz.sources.files import analyze_path
 
         return analyze_path(obj)
-    from .collect import analyze_object
+    from tensorviz.sources.live import analyze_object
 
     return analyze_object(obj)
 
 
+def explain(*tensors: Any, names: Any = None, width: float | None = None):
+    """Teaching figure: how each view's logical indices map onto its storage's cells.
+
+    See :func:`tensorviz.render.explain.explain` (imported on first use: it needs torch).
+    """
+    from tensorviz.render.explain import explain as _explain
+
+    return _explain(*tensors, names=names, width=width)
+
+
 def explore(obj: Any, **options: Any):
     """Interactive ipywidgets explorer over the diagrams."""
-    from .widgets import explore as _explore
+    from tensorviz.explorer.widget import explore as _explore
 
     return _explore(obj, **options)
 
 
 def save_check(obj: Any, **options: Any):
     """What safetensors, torch.save, transformers and accelerate would do with these tensors."""
-    from .saving import save_check as _save_check
+    from tensorviz.savecheck.report import save_check as _save_check
 
     return _save_check(obj, **options)
+
+
+# -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------
+def _layout_mimebundle(layout: Layout, include: Any = None, exclude: Any = None) -> dict:
+    return show(layout)._repr_mimebundle_(include=include, exclude=exclude)
+
+
+def _layout_plot(layout: Layout, by: str = "storage", **options: Any):
+    from tensorviz.render.mpl import render
+
+    return render(diagram(layout, by=by, **options))
+
+
+def _diagram_text(d: Any, width: int = 60) -> str:
+    from tensorviz.render.text import diagram_text
+
+    return diagram_text(d, width=width)
+
+
+hooks.register("analyze", analyze)
+hooks.register("layout.mimebundle", _layout_mimebundle)
+hooks.register("layout.plot", _layout_plot)
+hooks.register("layout.save_check", save_check)
+hooks.register("diagram.text", _diagram_text)

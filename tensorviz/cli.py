@@ -16,9 +16,10 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from .errors import TensorvizError
+from tensorviz.core.errors import TensorvizError
 
 __all__ = ["main", "build_parser", "layout_to_json", "JSON_SCHEMA", "JSON_SCHEMA_VERSION"]
 
@@ -42,7 +43,7 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
     >>> doc["version"], [g["names"] for g in doc["groups"]["span"]]
     (1, [['w', 'wt']])
     """
-    from . import __version__
+    from tensorviz import __version__
 
     storages = layout.storages
     index = {s.key: s.index for s in storages}
@@ -60,23 +61,49 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
 
 
 def _storage_json(s: Any) -> dict[str, Any]:
-    return {"index": s.index, "key": list(s.key), "device": s.device, "label": s.label,
-            "nbytes": s.nbytes, "covered_nbytes": s.covered_nbytes,
-            "unreferenced_nbytes": s.unreferenced_nbytes, "names": list(s.names),
-            "complete_names": list(s.complete_names), "exact": s.exact}
+    return {
+        "index": s.index,
+        "key": list(s.key),
+        "device": s.device,
+        "label": s.label,
+        "nbytes": s.nbytes,
+        "covered_nbytes": s.covered_nbytes,
+        "unreferenced_nbytes": s.unreferenced_nbytes,
+        "names": list(s.names),
+        "complete_names": list(s.complete_names),
+        "exact": s.exact,
+    }
 
 
 def _view_json(v: Any, index: dict) -> dict[str, Any]:
-    return {"name": v.name, "storage": list(v.storage), "storage_index": index[v.storage],
-            "device": v.device, "dtype": v.dtype, "shape": list(v.shape), "stride": list(v.stride),
-            "offset": v.offset, "itemsize": v.itemsize, "start": v.start, "stop": v.stop,
-            "nbytes": v.nbytes, "footprint_nbytes": v.footprint_nbytes,
-            "is_contiguous": v.is_contiguous, "exact": v.exact, "note": v.note}
+    return {
+        "name": v.name,
+        "storage": list(v.storage),
+        "storage_index": index[v.storage],
+        "device": v.device,
+        "dtype": v.dtype,
+        "shape": list(v.shape),
+        "stride": list(v.stride),
+        "offset": v.offset,
+        "itemsize": v.itemsize,
+        "start": v.start,
+        "stop": v.stop,
+        "nbytes": v.nbytes,
+        "footprint_nbytes": v.footprint_nbytes,
+        "is_contiguous": v.is_contiguous,
+        "exact": v.exact,
+        "note": v.note,
+    }
 
 
 def _group_json(g: Any, index: dict) -> dict[str, Any]:
-    return {"names": list(g.names), "storage": list(g.storage), "storage_index": index[g.storage],
-            "start": g.start, "stop": g.stop}
+    return {
+        "names": list(g.names),
+        "storage": list(g.storage),
+        "storage_index": index[g.storage],
+        "start": g.start,
+        "stop": g.stop,
+    }
 
 
 def _plain(x: Any) -> Any:
@@ -95,18 +122,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tensorviz",
         description="Show where the tensors of a checkpoint live, reading only its metadata "
-                    "(safetensors header, index, or torch.load(weights_only=True, mmap=True)).")
+        "(safetensors header, index, or torch.load(weights_only=True, mmap=True)).",
+    )
     p.add_argument("path", help="a .safetensors file, a *.index.json, a model folder or a .pt/.pth/.bin")
-    p.add_argument("--by", choices=_GROUPINGS, default="storage",
-                   help="grouping for the shared groups and the diagram (default: storage)")
+    p.add_argument(
+        "--by",
+        choices=_GROUPINGS,
+        default="storage",
+        help="grouping for the shared groups and the diagram (default: storage)",
+    )
     p.add_argument("--png", metavar="OUT", help="write the diagram as a PNG (needs matplotlib)")
     p.add_argument("--html", metavar="OUT", help="write a static HTML page of the diagram")
-    p.add_argument("--json", metavar="OUT", nargs="?", const="-",
-                   help="write the layout as JSON to OUT, or to stdout (instead of the text) if no OUT")
-    p.add_argument("--save-check", action="store_true",
-                   help="also report what each saver (safetensors, torch.save, ...) would do")
-    p.add_argument("--max-views", type=_count, default=12, metavar="N",
-                   help="views listed per storage in the text (default: 12)")
+    p.add_argument(
+        "--json",
+        metavar="OUT",
+        nargs="?",
+        const="-",
+        help="write the layout as JSON to OUT, or to stdout (instead of the text) if no OUT",
+    )
+    p.add_argument(
+        "--save-check", action="store_true", help="also report what each saver (safetensors, torch.save, ...) would do"
+    )
+    p.add_argument(
+        "--max-views", type=_count, default=12, metavar="N", help="views listed per storage in the text (default: 12)"
+    )
     return p
 
 
@@ -138,14 +177,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .files import analyze_path
+    from tensorviz.sources.files import analyze_path
 
     layout = analyze_path(args.path)
     json_to_stdout = args.json == "-"
     if not json_to_stdout:
         print(layout.to_text(by=args.by, max_views=args.max_views))
     if args.save_check:
-        from .saving import save_check
+        from tensorviz.savecheck.report import save_check
 
         report = save_check(layout).to_text()
         print(report, file=sys.stderr if json_to_stdout else sys.stdout)
@@ -156,12 +195,12 @@ def _run(args: argparse.Namespace) -> int:
         else:
             _write(args.json, text.encode())
     if args.png:
-        from .diagram import diagram
-        from .render.mpl import to_png
+        from tensorviz.plan.diagram import diagram
+        from tensorviz.render.mpl import to_png
 
         _write(args.png, to_png(diagram(layout, by=args.by)))
     if args.html:
-        from .show import show
+        from tensorviz.render.show import show
 
         _write(args.html, show(layout, by=args.by).to_html().encode())
     return 0

@@ -68,8 +68,7 @@ def tiny_gpt2(tied: bool = True, device: str | None = None):
     """A tiny transformers GPT-2 built from a config (no download)."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=8, n_layer=2, n_head=2,
-                     tie_word_embeddings=tied)
+    cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=8, n_layer=2, n_head=2, tie_word_embeddings=tied)
     if device == "meta":
         with torch.device("meta"):
             return GPT2LMHeadModel(cfg)

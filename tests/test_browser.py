@@ -31,8 +31,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 TOKEN = "tensorviz-browser-test"
-CHROME_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-               "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROME_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 NOTEBOOK_CODE = '''\
 import torch
@@ -64,8 +71,10 @@ ex'''
 def _chromium() -> str:
     path = os.environ.get("TENSORVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
     if not os.path.exists(path):
-        pytest.skip(f"Chromium not found (looked for $TENSORVIZ_CHROMIUM, `chromium` on PATH and "
-                    f"{path}); install Debian's package with `make browser-deps` to run this test")
+        pytest.skip(
+            f"Chromium not found (looked for $TENSORVIZ_CHROMIUM, `chromium` on PATH and "
+            f"{path}); install Debian's package with `make browser-deps` to run this test"
+        )
     return path
 
 
@@ -78,8 +87,10 @@ def _free_port() -> int:
 def _write_notebook(folder: Path) -> Path:
     nbformat = pytest.importorskip("nbformat", reason="nbformat is needed to write the test notebook")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# tensorviz explorer (browser test)"),
-                nbformat.v4.new_code_cell(NOTEBOOK_CODE)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# tensorviz explorer (browser test)"),
+        nbformat.v4.new_code_cell(NOTEBOOK_CODE),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = folder / "explore.ipynb"
     nbformat.write(nb, str(path))
@@ -88,16 +99,28 @@ def _write_notebook(folder: Path) -> Path:
 
 def _isolated_env(side: Path) -> dict[str, str]:
     """Everything Jupyter, IPython, matplotlib and Chromium write goes under ``side``."""
-    dirs = {k: side / k.lower() for k in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR",
-                                          "IPYTHONDIR", "MPLCONFIGDIR", "XDG_CONFIG_HOME",
-                                          "XDG_CACHE_HOME", "XDG_DATA_HOME", "TMPDIR")}
+    dirs = {
+        k: side / k.lower()
+        for k in (
+            "JUPYTER_CONFIG_DIR",
+            "JUPYTER_DATA_DIR",
+            "JUPYTER_RUNTIME_DIR",
+            "IPYTHONDIR",
+            "MPLCONFIGDIR",
+            "XDG_CONFIG_HOME",
+            "XDG_CACHE_HOME",
+            "XDG_DATA_HOME",
+            "TMPDIR",
+        )
+    }
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     # The "news" pop-up would cover the screenshots.
     labconfig = dirs["JUPYTER_CONFIG_DIR"] / "labconfig"
     labconfig.mkdir()
-    (labconfig / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
+    (labconfig / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
     return dict(os.environ, **{k: str(v) for k, v in dirs.items()})
 
 
@@ -117,9 +140,19 @@ def lab(tmp_path_factory):
     side = tmp_path_factory.mktemp("labside")
     _write_notebook(root)
     port = _free_port()
-    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-           f"--port={port}", f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={TOKEN}",
-           "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--allow-root",
+        "--ip=127.0.0.1",
+        f"--port={port}",
+        f"--ServerApp.root_dir={root}",
+        f"--IdentityProvider.token={TOKEN}",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
     log_path = side / "server.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, env=_isolated_env(side), stdout=log, stderr=subprocess.STDOUT, cwd=root)
@@ -132,7 +165,7 @@ def lab(tmp_path_factory):
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
                     proc.kill()
-                    raise RuntimeError("JupyterLab did not start:\n" + log_path.read_text()[-4000:])
+                    raise RuntimeError("JupyterLab did not start:\n" + log_path.read_text()[-4000:]) from None
                 time.sleep(0.3)
         try:
             url = Lab(base)
@@ -152,8 +185,9 @@ def lab(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     path = _chromium()
-    sync_api = pytest.importorskip("playwright.sync_api",
-                                   reason="the playwright Python package is needed to drive Chromium")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright Python package is needed to drive Chromium"
+    )
     sync_api.expect.set_options(timeout=60_000)  # expect() has its own 5 s default
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
@@ -240,7 +274,9 @@ def test_explorer_renders_and_exact_span_redraws(lab, page):
     explorer.get_by_role("button", name="exact span", exact=True).click()
     page.wait_for_function(
         "prev => { const i = document.querySelector('.tvz-explorer img.tvz-picture');"
-        " return i && i.complete && i.src !== prev; }", arg=src_before)
+        " return i && i.complete && i.src !== prev; }",
+        arg=src_before,
+    )
     t_redraw = time.perf_counter() - t2
     expect(explorer.locator("button.widget-toggle-button.mod-active")).to_have_text("exact span")
     expect(explorer.locator(".tvz-status")).to_contain_text("grouped by exact span")
@@ -249,8 +285,10 @@ def test_explorer_renders_and_exact_span_redraws(lab, page):
 
     after = _png_of(page, picture.get_attribute("src"))
     changed = _changed_fraction(before, after)
-    print(f"\nopen->idle {t_open:.1f}s, run-all->widget {t_run:.1f}s, click->redraw {t_redraw:.2f}s, "
-          f"changed pixels {changed:.1%} ({before.size} -> {after.size})")
+    print(
+        f"\nopen->idle {t_open:.1f}s, run-all->widget {t_run:.1f}s, click->redraw {t_redraw:.2f}s, "
+        f"changed pixels {changed:.1%} ({before.size} -> {after.size})"
+    )
     assert changed > 0.01, f"the picture barely changed after 'exact span' ({changed:.2%} of pixels)"
 
     # 4. Select a tensor: the details pane describes it.
@@ -270,7 +308,9 @@ def test_explorer_renders_and_exact_span_redraws(lab, page):
     explorer.locator("select").first.select_option(label="#1 qkv.weight +3 · 3.0 KiB")
     page.wait_for_function(
         "prev => { const i = document.querySelector('.tvz-explorer img.tvz-picture');"
-        " return i && i.complete && i.src !== prev; }", arg=src)
+        " return i && i.complete && i.src !== prev; }",
+        arg=src,
+    )
     expect(explorer.locator(".widget-hslider")).to_be_visible()
     expect(explorer.locator(".tvz-status")).to_contain_text("storage #1")
     explorer.screenshot(path=str(SHOTS / "explorer_one_storage.png"))
@@ -290,8 +330,13 @@ def executed(lab):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.read(lab.root / "explore.ipynb", as_version=4)
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
-                            resources={"metadata": {"path": str(lab.root)}}).execute()
+    nbclient.NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=False,
+        resources={"metadata": {"path": str(lab.root)}},
+    ).execute()
     return nb
 
 
@@ -306,7 +351,8 @@ def _visible_pictures(page) -> list[str]:
     """Class names of the output pictures a reader sees (decoded, on screen)."""
     return page.locator(".jp-OutputArea-output img").evaluate_all(
         "imgs => imgs.filter(i => i.complete && i.naturalWidth > 0 && i.offsetParent !== null)"
-        ".map(i => i.closest('.tvz-snapshot, .tvz-static, .tvz-explorer').className)")
+        ".map(i => i.closest('.tvz-snapshot, .tvz-static, .tvz-explorer').className)"
+    )
 
 
 def test_untrusted_saved_notebook_shows_the_explorer_picture_once(lab, page, executed):
@@ -319,11 +365,14 @@ def test_untrusted_saved_notebook_shows_the_explorer_picture_once(lab, page, exe
     _open_saved(lab, page, "untrusted.ipynb")
     static = page.locator(".jp-OutputArea-output .tvz-static img")
     expect(static).to_be_visible()
-    page.wait_for_function("() => { const i = document.querySelector('.tvz-static img');"
-                           " return i && i.complete && i.naturalWidth === 1000; }")
+    page.wait_for_function(
+        "() => { const i = document.querySelector('.tvz-static img');"
+        " return i && i.complete && i.naturalWidth === 1000; }"
+    )
     expect(page.locator(".tvz-snapshot")).to_be_hidden()
     expect(page.locator(".tvz-static")).to_contain_text(
-        "tensorviz static (run the cell for the interactive explorer): tensorviz explorer (TinyLM)")
+        "tensorviz static (run the cell for the interactive explorer): tensorviz explorer (TinyLM)"
+    )
     page.locator(".tvz-static").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "saved_untrusted.png"))
     assert [c.split()[0] for c in _visible_pictures(page)] == ["tvz-static"]
@@ -343,8 +392,10 @@ def test_trusted_saved_notebook_without_kernel_shows_the_snapshot(lab, page, exe
     expect(page.locator(".jp-Notebook")).to_contain_text("Error displaying widget", timeout=30_000)
     snap = page.locator(".jp-OutputArea-output .tvz-snapshot img")
     expect(snap).to_be_visible()
-    page.wait_for_function("() => { const i = document.querySelector('.tvz-snapshot img');"
-                           " return i && i.complete && i.naturalWidth === 1000; }")
+    page.wait_for_function(
+        "() => { const i = document.querySelector('.tvz-snapshot img');"
+        " return i && i.complete && i.naturalWidth === 1000; }"
+    )
     page.locator(".tvz-snapshot").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "saved_trusted_no_kernel.png"))
     assert [c.split()[0] for c in _visible_pictures(page)] == ["tvz-snapshot"]

@@ -62,25 +62,60 @@ def test_json_schema(sliced_ckpt, capsys):
     assert main([str(sliced_ckpt), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)  # stdout is pure JSON
     assert (doc["schema"], doc["version"], doc["source"]) == ("tensorviz.layout", JSON_SCHEMA_VERSION, str(sliced_ckpt))
-    assert set(doc) == {"schema", "version", "tensorviz_version", "source", "storages", "views",
-                        "groups", "skipped", "metadata"}
+    assert set(doc) == {
+        "schema",
+        "version",
+        "tensorviz_version",
+        "source",
+        "storages",
+        "views",
+        "groups",
+        "skipped",
+        "metadata",
+    }
     layout = tv.analyze(sliced_ckpt)
     b = next(v for v in doc["views"] if v["name"] == "b")
-    assert b == {"name": "b", "storage": list(layout["b"].storage), "storage_index": 0, "device": "file",
-                 "dtype": "float32", "shape": [2, 10, 50], "stride": [500, 50, 1], "offset": 1000,
-                 "itemsize": 4, "start": 4000, "stop": 8000, "nbytes": 4000, "footprint_nbytes": 4000,
-                 "is_contiguous": True, "exact": True, "note": ""}
+    assert b == {
+        "name": "b",
+        "storage": list(layout["b"].storage),
+        "storage_index": 0,
+        "device": "file",
+        "dtype": "float32",
+        "shape": [2, 10, 50],
+        "stride": [500, 50, 1],
+        "offset": 1000,
+        "itemsize": 4,
+        "start": 4000,
+        "stop": 8000,
+        "nbytes": 4000,
+        "footprint_nbytes": 4000,
+        "is_contiguous": True,
+        "exact": True,
+        "note": "",
+    }
     assert [v["name"] for v in doc["views"]] == list(layout.names)
     s0 = doc["storages"][0]
     assert (s0["index"], s0["device"], s0["nbytes"], s0["names"], s0["complete_names"]) == (
-        0, "file", 16000, ["a", "b", "c"], ["a"])
+        0,
+        "file",
+        16000,
+        ["a", "b", "c"],
+        ["a"],
+    )
     assert s0["label"] == f"ckpt.pt:{s0['key'][1].rsplit(':', 1)[1]}"
     groups = {by: [g["names"] for g in doc["groups"][by]] for by in ("storage", "span", "overlap")}
-    assert groups == {"storage": [["a", "b", "c"], ["emb", "head", "t"]],
-                      "span": [["a"], ["b"], ["c"], ["emb", "head", "t"]],
-                      "overlap": [["a", "b", "c"], ["emb", "head", "t"]]}
-    assert doc["groups"]["span"][3] == {"names": ["emb", "head", "t"], "storage": s0["key"][:1] + [
-        doc["storages"][1]["key"][1]], "storage_index": 1, "start": 0, "stop": 48}
+    assert groups == {
+        "storage": [["a", "b", "c"], ["emb", "head", "t"]],
+        "span": [["a"], ["b"], ["c"], ["emb", "head", "t"]],
+        "overlap": [["a", "b", "c"], ["emb", "head", "t"]],
+    }
+    assert doc["groups"]["span"][3] == {
+        "names": ["emb", "head", "t"],
+        "storage": s0["key"][:1] + [doc["storages"][1]["key"][1]],
+        "storage_index": 1,
+        "start": 0,
+        "stop": 48,
+    }
     assert doc["metadata"]["format"] == "torch" and doc["skipped"] == []
 
 
@@ -98,12 +133,18 @@ def test_json_to_a_file_and_text_to_stdout(tied_file, tmp_path, capsys):
     assert doc["metadata"]["dropped"] == {dropped: kept}
 
 
-@pytest.mark.parametrize("args, message", [
-    (["missing.safetensors"], "tensorviz: error: no such file or folder: 'missing.safetensors'\n"),
-    (["bad.safetensors"], "tensorviz: error: bad.safetensors: the file is empty (0 bytes); a safetensors "
-                          "file starts with an 8-byte header length\n"),
-    (["module.pt"], None),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.safetensors"], "tensorviz: error: no such file or folder: 'missing.safetensors'\n"),
+        (
+            ["bad.safetensors"],
+            "tensorviz: error: bad.safetensors: the file is empty (0 bytes); a safetensors "
+            "file starts with an 8-byte header length\n",
+        ),
+        (["module.pt"], None),
+    ],
+)
 def test_bad_input_exits_1_with_one_line(tmp_path, monkeypatch, capsys, args, message):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.safetensors").write_bytes(b"")
@@ -126,7 +167,7 @@ def test_usage_error_exits_2(capsys):
 
 
 def test_png_is_the_diagram_of_the_layout(tied_file, tmp_path, capsys):
-    from tensorviz.diagram import diagram
+    from tensorviz.plan.diagram import diagram
     from tensorviz.render.mpl import to_png
 
     out = tmp_path / "d.png"
@@ -136,18 +177,18 @@ def test_png_is_the_diagram_of_the_layout(tied_file, tmp_path, capsys):
 
 
 def test_html_is_the_shown_layout(tied_file, tmp_path, capsys):
-    show = pytest.importorskip("tensorviz.show")
+    show = pytest.importorskip("tensorviz.render.show")
     out = tmp_path / "d.html"
     assert main([str(tied_file), "--html", str(out)]) == 0
     assert out.read_text() == show.show(tv.analyze(tied_file), by="storage").to_html()
 
 
 def test_save_check_report_follows_the_summary(sliced_ckpt, capsys):
-    saving = pytest.importorskip("tensorviz.saving")
+    saving = pytest.importorskip("tensorviz.savecheck.report")
     try:
         expected = saving.save_check(tv.analyze(sliced_ckpt)).to_text()
     except ImportError as err:  # the save-check helper's modules are still being written
-        pytest.skip(f"tensorviz.saving is incomplete: {err}")
+        pytest.skip(f"tensorviz.savecheck is incomplete: {err}")
     assert main([str(sliced_ckpt), "--save-check"]) == 0
     out = capsys.readouterr().out
     assert out == tv.analyze(sliced_ckpt).to_text() + "\n" + expected + "\n"
@@ -155,8 +196,9 @@ def test_save_check_report_follows_the_summary(sliced_ckpt, capsys):
 
 def test_python_dash_m_and_console_script(tied_file):
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    run = subprocess.run([sys.executable, "-m", "tensorviz", str(tied_file), "--json"],
-                         capture_output=True, text=True, env=env)
+    run = subprocess.run(
+        [sys.executable, "-m", "tensorviz", str(tied_file), "--json"], capture_output=True, text=True, env=env
+    )
     assert run.returncode == 0
     assert json.loads(run.stdout) == json.loads(json.dumps(layout_to_json(tv.analyze(tied_file))))
     script = os.path.join(os.path.dirname(sys.executable), "tensorviz")
@@ -178,8 +220,11 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path):
     """``tensorviz big.safetensors | head -1``: the closed pipe ends the command quietly."""
     path = tmp_path / "many.safetensors"
     safetensors_torch.save_file({f"layer.{i}.weight": torch.zeros(1) for i in range(3000)}, path)
-    proc = subprocess.Popen([sys.executable, "-m", "tensorviz", str(path), "--max-views", "3000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tensorviz", str(path), "--max-views", "3000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdout.readline().startswith(b"3000 tensors on 1 file")
     proc.stdout.close()  # the text is far larger than a pipe's buffer: the next writes fail
     err = proc.stderr.read()

@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tensorviz as tv
-from tensorviz.collect import ACCEPTED, collect, iter_named_values, why_not_analysable
+from tensorviz.sources.live import ACCEPTED, collect, iter_named_values, why_not_analysable
 
 
 def skipped(layout: tv.Layout) -> dict[str, str]:
@@ -40,14 +40,21 @@ def test_module_gives_state_dict_names_tied_under_every_name_plus_non_persistent
 
 def test_nested_mappings_sequences_and_modules_flatten_with_dots():
     a = torch.zeros(3)
-    obj = {"opt": {"state": {0: {"exp_avg": a}}, "lr": 0.1}, "layers": [a[:1], (a[1:], None)],
-           "model": FusedQKV()}
+    obj = {"opt": {"state": {0: {"exp_avg": a}}, "lr": 0.1}, "layers": [a[:1], (a[1:], None)], "model": FusedQKV()}
     layout = tv.analyze(obj)
     assert layout.names[:3] == ("opt.state.0.exp_avg", "layers.0", "layers.1.0")
-    assert layout.names[3:] == ("model.qkv.weight", "model.qkv.bias", "model.q.weight", "model.q.bias",
-                                "model.v.weight", "model.v.bias")
-    assert skipped(layout) == {"opt.lr": "not a tensor (builtins.float); tensorviz only lays out tensors",
-                               "layers.1.1": "not a tensor (builtins.NoneType); tensorviz only lays out tensors"}
+    assert layout.names[3:] == (
+        "model.qkv.weight",
+        "model.qkv.bias",
+        "model.q.weight",
+        "model.q.bias",
+        "model.v.weight",
+        "model.v.bias",
+    )
+    assert skipped(layout) == {
+        "opt.lr": "not a tensor (builtins.float); tensorviz only lays out tensors",
+        "layers.1.1": "not a tensor (builtins.NoneType); tensorviz only lays out tensors",
+    }
     assert names_of(tv.analyze([a, a[1:]])) == ("0", "1")
     assert names_of(tv.analyze((a,))) == ("0",)
     assert names_of(tv.analyze(a)) == ("tensor",)
@@ -62,8 +69,10 @@ def test_flattened_names_that_collide_keep_the_first():
     layout = tv.analyze({"x.y": a, "x": {"y": b}, 1: a, "1": b})
     assert layout.names == ("x.y", "1")
     assert layout["x.y"].nbytes == 4 and layout["1"].nbytes == 4
-    assert skipped(layout) == {"x.y": "duplicate name: an earlier value already has this name",
-                               "1": "duplicate name: an earlier value already has this name"}
+    assert skipped(layout) == {
+        "x.y": "duplicate name: an earlier value already has this name",
+        "1": "duplicate name: an earlier value already has this name",
+    }
     assert [s.names for s in layout.storages] == [("x.y", "1")]
 
 
@@ -75,13 +84,16 @@ def test_a_container_that_holds_itself_is_reported_not_recursed():
     assert "reference cycle" in skipped(layout)["self"]
 
 
-@pytest.mark.parametrize("obj", [3, None, {1, 2}, iter([torch.zeros(1)]), np.zeros(3)],
-                         ids=["int", "None", "set", "iterator", "ndarray"])
+@pytest.mark.parametrize(
+    "obj", [3, None, {1, 2}, iter([torch.zeros(1)]), np.zeros(3)], ids=["int", "None", "set", "iterator", "ndarray"]
+)
 def test_unknown_input_types_get_a_type_error_listing_what_is_accepted(obj):
     with pytest.raises(TypeError) as info:
         tv.analyze(obj)
     message = str(info.value)
-    assert message.startswith(f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; it accepts ")
+    assert message.startswith(
+        f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; it accepts "
+    )
     for kind in ACCEPTED:
         assert kind in message
     assert "nn.Module" in message and "Mapping[str, Tensor]" in message and ".safetensors" in message
@@ -157,8 +169,9 @@ def test_symbolic_fake_tensors_are_skipped_without_guarding():
     reasons = skipped(layout)
     assert list(reasons) == ["f", "g"] and layout.names == ()
     assert reasons["f"].startswith("symbolic sizes or strides (shape (s")
-    assert reasons["f"].endswith("byte offsets need concrete numbers; analyse real, meta or "
-                                 "static-shape fake tensors instead")
+    assert reasons["f"].endswith(
+        "byte offsets need concrete numbers; analyse real, meta or static-shape fake tensors instead"
+    )
     assert len(env.guards) == 0  # analysis added no guard to the shape environment
 
 
@@ -252,7 +265,10 @@ def odd_values() -> dict[str, object]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch deprecates quantize_per_tensor and nested_tensor
         values = {
-            "text": "hello", "number": 3, "none": None, "array": np.zeros(2),
+            "text": "hello",
+            "number": 3,
+            "none": None,
+            "array": np.zeros(2),
             "coo": torch.eye(3).to_sparse(),
             "csr": torch.eye(3).to_sparse_csr(),
             "csc": torch.eye(3).to_sparse_csc(),
@@ -277,27 +293,27 @@ REASONS = {
     "none": "not a tensor (builtins.NoneType); tensorviz only lays out tensors",
     "array": "not a tensor (numpy.ndarray); tensorviz only lays out tensors",
     "coo": "sparse_coo tensor: its values and indices live in separate storages with no strided view; "
-           "analyse t.coalesce().values() and t.coalesce().indices() instead",
+    "analyse t.coalesce().values() and t.coalesce().indices() instead",
     "csr": "sparse_csr tensor: its values and compressed indices live in separate storages; analyse "
-           "t.values(), t.crow_indices() and t.col_indices() instead",
+    "t.values(), t.crow_indices() and t.col_indices() instead",
     "csc": "sparse_csc tensor: its values and compressed indices live in separate storages; analyse "
-           "t.values(), t.ccol_indices() and t.row_indices() instead",
+    "t.values(), t.ccol_indices() and t.row_indices() instead",
     "nested": "nested tensor: its components live in a packed buffer plus offsets, with no single strided "
-              "view; analyse its parts instead (t.values() and t.offsets() for a jagged one, t.unbind() "
-              "for a strided one)",
+    "view; analyse its parts instead (t.values() and t.offsets() for a jagged one, t.unbind() "
+    "for a strided one)",
     "quantized": "quantized tensor (quint8): its bytes are read through a scale and zero point held outside "
-                 "the storage; analyse t.int_repr() for the raw layout",
+    "the storage; analyse t.int_repr() for the raw layout",
     "quint4x2": "quantized tensor (quint4x2): its bytes are read through a scale and zero point held outside "
-                "the storage; analyse t.int_repr() for the raw layout",
+    "the storage; analyse t.int_repr() for the raw layout",
     "uint4": "sub-byte dtype uint4: element_size() says 1 byte but each value is narrower, and how values "
-             "are packed depends on the library that made it, so byte offsets from it may be wrong; "
-             "analyse the packed uint8 tensor it came from",
+    "are packed depends on the library that made it, so byte offsets from it may be wrong; "
+    "analyse the packed uint8 tensor it came from",
     "wrapper": "tensor subclass Wrapper wraps other tensors (inner); its own storage is not where its data "
-               "lives: analyse those inner tensors instead",
+    "lives: analyse those inner tensors instead",
     "dispatch": "tensor subclass Logged overrides __torch_dispatch__, so its storage may not be where its "
-                "data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view",
+    "data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view",
     "lazy": "UninitializedParameter: a lazy module's parameter has no shape or storage until its first "
-            "forward; run one forward pass (or build the module with concrete sizes) first",
+    "forward; run one forward pass (or build the module with concrete sizes) first",
     "mkldnn": "_mkldnn tensor: an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
 }
 
@@ -337,13 +353,21 @@ def test_metadata_that_cannot_be_read_is_a_skip_not_a_crash():
 
 
 def test_odd_dtypes_get_their_size_from_torch():
-    values = {"f8": torch.zeros(4, dtype=torch.float8_e5m2), "c64": torch.zeros(2, dtype=torch.complex64),
-              "b": torch.zeros(3, dtype=torch.bool), "bf": torch.zeros(2, dtype=torch.bfloat16),
-              "x2": torch.zeros(4, dtype=torch.float4_e2m1fn_x2)}
+    values = {
+        "f8": torch.zeros(4, dtype=torch.float8_e5m2),
+        "c64": torch.zeros(2, dtype=torch.complex64),
+        "b": torch.zeros(3, dtype=torch.bool),
+        "bf": torch.zeros(2, dtype=torch.bfloat16),
+        "x2": torch.zeros(4, dtype=torch.float4_e2m1fn_x2),
+    }
     layout = tv.analyze(values)
     assert {v.name: (v.dtype, v.itemsize, v.nbytes) for v in layout.views} == {
-        "f8": ("float8_e5m2", 1, 4), "c64": ("complex64", 8, 16), "b": ("bool", 1, 3),
-        "bf": ("bfloat16", 2, 4), "x2": ("float4_e2m1fn_x2", 1, 4)}
+        "f8": ("float8_e5m2", 1, 4),
+        "c64": ("complex64", 8, 16),
+        "b": ("bool", 1, 3),
+        "bf": ("bfloat16", 2, 4),
+        "x2": ("float4_e2m1fn_x2", 1, 4),
+    }
 
 
 # -- analysis reads nothing, writes nothing, keeps nothing ---------------------------------

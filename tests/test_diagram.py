@@ -8,10 +8,10 @@ import torch
 from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 
 import tensorviz as tv
-from tensorviz import footprint as fp
-from tensorviz._plan import allocate
-from tensorviz._plan_bars import depth_runs
-from tensorviz.diagram import PALETTE, Diagram, DiagramOptionError, assign_colors, color_for, diagram
+from tensorviz.core import footprint as fp
+from tensorviz.plan.bars import depth_runs
+from tensorviz.plan.diagram import PALETTE, Diagram, DiagramOptionError, assign_colors, color_for, diagram
+from tensorviz.plan.planner import allocate
 
 
 def spans(d: Diagram) -> dict[str, tuple[int, int]]:
@@ -22,7 +22,11 @@ def spans(d: Diagram) -> dict[str, tuple[int, int]]:
 def test_seed_lanes_bars_and_overlaps():
     d = diagram(seed_tensors())
     assert [(lane.kind, lane.label) for lane in d.lanes] == [
-        ("storage", "storage #0 · 15.6 KiB"), ("view", "a"), ("view", "b"), ("view", "c")]
+        ("storage", "storage #0 · 15.6 KiB"),
+        ("view", "a"),
+        ("view", "b"),
+        ("view", "c"),
+    ]
     assert spans(d) == {"a": (0, 16000), "b": (4000, 8000), "c": (8000, 12000)}
     assert [b.lane for b in d.bars] == [1, 2, 3]
     assert all(b.is_dense and b.runs is None for b in d.bars)
@@ -44,8 +48,13 @@ def test_seed_header():
 
 def test_fused_qkv_rows_and_collapsed_biases():
     d = diagram(FusedQKV())
-    assert [lane.label for lane in d.lanes] == ["storage #0 · 2.3 KiB", "qkv.weight", "q.weight", "v.weight",
-                                                "3 simple storages, 200 B"]
+    assert [lane.label for lane in d.lanes] == [
+        "storage #0 · 2.3 KiB",
+        "qkv.weight",
+        "q.weight",
+        "v.weight",
+        "3 simple storages, 200 B",
+    ]
     assert spans(d) == {"qkv.weight": (0, 2400), "q.weight": (0, 800), "v.weight": (800, 1600)}
     assert d.collapsed is not None and d.collapsed.count == 3 and d.collapsed.nbytes == 200
     assert d.lanes[-1].kind == "summary"
@@ -98,8 +107,9 @@ def test_tiny_gpt2_tied_and_untied():
 # -- flags ------------------------------------------------------------------------------------
 def test_strided_views_have_exact_runs_and_flags():
     x = torch.arange(12.0).reshape(3, 4)
-    d = diagram({"x": x, "even": x[:, ::2], "xt": x.t(), "i": x.view(torch.int32), "row": x[0].expand(3, 4),
-                 "none": x[:0]})
+    d = diagram(
+        {"x": x, "even": x[:, ::2], "xt": x.t(), "i": x.view(torch.int32), "row": x[0].expand(3, 4), "none": x[:0]}
+    )
     even = d.bars_for("even")[0]
     assert even.runs.tolist() == [[0, 4], [8, 12], [16, 20], [24, 28], [32, 36], [40, 44]]
     assert even.non_contiguous and not even.expanded and not even.reinterpreted
@@ -141,8 +151,15 @@ def gappy_safetensors(path) -> int:
     import json
     import struct
 
-    header = json.dumps({"a": {"dtype": "I16", "shape": [3], "data_offsets": [2, 8]},
-                         "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]}}).encode() + b"    "
+    header = (
+        json.dumps(
+            {
+                "a": {"dtype": "I16", "shape": [3], "data_offsets": [2, 8]},
+                "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]},
+            }
+        ).encode()
+        + b"    "
+    )
     path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(32))
     return 8 + len(header)
 
@@ -175,8 +192,10 @@ def test_header_only_comes_from_the_files_own_metadata():
 def test_interesting_storages_first_then_by_size():
     big, small_shared = torch.zeros(100), torch.zeros(10)
     t = torch.zeros(50)
-    d = diagram({"big": big, "s1": small_shared, "s2": small_shared[2:], "tt": t.view(5, 10).t(), "mid": torch.zeros(60)},
-                expand_simple=True)
+    d = diagram(
+        {"big": big, "s1": small_shared, "s2": small_shared[2:], "tt": t.view(5, 10).t(), "mid": torch.zeros(60)},
+        expand_simple=True,
+    )
     order = [d.lanes[b.lanes[0]].label for b in d.blocks]
     assert order == ["storage #2 · 200 B", "storage #1 · 40 B", "big", "mid"]
     assert d.blocks[0].reasons == ("non-contiguous",)
@@ -222,7 +241,7 @@ def test_byte_range_keeps_touching_bars_and_clips_runs():
 
 def test_max_lanes_moves_extra_views_to_a_more_row_that_still_draws_them():
     flat = torch.zeros(1000)
-    views = {f"p{i}": flat[10 * i:10 * (i + 1)] for i in range(100)}
+    views = {f"p{i}": flat[10 * i : 10 * (i + 1)] for i in range(100)}
     d = diagram(views, max_lanes=12)
     assert len(d.lanes) == 12
     assert d.lanes[-1].kind == "more" and d.lanes[-1].label == "… 90 more views" and d.lanes[-1].hidden == 90
@@ -231,14 +250,17 @@ def test_max_lanes_moves_extra_views_to_a_more_row_that_still_draws_them():
     assert d.blocks[0].hidden_views == 90
 
 
-@pytest.mark.parametrize("needs,budget,expected", [
-    ([3, 4], 10, ([3, 4], 2)),
-    ([10, 2], 8, ([6, 2], 2)),
-    ([50, 50, 3], 20, ([8, 8, 3], 3)),
-    ([5] * 10, 10, ([5], 1)),  # rather one whole block than blocks of one view each
-    ([4] * 30, 40, ([4] * 9, 9)),  # nine complete blocks + the "more storages" row
-    ([10_001, 3, 3, 3], 40, ([31, 3, 3, 3], 4)),  # a huge block leaves room for the small ones
-])
+@pytest.mark.parametrize(
+    "needs,budget,expected",
+    [
+        ([3, 4], 10, ([3, 4], 2)),
+        ([10, 2], 8, ([6, 2], 2)),
+        ([50, 50, 3], 20, ([8, 8, 3], 3)),
+        ([5] * 10, 10, ([5], 1)),  # rather one whole block than blocks of one view each
+        ([4] * 30, 40, ([4] * 9, 9)),  # nine complete blocks + the "more storages" row
+        ([10_001, 3, 3, 3], 40, ([31, 3, 3, 3], 4)),  # a huge block leaves room for the small ones
+    ],
+)
 def test_allocate_lane_budget(needs, budget, expected):
     assert allocate(needs, budget) == expected
 
@@ -246,7 +268,7 @@ def test_allocate_lane_budget(needs, budget, expected):
 def test_planned_records_have_every_field_and_equal_their_constructor():
     from dataclasses import fields
 
-    from tensorviz.diagram import Bar, Block, Lane
+    from tensorviz.plan.diagram import Bar, Block, Lane
 
     d = diagram(FusedQKV(), expand_simple=True)
     for records, cls in ((d.lanes, Lane), (d.bars, Bar), (d.blocks, Block)):
@@ -300,15 +322,17 @@ def test_depth_runs_matches_brute_force():
 
 # -- text ----------------------------------------------------------------------------------
 def test_text_golden_fused_qkv():
-    assert diagram(FusedQKV()).to_text(width=20) == "\n".join([
-        "6 tensors · 4 storages · 1 shared group (by storage) · unique 2.5 KiB vs naive 4.1 KiB",
-        "storage #0 · 2.3 KiB: shared, overlapping · bytes [0, 2400), 120 B per cell",
-        "  storage #0 |xxxxxxxxxxxxxx======|",
-        "  qkv.weight |####################| [0, 2400) overlaps",
-        "  q.weight   |######+             | [0, 800) overlaps",
-        "  v.weight   |      +######+      | [800, 1600) overlaps",
-        "3 simple storages, 200 B",
-    ])
+    assert diagram(FusedQKV()).to_text(width=20) == "\n".join(
+        [
+            "6 tensors · 4 storages · 1 shared group (by storage) · unique 2.5 KiB vs naive 4.1 KiB",
+            "storage #0 · 2.3 KiB: shared, overlapping · bytes [0, 2400), 120 B per cell",
+            "  storage #0 |xxxxxxxxxxxxxx======|",
+            "  qkv.weight |####################| [0, 2400) overlaps",
+            "  q.weight   |######+             | [0, 800) overlaps",
+            "  v.weight   |      +######+      | [800, 1600) overlaps",
+            "3 simple storages, 200 B",
+        ]
+    )
 
 
 def test_text_golden_strided_and_unreferenced():
@@ -328,8 +352,9 @@ def safetensors_file(path, entries: dict[str, tuple[int, int]], data_len: int):
     import json
     import struct
 
-    header = json.dumps({n: {"dtype": "F32", "shape": [(b - a) // 4], "data_offsets": [a, b]}
-                         for n, (a, b) in entries.items()}).encode()
+    header = json.dumps(
+        {n: {"dtype": "F32", "shape": [(b - a) // 4], "data_offsets": [a, b]} for n, (a, b) in entries.items()}
+    ).encode()
     header += b" " * (-len(header) % 8)
     path.write_bytes(struct.pack("<Q", len(header)) + header + bytes(data_len))
     return path
@@ -340,32 +365,44 @@ def test_file_tensors_are_counted_as_shared_only_when_they_share_bytes(tmp_path)
     layout = tv.analyze(plain)
     assert [g.names for g in layout.shared("storage")] == [("a", "b", "c")]  # the grouping is unchanged
     d = diagram(layout)
-    assert d.header.text == "3 tensors · 1 file · 0 shared groups (by shared bytes within a file) · " \
-                            "unique 32 B vs naive 32 B"
+    assert (
+        d.header.text == "3 tensors · 1 file · 0 shared groups (by shared bytes within a file) · "
+        "unique 32 B vs naive 32 B"
+    )
     assert d.blocks[0].reasons == ("partial",)  # the header bytes; not "shared"
     assert "shared groups (by shared bytes within a file): none" in layout.to_text()
     assert layout.to_text().startswith("3 tensors on 1 file (")
     assert diagram(layout, by="span").header.text.startswith("3 tensors · 1 file · 0 shared groups (by span)")
     assert diagram(layout, only_shared=True).blocks == ()
     # The reader refuses overlapping tensors; a layout built by hand (as a reader would) may have them.
-    from tensorviz.layout import Layout, StorageInfo, TensorView
+    from tensorviz.core.layout import Layout
+    from tensorviz.core.records import StorageInfo, TensorView
 
     key, other = ("file", "tied.safetensors"), ("cpu", 1)
-    views = [TensorView("wte", key, "file", "float32", (4,), (1,), 0, 4, 24, 40, 16, 16, True),
-             TensorView("head", key, "file", "float32", (4,), (1,), 0, 4, 24, 40, 16, 16, True),
-             TensorView("b", key, "file", "float32", (2,), (1,), 0, 4, 40, 48, 8, 8, True),
-             TensorView("x", other, "cpu", "float32", (2,), (1,), 0, 4, 0, 8, 8, 8, True),
-             TensorView("x0", other, "cpu", "float32", (1,), (1,), 0, 4, 0, 4, 4, 4, True)]
+    views = [
+        TensorView("wte", key, "file", "float32", (4,), (1,), 0, 4, 24, 40, 16, 16, True),
+        TensorView("head", key, "file", "float32", (4,), (1,), 0, 4, 24, 40, 16, 16, True),
+        TensorView("b", key, "file", "float32", (2,), (1,), 0, 4, 40, 48, 8, 8, True),
+        TensorView("x", other, "cpu", "float32", (2,), (1,), 0, 4, 0, 8, 8, 8, True),
+        TensorView("x0", other, "cpu", "float32", (1,), (1,), 0, 4, 0, 4, 4, 4, True),
+    ]
     infos = [StorageInfo(key, "file", 48, label="tied.safetensors"), StorageInfo(other, "cpu", 8)]
     layout = Layout(views, infos, metadata={"header": {"tied.safetensors": (0, 24)}})
     d = diagram(layout)
     assert d.header.shared_groups == 2  # {wte, head} in the file, {x, x0} on the cpu storage
     assert "2 storages · 2 shared groups (by storage; by shared bytes within a file)" in d.header.text
     assert [b.reasons for b in d.blocks] == [("partial", "overlapping"), ("shared", "overlapping")]
-    assert "shared groups (by storage; by shared bytes within a file): 2\n  {wte, head} bytes [24, 40)\n" \
-           "  {x, x0} bytes [0, 8)" in layout.to_text()
-    assert [b.label for b in diagram(layout, only_shared=True, expand_simple=True).bars] == \
-        ["wte", "head", "b", "x", "x0"]
+    assert (
+        "shared groups (by storage; by shared bytes within a file): 2\n  {wte, head} bytes [24, 40)\n"
+        "  {x, x0} bytes [0, 8)" in layout.to_text()
+    )
+    assert [b.label for b in diagram(layout, only_shared=True, expand_simple=True).bars] == [
+        "wte",
+        "head",
+        "b",
+        "x",
+        "x0",
+    ]
 
 
 def test_torch_checkpoint_records_are_storages_that_can_be_shared(tmp_path):

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import tensorviz as tv
-from tensorviz.errors import TensorvizError, TooLargeError
-from tensorviz.explain import MAX_CELLS, MAX_ELEMENTS, explain_plan, formula
+from tensorviz.core.errors import TensorvizError, TooLargeError
+from tensorviz.plan.explain import MAX_CELLS, MAX_ELEMENTS, formula
+from tensorviz.render.explain import explain_plan
 from tensorviz.render.mpl import layer
 
 

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import tensorviz as tv
-from tensorviz.errors import FileFormatError
-from tensorviz.files import SAFETENSORS_DTYPES, read_safetensors_header
+from tensorviz.core.errors import FileFormatError
+from tensorviz.sources.files import SAFETENSORS_DTYPES, read_safetensors_header
 
 safetensors_torch = pytest.importorskip("safetensors.torch")
 save_file, save_model = safetensors_torch.save_file, safetensors_torch.save_model
@@ -63,8 +63,11 @@ def test_save_file_spans_equal_header_offsets(tmp_path):
         v = layout[name]
         begin, end = info["data_offsets"]
         assert (v.start, v.stop) == (data_start + begin, data_start + end)
-        assert (v.shape, v.itemsize, v.offset) == (tuple(info["shape"]), tensors[name].element_size(),
-                                                   begin // tensors[name].element_size())
+        assert (v.shape, v.itemsize, v.offset) == (
+            tuple(info["shape"]),
+            tensors[name].element_size(),
+            begin // tensors[name].element_size(),
+        )
         assert v.dtype == str(tensors[name].dtype).removeprefix("torch.")
         assert v.is_contiguous and v.nbytes == v.footprint_nbytes == end - begin
         assert v.stride == tensors[name].stride()
@@ -84,9 +87,23 @@ def test_save_file_spans_equal_header_offsets(tmp_path):
 
 
 def test_every_safetensors_dtype_code_maps_to_torch(tmp_path):
-    dtypes = [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
-              torch.int16, torch.int8, torch.uint8, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2,
-              torch.uint16, torch.uint32, torch.uint64]
+    dtypes = [
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.float8_e4m3fn,
+        torch.float8_e5m2,
+        torch.uint16,
+        torch.uint32,
+        torch.uint64,
+    ]
     tensors = {str(d).removeprefix("torch."): torch.zeros(3, 2, dtype=d) for d in dtypes}
     path = tmp_path / "dtypes.safetensors"
     save_file(tensors, path)
@@ -135,8 +152,10 @@ def write_raw(path, header: dict, data_len: int, pad: bytes = b"") -> int:
 
 def test_gaps_and_trailing_bytes_are_unreferenced_and_reported(tmp_path):
     path = tmp_path / "gappy.safetensors"
-    hdr = {"b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]},
-           "a": {"dtype": "I16", "shape": [3], "data_offsets": [2, 8]}}
+    hdr = {
+        "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]},
+        "a": {"dtype": "I16", "shape": [3], "data_offsets": [2, 8]},
+    }
     ds = write_raw(path, hdr, 32, pad=b"    ")
     layout = tv.analyze(path)
     assert layout.names == ("a", "b")  # file order, not JSON order
@@ -155,9 +174,11 @@ def test_gaps_and_trailing_bytes_are_unreferenced_and_reported(tmp_path):
 
 def test_unaligned_offset_is_noted_and_sub_byte_dtype_skipped(tmp_path):
     path = tmp_path / "odd.safetensors"
-    hdr = {"flag": {"dtype": "BOOL", "shape": [1], "data_offsets": [0, 1]},
-           "w": {"dtype": "F32", "shape": [1], "data_offsets": [1, 5]},
-           "q": {"dtype": "F4", "shape": [6], "data_offsets": [5, 8]}}
+    hdr = {
+        "flag": {"dtype": "BOOL", "shape": [1], "data_offsets": [0, 1]},
+        "w": {"dtype": "F32", "shape": [1], "data_offsets": [1, 5]},
+        "q": {"dtype": "F4", "shape": [6], "data_offsets": [5, 8]},
+    }
     ds = write_raw(path, hdr, 8)
     layout = tv.analyze(path)
     w = layout["w"]
@@ -174,7 +195,8 @@ def test_read_safetensors_header_returns_validated_entries(tmp_path):
     data_start, header = raw_header(path)
     assert h.data_start == data_start and h.file_nbytes == os.path.getsize(path)
     assert [(e.name, e.begin, e.end) for e in h.entries] == sorted(
-        ((k, *v["data_offsets"]) for k, v in header.items() if k != "__metadata__"), key=lambda x: x[1])
+        ((k, *v["data_offsets"]) for k, v in header.items() if k != "__metadata__"), key=lambda x: x[1]
+    )
     assert dict(h.metadata) == {"k": "v"} and h.problems == ()
 
 
@@ -205,17 +227,22 @@ def write_sharded(folder, shards: dict[str, dict[str, torch.Tensor]], weight_map
         save_file(tensors, folder / shard, metadata={"format": "pt"})
     if weight_map is None:
         weight_map = {name: shard for shard, ts in shards.items() for name in ts}
-    index = {"metadata": {"total_size": total if total is not None else
-                          sum(t.nbytes for ts in shards.values() for t in ts.values())},
-             "weight_map": weight_map}
+    index = {
+        "metadata": {
+            "total_size": total if total is not None else sum(t.nbytes for ts in shards.values() for t in ts.values())
+        },
+        "weight_map": weight_map,
+    }
     path = folder / "model.safetensors.index.json"
     path.write_text(json.dumps(index))
     return path
 
 
 def two_shards():
-    return {"model-00001-of-00002.safetensors": {"embed.weight": torch.rand(10, 4), "ln.bias": torch.rand(4)},
-            "model-00002-of-00002.safetensors": {"head.weight": torch.rand(10, 4), "ln.weight": torch.rand(4)}}
+    return {
+        "model-00001-of-00002.safetensors": {"embed.weight": torch.rand(10, 4), "ln.bias": torch.rand(4)},
+        "model-00002-of-00002.safetensors": {"head.weight": torch.rand(10, 4), "ln.weight": torch.rand(4)},
+    }
 
 
 def test_sharded_index_each_shard_is_a_storage(tmp_path):
@@ -257,8 +284,13 @@ def test_weight_map_checked_against_shard_headers(tmp_path):
     shards = two_shards()
     shards["model-00002-of-00002.safetensors"]["embed.weight"] = torch.zeros(10, 4)  # a duplicate copy
     first, second = list(shards)
-    wm = {"embed.weight": second, "ln.bias": first, "head.weight": second,
-          "ghost.weight": first, "ln.weight": first}  # ghost: missing; ln.weight: misplaced
+    wm = {
+        "embed.weight": second,
+        "ln.bias": first,
+        "head.weight": second,
+        "ghost.weight": first,
+        "ln.weight": first,
+    }  # ghost: missing; ln.weight: misplaced
     layout = tv.analyze(write_sharded(tmp_path / "m", shards, weight_map=wm))
     problems = layout.metadata["problems"]
     assert problems == [
@@ -274,7 +306,8 @@ def test_weight_map_checked_against_shard_headers(tmp_path):
     data_start, header = raw_header(tmp_path / "m" / first)
     a, b = (data_start + o for o in header["embed.weight"]["data_offsets"])
     assert skipped[f"embed.weight [{first}]"] == (
-        f"duplicate: also in {second}, which the weight_map names; this copy (bytes [{a}, {b})) is never loaded")
+        f"duplicate: also in {second}, which the weight_map names; this copy (bytes [{a}, {b})) is never loaded"
+    )
     assert a == data_start  # the copy is first in its file, so header and copy are one unread run
     assert layout.unreferenced_runs(dup.key).tolist() == [[0, b]]
     assert skipped["ghost.weight"] == f"weight_map puts it in {first}, but no shard's header has it"
@@ -289,7 +322,8 @@ def test_extra_tensor_not_in_weight_map_is_reported(tmp_path):
     layout = tv.analyze(write_sharded(tmp_path / "m", shards, weight_map=wm, total=336))
     assert "ln.weight" in layout  # it is in the file, so it is shown
     assert layout.metadata["problems"] == [
-        f"extra: 'ln.weight' is in {second} but not in the weight_map; loaders that follow the index never load it"]
+        f"extra: 'ln.weight' is in {second} but not in the weight_map; loaders that follow the index never load it"
+    ]
 
 
 def test_folder_of_safetensors_files_without_index(tmp_path):
@@ -347,8 +381,13 @@ def test_torch_wrappers_keep_their_path_in_names(tmp_path):
     opt.step()
     ckpt = {"state_dict": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 7, "tag": "best"}
     layout = tv.analyze(torch_ckpt(tmp_path, ckpt, "train.pth"))
-    assert layout.names[:5] == ("state_dict.wte.weight", "state_dict.ln.weight", "state_dict.ln.bias",
-                                "state_dict.lm_head.weight", "optimizer.state.0.momentum_buffer")
+    assert layout.names[:5] == (
+        "state_dict.wte.weight",
+        "state_dict.ln.weight",
+        "state_dict.ln.bias",
+        "state_dict.lm_head.weight",
+        "optimizer.state.0.momentum_buffer",
+    )
     assert layout.relation("state_dict.wte.weight", "state_dict.lm_head.weight") == "identical"
     md = layout.metadata
     # Only wte.weight (tied to lm_head.weight) got a gradient, so only param 0 has momentum.
@@ -376,8 +415,7 @@ def test_torch_checkpoint_with_cycles_and_shared_containers_terminates(tmp_path)
     shared = {"w": torch.ones(2)}
     layout = tv.analyze(torch_ckpt(tmp_path, {"loop": loop, "x": shared, "y": shared}, "cyc.pt"))
     assert layout.names == ("x.w",)
-    assert layout.metadata["values"] == {"loop.0": "1", "loop.1": "<same object as loop>",
-                                         "y": "<same object as x>"}
+    assert layout.metadata["values"] == {"loop.0": "1", "loop.1": "<same object as loop>", "y": "<same object as x>"}
 
 
 def test_torch_meta_tensors_and_bin_index(tmp_path):
@@ -385,19 +423,25 @@ def test_torch_meta_tensors_and_bin_index(tmp_path):
     assert layout["m"].device == "meta" and layout.storages[0].device == "meta"
     assert layout.metadata["problems"] == [
         "meta.pt: holds meta tensors (no data); torch.load gives each its own storage, "
-        "so any sharing between them is not shown"]
+        "so any sharing between them is not shown"
+    ]
 
     folder = tmp_path / "bin"
     folder.mkdir()
     torch.save({"a": torch.zeros(2), "b": torch.zeros(3)}, folder / "pytorch_model-00001-of-00002.bin")
     torch.save({"c": torch.zeros(4)}, folder / "pytorch_model-00002-of-00002.bin")
-    wm = {"a": "pytorch_model-00001-of-00002.bin", "b": "pytorch_model-00001-of-00002.bin",
-          "c": "pytorch_model-00002-of-00002.bin", "d": "pytorch_model-00002-of-00002.bin"}
+    wm = {
+        "a": "pytorch_model-00001-of-00002.bin",
+        "b": "pytorch_model-00001-of-00002.bin",
+        "c": "pytorch_model-00002-of-00002.bin",
+        "d": "pytorch_model-00002-of-00002.bin",
+    }
     (folder / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": wm}))
     layout = tv.analyze(folder)
     assert layout.metadata["format"] == "torch-index" and layout.names == ("a", "b", "c")
     assert layout.metadata["problems"] == [
-        "missing: weight_map lists 'd' in pytorch_model-00002-of-00002.bin, but that shard has no such tensor"]
+        "missing: weight_map lists 'd' in pytorch_model-00002-of-00002.bin, but that shard has no such tensor"
+    ]
 
 
 def test_torch_checkpoint_reads_no_tensor_data(tmp_path):
@@ -408,7 +452,7 @@ def test_torch_checkpoint_reads_no_tensor_data(tmp_path):
     del w
     script = textwrap.dedent(f"""
         import tensorviz as tv
-        from tensorviz import files  # noqa: F401  (import torch before measuring)
+        from tensorviz.sources import checkpoint  # noqa: F401  (import torch before measuring)
         def status(key):
             for line in open("/proc/self/status"):
                 if line.startswith(key):
@@ -484,16 +528,26 @@ def test_torch_contents_count_tensors_under_dotted_and_shared_keys(tmp_path):
     ckpt = {"ema.model": {"w": torch.zeros(2), "b": torch.zeros(1)}, "x": shared, "y": shared, "step": 3}
     layout = tv.analyze(torch_ckpt(tmp_path, ckpt, "c.pt"))
     assert layout.names == ("ema.model.w", "ema.model.b", "x.w")
-    assert layout.metadata["contents"] == {"ema.model": "2 tensors", "x": "1 tensor",
-                                           "y": "<same object as x>", "step": "3"}
+    assert layout.metadata["contents"] == {
+        "ema.model": "2 tensors",
+        "x": "1 tensor",
+        "y": "<same object as x>",
+        "step": "3",
+    }
 
 
 def test_index_counts_packed_tensors_as_present(tmp_path):
     """A packed sub-byte tensor has no view, but its shard holds it and total_size counts it."""
     folder = tmp_path / "m"
     folder.mkdir()
-    ds = write_raw(folder / "s.safetensors", {"q": {"dtype": "F4", "shape": [6], "data_offsets": [0, 3]},
-                                              "w": {"dtype": "F32", "shape": [1], "data_offsets": [3, 7]}}, 7)
+    ds = write_raw(
+        folder / "s.safetensors",
+        {
+            "q": {"dtype": "F4", "shape": [6], "data_offsets": [0, 3]},
+            "w": {"dtype": "F32", "shape": [1], "data_offsets": [3, 7]},
+        },
+        7,
+    )
     wm = {"q": "s.safetensors", "w": "s.safetensors"}
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 7}, "weight_map": wm}))
     layout = tv.analyze(folder)
@@ -503,4 +557,5 @@ def test_index_counts_packed_tensors_as_present(tmp_path):
     del wm["q"]
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 4}, "weight_map": wm}))
     assert tv.analyze(folder).metadata["problems"] == [
-        "extra: 'q' is in s.safetensors but not in the weight_map; loaders that follow the index never load it"]
+        "extra: 'q' is in s.safetensors but not in the weight_map; loaders that follow the index never load it"
+    ]

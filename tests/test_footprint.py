@@ -5,19 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorviz import footprint as fp
-from tensorviz import _table
-from tensorviz._sweep import components, min_roots, ranked
+from tensorviz.core import footprint as fp
+from tensorviz.core import table as _table
+from tensorviz.core.sweep import components, min_roots, ranked
 
 # (case, start, shape, stride, itemsize, span, runs)
 CASES = [
     ("contiguous 4x6 float32", 0, (4, 6), (6, 1), 4, (0, 96), [[0, 96]]),
     ("transpose", 0, (6, 4), (1, 6), 4, (0, 96), [[0, 96]]),
     ("rows 2:4 of 8x10x50", 4000, (2, 10, 50), (500, 50, 1), 4, (4000, 8000), [[4000, 8000]]),
-    ("x[:, ::2] of 4x6", 0, (4, 3), (6, 2), 4, (0, 92),
-     [[a, a + 4] for a in range(0, 96, 8)]),
-    ("x[:, 1::2] of 4x6", 4, (4, 3), (6, 2), 4, (4, 96),
-     [[a, a + 4] for a in range(4, 96, 8)]),
+    ("x[:, ::2] of 4x6", 0, (4, 3), (6, 2), 4, (0, 92), [[a, a + 4] for a in range(0, 96, 8)]),
+    ("x[:, 1::2] of 4x6", 4, (4, 3), (6, 2), 4, (4, 96), [[a, a + 4] for a in range(4, 96, 8)]),
     ("x[:, :3] of 4x6", 0, (4, 3), (6, 1), 4, (0, 84), [[0, 12], [24, 36], [48, 60], [72, 84]]),
     ("x[:, 3:] of 4x6", 12, (4, 3), (6, 1), 4, (12, 96), [[12, 24], [36, 48], [60, 72], [84, 96]]),
     ("expand(4, 3) of 3 floats", 0, (4, 3), (0, 1), 4, (0, 12), [[0, 12]]),
@@ -45,10 +43,19 @@ def test_span_and_footprint(case, start, shape, stride, itemsize, span, runs):
     assert dense == (tuple(runs[0]) if len(runs) == 1 else None)
 
 
-@pytest.mark.parametrize("shape,stride,contiguous", [
-    ((4, 6), (6, 1), True), ((6, 4), (1, 6), False), ((2, 1), (1, 7), True), ((0, 3), (5, 9), True),
-    ((), (), True), ((3,), (2,), False), ((1, 5), (1, 1), True), ((4, 3), (0, 1), False),
-])
+@pytest.mark.parametrize(
+    "shape,stride,contiguous",
+    [
+        ((4, 6), (6, 1), True),
+        ((6, 4), (1, 6), False),
+        ((2, 1), (1, 7), True),
+        ((0, 3), (5, 9), True),
+        ((), (), True),
+        ((3,), (2,), False),
+        ((1, 5), (1, 1), True),
+        ((4, 3), (0, 1), False),
+    ],
+)
 def test_is_row_major_matches_torch_rule(shape, stride, contiguous):
     assert fp.is_row_major(shape, stride) is contiguous
 
@@ -75,11 +82,14 @@ def test_geometry_accepts_size_like_tuples():
     assert type(g.shape) is tuple and g.shape == (2, 3) and g.stride == (3, 1)
 
 
-@pytest.mark.parametrize("shape,stride,message", [
-    ((2, 3), (3,), "differ in length"),
-    ((2, 3), (-3, 1), "negative size or stride"),
-    ((-1,), (1,), "negative size or stride"),
-])
+@pytest.mark.parametrize(
+    "shape,stride,message",
+    [
+        ((2, 3), (3,), "differ in length"),
+        ((2, 3), (-3, 1), "negative size or stride"),
+        ((-1,), (1,), "negative size or stride"),
+    ],
+)
 def test_bad_metadata_is_refused_with_the_values(shape, stride, message):
     with pytest.raises(ValueError, match=message) as info:
         fp.footprint(0, shape, stride, 4)
@@ -120,14 +130,17 @@ def test_union_merges_abutting_and_nested_runs():
     assert fp.union(fp.EMPTY, fp.EMPTY).tolist() == []
 
 
-@pytest.mark.parametrize("a,b,inter", [
-    ([(0, 10)], [(5, 15)], 5),
-    ([(0, 10)], [(10, 15)], 0),
-    ([(0, 2), (4, 6), (8, 10)], [(1, 9)], 4),
-    ([(0, 2), (4, 6)], [(2, 4), (6, 8)], 0),
-    ([(0, 100)], [(10, 20), (30, 40)], 20),
-    ([], [(0, 5)], 0),
-])
+@pytest.mark.parametrize(
+    "a,b,inter",
+    [
+        ([(0, 10)], [(5, 15)], 5),
+        ([(0, 10)], [(10, 15)], 0),
+        ([(0, 2), (4, 6), (8, 10)], [(1, 9)], 4),
+        ([(0, 2), (4, 6)], [(2, 4), (6, 8)], 0),
+        ([(0, 100)], [(10, 20), (30, 40)], 20),
+        ([], [(0, 5)], 0),
+    ],
+)
 def test_intersection_nbytes_and_contains(a, b, inter):
     ra, rb = fp.as_runs(a), fp.as_runs(b)
     assert fp.intersection_nbytes(ra, rb) == fp.intersection_nbytes(rb, ra) == inter
@@ -195,8 +208,7 @@ def test_min_roots_joins_a_long_path_in_any_label_order():
 
 
 def test_byte_runs_many_equals_each_views_own_runs():
-    geos = [fp.geometry((4, 3), (6, 2)), fp.geometry((2, 5), (5, 1)), fp.geometry((0,), (1,)),
-            fp.geometry((3,), (0,))]
+    geos = [fp.geometry((4, 3), (6, 2)), fp.geometry((2, 5), (5, 1)), fp.geometry((0,), (1,)), fp.geometry((3,), (0,))]
     gid = np.array([0, 1, 0, 3, 2, 1])
     start = np.array([0, 8, 100, 40, 7, 64])
     itemsize = np.array([4, 2, 1, 8, 4, 2])
@@ -226,7 +238,8 @@ def test_cut_and_slices_equal_python_slicing():
     assert _table.slices(names, np.array([0])) == []
     index = rng.permutation(400)  # pieces read through an index, as names in group order are
     assert _table.slices(_table.objects(names), bounds, index) == [
-        tuple(names[i] for i in index[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        tuple(names[i] for i in index[a:b]) for a, b in zip(bounds[:-1], bounds[1:])
+    ]
     assert _table.take(names, np.array([3, 0, 3])) == ["n3", "n0", "n3"]
 
 

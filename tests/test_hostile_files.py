@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import tensorviz as tv
-from tensorviz.errors import FileFormatError, TensorvizError, UnsafeCheckpointError
+from tensorviz.core.errors import FileFormatError, TensorvizError, UnsafeCheckpointError
 
 # A hang guard, not a timing assertion: every case finishes in well under a second.
 pytestmark = pytest.mark.timeout(20)
@@ -40,64 +40,146 @@ def entry(**over):
 SAFETENSORS_CASES = [
     ("empty", "e.safetensors", b"", ["e.safetensors", "the file is empty (0 bytes)"]),
     ("shorter-than-length", "s.safetensors", b"\x05\x00\x00", ["s.safetensors", "is 3 bytes, too short"]),
-    ("length-past-end", "p.safetensors", st({"w": F32_2}, 8, length=4096),
-     ["p.safetensors", "header claims 4096 bytes but only", "truncated"]),
-    ("length-over-100MB", "big.safetensors", st({}, 0, length=2**62),
-     ["big.safetensors", f"claims {2**62} bytes, over the 100000000-byte limit"]),
-    ("invalid-json", "j.safetensors", st(None, 0, raw=b'{"w": {"dtype": "F32",'),
-     ["j.safetensors", "the header is not valid JSON"]),
+    (
+        "length-past-end",
+        "p.safetensors",
+        st({"w": F32_2}, 8, length=4096),
+        ["p.safetensors", "header claims 4096 bytes but only", "truncated"],
+    ),
+    (
+        "length-over-100MB",
+        "big.safetensors",
+        st({}, 0, length=2**62),
+        ["big.safetensors", f"claims {2**62} bytes, over the 100000000-byte limit"],
+    ),
+    (
+        "invalid-json",
+        "j.safetensors",
+        st(None, 0, raw=b'{"w": {"dtype": "F32",'),
+        ["j.safetensors", "the header is not valid JSON"],
+    ),
     ("not-utf8", "u.safetensors", st(None, 0, raw=b'{"\xff": 1}'), ["u.safetensors", "not UTF-8"]),
     ("json-list", "l.safetensors", st([1, 2, 3], 0), ["l.safetensors", "got a JSON list"]),
-    ("json-deep", "d.safetensors", st(None, 0, raw=b"[" * 200_000 + b"]" * 200_000),
-     ["d.safetensors", "nested too deeply"]),
-    ("duplicate-name", "dup.safetensors", st(None, 8, raw=b'{"w": %s, "w": %s}' % (
-        json.dumps(F32_2).encode(), json.dumps(F32_2).encode())), ["dup.safetensors", "names 'w' twice"]),
+    (
+        "json-deep",
+        "d.safetensors",
+        st(None, 0, raw=b"[" * 200_000 + b"]" * 200_000),
+        ["d.safetensors", "nested too deeply"],
+    ),
+    (
+        "duplicate-name",
+        "dup.safetensors",
+        st(None, 8, raw=b'{"w": %s, "w": %s}' % (json.dumps(F32_2).encode(), json.dumps(F32_2).encode())),
+        ["dup.safetensors", "names 'w' twice"],
+    ),
     # The first copy has none of the entry keys, so counting them cannot reveal the second name.
-    ("duplicate-name-junk-first", "dup2.safetensors", st(None, 8, raw=b'{"w": 1, "w": %s}' % (
-        json.dumps(F32_2).encode())), ["dup2.safetensors", "names 'w' twice"]),
-    ("duplicate-metadata", "dup3.safetensors", st(None, 8, raw=b'{"__metadata__": {}, "__metadata__": {}, '
-                                                  b'"w": %s}' % json.dumps(F32_2).encode()),
-     ["dup3.safetensors", "names '__metadata__' twice"]),
-    ("duplicate-name-escaped-colon", "dup4.safetensors", st(None, 8, raw=b'{"w\\u003a": 1, "w\\u003a": %s}' % (
-        json.dumps(F32_2).encode())), ["dup4.safetensors", "names 'w:' twice"]),
-    ("duplicate-name-spaced", "dup5.safetensors", st(None, 8, raw=b'{"w" :\n1, "w"\t: %s}' % (
-        json.dumps(F32_2).encode())), ["dup5.safetensors", "names 'w' twice"]),
-    ("metadata-not-strings", "m.safetensors", st({"__metadata__": {"epoch": 3}, "w": F32_2}),
-     ["m.safetensors", "__metadata__ must map strings to strings", "{'epoch': 3}"]),
+    (
+        "duplicate-name-junk-first",
+        "dup2.safetensors",
+        st(None, 8, raw=b'{"w": 1, "w": %s}' % (json.dumps(F32_2).encode())),
+        ["dup2.safetensors", "names 'w' twice"],
+    ),
+    (
+        "duplicate-metadata",
+        "dup3.safetensors",
+        st(None, 8, raw=b'{"__metadata__": {}, "__metadata__": {}, "w": %s}' % json.dumps(F32_2).encode()),
+        ["dup3.safetensors", "names '__metadata__' twice"],
+    ),
+    (
+        "duplicate-name-escaped-colon",
+        "dup4.safetensors",
+        st(None, 8, raw=b'{"w\\u003a": 1, "w\\u003a": %s}' % (json.dumps(F32_2).encode())),
+        ["dup4.safetensors", "names 'w:' twice"],
+    ),
+    (
+        "duplicate-name-spaced",
+        "dup5.safetensors",
+        st(None, 8, raw=b'{"w" :\n1, "w"\t: %s}' % (json.dumps(F32_2).encode())),
+        ["dup5.safetensors", "names 'w' twice"],
+    ),
+    (
+        "metadata-not-strings",
+        "m.safetensors",
+        st({"__metadata__": {"epoch": 3}, "w": F32_2}),
+        ["m.safetensors", "__metadata__ must map strings to strings", "{'epoch': 3}"],
+    ),
     ("entry-not-object", "n.safetensors", st({"w": [1, 2]}), ["n.safetensors", "tensor 'w'", "got [1, 2]"]),
-    ("missing-offsets", "o.safetensors", st({"w": {"dtype": "F32", "shape": [2]}}),
-     ["o.safetensors", "tensor 'w'", "missing data_offsets"]),
-    ("unknown-dtype", "x.safetensors", st({"w": entry(dtype="F128")}),
-     ["x.safetensors", "tensor 'w'", "unknown dtype 'F128'", "known codes: F64, F32"]),
+    (
+        "missing-offsets",
+        "o.safetensors",
+        st({"w": {"dtype": "F32", "shape": [2]}}),
+        ["o.safetensors", "tensor 'w'", "missing data_offsets"],
+    ),
+    (
+        "unknown-dtype",
+        "x.safetensors",
+        st({"w": entry(dtype="F128")}),
+        ["x.safetensors", "tensor 'w'", "unknown dtype 'F128'", "known codes: F64, F32"],
+    ),
     ("dtype-not-string", "x2.safetensors", st({"w": entry(dtype=7)}), ["tensor 'w'", "unknown dtype 7"]),
-    ("negative-shape", "neg.safetensors", st({"w": entry(shape=[-2])}),
-     ["neg.safetensors", "tensor 'w'", "shape must be a list of non-negative integers, got [-2]"]),
+    (
+        "negative-shape",
+        "neg.safetensors",
+        st({"w": entry(shape=[-2])}),
+        ["neg.safetensors", "tensor 'w'", "shape must be a list of non-negative integers, got [-2]"],
+    ),
     ("float-shape", "f.safetensors", st({"w": entry(shape=[2.0])}), ["tensor 'w'", "got [2.0]"]),
     ("bool-shape", "b.safetensors", st({"w": entry(shape=[True, 2])}), ["tensor 'w'", "got [True, 2]"]),
     ("shape-not-list", "s2.safetensors", st({"w": entry(shape="2")}), ["tensor 'w'", "got '2'"]),
-    ("offsets-three", "o3.safetensors", st({"w": entry(data_offsets=[0, 4, 8])}),
-     ["tensor 'w'", "data_offsets must be [begin, end]", "got [0, 4, 8]"]),
-    ("offsets-out-of-order", "ooo.safetensors", st({"w": entry(data_offsets=[8, 0])}),
-     ["ooo.safetensors", "tensor 'w'", "data_offsets [8, 0] are out of order"]),
-    ("offsets-outside-data", "out.safetensors", st({"w": entry(shape=[4], data_offsets=[0, 16])}, 8),
-     ["out.safetensors", "tensor 'w'", "end past the data section, which holds 8 bytes"]),
-    ("overlap", "ov.safetensors", st({"a": entry(shape=[2], data_offsets=[0, 8]),
-                                      "b": entry(shape=[2], data_offsets=[4, 12])}, 12),
-     ["ov.safetensors", "tensor 'b'", "overlap tensor 'a' [0, 8]"]),
-    ("shape-times-dtype", "sz.safetensors", st({"w": entry(shape=[3])}),
-     ["sz.safetensors", "tensor 'w'", "hold 8 bytes but F32[3] needs 12 bytes"]),
-    ("huge-claimed-shape", "hs.safetensors", st({"w": entry(shape=[2**62, 2**62])}),
-     ["hs.safetensors", "tensor 'w'", "hold 8 bytes but F32"]),
-    ("truncated-data", "t.safetensors", st({"a": entry(shape=[2], data_offsets=[0, 8]),
-                                            "b": entry(shape=[2], data_offsets=[8, 16])}, 12),
-     ["t.safetensors", "tensor 'b'", "end past the data section, which holds 12 bytes", "truncated"]),
-    ("sub-byte-length", "f4.safetensors", st({"q": entry(dtype="F4", shape=[3], data_offsets=[0, 1])}, 1),
-     ["f4.safetensors", "tensor 'q'", "needs 1.5 bytes"]),
+    (
+        "offsets-three",
+        "o3.safetensors",
+        st({"w": entry(data_offsets=[0, 4, 8])}),
+        ["tensor 'w'", "data_offsets must be [begin, end]", "got [0, 4, 8]"],
+    ),
+    (
+        "offsets-out-of-order",
+        "ooo.safetensors",
+        st({"w": entry(data_offsets=[8, 0])}),
+        ["ooo.safetensors", "tensor 'w'", "data_offsets [8, 0] are out of order"],
+    ),
+    (
+        "offsets-outside-data",
+        "out.safetensors",
+        st({"w": entry(shape=[4], data_offsets=[0, 16])}, 8),
+        ["out.safetensors", "tensor 'w'", "end past the data section, which holds 8 bytes"],
+    ),
+    (
+        "overlap",
+        "ov.safetensors",
+        st({"a": entry(shape=[2], data_offsets=[0, 8]), "b": entry(shape=[2], data_offsets=[4, 12])}, 12),
+        ["ov.safetensors", "tensor 'b'", "overlap tensor 'a' [0, 8]"],
+    ),
+    (
+        "shape-times-dtype",
+        "sz.safetensors",
+        st({"w": entry(shape=[3])}),
+        ["sz.safetensors", "tensor 'w'", "hold 8 bytes but F32[3] needs 12 bytes"],
+    ),
+    (
+        "huge-claimed-shape",
+        "hs.safetensors",
+        st({"w": entry(shape=[2**62, 2**62])}),
+        ["hs.safetensors", "tensor 'w'", "hold 8 bytes but F32"],
+    ),
+    (
+        "truncated-data",
+        "t.safetensors",
+        st({"a": entry(shape=[2], data_offsets=[0, 8]), "b": entry(shape=[2], data_offsets=[8, 16])}, 12),
+        ["t.safetensors", "tensor 'b'", "end past the data section, which holds 12 bytes", "truncated"],
+    ),
+    (
+        "sub-byte-length",
+        "f4.safetensors",
+        st({"q": entry(dtype="F4", shape=[3], data_offsets=[0, 1])}, 1),
+        ["f4.safetensors", "tensor 'q'", "needs 1.5 bytes"],
+    ),
 ]
 
 
-@pytest.mark.parametrize("name, data, fragments", [c[1:] for c in SAFETENSORS_CASES],
-                         ids=[c[0] for c in SAFETENSORS_CASES])
+@pytest.mark.parametrize(
+    "name, data, fragments", [c[1:] for c in SAFETENSORS_CASES], ids=[c[0] for c in SAFETENSORS_CASES]
+)
 def test_hostile_safetensors(tmp_path, name, data, fragments):
     path = tmp_path / name
     path.write_bytes(data)
@@ -113,18 +195,27 @@ EMPTY_F32 = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=hs.lists(hs.text(alphabet='w:"\\é', max_size=3), min_size=1, max_size=5),
-       values=hs.lists(hs.sampled_from([EMPTY_F32, 1, {}, "a:b", {"x:": "y"}]), min_size=5, max_size=5),
-       metadata=hs.none() | hs.dictionaries(hs.text(alphabet="k:", max_size=2), hs.text(alphabet="v:", max_size=2)),
-       ascii_only=hs.booleans(), space=hs.sampled_from(["", " ", "\n\t"]))
+@given(
+    names=hs.lists(hs.text(alphabet='w:"\\é', max_size=3), min_size=1, max_size=5),
+    values=hs.lists(hs.sampled_from([EMPTY_F32, 1, {}, "a:b", {"x:": "y"}]), min_size=5, max_size=5),
+    metadata=hs.none() | hs.dictionaries(hs.text(alphabet="k:", max_size=2), hs.text(alphabet="v:", max_size=2)),
+    ascii_only=hs.booleans(),
+    space=hs.sampled_from(["", " ", "\n\t"]),
+)
 def test_a_repeated_name_is_always_found(tmp_path, names, values, metadata, ascii_only, space):
     """Oracle: the names written. A header that repeats one is never accepted, and only such a
     header is refused for naming one twice (another error may come first: its kept entry is junk)."""
     items = [(n, v) for n, v in zip(names, values)]
     if metadata is not None:
         items.insert(0, ("__metadata__", metadata))
-    raw = "{" + ", ".join(json.dumps(k, ensure_ascii=ascii_only) + space + ":" + space + json.dumps(v, ensure_ascii=ascii_only)
-                          for k, v in items) + "}"
+    raw = (
+        "{"
+        + ", ".join(
+            json.dumps(k, ensure_ascii=ascii_only) + space + ":" + space + json.dumps(v, ensure_ascii=ascii_only)
+            for k, v in items
+        )
+        + "}"
+    )
     path = tmp_path / "p.safetensors"
     path.write_bytes(st(None, 0, raw=raw.encode()))
     repeated = len(set(names)) != len(names)
@@ -138,7 +229,7 @@ def test_a_repeated_name_is_always_found(tmp_path, names, values, metadata, asci
 
 def test_header_length_claim_is_never_allocated(tmp_path, monkeypatch):
     """A claimed length the file cannot hold is refused before any read of that size."""
-    import tensorviz._safetensors as files
+    import tensorviz.sources.safetensors as files
 
     sizes: list[int] = []
 
@@ -183,15 +274,20 @@ def good_shard(folder, name="s1.safetensors"):
 
 
 INDEX_CASES = [
-    ("missing-shard", {"weight_map": {"w": "s1.safetensors", "v": "gone.safetensors"}},
-     ["i.index.json", "puts 1 tensors (e.g. 'v') in shard 'gone.safetensors'", "does not exist"]),
-    ("no-weight-map", {"metadata": {}}, ["i.index.json", "with a \"weight_map\""]),
+    (
+        "missing-shard",
+        {"weight_map": {"w": "s1.safetensors", "v": "gone.safetensors"}},
+        ["i.index.json", "puts 1 tensors (e.g. 'v') in shard 'gone.safetensors'", "does not exist"],
+    ),
+    ("no-weight-map", {"metadata": {}}, ["i.index.json", 'with a "weight_map"']),
     ("weight-map-values", {"weight_map": {"w": 3}}, ["i.index.json", "tensor name -> shard file name"]),
-    ("escaping-shard", {"weight_map": {"w": "../s1.safetensors"}},
-     ["i.index.json", "puts 'w' in '../s1.safetensors', a path outside the index's folder"]),
+    (
+        "escaping-shard",
+        {"weight_map": {"w": "../s1.safetensors"}},
+        ["i.index.json", "puts 'w' in '../s1.safetensors', a path outside the index's folder"],
+    ),
     ("absolute-shard", {"weight_map": {"w": "/etc/passwd"}}, ["a path outside the index's folder"]),
-    ("bad-shard", {"weight_map": {"w": "bad.safetensors"}},
-     ["bad.safetensors", "tensor 'w'", "unknown dtype 'X'"]),
+    ("bad-shard", {"weight_map": {"w": "bad.safetensors"}}, ["bad.safetensors", "tensor 'w'", "unknown dtype 'X'"]),
 ]
 
 
@@ -251,16 +347,32 @@ def legacy_ckpt() -> bytes:
 
 TORCH_CASES = [
     ("empty", lambda: b"", FileFormatError, ["x.pt", "the file is empty (0 bytes)"]),
-    ("junk", lambda: b"not a checkpoint at all", FileFormatError,
-     ["x.pt", "not a torch zip checkpoint (starts with b'not a ch')"]),
+    (
+        "junk",
+        lambda: b"not a checkpoint at all",
+        FileFormatError,
+        ["x.pt", "not a torch zip checkpoint (starts with b'not a ch')"],
+    ),
     ("truncated", lambda: small_ckpt()[:700], FileFormatError, ["x.pt", "damaged zip archive", "truncated"]),
     ("legacy", legacy_ckpt, FileFormatError, ["x.pt", "legacy (pre-1.6, non-zip)", "Re-save it"]),
-    ("big-endian", lambda: rezip(small_ckpt(), {"byteorder": b"big"}), FileFormatError,
-     ["x.pt", "saved big-endian", "byte-swap"]),
-    ("bad-pickle", lambda: rezip(small_ckpt(), {"data.pkl": b"\x80\x02garbage"}), UnsafeCheckpointError,
-     ["x.pt", "torch's weights-only unpickler refused it (Unsupported operand 103)"]),
-    ("record-too-short", lambda: rezip(small_ckpt(), {"data/0": b"\x00" * 4}), FileFormatError,
-     ["x.pt", "tensor 'w': its storage claims 16 bytes but record data/0 holds 4"]),
+    (
+        "big-endian",
+        lambda: rezip(small_ckpt(), {"byteorder": b"big"}),
+        FileFormatError,
+        ["x.pt", "saved big-endian", "byte-swap"],
+    ),
+    (
+        "bad-pickle",
+        lambda: rezip(small_ckpt(), {"data.pkl": b"\x80\x02garbage"}),
+        UnsafeCheckpointError,
+        ["x.pt", "torch's weights-only unpickler refused it (Unsupported operand 103)"],
+    ),
+    (
+        "record-too-short",
+        lambda: rezip(small_ckpt(), {"data/0": b"\x00" * 4}),
+        FileFormatError,
+        ["x.pt", "tensor 'w': its storage claims 16 bytes but record data/0 holds 4"],
+    ),
 ]
 
 
@@ -281,8 +393,10 @@ def test_pickle_that_needs_code_is_refused_with_the_reason(tmp_path):
     with pytest.raises(UnsafeCheckpointError) as info:
         tv.analyze(path)
     message = str(info.value)
-    assert message.startswith(f"{path}: the pickle needs torch.nn.modules.linear.Linear (a whole nn.Module was "
-                              f"saved; saving model.state_dict() avoids this).")
+    assert message.startswith(
+        f"{path}: the pickle needs torch.nn.modules.linear.Linear (a whole nn.Module was "
+        f"saved; saving model.state_dict() avoids this)."
+    )
     assert "never runs code from a file" in message and "weights_only=False, mmap=True" in message
     assert isinstance(info.value, TensorvizError) and "\n" not in message
 

@@ -11,7 +11,9 @@ import torch
 from models import FusedQKV, TiedLM, meta_model, seed_tensors
 
 import tensorviz as tv
-from tensorviz.layout import Group, Layout, Skipped, Storage, StorageInfo, TensorView, _record
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Group, Skipped, Storage, StorageInfo, TensorView
+from tensorviz.core.records import record as _record
 
 
 def names(groups) -> list[tuple[str, ...]]:
@@ -61,9 +63,20 @@ def test_same_bytes_disjoint_halves_and_expand():
     w = torch.zeros(3, 4)
     x = torch.zeros(4, 6)
     b = torch.zeros(3)
-    layout = tv.analyze({"w": w, "wt": w.t(), "wu8": w.view(torch.uint8), "x": x,
-                         "even": x[:, ::2], "odd": x[:, 1::2], "left": x[:, :3], "right": x[:, 3:],
-                         "b": b, "b4": b.expand(4, 3)})
+    layout = tv.analyze(
+        {
+            "w": w,
+            "wt": w.t(),
+            "wu8": w.view(torch.uint8),
+            "x": x,
+            "even": x[:, ::2],
+            "odd": x[:, 1::2],
+            "left": x[:, :3],
+            "right": x[:, 3:],
+            "b": b,
+            "b4": b.expand(4, 3),
+        }
+    )
     assert layout.relation("w", "wt") == "same-bytes"
     assert layout.relation("w", "wu8") == "same-bytes"
     assert layout.relation("wt", "wu8") == "same-bytes"
@@ -95,8 +108,7 @@ def test_meta_model_finds_the_tie_and_not_the_twins():
 
 def test_zero_size_views_are_disjoint_from_everything():
     z = torch.zeros(10)
-    layout = tv.analyze({"z": z, "empty": z[5:5], "e1": torch.empty(0), "e2": torch.empty(0),
-                         "tail": z[5:]})
+    layout = tv.analyze({"z": z, "empty": z[5:5], "e1": torch.empty(0), "e2": torch.empty(0), "tail": z[5:]})
     for other in ("z", "empty", "tail"):
         assert layout.relation("empty", other) == "disjoint"
         assert layout.relation(other, "empty") == "disjoint"
@@ -151,13 +163,22 @@ def test_groups_are_ordered_by_first_member_and_names_in_source_order():
     assert [v.name for v in layout.views] == list(sd) == [v.name for v in layout]
 
 
-
 def test_complete_names_per_storage_and_shared_name_tuples():
     """Complete names when all, none or some views of a storage read all of it; a group that
     holds every view of its storage reuses the storage's names tuple (one tuple, not two)."""
     w, t, q = torch.zeros(4, 4), torch.zeros(8, 2), torch.zeros(12, 4)
-    sd = {"w": w, "wt": w.t(), "tied": t, "tied2": t, "half": torch.zeros(6)[:3],
-          "qkv": q, "q": q[:4], "k": q[4:8], "col": q[:, 1:3], "whole_again": q.view(-1)}
+    sd = {
+        "w": w,
+        "wt": w.t(),
+        "tied": t,
+        "tied2": t,
+        "half": torch.zeros(6)[:3],
+        "qkv": q,
+        "q": q[:4],
+        "k": q[4:8],
+        "col": q[:, 1:3],
+        "whole_again": q.view(-1),
+    }
     layout = tv.analyze(sd)
     complete = [s.complete_names for s in layout.storages]
     assert complete == [("w", "wt"), ("tied", "tied2"), (), ("qkv", "whole_again")]
@@ -167,7 +188,14 @@ def test_complete_names_per_storage_and_shared_name_tuples():
     assert all(g.names is s.names for g, s in zip(layout.groups("storage"), storages))
     assert storages[0].complete_names is storages[0].names
     assert [g.names for g in layout.groups("span")] == [
-        ("w", "wt"), ("tied", "tied2"), ("half",), ("qkv", "whole_again"), ("q",), ("k",), ("col",)]
+        ("w", "wt"),
+        ("tied", "tied2"),
+        ("half",),
+        ("qkv", "whole_again"),
+        ("q",),
+        ("k",),
+        ("col",),
+    ]
     assert layout.groups("span")[0].names is storages[0].names
 
 
@@ -177,7 +205,7 @@ def test_many_storages_and_groups_match_a_plain_python_grouping():
     for i in range(300):
         base = torch.empty(i % 7 + 2, 4, device="meta")
         for j in range(i % 5 + 1):
-            sd[f"s{i}.v{j}"] = base[j % base.shape[0]:] if j else base
+            sd[f"s{i}.v{j}"] = base[j % base.shape[0] :] if j else base
     layout = tv.analyze(sd)
     by_storage: dict = {}
     for name, value in sd.items():
@@ -185,8 +213,15 @@ def test_many_storages_and_groups_match_a_plain_python_grouping():
     assert [s.names for s in layout.storages] == [tuple(v) for v in by_storage.values()]
     assert [g.names for g in layout.groups("storage")] == [tuple(v) for v in by_storage.values()]
     assert [s.complete_names for s in layout.storages] == [
-        tuple(n for n in v if sd[n].storage_offset() == 0 and sd[n].is_contiguous()
-              and sd[n].numel() == sd[v[0]].untyped_storage().nbytes() // 4) for v in by_storage.values()]
+        tuple(
+            n
+            for n in v
+            if sd[n].storage_offset() == 0
+            and sd[n].is_contiguous()
+            and sd[n].numel() == sd[v[0]].untyped_storage().nbytes() // 4
+        )
+        for v in by_storage.values()
+    ]
     assert [g.names for g in layout.groups("overlap")] == [tuple(v) for v in by_storage.values()]
 
 
@@ -207,8 +242,11 @@ def test_abutting_views_are_not_overlapping():
 
 def test_missing_name_error_suggests_close_matches():
     layout = tv.analyze(FusedQKV())
-    with pytest.raises(KeyError, match=r"no tensor named 'q.weigth' in this layout \(6 tensors\); "
-                                       r"did you mean 'q.weight'"):
+    with pytest.raises(
+        KeyError,
+        match=r"no tensor named 'q.weigth' in this layout \(6 tensors\); "
+        r"did you mean 'q.weight'",
+    ):
         layout["q.weigth"]
     with pytest.raises(KeyError, match="no tensor named 'zzz'") as info:
         layout.relation("zzz", "q.weight")
@@ -263,11 +301,24 @@ def test_record_fast_path_sets_every_field():
 def test_view_record_fields():
     x = torch.zeros(4, 6)
     v = tv.analyze({"odd": x[:, 1::2]})["odd"]
-    assert (v.name, v.device, v.dtype, v.shape, v.stride, v.offset, v.itemsize) == \
-        ("odd", "cpu", "float32", (4, 3), (6, 2), 1, 4)
+    assert (v.name, v.device, v.dtype, v.shape, v.stride, v.offset, v.itemsize) == (
+        "odd",
+        "cpu",
+        "float32",
+        (4, 3),
+        (6, 2),
+        1,
+        4,
+    )
     assert (v.start, v.stop, v.nbytes, v.footprint_nbytes, v.numel) == (4, 96, 48, 48, 12)
-    assert (v.is_contiguous, v.is_empty, v.is_dense, v.is_expanded, v.exact, v.note) == \
-        (False, False, False, False, True, "")
+    assert (v.is_contiguous, v.is_empty, v.is_dense, v.is_expanded, v.exact, v.note) == (
+        False,
+        False,
+        False,
+        False,
+        True,
+        "",
+    )
     assert v.storage == ("cpu", x.untyped_storage()._cdata)
     assert v.footprint().runs.tolist() == [[a, a + 4] for a in range(4, 96, 8)]
 
@@ -315,8 +366,10 @@ def test_empty_layout():
     layout = tv.analyze({})
     assert (len(layout), layout.views, layout.storages, layout.groups("overlap")) == (0, (), (), ())
     assert layout.unique_nbytes == layout.naive_nbytes == layout.storage_nbytes == 0
-    assert str(layout) == "0 tensors on 0 storages (dict)\nunique bytes 0 B · sum of views 0 B · storages 0 B\n" \
-                          "shared groups (by storage): none"
+    assert (
+        str(layout) == "0 tensors on 0 storages (dict)\nunique bytes 0 B · sum of views 0 B · storages 0 B\n"
+        "shared groups (by storage): none"
+    )
 
 
 def test_totals():
@@ -353,12 +406,27 @@ analyse t.coalesce().values() and t.coalesce().indices() instead"""
 
 def test_text_summary_golden():
     x, b, big = torch.zeros(4, 6), torch.zeros(3), torch.zeros(100, 10)
-    layout = tv.analyze({"x": x, "xt": x.t(), "even": x[:, ::2], "odd": x[:, 1::2], "z": x[5:5],
-                         "b": b, "b4": b.expand(4, 3), "b0": b[0], "keep": big[10:12], "note": "hello",
-                         "sparse": torch.eye(2).to_sparse()})
+    layout = tv.analyze(
+        {
+            "x": x,
+            "xt": x.t(),
+            "even": x[:, ::2],
+            "odd": x[:, 1::2],
+            "z": x[5:5],
+            "b": b,
+            "b4": b.expand(4, 3),
+            "b0": b[0],
+            "keep": big[10:12],
+            "note": "hello",
+            "sparse": torch.eye(2).to_sparse(),
+        }
+    )
     assert layout.to_text(by="overlap") == GOLDEN
-    assert str(layout) == layout.to_text() == GOLDEN.replace("(by overlap): 2\n  {x, xt, even, odd}",
-                                                             "(by storage): 2\n  {x, xt, even, odd, z}")
+    assert (
+        str(layout)
+        == layout.to_text()
+        == GOLDEN.replace("(by overlap): 2\n  {x, xt, even, odd}", "(by storage): 2\n  {x, xt, even, odd, z}")
+    )
     short = layout.to_text(max_views=2).splitlines()
     assert short[6:8] == ["  … 3 more", "storage #1 cpu 12 B: 3 views, 12 B read"]
 
@@ -366,8 +434,11 @@ def test_text_summary_golden():
 def test_reprs_are_plain_and_readable():
     layout = tv.analyze(seed_tensors())
     assert repr(layout) == "<Layout 3 tensors on 1 storage, 1 shared, 0 skipped>"
-    assert re.fullmatch(r"TensorView\('b', float32\[2, 10, 50\], stride=\(500, 50, 1\), offset=1000, "
-                        r"bytes=\[4000, 8000\), storage=cpu:0x[0-9a-f]+\)", repr(layout["b"]))
+    assert re.fullmatch(
+        r"TensorView\('b', float32\[2, 10, 50\], stride=\(500, 50, 1\), offset=1000, "
+        r"bytes=\[4000, 8000\), storage=cpu:0x[0-9a-f]+\)",
+        repr(layout["b"]),
+    )
     x = torch.zeros(2, 3)
     assert "non-contiguous" in repr(tv.analyze({"t": x.t()})["t"])
     assert repr(layout.storages[0]) == "Storage(#0 cpu, 15.6 KiB, 3 views, unreferenced=0 B)"
@@ -377,7 +448,9 @@ def test_reprs_are_plain_and_readable():
     assert repr(one) == "<Layout 1 tensor on 1 storage, 0 shared, 0 skipped>"
     assert one.names == ("tensor",)
     key = ("file", "m.safetensors")
-    assert "storage=file:m.safetensors" in repr(TensorView("a", key, "file", "uint8", (1,), (1,), 0, 1, 0, 1, 1, 1, True))
+    assert "storage=file:m.safetensors" in repr(
+        TensorView("a", key, "file", "uint8", (1,), (1,), 0, 1, 0, 1, 1, 1, True)
+    )
 
 
 def test_footprint_runs_are_read_only_and_cached_per_geometry():
@@ -395,9 +468,11 @@ def test_text_lists_each_checkpoint_value_once(tmp_path):
     path = tmp_path / "ckpt.pt"
     torch.save({"model": {"w": torch.zeros(2)}, "opt": {"lr": 0.1, "betas": (0.9, 0.99)}, "step": 100}, path)
     text = tv.analyze(path).to_text()
-    assert text.split("metadata:\n")[1] == ("  format: torch\n"
-                                            "  contents: model=1 tensor, opt=dict without tensors, step=100\n"
-                                            "  values: opt.lr=0.1, opt.betas=(0.9, 0.99)")
+    assert text.split("metadata:\n")[1] == (
+        "  format: torch\n"
+        "  contents: model=1 tensor, opt=dict without tensors, step=100\n"
+        "  values: opt.lr=0.1, opt.betas=(0.9, 0.99)"
+    )
     torch.save({"w": torch.zeros(2), "step": 100}, path)
     assert tv.analyze(path).to_text().split("metadata:\n")[1] == "  format: torch\n  contents: step=100"
     layout = Layout([], [], metadata={"values": {f"v{i}": str(i) for i in range(3)}, "values_omitted": 7})

@@ -29,8 +29,7 @@ def _pictures(nb) -> int:
 
 
 def _errors(nb) -> list[str]:
-    return [f"{out.get('ename')}: {out.get('evalue')}" for out in _outputs(nb)
-            if out.get("output_type") == "error"]
+    return [f"{out.get('ename')}: {out.get('evalue')}" for out in _outputs(nb) if out.get("output_type") == "error"]
 
 
 def _html_pictures(nb) -> int:
@@ -40,7 +39,10 @@ def _html_pictures(nb) -> int:
 
 def test_there_are_three_notebooks():
     assert [p.name for p in NOTEBOOKS] == [
-        "01_views_and_storages.ipynb", "02_debugging_weight_tying.ipynb", "03_exploring_a_checkpoint.ipynb"]
+        "01_views_and_storages.ipynb",
+        "02_debugging_weight_tying.ipynb",
+        "03_exploring_a_checkpoint.ipynb",
+    ]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -51,8 +53,11 @@ def test_committed_notebook_shows_pictures_without_a_kernel(path):
     assert not _errors(nb), f"{path.name} was committed with errors: {_errors(nb)}"
     assert _pictures(nb) >= 3, f"{path.name} has no saved pictures: run `make notebooks`"
     assert _html_pictures(nb) >= 2, f"{path.name}: no HTML fallback with an embedded picture"
-    unexecuted = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.strip()
-                  and c.get("execution_count") is None]
+    unexecuted = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and c.source.strip() and c.get("execution_count") is None
+    ]
     assert not unexecuted, f"{path.name}: cells {unexecuted} were never run; run `make notebooks`"
     counts = [c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()]
     assert counts == list(range(1, len(counts) + 1)), f"{path.name} was not run top to bottom in one kernel"
@@ -72,10 +77,10 @@ def test_committed_notebook_matches_its_source(path):
 
     expected = build(sources()[path.stem])
     committed = nbformat.read(path, as_version=4)
-    assert [(c.cell_type, c.source) for c in committed.cells] == \
-        [(c.cell_type, c.source) for c in expected.cells], (
+    assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in expected.cells], (
         f"{path.name} differs from tools/notebook_src/{path.stem}.py: run "
-        "`python tools/build_notebooks.py && make notebooks`")
+        "`python tools/build_notebooks.py && make notebooks`"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensorviz as tv
-from tensorviz import footprint as fp
+from tensorviz.core import footprint as fp
 
 DTYPES = [torch.uint8, torch.int16, torch.float16, torch.float32, torch.int32, torch.float64, torch.int64]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -132,7 +132,7 @@ def derive(draw, t: torch.Tensor) -> torch.Tensor:
         if how == "expand":
             return t.unsqueeze(0).expand(draw(st.integers(0, 3)), *t.shape)
         if how == "step" and t.dim() and t.shape[0] > 1:
-            return t[draw(st.integers(0, 1))::draw(st.integers(1, 2))]
+            return t[draw(st.integers(0, 1)) :: draw(st.integers(1, 2))]
         if how == "dtype":
             return t.view(draw(st.sampled_from(DTYPES)))
     except RuntimeError:
@@ -166,9 +166,18 @@ def facts_of(name: str, t: torch.Tensor, storage_index: int) -> dict:
     itemsize = t.element_size()
     addrs = oracle_bytes(t.storage_offset(), tuple(t.shape), t.stride(), itemsize)
     start, stop = oracle_span(t.storage_offset(), tuple(t.shape), t.stride(), itemsize)
-    return {"name": name, "storage": storage_index, "bytes": addrs, "start": start, "stop": stop,
-            "shape": tuple(t.shape), "stride": t.stride(), "dtype": t.dtype, "numel": t.numel(),
-            "itemsize": itemsize}
+    return {
+        "name": name,
+        "storage": storage_index,
+        "bytes": addrs,
+        "start": start,
+        "stop": stop,
+        "shape": tuple(t.shape),
+        "stride": t.stride(),
+        "dtype": t.dtype,
+        "numel": t.numel(),
+        "itemsize": itemsize,
+    }
 
 
 def storage_index(t: torch.Tensor, storages: list[torch.Tensor]) -> int:
@@ -195,14 +204,16 @@ def test_engine_equals_the_oracle(case):
     for a, b in itertools.product(facts, repeat=2):
         assert layout.relation(a["name"], b["name"]) == oracle_relation(a, b), (a["name"], b["name"])
         assert layout.overlap_nbytes(a["name"], b["name"]) == (
-            len(a["bytes"] & b["bytes"]) if a["storage"] == b["storage"] else 0)
+            len(a["bytes"] & b["bytes"]) if a["storage"] == b["storage"] else 0
+        )
     for by in ("storage", "span", "overlap"):
         assert [g.names for g in layout.groups(by)] == oracle_groups(facts, by), by
         for g in layout.groups(by):
             members = [f for f in facts if f["name"] in g.names]
             live = [f for f in members if f["bytes"]]
-            expect = (min(f["start"] for f in live), max(f["stop"] for f in live)) if live else \
-                (members[0]["start"],) * 2
+            expect = (
+                (min(f["start"] for f in live), max(f["stop"] for f in live)) if live else (members[0]["start"],) * 2
+            )
             assert (g.start, g.stop) == expect
             assert g.exact
 
@@ -223,16 +234,20 @@ def test_coverage_equals_the_oracle(case):
         assert st_rec.names == tuple(f["name"] for f in members)
         assert st_rec.covered_nbytes == len(covered)
         assert st_rec.unreferenced_nbytes == nbytes - len(covered)
-        assert st_rec.complete_names == tuple(f["name"] for f in members
-                                              if nbytes and f["bytes"] == set(range(nbytes)))
+        assert st_rec.complete_names == tuple(f["name"] for f in members if nbytes and f["bytes"] == set(range(nbytes)))
         assert layout.unreferenced_runs(st_rec.key).tolist() == runs_of(set(range(nbytes)) - covered)
     assert layout.unique_nbytes == sum(s.covered_nbytes for s in layout.storages)
 
 
 # -- footprint.py alone, no torch -----------------------------------------------------------
-geometries = st.integers(0, 3).flatmap(lambda nd: st.tuples(
-    st.integers(0, 20), st.lists(st.integers(0, 5), min_size=nd, max_size=nd),
-    st.lists(st.integers(0, 9), min_size=nd, max_size=nd), st.sampled_from([1, 2, 4, 8])))
+geometries = st.integers(0, 3).flatmap(
+    lambda nd: st.tuples(
+        st.integers(0, 20),
+        st.lists(st.integers(0, 5), min_size=nd, max_size=nd),
+        st.lists(st.integers(0, 9), min_size=nd, max_size=nd),
+        st.sampled_from([1, 2, 4, 8]),
+    )
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -256,7 +271,8 @@ def test_footprint_span_and_geometry_equal_the_oracle(g):
 
 
 run_sets = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=8).map(
-    lambda pairs: [(a, a + n) for a, n in pairs])
+    lambda pairs: [(a, a + n) for a, n in pairs]
+)
 
 
 def as_set(pairs) -> set[int]:
@@ -268,7 +284,7 @@ def as_set(pairs) -> set[int]:
 def test_run_algebra_equals_set_algebra(p, q, lo, hi):
     a, b = fp.as_runs(p), fp.as_runs(q)
     sa, sb = as_set(p), as_set(q)
-    assert a.tolist() == runs_of(sa) and b.tolist() == runs_of(sb)   # canonical form
+    assert a.tolist() == runs_of(sa) and b.tolist() == runs_of(sb)  # canonical form
     assert fp.union(a, b).tolist() == runs_of(sa | sb)
     assert fp.union().tolist() == []
     assert fp.total(a) == len(sa)
@@ -311,9 +327,9 @@ def test_layout_with_inexact_footprints_flags_them(monkeypatch):
     assert (even.start, even.stop, even.footprint_nbytes) == (0, 188, 188)  # the span, an upper bound
     assert not even.is_dense and not even.is_expanded
     # exact answers stay exact; unprovable ones are "overlaps", never a false "same-bytes"
-    assert layout.relation("x", "even") == "contains"      # bound strictly inside x: proven
+    assert layout.relation("x", "even") == "contains"  # bound strictly inside x: proven
     assert layout.relation("even", "x") == "within"
-    assert layout.relation("even", "odd") == "overlaps"     # really disjoint, but not provable
+    assert layout.relation("even", "odd") == "overlaps"  # really disjoint, but not provable
     assert layout.relation("even", "even") == "identical"
     assert layout.relation("row", "even") == "overlaps"
     # storage coverage and overlap groups say they are upper bounds

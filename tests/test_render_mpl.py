@@ -10,9 +10,20 @@ from matplotlib.figure import Figure
 from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 
 import tensorviz as tv
-from tensorviz.diagram import diagram
-from tensorviz.render.mpl import (BAR_HEIGHT, HATCH_LIMIT, STYLE, drawn_rects, layer, names_at, png_bytes, render,
-                                  short_label, texts, to_png)
+from tensorviz.plan.diagram import diagram
+from tensorviz.render.mpl import (
+    BAR_HEIGHT,
+    HATCH_LIMIT,
+    STYLE,
+    drawn_rects,
+    layer,
+    names_at,
+    png_bytes,
+    render,
+    short_label,
+    texts,
+    to_png,
+)
 
 
 def pixels(fig) -> np.ndarray:
@@ -73,10 +84,18 @@ def assert_drawn_like_layout(fig, layout) -> None:
     assert xranges(fig, "extents") == [(0.0, float(d.blocks[o].nbytes)) for o in extents.tensorviz_owner]
 
 
-@pytest.mark.parametrize("make,by", [
-    (seed_tensors, "storage"), (FusedQKV, "storage"), (QVOnly, "storage"), (TiedLM, "storage"),
-    (TiedLM, "span"), (meta_model, "overlap"), (tiny_gpt2, "span"),
-])
+@pytest.mark.parametrize(
+    "make,by",
+    [
+        (seed_tensors, "storage"),
+        (FusedQKV, "storage"),
+        (QVOnly, "storage"),
+        (TiedLM, "storage"),
+        (TiedLM, "span"),
+        (meta_model, "overlap"),
+        (tiny_gpt2, "span"),
+    ],
+)
 def test_drawn_rectangles_equal_layout_bytes(make, by):
     layout = tv.analyze(make())
     fig = render(diagram(layout, by=by, expand_simple=True))
@@ -116,7 +135,10 @@ def test_overlap_marks_and_storage_layers():
     layout = tv.analyze(seed_tensors())
     fig = render(diagram(layout))
     assert [(names_at(fig, "overlaps", k), xr) for k, xr in enumerate(xranges(fig, "overlaps"))] == [
-        (("a",), (4000.0, 12000.0)), (("b",), (4000.0, 8000.0)), (("c",), (8000.0, 12000.0))]
+        (("a",), (4000.0, 12000.0)),
+        (("b",), (4000.0, 8000.0)),
+        (("c",), (8000.0, 12000.0)),
+    ]
     assert xranges(fig, "storage-overlaps") == [(4000.0, 12000.0)]
     assert names_at(fig, "extents", 0) == ("a", "b", "c")
     # the overlap strip sits inside its bar, along the bottom
@@ -150,16 +172,16 @@ def strip_pixels(fig, png: bytes, k: int) -> np.ndarray:
     img = imread(io.BytesIO(png))[..., :3]
     (x0, y0), (x1, y1) = fig.axes[0].transData.transform(drawn_rects(fig, "overlaps")[k][[0, 2]])
     top, bottom = sorted((img.shape[0] - y0, img.shape[0] - y1))
-    return img[int(np.ceil(top)) + 1:int(bottom) - 1, int(np.ceil(min(x0, x1))) + 1:int(max(x0, x1)) - 1]
+    return img[int(np.ceil(top)) + 1 : int(bottom) - 1, int(np.ceil(min(x0, x1))) + 1 : int(max(x0, x1)) - 1]
 
 
 def test_overlap_strips_stand_out_on_every_palette_colour():
     from matplotlib.colors import to_rgb
 
-    from tensorviz.diagram import PALETTE
+    from tensorviz.plan.diagram import PALETTE
 
     w = torch.zeros(12, 64)
-    views = {"all": w} | {f"rows{i}": w[i:i + 2] for i in range(11)}  # every bar overlaps another
+    views = {"all": w} | {f"rows{i}": w[i : i + 2] for i in range(11)}  # every bar overlaps another
     d = diagram(views)
     assert sorted({b.color for b in d.bars}) == sorted(PALETTE)
     fig = render(d)
@@ -172,15 +194,16 @@ def test_overlap_strips_stand_out_on_every_palette_colour():
         apart = np.abs(px - to_rgb(bar.color)).sum(axis=-1) > 0.5
         # most of the strip (white ground and red crosses) differs clearly from the bar's colour
         assert apart.mean() > 0.6, (bar.label, bar.color, apart.mean())
-        assert (px.min(axis=-1) > 0.9).mean() > 0.3 and (np.abs(px - to_rgb(STYLE["overlaps"]["edgecolor"])).sum(-1)
-                                                          < 0.5).any(), bar.label  # white with red crosses
+        assert (px.min(axis=-1) > 0.9).mean() > 0.3 and (
+            np.abs(px - to_rgb(STYLE["overlaps"]["edgecolor"])).sum(-1) < 0.5
+        ).any(), bar.label  # white with red crosses
 
 
 def test_in_bar_names_are_white_on_dark_bars_black_on_light():
     from tensorviz.render._mpl_text import ink
 
     flat = torch.zeros(64 * 12, device="meta")
-    views = {f"layers.{i}.weight": flat[64 * i: 64 * (i + 1)] for i in range(12)}
+    views = {f"layers.{i}.weight": flat[64 * i : 64 * (i + 1)] for i in range(12)}
     fig = render(diagram(views, by="overlap"))
     d = fig.tensorviz_diagram
     colour = {b.label.removesuffix(".weight"): b.color for b in d.bars}  # the shared ".weight" is dropped
@@ -230,20 +253,20 @@ def test_byte_axis_ticks_and_readout():
 
 
 def test_zoom_sets_limits_and_offset():
-    big = torch.zeros(2 ** 28, dtype=torch.uint8, device="meta")
-    layout = tv.analyze({"big": big, "bit": big[2 ** 27 + 64: 2 ** 27 + 192]})
-    fig = render(diagram(layout, byte_range=(2 ** 27, 2 ** 27 + 256)))
+    big = torch.zeros(2**28, dtype=torch.uint8, device="meta")
+    layout = tv.analyze({"big": big, "bit": big[2**27 + 64 : 2**27 + 192]})
+    fig = render(diagram(layout, byte_range=(2**27, 2**27 + 256)))
     ax = fig.axes[0]
     fig.draw_without_rendering()
-    assert ax.get_xlim() == (2.0 ** 27, 2.0 ** 27 + 256)
+    assert ax.get_xlim() == (2.0**27, 2.0**27 + 256)
     assert ax.xaxis.get_major_formatter().get_offset() == "+128 MiB"
     assert [t.get_text() for t in ax.get_xticklabels()][:3] == ["0", "32 B", "64 B"]
-    assert xranges(fig, "spans")[1] == (2.0 ** 27 + 64, 2.0 ** 27 + 192)
+    assert xranges(fig, "spans")[1] == (2.0**27 + 64, 2.0**27 + 192)
 
 
 def test_many_views_stay_readable_and_fast_to_build():
     flat = torch.zeros(5000 * 4, device="meta")
-    views = {f"model.layers.{i}.mlp.down_proj.weight": flat[4 * i: 4 * i + 4] for i in range(5000)}
+    views = {f"model.layers.{i}.mlp.down_proj.weight": flat[4 * i : 4 * i + 4] for i in range(5000)}
     d = diagram(views)
     fig = render(d)
     assert len(layer(fig, "spans").get_paths()) == 5000  # every view drawn, in one collection
@@ -303,7 +326,7 @@ def test_layout_plot_is_render_of_diagram():
 def test_in_bar_labels_on_packed_rows_drop_the_shared_suffix():
     flat = torch.zeros(64 * 40, device="meta")
     names = [f"layers.{i // 4}.{'qkvo'[i % 4]}_proj.weight" for i in range(40)]
-    views = {n: flat[64 * i: 64 * (i + 1)] for i, n in enumerate(names)}
+    views = {n: flat[64 * i : 64 * (i + 1)] for i, n in enumerate(names)}
     fig = render(diagram(views, by="overlap", byte_range=(0, 64 * 4 * 8)))
     inside = texts(fig, "bar-label")
     assert inside[:5] == ["0.q_proj", "0.k_proj", "0.v_proj", "0.o_proj", "1.q_proj"]  # what fits
@@ -315,23 +338,38 @@ def test_in_bar_labels_on_packed_rows_drop_the_shared_suffix():
 def test_in_bar_labels_never_drop_what_tells_bars_apart():
     flat = torch.zeros(64 * 8, device="meta")
     names = [f"layers.{i // 4}.{'qkvo'[i % 4]}_proj.weight" for i in range(8)]
-    views = {n: flat[64 * i: 64 * (i + 1)] for i, n in enumerate(names)}
+    views = {n: flat[64 * i : 64 * (i + 1)] for i, n in enumerate(names)}
     narrow = render(diagram(views, by="overlap"), width=6.2)  # room for "q_proj", not "0.q_proj"
     assert texts(narrow, "bar-label") == []  # "q_proj" alone would not say which layer
     wide = render(diagram(views, by="overlap"), width=8)
-    assert texts(wide, "bar-label") == ["0.q_proj", "0.k_proj", "0.v_proj", "0.o_proj", "1.q_proj", "1.k_proj",
-                                        "1.v_proj", "1.o_proj"]
+    assert texts(wide, "bar-label") == [
+        "0.q_proj",
+        "0.k_proj",
+        "0.v_proj",
+        "0.o_proj",
+        "1.q_proj",
+        "1.k_proj",
+        "1.v_proj",
+        "1.o_proj",
+    ]
 
 
 def test_long_storage_labels_keep_number_and_size():
     from tensorviz.render._mpl_text import storage_text
 
-    assert storage_text("storage #0 · small_model.safetensors · 5.5 KiB", 46) == "storage #0 · small_model.safetensors · 5.5 KiB"
+    assert (
+        storage_text("storage #0 · small_model.safetensors · 5.5 KiB", 46)
+        == "storage #0 · small_model.safetensors · 5.5 KiB"
+    )
     assert storage_text("storage #0 · small_model.safetensors · 5.5 KiB", 44) == "storage #0 · small_model · 5.5 KiB"
-    assert storage_text("storage #10 · small_model_weights.safetensors · 5.5 KiB", 44) == \
-        "storage #10 · small_model_weights · 5.5 KiB"
-    assert storage_text("storage #2 · model-00003-of-00009.safetensors · 4.9 GiB", 40) == \
-        "storage #2 · model-00003…00009 · 4.9 GiB"
+    assert (
+        storage_text("storage #10 · small_model_weights.safetensors · 5.5 KiB", 44)
+        == "storage #10 · small_model_weights · 5.5 KiB"
+    )
+    assert (
+        storage_text("storage #2 · model-00003-of-00009.safetensors · 4.9 GiB", 40)
+        == "storage #2 · model-00003…00009 · 4.9 GiB"
+    )
     assert storage_text("storage #1 · meta · 4.0 KiB", 20) == "#1 · meta · 4.0 KiB"  # no room: "#1"
 
 
@@ -342,8 +380,9 @@ def test_hatch_layers_become_fills_past_the_limit():
     overlaps = layer(fig, "overlaps")
     assert len(drawn_rects(fig, "overlaps")) == HATCH_LIMIT + 11 and not overlaps.get_hatch()
     # the hatch colour at 45 % over the strip's white face: opaque pink, on any bar colour
-    assert overlaps.get_facecolor() == pytest.approx((0.8 * 0.45 + 0.55, 0.2 * 0.45 + 0.55, 0.0667 * 0.45 + 0.55, 1),
-                                                     abs=1e-3)
+    assert overlaps.get_facecolor() == pytest.approx(
+        (0.8 * 0.45 + 0.55, 0.2 * 0.45 + 0.55, 0.0667 * 0.45 + 0.55, 1), abs=1e-3
+    )
     assert layer(fig, "storage-overlaps").get_hatch() == "xxxx"  # one mark: still hatched
 
 
@@ -393,8 +432,7 @@ def test_returned_figures_display_as_png_once_with_or_without_matplotlib_inline(
     import sys
 
     env = dict(os.environ, IPYTHONDIR=str(tmp_path), MPLBACKEND="Agg")
-    run = subprocess.run([sys.executable, "-c", _DISPLAY_SCRIPT], capture_output=True, text=True, env=env,
-                         timeout=120)
+    run = subprocess.run([sys.executable, "-c", _DISPLAY_SCRIPT], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout.strip().splitlines()[-1])
     for kind in ("explain", "plot"):
@@ -440,7 +478,9 @@ def test_header_too_wide_for_two_lines_starts_at_the_figure_edge_and_shrinks(tmp
     fig = render(tv.diagram(tmp_path / "t1.safetensors"), width=3)
     ax = fig.axes[0]
     assert ax.get_title(loc="left").splitlines() == [
-        "2 tensors · 1 file · 0 shared groups (by shared bytes within a file)", "unique 20 B vs naive 20 B"]
+        "2 tensors · 1 file · 0 shared groups (by shared bytes within a file)",
+        "unique 20 B vs naive 20 B",
+    ]
     title = ax._left_title
     assert title.get_fontsize() < 9 and title.get_position()[0] < 0
     fig.canvas.draw()

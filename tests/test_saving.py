@@ -11,14 +11,15 @@ import weakref
 
 import pytest
 import torch
+from models import FusedQKV, QVOnly, TiedLM, meta_model
 from safetensors.torch import save_file, save_model
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tensorviz as tv
-from models import FusedQKV, QVOnly, TiedLM, meta_model
-from tensorviz import _savers, _standin
-from tensorviz.saving import OUTCOMES, SAVERS, SaveReport
+from tensorviz.savecheck import savers as _savers
+from tensorviz.savecheck import standin as _standin
+from tensorviz.savecheck.report import OUTCOMES, SAVERS, SaveReport
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -26,9 +27,18 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWa
 # -- stand-ins answer like the tensors they stand for ------------------------------------------------
 def _cases() -> dict[str, torch.Tensor]:
     w = torch.randn(4, 6)
-    return {"w": w, "wt": w.t(), "row": w[1], "col": w[:, 2], "empty": w[2:2], "u8": w.view(torch.uint8),
-            "expand": w[0, :3].expand(5, 3), "meta": torch.empty(3, 4, device="meta")[1:],
-            "scalar": w[1, 1], "bf16": torch.zeros(8, dtype=torch.bfloat16)[2:]}
+    return {
+        "w": w,
+        "wt": w.t(),
+        "row": w[1],
+        "col": w[:, 2],
+        "empty": w[2:2],
+        "u8": w.view(torch.uint8),
+        "expand": w[0, :3].expand(5, 3),
+        "meta": torch.empty(3, 4, device="meta")[1:],
+        "scalar": w[1, 1],
+        "bf16": torch.zeros(8, dtype=torch.bfloat16)[2:],
+    }
 
 
 @pytest.mark.parametrize("name", list(_cases()))
@@ -39,7 +49,12 @@ def test_stand_in_metadata_matches_the_tensor(name):
     assert s.data_ptr() == t.data_ptr()
     assert s.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
     assert s.untyped_storage().nbytes() == t.untyped_storage().nbytes()
-    assert (tuple(s.shape), s.stride(), s.storage_offset(), s.dtype) == (tuple(t.shape), t.stride(), t.storage_offset(), t.dtype)
+    assert (tuple(s.shape), s.stride(), s.storage_offset(), s.dtype) == (
+        tuple(t.shape),
+        t.stride(),
+        t.storage_offset(),
+        t.dtype,
+    )
     assert (s.nelement(), s.element_size(), s.is_contiguous()) == (t.nelement(), t.element_size(), t.is_contiguous())
     try:
         flat = t.view(-1)
@@ -64,15 +79,17 @@ def test_stand_in_copies_get_a_fresh_storage_and_never_touch_data():
 
 
 # -- safetensors file sizes, header included -----------------------------------------------------------
-@pytest.mark.parametrize("metadata", [None, {}, {"format": "pt", "é\"\n": "ü"}])
+@pytest.mark.parametrize("metadata", [None, {}, {"format": "pt", 'é"\n': "ü"}])
 def test_safetensors_file_size_is_exact(tmp_path, metadata):
     from safetensors.torch import _SIZE
 
-    tensors = {f"t{i}_{str(dt)[6:]}": torch.zeros(i + 1, 3, dtype=dt)
-               for i, dt in enumerate(d for d in _SIZE if d is not None and d != getattr(torch, "float4_e2m1fn_x2", 0))}
+    tensors = {
+        f"t{i}_{str(dt)[6:]}": torch.zeros(i + 1, 3, dtype=dt)
+        for i, dt in enumerate(d for d in _SIZE if d is not None and d != getattr(torch, "float4_e2m1fn_x2", 0))
+    }
     tensors["empty"] = torch.zeros(0, 4)
     tensors["scalar"] = torch.tensor(1.5)
-    tensors["nämé\"\\\t"] = torch.zeros(3, dtype=torch.float16)
+    tensors['nämé"\\\t'] = torch.zeros(3, dtype=torch.float16)
     save_file(tensors, tmp_path / "x.safetensors", metadata=metadata)
     stand = {k: _standin.from_tensor(k, v, {}) for k, v in tensors.items()}
     assert _savers.safetensors_file_nbytes(stand, metadata) == os.path.getsize(tmp_path / "x.safetensors")
@@ -128,10 +145,13 @@ def test_meta_tensors_look_alike_to_accelerate():
     assert v.error_type == "NotImplementedError" and v.message == "Cannot copy out of meta tensor; no data!"
     wrong = [m for m in v.misfires if m.names == ("a.weight", "b.weight")]
     assert wrong and "2 different storages" in wrong[0].tensorviz and "address 0" in wrong[0].tensorviz
-    assert v.logs == ("Removed shared tensor {'b.weight', 'head.weight'} while saving. This should be OK, but "
-                      "check by verifying that you don't receive any warning while reloading",) or \
-        v.logs == ("Removed shared tensor {'head.weight', 'b.weight'} while saving. This should be OK, but "
-                   "check by verifying that you don't receive any warning while reloading",)
+    assert v.logs == (
+        "Removed shared tensor {'b.weight', 'head.weight'} while saving. This should be OK, but "
+        "check by verifying that you don't receive any warning while reloading",
+    ) or v.logs == (
+        "Removed shared tensor {'head.weight', 'b.weight'} while saving. This should be OK, but "
+        "check by verifying that you don't receive any warning while reloading",
+    )
 
 
 def test_save_model_refusal_of_an_unshared_slice_is_explained():
@@ -188,8 +208,10 @@ def test_ties_transformers_declared_but_separate(gpt2):
     t = tv.save_check(m, savers=["torch.save"]).ties
     (g,) = t.groups
     assert (g.storage, g.object, g.declared) == (False, False, True)
-    assert t.mismatches == ("{transformer.wte.weight, lm_head.weight}: declared tied but stored separately: "
-                            "save_pretrained writes each of them; the model no longer shares these weights",)
+    assert t.mismatches == (
+        "{transformer.wte.weight, lm_head.weight}: declared tied but stored separately: "
+        "save_pretrained writes each of them; the model no longer shares these weights",
+    )
 
 
 def test_ties_transformers_tied_but_not_declared(gpt2):
@@ -329,8 +351,10 @@ def test_docstring_example_header_size_for_one_tensor(tmp_path):
     assert _savers.safetensors_file_nbytes(s, None) == len(raw)
 
 
-@pytest.mark.parametrize("module", ["tensorviz.saving", "tensorviz._ties", "tensorviz._save_html",
-                                    "tensorviz._save_plan"])
+@pytest.mark.parametrize(
+    "module",
+    ["tensorviz.savecheck.report", "tensorviz.savecheck.ties", "tensorviz.savecheck.html", "tensorviz.savecheck.fixes"],
+)
 def test_docstring_examples_run(module):
     import doctest
     import importlib
@@ -368,7 +392,7 @@ class _Node:
                     yield c
                 yield from c.iter(tag)
 
-    def kids(self, tag: str) -> list["_Node"]:
+    def kids(self, tag: str) -> list[_Node]:
         return [c for c in self.children if isinstance(c, _Node) and c.tag == tag]
 
 
@@ -432,7 +456,7 @@ def test_html_var_colours_have_a_plain_fallback_first(qv_page):
         decls = _decls(node)
         for i, (prop, value) in enumerate(decls):
             if "var(" in value:
-                fallback = value[value.index(",") + 1:value.rindex(")")].strip()
+                fallback = value[value.index(",") + 1 : value.rindex(")")].strip()
                 assert decls[i - 1] == (prop, fallback), (node.tag, decls)
 
 
@@ -441,8 +465,12 @@ def test_html_badges_say_the_outcome_in_a_symbol_and_a_word(qv_page):
     table = next(root.iter("table"))
     rows = table.kids("tbody")[0].kids("tr")
     assert len(rows) == len(report)
-    expect = {"ok": ("✓", "#388e3c"), "raises": ("✗", "#d32f2f"), "drops data": ("✗", "#d32f2f"),
-              "writes unreferenced bytes": ("⚠", "#e65100")}
+    expect = {
+        "ok": ("✓", "#388e3c"),
+        "raises": ("✗", "#d32f2f"),
+        "drops data": ("✗", "#d32f2f"),
+        "writes unreferenced bytes": ("⚠", "#e65100"),
+    }
     for v, row in zip(report, rows):
         badge = row.kids("td")[1].kids("span")[0]
         symbol, colour = expect[v.outcome]
@@ -456,12 +484,20 @@ def test_html_table_is_one_compact_row_per_saver(qv_page):
     table = next(root.iter("table"))
     head = table.kids("thead")[0].kids("tr")[0].kids("th")
     assert [th.text() for th in head] == ["saver", "outcome", "names", "bytes"]
-    cells = {tr.kids("td")[0].kids("b")[0].text(): [" ".join(td.text().split()) for td in tr.kids("td")]
-             for tr in table.kids("tbody")[0].kids("tr")}
-    assert cells["torch.save"][1:] == ["⚠ writes unreferenced bytes", "kept 4 of 4",
-                                       "writes 2.4 KiB file 4.5 KiB unreferenced 800 B"]
-    assert cells["accelerate.save"][1:] == ["✗ drops data", "kept 3 of 4 dropped v.weight",
-                                            "writes 880 B file 1.1 KiB lost 800 B"]
+    cells = {
+        tr.kids("td")[0].kids("b")[0].text(): [" ".join(td.text().split()) for td in tr.kids("td")]
+        for tr in table.kids("tbody")[0].kids("tr")
+    }
+    assert cells["torch.save"][1:] == [
+        "⚠ writes unreferenced bytes",
+        "kept 4 of 4",
+        "writes 2.4 KiB file 4.5 KiB unreferenced 800 B",
+    ]
+    assert cells["accelerate.save"][1:] == [
+        "✗ drops data",
+        "kept 3 of 4 dropped v.weight",
+        "writes 880 B file 1.1 KiB lost 800 B",
+    ]
     assert cells["safetensors.save_model"][1:] == ["✗ raises RuntimeError", "nothing is written", "—"]
     for v, tr in zip(report, table.kids("tbody")[0].kids("tr")):
         assert ("white-space", "nowrap") in _decls(tr.kids("td")[3])  # "2.4 KiB" never wraps
@@ -486,8 +522,10 @@ def test_html_details_hold_the_message_once_and_short_summaries(qv_page):
         for f, node in zip(v.fixes, fixes):
             assert [p.text() for p in node.kids("div")[0].kids("pre")] == [f.code(), f.load_code]
     sm = blocks[1].kids("summary")[0].text()
-    assert sm == ("safetensors.save_model ✗ raises RuntimeError: Error while trying to find names to remove "
-                  "to save state dict… · 1 misfire, 1 fix")
+    assert sm == (
+        "safetensors.save_model ✗ raises RuntimeError: Error while trying to find names to remove "
+        "to save state dict… · 1 misfire, 1 fix"
+    )
 
 
 def test_html_escapes_every_user_string():
@@ -497,8 +535,23 @@ def test_html_escapes_every_user_string():
     page = report.to_html()
     assert "<script" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     root = _parse(page)  # parses cleanly: no tag came from the data
-    assert {n.tag for n in root.iter()} <= {"div", "b", "br", "wbr", "span", "table", "thead", "tbody", "tr",
-                                             "th", "td", "details", "summary", "pre", "code"}
+    assert {n.tag for n in root.iter()} <= {
+        "div",
+        "b",
+        "br",
+        "wbr",
+        "span",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "details",
+        "summary",
+        "pre",
+        "code",
+    }
     fix = report["safetensors.save_file"].fixes[0]
     assert evil in fix.load_code
     assert any(p.text() == fix.load_code for p in root.iter("pre"))  # shown as text, exactly
@@ -508,10 +561,13 @@ def test_fix_titles_say_what_the_code_does():
     v = tv.save_check(FusedQKV())["safetensors.save_file"]
     assert [f.title for f in v.fixes] == [
         "use save_model(model, path); load_model(model, path) restores the aliases",
-        "leave out q.weight, v.weight (rebuilt after loading); then save_file"]
+        "leave out q.weight, v.weight (rebuilt after loading); then save_file",
+    ]
     report = tv.save_check(QVOnly())
-    assert report["accelerate.save"].fixes[0].title == \
-        "write q.weight, v.weight as their own copies; then accelerate.utils.save"
+    assert (
+        report["accelerate.save"].fixes[0].title
+        == "write q.weight, v.weight as their own copies; then accelerate.utils.save"
+    )
     e = tv.save_check(collections.OrderedDict(e=torch.randn(3)[:2].expand(4, 2)))["torch.save"]
     assert e.fixes[0].title == "write e un-expanded (expanded again after loading); then torch.save"
 

@@ -12,15 +12,16 @@ import collections
 import logging
 import os
 import zipfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
+from models import FusedQKV, QVOnly, TiedLM, meta_model, tiny_gpt2
 from torch import nn
 
 import tensorviz as tv
-from tensorviz.saving import SAVERS, SaveReport
-from models import FusedQKV, QVOnly, TiedLM, meta_model, tiny_gpt2
+from tensorviz.savecheck.report import SAVERS, SaveReport
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -130,7 +131,9 @@ def _really_save(saver: str, obj: Any, tmp) -> tuple[str, list[str]]:
         from accelerate import Accelerator
 
         Accelerator(cpu=True).save_model(obj, tmp / "acc")
-        return "safetensors", sorted(str(tmp / "acc" / f) for f in os.listdir(tmp / "acc") if f.endswith(".safetensors"))
+        return "safetensors", sorted(
+            str(tmp / "acc" / f) for f in os.listdir(tmp / "acc") if f.endswith(".safetensors")
+        )
     if saver == "transformers.save_pretrained":
         obj.save_pretrained(tmp / "hf")
         return "safetensors", sorted(str(tmp / "hf" / f) for f in os.listdir(tmp / "hf") if f.endswith(".safetensors"))
@@ -152,8 +155,12 @@ def test_prediction_matches_real_save(case, saver, tmp_path, caplog):
         v = report[saver]
     except KeyError:
         kind = CASES[case][0]
-        assert saver == "transformers.save_pretrained" and "gpt2" not in case or \
-            saver == "Accelerator.save_model" and kind == "mapping", f"{saver} missing for {case}"
+        assert (
+            saver == "transformers.save_pretrained"
+            and "gpt2" not in case
+            or saver == "Accelerator.save_model"
+            and kind == "mapping"
+        ), f"{saver} missing for {case}"
         return
     obj = _obj(case)
     assert v.outcome != "could not evaluate", v.message
@@ -231,7 +238,9 @@ def test_manual_tie_is_really_lost_on_reload(tmp_path):
     lm_head.weight and from_pretrained does not re-tie it -- the prediction says so."""
     model = _obj("gpt2_manual_tie")
     v = _report("gpt2_manual_tie")["transformers.save_pretrained"]
-    assert v.dropped == ("lm_head.weight",) and any("from_pretrained will not restore lm_head.weight" in n for n in v.notes)
+    assert v.dropped == ("lm_head.weight",) and any(
+        "from_pretrained will not restore lm_head.weight" in n for n in v.notes
+    )
     model.save_pretrained(tmp_path)
     back = type(model).from_pretrained(tmp_path)
     assert not torch.equal(back.lm_head.weight, model.lm_head.weight)
@@ -278,15 +287,23 @@ def test_meta_model_has_no_code_fix_but_says_why():
 
 
 # -- the three ways in agree ----------------------------------------------------------------------
-@pytest.mark.parametrize("case", ["fused_qkv", "qv_only", "tied_lm", "w_wt", "interleaved_1d", "zero_size",
-                                  "uint8_alias", "expand", "big_slice"])
+@pytest.mark.parametrize(
+    "case",
+    ["fused_qkv", "qv_only", "tied_lm", "w_wt", "interleaved_1d", "zero_size", "uint8_alias", "expand", "big_slice"],
+)
 def test_layout_path_agrees_with_object_path(case):
     direct = _report(case)
     via_layout = tv.analyze(_obj(case)).save_check()
     for v in via_layout:
         d = direct[v.saver]
-        assert (v.outcome, v.message, v.kept, v.dropped, v.written_nbytes, v.lost_nbytes) == \
-            (d.outcome, d.message, d.kept, d.dropped, d.written_nbytes, d.lost_nbytes), v.saver
+        assert (v.outcome, v.message, v.kept, v.dropped, v.written_nbytes, v.lost_nbytes) == (
+            d.outcome,
+            d.message,
+            d.kept,
+            d.dropped,
+            d.written_nbytes,
+            d.lost_nbytes,
+        ), v.saver
         if v.saver != "torch.save":
             assert v.file_nbytes == d.file_nbytes
 

@@ -11,7 +11,7 @@ from models import TiedLM, seed_tensors
 
 import tensorviz as tv
 from tensorviz.render.html import MAX_ROWS, table_rows
-from tensorviz.show import Shown
+from tensorviz.render.show import Shown
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -44,8 +44,10 @@ def test_table_rows_list_every_drawn_view():
 def test_span_groups_in_table():
     shown = tv.show(TiedLM(), by="span")
     rows = table_rows(shown.diagram, shown.layout)
-    assert [(r[0], r[5]) for r in rows] == [("wte.weight", "#0: with lm_head.weight"),
-                                            ("lm_head.weight", "#0: with wte.weight")]
+    assert [(r[0], r[5]) for r in rows] == [
+        ("wte.weight", "#0: with lm_head.weight"),
+        ("lm_head.weight", "#0: with wte.weight"),
+    ]
     assert "2 simple storages, 128 B not listed" in shown.to_html()
 
 
@@ -68,7 +70,7 @@ def test_layout_repr_delegates_to_show():
 
 def test_long_tables_are_cut_and_collapsed():
     flat = torch.zeros(300 * 2, device="meta")
-    shown = tv.show({f"p{i}": flat[2 * i: 2 * i + 2] for i in range(300)}, max_lanes=10)
+    shown = tv.show({f"p{i}": flat[2 * i : 2 * i + 2] for i in range(300)}, max_lanes=10)
     page = shown.to_html()
     assert f"… {300 - MAX_ROWS:,} more views" in page
     assert "<details open>" not in page and "<details>" in page

@@ -12,11 +12,11 @@ import torch
 
 pytest.importorskip("ipywidgets")
 
-import tensorviz as tv  # noqa: E402
-from tensorviz import widgets as tw  # noqa: E402
-from tensorviz.widgets import Explorer, ExplorerState, Snapshot, explore  # noqa: E402
-
 from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2  # noqa: E402
+
+import tensorviz as tv  # noqa: E402
+from tensorviz.explorer import widget as tw  # noqa: E402
+from tensorviz.explorer.widget import Explorer, ExplorerState, Snapshot, explore  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -38,39 +38,62 @@ def shown(monkeypatch):
 
 
 # -- pure helpers -----------------------------------------------------------------------------
-@pytest.mark.parametrize("n, label", [(0, "0 B"), (1000, "1000 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
-                                      (1056, "1056 B"), (3 << 30, "3 GiB"), (5 << 20, "5 MiB"),
-                                      ((5 << 20) + 1, "≈5.00 MiB")])
+@pytest.mark.parametrize(
+    "n, label",
+    [
+        (0, "0 B"),
+        (1000, "1000 B"),
+        (1024, "1 KiB"),
+        (1536, "1.5 KiB"),
+        (1056, "1056 B"),
+        (3 << 30, "3 GiB"),
+        (5 << 20, "5 MiB"),
+        ((5 << 20) + 1, "≈5.00 MiB"),
+    ],
+)
 def test_offset_label(n, label):
     assert tw.offset_label(n) == label
 
 
-@pytest.mark.parametrize("nbytes, head, tail, count", [(4000, [0, 16, 32], [3984, 4000], 251),
-                                                       (256, [0, 1, 2], [255, 256], 257),
-                                                       (1 << 30, [0, 1 << 22], [(1 << 30) - (1 << 22), 1 << 30], 257),
-                                                       (0, [0, 1], [0, 1], 2)])
+@pytest.mark.parametrize(
+    "nbytes, head, tail, count",
+    [
+        (4000, [0, 16, 32], [3984, 4000], 251),
+        (256, [0, 1, 2], [255, 256], 257),
+        (1 << 30, [0, 1 << 22], [(1 << 30) - (1 << 22), 1 << 30], 257),
+        (0, [0, 1], [0, 1], 2),
+    ],
+)
 def test_zoom_points(nbytes, head, tail, count):
     pts = tw.zoom_points(nbytes)
-    assert pts[:len(head)] == head and pts[-2:] == tail and len(pts) == count
+    assert pts[: len(head)] == head and pts[-2:] == tail and len(pts) == count
 
 
 def test_span_text_and_pattern_problem():
     assert tw.span_text(4000, 8000) == "[0xfa0, 0x1f40) = [3.9 KiB, 7.8 KiB), 3.9 KiB (4000 B)"
     assert tw.pattern_problem("attn|mlp") is None
     msg = tw.pattern_problem("attn(")
-    assert msg.startswith("name filter 'attn(' is not a valid regular expression: missing ), "
-                          "unterminated subpattern at position 4.")
+    assert msg.startswith(
+        "name filter 'attn(' is not a valid regular expression: missing ), unterminated subpattern at position 4."
+    )
 
 
 def test_state_options_and_normalise():
     lay = tv.analyze(seed_tensors())
-    st = ExplorerState(by="span", names="a|b", only_shared=True, show_unreferenced=False, storage=0,
-                       byte_range=(0, 16000))
+    st = ExplorerState(
+        by="span", names="a|b", only_shared=True, show_unreferenced=False, storage=0, byte_range=(0, 16000)
+    )
     assert tw.normalise(st, lay).byte_range is None  # the whole storage is no zoom
     assert tw.normalise(ExplorerState(byte_range=(4, 8)), lay).byte_range is None  # no storage
     assert tw.normalise(st, lay).diagram_options() == {
-        "by": "span", "names": "a|b", "storages": [0], "only_shared": True, "byte_range": None,
-        "show_unreferenced": False, "expand_simple": False}
+        "by": "span",
+        "names": "a|b",
+        "storages": [0],
+        "only_shared": True,
+        "byte_range": None,
+        "show_unreferenced": False,
+        "expand_simple": False,
+    }
     with pytest.raises(ValueError, match=r"storage index 3 is out of range: this layout has 1 storage \(0..0\)"):
         tw.normalise(ExplorerState(storage=3), lay)
     with pytest.raises(ValueError, match=r"byte_range \(8, 4\) must satisfy 0 <= lo < hi <= 16000"):
@@ -87,7 +110,8 @@ def test_explore_seed_tensors_first_state(shown):
     assert ex.tensor_list.options == ("a", "b", "c")
     assert ex.storage_picker.options == (("all storages", -1), ("#0 a +2 · 15.6 KiB", 0))
     assert ex.status == "3 tensors shown, grouped by storage · drawn in {} ms".format(
-        ex.status.split("drawn in ")[1].split(" ms")[0])
+        ex.status.split("drawn in ")[1].split(" ms")[0]
+    )
     assert ex.zoom.layout.display == "none" and ex.zoom_hint.layout.display is None
     assert ex.last_error is None
     # explore() also emitted a static snapshot of this first state, hidden while the widget is live
@@ -97,21 +121,37 @@ def test_explore_seed_tensors_first_state(shown):
 
 
 def test_initial_options_set_the_controls(shown):
-    ex = explore(FusedQKV(), by="overlap", names="weight", only_shared=True, show_unreferenced=False,
-                 storage="v.weight", byte_range=(800, 1600))
-    assert (ex.by_toggle.value, ex.name_filter.value, ex.only_shared_box.value, ex.unreferenced_box.value,
-            ex.storage_picker.value, ex.zoom.value) == ("overlap", "weight", True, False, 0, (800, 1600))
+    ex = explore(
+        FusedQKV(),
+        by="overlap",
+        names="weight",
+        only_shared=True,
+        show_unreferenced=False,
+        storage="v.weight",
+        byte_range=(800, 1600),
+    )
+    assert (
+        ex.by_toggle.value,
+        ex.name_filter.value,
+        ex.only_shared_box.value,
+        ex.unreferenced_box.value,
+        ex.storage_picker.value,
+        ex.zoom.value,
+    ) == ("overlap", "weight", True, False, 0, (800, 1600))
     assert ex.diagram.byte_range == (800, 1600)
     assert bars(ex) == [("qkv.weight", 0, 2400), ("v.weight", 800, 1600)]  # bars in the zoom window
     assert ex.state == ExplorerState("overlap", "weight", True, False, 0, (800, 1600))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"names": "q("}, r"name filter 'q\(' is not a valid regular expression"),
-    ({"by": "bytes"}, r"by must be one of 'storage', 'span', 'overlap', got 'bytes'"),
-    ({"storage": 9}, r"storage index 9 is out of range: this layout has 4 storages \(0..3\)"),
-    ({"storage": 0, "byte_range": (0, 10**6)}, r"must satisfy 0 <= lo < hi <= 2400"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"names": "q("}, r"name filter 'q\(' is not a valid regular expression"),
+        ({"by": "bytes"}, r"by must be one of 'storage', 'span', 'overlap', got 'bytes'"),
+        ({"storage": 9}, r"storage index 9 is out of range: this layout has 4 storages \(0..3\)"),
+        ({"storage": 0, "byte_range": (0, 10**6)}, r"must satisfy 0 <= lo < hi <= 2400"),
+    ],
+)
 def test_bad_initial_options_raise_with_the_fix(kwargs, match, shown):
     with pytest.raises(ValueError, match=match):
         explore(FusedQKV(), **kwargs)
@@ -122,13 +162,15 @@ def test_bad_initial_options_raise_with_the_fix(kwargs, match, shown):
 def test_grouping_toggle(shown):
     ex = explore(TiedLM())
     first = ex.png
-    assert lanes(ex)[:3] == [("storage", "storage #0 · 3.1 KiB"), ("view", "wte.weight"),
-                             ("view", "lm_head.weight")]
+    assert lanes(ex)[:3] == [("storage", "storage #0 · 3.1 KiB"), ("view", "wte.weight"), ("view", "lm_head.weight")]
     ex.by_toggle.value = "span"
     assert ex.diagram.by == "span"
     assert bars(ex) == [("wte.weight ≡ lm_head.weight", 0, 3200)]
-    assert lanes(ex) == [("storage", "storage #0 · 3.1 KiB"), ("view", "wte.weight ≡ lm_head.weight"),
-                         ("summary", "2 simple storages, 128 B")]
+    assert lanes(ex) == [
+        ("storage", "storage #0 · 3.1 KiB"),
+        ("view", "wte.weight ≡ lm_head.weight"),
+        ("summary", "2 simple storages, 128 B"),
+    ]
     assert ex.png != first and ex.picture.value == ex.png
     span_png = ex.png
     ex.by_toggle.value = "overlap"
@@ -147,9 +189,11 @@ def test_name_filter_and_bad_pattern(shown):
     assert ex.tensor_list.options == ("q.weight",) and ex.png != before
     good = ex.png
     ex.name_filter.value = "q("
-    assert ex.status == ("⚠ name filter 'q(' is not a valid regular expression: missing ), unterminated "
-                         "subpattern at position 1. Fix it (escape brackets as \\( ) or clear the box to "
-                         "show every tensor; the picture still shows the previous filter.")
+    assert ex.status == (
+        "⚠ name filter 'q(' is not a valid regular expression: missing ), unterminated "
+        "subpattern at position 1. Fix it (escape brackets as \\( ) or clear the box to "
+        "show every tensor; the picture still shows the previous filter."
+    )
     assert "tvz-error" in ex.status_line.value
     assert ex.png == good and ex.state.names == r"^q\." and ex.last_error is None
     ex.name_filter.value = ""
@@ -163,8 +207,11 @@ def test_only_shared_switch(shown):
     ex.only_shared_box.value = True
     assert ex.diagram.collapsed is None
     assert bars(ex) == [("transformer.wte.weight", 0, 2048), ("lm_head.weight", 0, 2048)]
-    assert lanes(ex) == [("storage", "storage #0 · 2.0 KiB"), ("view", "transformer.wte.weight"),
-                         ("view", "lm_head.weight")]
+    assert lanes(ex) == [
+        ("storage", "storage #0 · 2.0 KiB"),
+        ("view", "transformer.wte.weight"),
+        ("view", "lm_head.weight"),
+    ]
     assert ex.png != before
 
 
@@ -215,8 +262,10 @@ def test_zoom_handles_on_one_stop_keep_the_picture(shown):
     before, state = ex.png, ex.state
     ex.zoom.value = (1024, 1024)
     assert ex.last_error is None and ex.png == before and ex.state == state
-    assert ex.status == ("⚠ the byte range [0x400, 0x400) is empty: drag the two handles apart; "
-                         "the picture still shows the previous range.")
+    assert ex.status == (
+        "⚠ the byte range [0x400, 0x400) is empty: drag the two handles apart; "
+        "the picture still shows the previous range."
+    )
     ex.zoom.value = (1024, 1040)
     assert ex.diagram.byte_range == (1024, 1040) and ex.last_error is None
 
@@ -263,7 +312,8 @@ def test_details_pane_exact(shown):
         "<tr><th>footprint</th><td>4000 B read of a 4000 B span: 100% (dense)</td></tr>"
         "<tr><th>storage</th><td>#0 cpu, 15.6 KiB (16000 B), 3 views</td></tr>"
         "<tr><th>relations</th><td>within a; disjoint c</td></tr>"
-        "</table></div></div>")
+        "</table></div></div>"
+    )
 
 
 def test_details_strided_view_and_escaping(shown):
@@ -304,8 +354,10 @@ def test_explain_action(shown):
     assert "x, cols" in ex.explain_message.value and ex.last_error is None
     ex.tensor_list.value = ("big",)
     ex.explain_button.click()
-    assert ex.explain_message.value.startswith('<span class="tvz-error">Too large to explain cell by cell: '
-                                               "explain draws at most MAX_ELEMENTS=256 elements per view")
+    assert ex.explain_message.value.startswith(
+        '<span class="tvz-error">Too large to explain cell by cell: '
+        "explain draws at most MAX_ELEMENTS=256 elements per view"
+    )
     assert ex.explain_picture.layout.display == "none"
 
 
@@ -326,7 +378,7 @@ def test_sub_layout_keeps_metadata_only():
 
 
 def test_save_check_pane(shown):
-    saving = pytest.importorskip("tensorviz.saving")
+    saving = pytest.importorskip("tensorviz.savecheck.report")
     model = TiedLM()
     ex = explore(model)
     assert ex.save_pane is not None and ex.save_body.value == ""  # computed only when opened
@@ -345,8 +397,9 @@ def test_callback_errors_reach_the_status_line(shown, monkeypatch):
 
     monkeypatch.setattr(ex._renderer, "get", boom)
     ex.by_toggle.value = "span"
-    assert ex.status == ("⚠ redraw failed: RuntimeError: renderer exploded "
-                         "(the full traceback is in explorer.last_traceback)")
+    assert ex.status == (
+        "⚠ redraw failed: RuntimeError: renderer exploded (the full traceback is in explorer.last_traceback)"
+    )
     assert isinstance(ex.last_error, RuntimeError) and "renderer exploded" in ex.last_traceback
     assert ex.png == before
 
@@ -411,19 +464,22 @@ def test_executed_notebook_keeps_static_pictures(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(
-        "import torch, tensorviz as tv\n"
-        "a = torch.rand(8, 10, 50)\n"
-        "ex = tv.explore({'a': a, '<b>': a[2:4]}, by='span')\n"
-        "ex")]
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import torch, tensorviz as tv\n"
+            "a = torch.rand(8, 10, 50)\n"
+            "ex = tv.explore({'a': a, '<b>': a[2:4]}, by='span')\n"
+            "ex"
+        )
+    ]
+    nbclient.NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     snap, result = nb.cells[0].outputs
     assert snap.output_type == "display_data" and result.output_type == "execute_result"
     assert set(snap.data) == {"text/plain", "image/png", "text/html"}
     assert 'class="tvz-snapshot ' in snap.data["text/html"] and 'hidden="hidden"' in snap.data["text/html"]
-    assert set(result.data) == {"text/plain", "image/png", "text/html",
-                                "application/vnd.jupyter.widget-view+json"}
+    assert set(result.data) == {"text/plain", "image/png", "text/html", "application/vnd.jupyter.widget-view+json"}
     assert result.data["image/png"] == snap.data["image/png"]  # the same first state
     assert base64.b64decode(result.data["image/png"]).startswith(PNG)
     assert "&lt;b&gt;" in result.data["text/html"] and "<b>" not in result.data["text/html"]

@@ -30,8 +30,14 @@ _MODEL_REF = re.compile(r"IPY_MODEL_([0-9a-f]{32})")
 def execute(path: Path, timeout: int = 600) -> nbformat.NotebookNode:
     """Run one notebook in a fresh kernel and return it with outputs (raises on a cell error)."""
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                            record_timing=False, resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=True,
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     # A fixed hash seed: library messages that print sets come out in the same order every run.
     client.execute(env={**os.environ, "PYTHONHASHSEED": "0"})
     return stable_widget_ids(nb, salt=path.stem)
@@ -48,9 +54,13 @@ def stable_widget_ids(nb: nbformat.NotebookNode, salt: str = "") -> nbformat.Not
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
     if not state:
         return nb
-    roots = [out["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
-             for cell in nb.cells if cell.cell_type == "code" for out in cell.get("outputs", [])
-             if "application/vnd.jupyter.widget-view+json" in out.get("data", {})]
+    roots = [
+        out["data"]["application/vnd.jupyter.widget-view+json"]["model_id"]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in out.get("data", {})
+    ]
     order: list[str] = []
     queue = [m for m in roots if m in state]
     while queue:

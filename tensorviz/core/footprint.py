@@ -17,8 +17,8 @@ two footprints are equal exactly when their arrays are equal.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -103,9 +103,8 @@ def dense_run(start: int, shape: Sequence[int], stride: Sequence[int], itemsize:
     transposes, expands, slices of leading dims). Empty views return None.
     """
     block = 1  # elements covered so far by the innermost dims, gap-free
-    for size, st in zip(shape, stride):
-        if size == 0:
-            return None
+    if 0 in shape:
+        return None
     for st, size in _effective_dims(shape, stride):
         if st > block:
             return None
@@ -113,8 +112,9 @@ def dense_run(start: int, shape: Sequence[int], stride: Sequence[int], itemsize:
     return start, start + block * itemsize
 
 
-def footprint(start: int, shape: Sequence[int], stride: Sequence[int], itemsize: int,
-              budget: int | None = None) -> Footprint:
+def footprint(
+    start: int, shape: Sequence[int], stride: Sequence[int], itemsize: int, budget: int | None = None
+) -> Footprint:
     """Exact set of bytes a strided view reads, as a canonical run set.
 
     Steps: (1) drop size-1 and stride-0 dims; (2) from the innermost dim outwards, fold dims
@@ -189,9 +189,18 @@ class Geometry:
 
     __slots__ = ("numel", "reach", "footprint", "dense", "exact", "contiguous", "runs", "shape", "stride")
 
-    def __init__(self, numel: int, reach: int, footprint: int, dense: bool, exact: bool,
-                 contiguous: bool, runs: np.ndarray | None, shape: tuple[int, ...] = (),
-                 stride: tuple[int, ...] = ()):
+    def __init__(
+        self,
+        numel: int,
+        reach: int,
+        footprint: int,
+        dense: bool,
+        exact: bool,
+        contiguous: bool,
+        runs: np.ndarray | None,
+        shape: tuple[int, ...] = (),
+        stride: tuple[int, ...] = (),
+    ):
         self.numel, self.reach, self.footprint = numel, reach, footprint
         self.dense, self.exact, self.contiguous, self.runs = dense, exact, contiguous, runs
         self.shape, self.stride = shape, stride
@@ -199,13 +208,14 @@ class Geometry:
     def byte_runs(self, start: int, itemsize: int) -> np.ndarray:
         """The footprint of a view with this geometry starting at byte ``start``."""
         if self.runs is None:
-            return _freeze(np.array([[start, start + self.reach * itemsize]], dtype=np.int64)) \
-                if self.reach else EMPTY
+            return _freeze(np.array([[start, start + self.reach * itemsize]], dtype=np.int64)) if self.reach else EMPTY
         return _freeze(self.runs * itemsize + start)
 
     def __repr__(self) -> str:
-        return (f"Geometry(numel={self.numel}, reach={self.reach}, footprint={self.footprint}, "
-                f"dense={self.dense}, exact={self.exact})")
+        return (
+            f"Geometry(numel={self.numel}, reach={self.reach}, footprint={self.footprint}, "
+            f"dense={self.dense}, exact={self.exact})"
+        )
 
 
 def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = None) -> Geometry:
@@ -233,8 +243,9 @@ def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = N
     return Geometry(numel, reach, total(f.runs), False, True, contiguous, f.runs, shape, stride)
 
 
-def byte_runs_many(geos: Sequence[Geometry], gid: np.ndarray, start: np.ndarray, itemsize: np.ndarray,
-                   owner: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def byte_runs_many(
+    geos: Sequence[Geometry], gid: np.ndarray, start: np.ndarray, itemsize: np.ndarray, owner: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Footprints of many views at once: view ``j`` has Geometry ``geos[gid[j]]``, first byte
     ``start[j]`` and ``itemsize[j]``. Returns ``(runs, owner)``: every view's runs stacked
     (``(k, 2)`` int64, each view's own runs canonical) and ``owner[j]`` repeated once per run.
@@ -252,7 +263,7 @@ def byte_runs_many(geos: Sequence[Geometry], gid: np.ndarray, start: np.ndarray,
     runs, owners = [EMPTY], [np.zeros(0, dtype=np.int64)]
     for a, b in zip(cut[:-1].tolist(), cut[1:].tolist()):
         geo, idx = geos[sg[a]], order[a:b]
-        base = geo.runs if geo.runs is not None else np.array([[0, geo.reach]], dtype=np.int64)[:1 if geo.reach else 0]
+        base = geo.runs if geo.runs is not None else np.array([[0, geo.reach]], dtype=np.int64)[: 1 if geo.reach else 0]
         runs.append((base[None] * itemsize[idx, None, None] + start[idx, None, None]).reshape(-1, 2))
         owners.append(np.repeat(owner[idx], len(base)))
     return np.concatenate(runs), np.concatenate(owners)

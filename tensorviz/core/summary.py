@@ -6,15 +6,17 @@ Deterministic: no storage addresses, only indices, sizes, names and byte offsets
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from ._units import format_bytes
+from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from .layout import Group, Layout, TensorView
+    from tensorviz.core.layout import Layout
+    from tensorviz.core.records import Group, TensorView
 
 
-def view_line(v: "TensorView") -> str:
+def view_line(v: TensorView) -> str:
     shape = "×".join(map(str, v.shape)) or "scalar"
     flags = []
     if v.is_empty:
@@ -28,11 +30,10 @@ def view_line(v: "TensorView") -> str:
     if v.note:
         flags.append(v.note)
     tail = f"  ({', '.join(flags)})" if flags else ""
-    return (f"{v.name}  {v.dtype}[{shape}] stride={v.stride} offset={v.offset}  "
-            f"bytes [{v.start}, {v.stop}){tail}")
+    return f"{v.name}  {v.dtype}[{shape}] stride={v.stride} offset={v.offset}  bytes [{v.start}, {v.stop}){tail}"
 
 
-def whole_files(layout: "Layout") -> frozenset:
+def whole_files(layout: Layout) -> frozenset:
     """Keys of the storages that are a whole safetensors file (every tensor of the file is on
     it, side by side), as opposed to a storage torch allocated (a ``.pt`` file's records)."""
     headers = layout.metadata.get("header")
@@ -41,7 +42,7 @@ def whole_files(layout: "Layout") -> frozenset:
     return frozenset(("file", path) for path in headers) & {s.key for s in layout.storages}
 
 
-def shown_shared(layout: "Layout", by: str = "storage") -> tuple[tuple["Group", ...], str]:
+def shown_shared(layout: Layout, by: str = "storage") -> tuple[tuple[Group, ...], str]:
     """The shared groups the displays count, and how they were counted (words for a header).
 
     ``by="storage"`` counts storages with two or more views, but in a safetensors file every
@@ -66,13 +67,13 @@ def shown_shared(layout: "Layout", by: str = "storage") -> tuple[tuple["Group", 
     return tuple(groups), "by storage; by shared bytes within a file"
 
 
-def storage_noun(layout: "Layout") -> str:
+def storage_noun(layout: Layout) -> str:
     """``"file"`` when every storage is a whole safetensors file, else ``"storage"``."""
     n = len(layout.storages)
     return "file" if n and len(whole_files(layout)) == n else "storage"
 
 
-def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> str:
+def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
     n = len(layout)
@@ -91,8 +92,10 @@ def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> s
         name = s.label or s.device
         exact = f" ({s.nbytes} B)" if s.nbytes >= 1024 else ""
         bound = "" if s.exact else " (upper bound: a footprint over the run budget)"
-        lines.append(f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}: "
-                     f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}{bound}")
+        lines.append(
+            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}: "
+            f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}{bound}"
+        )
         views = layout.storage_views(s.key)
         for v in views[:max_views]:
             mark = "=" if v.name in s.complete_names else "-"
@@ -112,7 +115,7 @@ def layout_text(layout: "Layout", by: str = "storage", max_views: int = 12) -> s
     return "\n".join(lines)
 
 
-def metadata_lines(metadata: "Mapping[str, object]", limit: int = 10) -> list[str]:
+def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]:
     """What a source says besides tensors: file headers, ``__metadata__``, dropped names, problems.
 
     >>> metadata_lines({"dropped": {"lm_head.weight": "wte.weight"}})
@@ -131,8 +134,11 @@ def metadata_lines(metadata: "Mapping[str, object]", limit: int = 10) -> list[st
         elif key == "header":
             items = [f"header: bytes [{a}, {b}) of {os.path.basename(f)}" for f, (a, b) in value.items()]
         elif key == "__metadata__":
-            items = [f"__metadata__ of {os.path.basename(f)}: " + _brief({k: v for k, v in md.items() if k not in dropped})
-                     for f, md in value.items() if set(md) - set(dropped)]
+            items = [
+                f"__metadata__ of {os.path.basename(f)}: " + _brief({k: v for k, v in md.items() if k not in dropped})
+                for f, md in value.items()
+                if set(md) - set(dropped)
+            ]
         elif key == "values":
             more = metadata.get("values_omitted")
             items = [f"values: {_brief(values)}" + (f" (+{more} more)" if more else "")]
@@ -148,7 +154,7 @@ _NOT_IN_TEXT = ("record_offsets", "values_omitted")  # the storage labels name t
 # omitted count is written on the values line
 
 
-def _values_not_in_contents(metadata: "Mapping[str, object]") -> dict:
+def _values_not_in_contents(metadata: Mapping[str, object]) -> dict:
     """A checkpoint's non-tensor values less those its ``contents`` line already shows (a
     top-level value such as ``step=100`` is in both), so each is written once.
 

@@ -1,6 +1,6 @@
 """Vectorised sort-and-sweep over the spans and footprints of many views at once.
 
-Pure numpy; used by :class:`tensorviz.layout.Layout` for overlap groups and storage coverage.
+Pure numpy; used by :class:`tensorviz.core.layout.Layout` for overlap groups and storage coverage.
 Each storage's bytes are shifted to their own stretch of one global axis (``base[s] + byte``,
 with a gap between storages), so one sort and one sweep handle every storage together and
 nothing ever compares two storages. Never all pairs: ``O(n log n)`` in views plus runs.
@@ -8,11 +8,10 @@ nothing ever compares two storages. Never all pairs: ``O(n log n)`` in views plu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
-
 
 __all__ = ["Sweep", "sweep", "components", "ranked", "same_keys", "min_roots"]
 
@@ -31,8 +30,14 @@ class Sweep:
     covered: np.ndarray
 
 
-def sweep(sidx: np.ndarray, start: np.ndarray, stop: np.ndarray, dense: np.ndarray,
-          nbytes: np.ndarray, runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> Sweep:
+def sweep(
+    sidx: np.ndarray,
+    start: np.ndarray,
+    stop: np.ndarray,
+    dense: np.ndarray,
+    nbytes: np.ndarray,
+    runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+) -> Sweep:
     """Overlap labels and coverage for views ``i`` on storage ``sidx[i]`` with span ``[start, stop)``.
 
     Args:
@@ -63,8 +68,14 @@ def sweep(sidx: np.ndarray, start: np.ndarray, stop: np.ndarray, dense: np.ndarr
     cl_stop = np.maximum.reduceat(ge[order], first)
     cl_storage = sidx[live][order][first]
     lo = base[cl_storage]
-    _add_clipped(covered, cl_storage[simple], cl_start[simple], cl_stop[simple], lo[simple],
-                 lo[simple] + nbytes[cl_storage[simple]])
+    _add_clipped(
+        covered,
+        cl_storage[simple],
+        cl_start[simple],
+        cl_stop[simple],
+        lo[simple],
+        lo[simple] + nbytes[cl_storage[simple]],
+    )
     labels[live] = cid
     members = live[sparse[cid]]
     if members.size:
@@ -102,8 +113,9 @@ def _refine(members, sidx, base, nbytes, runs_of, labels, covered, n) -> None:
     allruns, owner = allruns[order], owner[order]
     rc, first = _clusters(allruns[:, 0], allruns[:, 1])
     st = sidx[owner[first]]
-    _add_clipped(covered, st, allruns[first, 0], np.maximum.reduceat(allruns[:, 1], first),
-                 base[st], base[st] + nbytes[st])
+    _add_clipped(
+        covered, st, allruns[first, 0], np.maximum.reduceat(allruns[:, 1], first), base[st], base[st] + nbytes[st]
+    )
     # Views sharing a run cluster share a byte: link each to the cluster's first owner.
     head = owner[first][rc]
     link = head != owner

@@ -1,6 +1,6 @@
 """The column form of a layout: numpy arrays per view, lists per storage, built in C-level passes.
 
-Pure Python + numpy; used by :class:`tensorviz.layout.Layout`. A collector hands over one tuple
+Pure Python + numpy; used by :class:`tensorviz.core.layout.Layout`. A collector hands over one tuple
 per view (see :class:`tensorviz.layout.Rows`); the vectorised answers (overlap groups,
 coverage, records) want columns. This module turns 100k rows into columns without a Python-level
 loop per row -- ``map``/``itemgetter``/``dict.setdefault`` passes and numpy, each at C speed --
@@ -10,13 +10,13 @@ later). The helpers at the end cut name tuples per group the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from itertools import count
 from operator import itemgetter
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from . import footprint as fp
+from tensorviz.core import footprint as fp
 
 __all__ = ["Table", "build", "objects", "take", "slices", "cut", "slices_sharing"]
 
@@ -33,8 +33,21 @@ class Table:
     storages no view reads): ``keys``, ``devices``, ``labels`` (lists) and ``nbytes`` (numpy).
     """
 
-    __slots__ = ("sidx", "offset", "itemsize", "start", "stop", "gid", "geos", "dense", "exact",
-                 "keys", "devices", "labels", "nbytes")
+    __slots__ = (
+        "sidx",
+        "offset",
+        "itemsize",
+        "start",
+        "stop",
+        "gid",
+        "geos",
+        "dense",
+        "exact",
+        "keys",
+        "devices",
+        "labels",
+        "nbytes",
+    )
 
     def __init__(self, **columns: object) -> None:
         for name, value in columns.items():
@@ -45,8 +58,13 @@ class Table:
         return self.geos[self.gid[i]]
 
 
-def build(rows: Sequence[tuple], geometries: dict, labels: dict, extra: Sequence[tuple],
-          make: Callable[..., fp.Geometry] = fp.geometry) -> Table:
+def build(
+    rows: Sequence[tuple],
+    geometries: dict,
+    labels: dict,
+    extra: Sequence[tuple],
+    make: Callable[..., fp.Geometry] = fp.geometry,
+) -> Table:
     """Columns of collector ``rows``; ``geometries`` caches one Geometry per ``(shape, stride)``.
 
     >>> t = build([("a", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)], {}, {}, [])
@@ -67,10 +85,20 @@ def build(rows: Sequence[tuple], geometries: dict, labels: dict, extra: Sequence
     keys += [e[0] for e in extra]
     devices += [e[1] for e in extra]
     return Table(
-        sidx=sidx, offset=offset, itemsize=itemsize, start=start, stop=start + reach[gid] * itemsize,
-        gid=gid, geos=geos, dense=dense[gid], exact=exact[gid], keys=keys, devices=devices,
+        sidx=sidx,
+        offset=offset,
+        itemsize=itemsize,
+        start=start,
+        stop=start + reach[gid] * itemsize,
+        gid=gid,
+        geos=geos,
+        dense=dense[gid],
+        exact=exact[gid],
+        keys=keys,
+        devices=devices,
         labels=[labels.get(k, "") for k in keys] if labels else [""] * len(keys),
-        nbytes=np.concatenate((nbytes, np.array([e[2] for e in extra], dtype=np.int64))) if extra else nbytes)
+        nbytes=np.concatenate((nbytes, np.array([e[2] for e in extra], dtype=np.int64))) if extra else nbytes,
+    )
 
 
 def _first_ranks(tokens: list) -> tuple[np.ndarray, list[int]]:
@@ -141,8 +169,9 @@ def _starts(rows: Sequence[tuple], offset: np.ndarray, itemsize: np.ndarray) -> 
         return offset * itemsize
     if missing == 0:
         return np.fromiter(given, np.int64, len(given))
-    return np.fromiter((o * i if s is None else s for s, o, i in
-                        zip(given, offset.tolist(), itemsize.tolist())), np.int64, len(given))
+    return np.fromiter(
+        (o * i if s is None else s for s, o, i in zip(given, offset.tolist(), itemsize.tolist())), np.int64, len(given)
+    )
 
 
 def objects(seq: Sequence) -> np.ndarray:
@@ -172,8 +201,9 @@ def slices(seq: Sequence, bounds: np.ndarray, index: np.ndarray | None = None) -
     return cut(seq, b[:-1], b[1:], index)
 
 
-def cut(seq: Sequence | np.ndarray, starts: np.ndarray, stops: np.ndarray,
-        index: np.ndarray | None = None) -> list[tuple]:
+def cut(
+    seq: Sequence | np.ndarray, starts: np.ndarray, stops: np.ndarray, index: np.ndarray | None = None
+) -> list[tuple]:
     """``[tuple(seq[a:b]) for a, b in zip(starts, stops)]`` without a Python-level loop; with
     ``index``, piece ``g`` is ``tuple(seq[i] for i in index[starts[g]:stops[g]])`` (so names in
     group order need no gathered copy of their own).
@@ -219,8 +249,9 @@ def _gather_slices(arr: np.ndarray, starts: np.ndarray, size: np.ndarray, index:
 _ZIP_MAX, _ZIP_MIN = 8, 16  # piece sizes built by zip, and how many pieces make it worth it
 
 
-def slices_sharing(seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray,
-                   index: np.ndarray | None = None) -> list:
+def slices_sharing(
+    seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray, index: np.ndarray | None = None
+) -> list:
     """:func:`slices`, but slice ``g`` is ``shared[g]`` wherever ``same[g]`` says they are equal.
 
     Reusing an equal tuple instead of slicing a new one saves the allocation and, more, the

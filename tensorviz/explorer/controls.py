@@ -1,7 +1,7 @@
 """The explorer's controls: built, arranged, read back into a state and written quietly.
 
-A mixin of :class:`tensorviz.widgets.Explorer`, which wires the callbacks. Imported only by
-:mod:`tensorviz.widgets` (so only through :func:`tensorviz.explore`).
+A mixin of :class:`tensorviz.explorer.widget.Explorer`, which wires the callbacks. Imported only by
+:mod:`tensorviz.explorer.widget` (so only through :func:`tensorviz.explore`).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import html
 
 import ipywidgets as W
 
-from ._explorer_state import GROUPINGS, ExplorerState
-from ._explorer_text import details_html, offset_label, title, zoom_points
-from ._units import format_bytes
-from .layout import Layout
+from tensorviz.core.layout import Layout
+from tensorviz.core.units import format_bytes
+from tensorviz.explorer.state import GROUPINGS, ExplorerState
+from tensorviz.explorer.text import details_html, offset_label, title, zoom_points
 
 _CSS = """<style>
 .tvz-explorer { gap: 4px; max-width: 1100px; }
@@ -56,29 +56,48 @@ class ExplorerControls:
         self.save_pane = self._build_save_pane()
 
     def _build_switches(self, state: ExplorerState) -> None:
-        self.by_toggle = W.ToggleButtons(options=list(GROUPINGS), value=state.by,
-                                         tooltips=["same storage", "same storage and identical byte span",
-                                                   "footprints that share bytes"],
-                                         layout=W.Layout(width="auto"), style={"button_width": "96px"})
-        self.name_filter = W.Text(value=state.names, placeholder="name regex, e.g. attn|mlp",
-                                  description="names", continuous_update=False,
-                                  layout=W.Layout(width="260px"), style={"description_width": "46px"})
-        self.only_shared_box = W.Checkbox(value=state.only_shared, description="only shared",
-                                          indent=False, layout=W.Layout(width="auto"))
-        self.unreferenced_box = W.Checkbox(value=state.show_unreferenced, indent=False,
-                                           description="show unreferenced bytes",
-                                           layout=W.Layout(width="auto"))
-        self.expand_box = W.Checkbox(value=state.expand_simple, indent=False,
-                                     description="expand simple storages", layout=W.Layout(width="auto"))
+        self.by_toggle = W.ToggleButtons(
+            options=list(GROUPINGS),
+            value=state.by,
+            tooltips=["same storage", "same storage and identical byte span", "footprints that share bytes"],
+            layout=W.Layout(width="auto"),
+            style={"button_width": "96px"},
+        )
+        self.name_filter = W.Text(
+            value=state.names,
+            placeholder="name regex, e.g. attn|mlp",
+            description="names",
+            continuous_update=False,
+            layout=W.Layout(width="260px"),
+            style={"description_width": "46px"},
+        )
+        self.only_shared_box = W.Checkbox(
+            value=state.only_shared, description="only shared", indent=False, layout=W.Layout(width="auto")
+        )
+        self.unreferenced_box = W.Checkbox(
+            value=state.show_unreferenced,
+            indent=False,
+            description="show unreferenced bytes",
+            layout=W.Layout(width="auto"),
+        )
+        self.expand_box = W.Checkbox(
+            value=state.expand_simple, indent=False, description="expand simple storages", layout=W.Layout(width="auto")
+        )
 
     def _build_storage_controls(self, state: ExplorerState) -> None:
-        self.storage_picker = W.Dropdown(options=_storage_options(self.tensor_layout),
-                                         value=_ALL if state.storage is None else state.storage,
-                                         layout=W.Layout(width="300px"))
-        self.zoom = W.SelectionRangeSlider(options=[("0 B", 0), ("0 B", 1)], index=(0, 1),
-                                           description="bytes", continuous_update=False,
-                                           layout=W.Layout(width="480px"),
-                                           style={"description_width": "46px"})
+        self.storage_picker = W.Dropdown(
+            options=_storage_options(self.tensor_layout),
+            value=_ALL if state.storage is None else state.storage,
+            layout=W.Layout(width="300px"),
+        )
+        self.zoom = W.SelectionRangeSlider(
+            options=[("0 B", 0), ("0 B", 1)],
+            index=(0, 1),
+            description="bytes",
+            continuous_update=False,
+            layout=W.Layout(width="480px"),
+            style={"description_width": "46px"},
+        )
         self.zoom_hint = W.HTML('<span class="tvz-muted">choose one storage to zoom into its bytes</span>')
         self._set_zoom_options(state.storage, state.byte_range)
 
@@ -87,27 +106,32 @@ class ExplorerControls:
         self.status_line.add_class("tvz-status")
         self.picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
         self.picture.add_class("tvz-picture")
-        self.tensor_list = W.SelectMultiple(options=[], rows=9, description="",
-                                            layout=W.Layout(width="auto"))
-        self.details = W.HTML(details_html(self.tensor_layout, ()),
-                              layout=W.Layout(flex="1 1 auto", max_height="260px", overflow="auto"))
+        self.tensor_list = W.SelectMultiple(options=[], rows=9, description="", layout=W.Layout(width="auto"))
+        self.details = W.HTML(
+            details_html(self.tensor_layout, ()), layout=W.Layout(flex="1 1 auto", max_height="260px", overflow="auto")
+        )
 
     def _build_explain_pane(self) -> None:
-        self.explain_button = W.Button(description="explain selected", icon="graduation-cap",
-                                       tooltip="draw each selected view's elements beside the storage bytes they read",
-                                       layout=W.Layout(width="auto"))
+        self.explain_button = W.Button(
+            description="explain selected",
+            icon="graduation-cap",
+            tooltip="draw each selected view's elements beside the storage bytes they read",
+            layout=W.Layout(width="auto"),
+        )
         self.explain_message = W.HTML()
-        self.explain_picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto",
-                                                                     display="none"))
-        body = W.VBox([self.explain_message, self.explain_picture],
-                      layout=W.Layout(max_height="520px", overflow="auto"))
+        self.explain_picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto", display="none"))
+        body = W.VBox(
+            [self.explain_message, self.explain_picture], layout=W.Layout(max_height="520px", overflow="auto")
+        )
         self.explain_pane = W.Accordion(children=[body], selected_index=None)
         self.explain_pane.set_title(0, "explain: which storage cell each element of the selected views reads")
         self.explain_pane.add_class("tvz-explain")
 
     def _build_save_pane(self) -> W.Accordion | None:
         try:
-            from . import saving  # noqa: F401 - optional: another module of the package
+            from tensorviz.savecheck import (  # noqa: F401 - optional: another module of the package
+                report as saving,
+            )
         except ImportError:
             return None
         self.save_body = W.HTML("")
@@ -118,11 +142,14 @@ class ExplorerControls:
     def _arrange(self) -> list:
         wrap = dict(flex_flow="row wrap", align_items="center")
         row1 = W.HBox([_label("group by"), self.by_toggle, self.name_filter], layout=W.Layout(**wrap))
-        row2 = W.HBox([_label("show"), self.only_shared_box, self.unreferenced_box, self.expand_box],
-                      layout=W.Layout(**wrap))
+        row2 = W.HBox(
+            [_label("show"), self.only_shared_box, self.unreferenced_box, self.expand_box], layout=W.Layout(**wrap)
+        )
         row3 = W.HBox([_label("storage"), self.storage_picker, self.zoom, self.zoom_hint], layout=W.Layout(**wrap))
-        side = W.VBox([W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button],
-                      layout=W.Layout(width="300px", flex="0 0 auto"))
+        side = W.VBox(
+            [W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button],
+            layout=W.Layout(width="300px", flex="0 0 auto"),
+        )
         lower = W.HBox([side, self.details], layout=W.Layout(align_items="flex-start"))
         for row in (row1, row2, row3, lower):
             row.add_class("tvz-row")  # spacing via CSS: ipywidgets' Layout has no "gap"
@@ -135,11 +162,15 @@ class ExplorerControls:
     def _read_controls(self) -> ExplorerState:
         storage = storage_index(self.storage_picker.value)
         lo, hi = self.zoom.value
-        return ExplorerState(by=self.by_toggle.value, names=self.name_filter.value.strip(),
-                             only_shared=self.only_shared_box.value,
-                             show_unreferenced=self.unreferenced_box.value, storage=storage,
-                             byte_range=None if storage is None else (lo, hi),
-                             expand_simple=self.expand_box.value)
+        return ExplorerState(
+            by=self.by_toggle.value,
+            names=self.name_filter.value.strip(),
+            only_shared=self.only_shared_box.value,
+            show_unreferenced=self.unreferenced_box.value,
+            storage=storage,
+            byte_range=None if storage is None else (lo, hi),
+            expand_simple=self.expand_box.value,
+        )
 
     def _set_zoom_options(self, storage: int | None, byte_range: tuple[int, int] | None) -> None:
         quiet, self._quiet = self._quiet, True

@@ -11,8 +11,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._explorer_state import ExplorerState
-from .layout import Layout, StorageInfo
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import StorageInfo
+from tensorviz.explorer.state import ExplorerState
 
 _CACHE_SIZE = 48
 
@@ -44,8 +45,8 @@ class Renderer:
         if hit is not None:
             self.cache.move_to_end(state)
             return hit, True
-        from .diagram import diagram
-        from .render.mpl import png_bytes, render
+        from tensorviz.plan.diagram import diagram
+        from tensorviz.render.mpl import png_bytes, render
 
         t0 = time.perf_counter()
         d = diagram(self.layout, max_lanes=self.max_lanes, **state.diagram_options())
@@ -78,23 +79,31 @@ def diagram_names(diagram: Any) -> tuple[str, ...]:
 def explain_png(layout: Layout, names: tuple[str, ...]) -> tuple[str, bytes | None]:
     """(message HTML, PNG or None) for the explain pane."""
     if not names:
-        return ('<span class="tvz-muted">Select one or more tensors in the list first, then press '
-                '"explain selected".</span>', None)
-    from .errors import TooLargeError
+        return (
+            '<span class="tvz-muted">Select one or more tensors in the list first, then press '
+            '"explain selected".</span>',
+            None,
+        )
+    from tensorviz.core.errors import TooLargeError
 
     try:
         fig = explain_figure(layout, names)
     except ImportError:
-        return ('<span class="tvz-error">The teaching panel (tensorviz.explain) is not available '
-                'in this installation.</span>', None)
+        return (
+            '<span class="tvz-error">The teaching panel (tensorviz.explain) is not available '
+            "in this installation.</span>",
+            None,
+        )
     except TooLargeError as err:
-        return (f'<span class="tvz-error">Too large to explain cell by cell: {html.escape(str(err))}'
-                f'</span>', None)
-    from .render.mpl import png_bytes
+        return (f'<span class="tvz-error">Too large to explain cell by cell: {html.escape(str(err))}</span>', None)
+    from tensorviz.render.mpl import png_bytes
 
     shown = ", ".join(names)
-    return (f'<span class="tvz-muted">How each element of {html.escape(shown)} maps to its storage '
-            f'cells (address = offset + Σ index·stride).</span>', png_bytes(fig, dpi=100))
+    return (
+        f'<span class="tvz-muted">How each element of {html.escape(shown)} maps to its storage '
+        f"cells (address = offset + Σ index·stride).</span>",
+        png_bytes(fig, dpi=100),
+    )
 
 
 def explain_figure(layout: Layout, names: tuple[str, ...]):
@@ -103,8 +112,8 @@ def explain_figure(layout: Layout, names: tuple[str, ...]):
     Raises:
         TooLargeError: the views are too large to draw cell by cell (the message says the limit).
     """
-    from .explain import layout_plan
-    from .render.panel import draw
+    from tensorviz.plan.explain import layout_plan
+    from tensorviz.render.panel import draw
 
     sub = sub_layout(layout, names)
     plan = layout_plan(sub)

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .layout import Layout
+from tensorviz.core.layout import Layout
 
 #: Toggle labels and the ``by=`` value each one selects.
 GROUPINGS = (("storage", "storage"), ("exact span", "span"), ("overlap", "overlap"))
@@ -33,7 +33,7 @@ class ExplorerState:
     expand_simple: bool = False
 
     def diagram_options(self) -> dict[str, Any]:
-        """Keyword arguments for :func:`tensorviz.diagram.diagram`."""
+        """Keyword arguments for :func:`tensorviz.plan.diagram.diagram`."""
         return {
             "by": self.by,
             "names": self.names or None,
@@ -79,8 +79,9 @@ def normalise(state: ExplorerState, layout: Layout) -> ExplorerState:
         return replace(state, byte_range=None)
     n = len(layout.storages)
     if not 0 <= state.storage < n:
-        raise ValueError(f"storage index {state.storage} is out of range: this layout has {n} "
-                         f"storage{'s' * (n != 1)} (0..{n - 1})")
+        raise ValueError(
+            f"storage index {state.storage} is out of range: this layout has {n} storage{'s' * (n != 1)} (0..{n - 1})"
+        )
     if state.byte_range is None:
         return state
     lo, hi = (int(x) for x in state.byte_range)
@@ -88,8 +89,9 @@ def normalise(state: ExplorerState, layout: Layout) -> ExplorerState:
     if nbytes == 0:  # nothing to zoom into
         return replace(state, byte_range=None)
     if not 0 <= lo < hi <= nbytes:
-        raise ValueError(f"byte_range {(lo, hi)} must satisfy 0 <= lo < hi <= {nbytes} "
-                         f"(the size of storage #{state.storage})")
+        raise ValueError(
+            f"byte_range {(lo, hi)} must satisfy 0 <= lo < hi <= {nbytes} (the size of storage #{state.storage})"
+        )
     return replace(state, byte_range=None if (lo, hi) == (0, nbytes) else (lo, hi))
 
 
@@ -98,8 +100,10 @@ def pattern_problem(pattern: str) -> str | None:
     try:
         re.compile(pattern)
     except re.error as err:
-        return (f"name filter {pattern!r} is not a valid regular expression: {err}. "
-                f"Fix it (escape brackets as \\( ) or clear the box to show every tensor")
+        return (
+            f"name filter {pattern!r} is not a valid regular expression: {err}. "
+            f"Fix it (escape brackets as \\( ) or clear the box to show every tensor"
+        )
     return None
 
 
@@ -115,6 +119,8 @@ def control_problem(state: ExplorerState, layout: Layout) -> str | None:
     if state.storage is not None and state.byte_range is not None:
         lo, hi = state.byte_range
         if lo == hi and layout.storages[state.storage].nbytes:
-            return (f"the byte range [{lo:#x}, {hi:#x}) is empty: drag the two handles apart; "
-                    f"the picture still shows the previous range.")
+            return (
+                f"the byte range [{lo:#x}, {hi:#x}) is empty: drag the two handles apart; "
+                f"the picture still shows the previous range."
+            )
     return None

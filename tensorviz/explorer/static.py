@@ -35,22 +35,28 @@ class Snapshot:
         uid = f"tvz-snap-{next(_snapshot_ids)}"
         cls = f"tvz-{html.escape(self.kind)} {uid}"
         hint = " (run the cell for the interactive explorer)" if self.hide_when_live or self.kind == "static" else ""
-        head = (f'<div style="font-size: 85%; opacity: 0.75">tensorviz {html.escape(self.kind)}{hint}: '
-                f'{html.escape(self.caption)}</div>')
+        head = (
+            f'<div style="font-size: 85%; opacity: 0.75">tensorviz {html.escape(self.kind)}{hint}: '
+            f"{html.escape(self.caption)}</div>"
+        )
         if not self.hide_when_live:
             return f'<div class="{cls}">{head}{self.body}</div>'
         live = html.escape(self.hide_when_live)
-        style = (f"<style>.{uid}[hidden] {{display: block !important;}} "
-                 f"body:has(.{live}) .jp-OutputArea-child:has(.{uid}), "
-                 f"body:has(.{live}) .{uid}[hidden] {{display: none !important;}}</style>")
+        style = (
+            f"<style>.{uid}[hidden] {{display: block !important;}} "
+            f"body:has(.{live}) .jp-OutputArea-child:has(.{uid}), "
+            f"body:has(.{live}) .{uid}[hidden] {{display: none !important;}}</style>"
+        )
         # hidden="hidden", not a bare hidden: sanitizers drop empty-valued attributes.
         return f'{style}<div class="{cls}" hidden="hidden">{head}{self.body}</div>'
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        bundle = {"text/plain": self.text, "image/png": base64.b64encode(self.png).decode("ascii"),
-                  "text/html": self.to_html()}
-        return {k: v for k, v in bundle.items()
-                if (not include or k in include) and (not exclude or k not in exclude)}
+        bundle = {
+            "text/plain": self.text,
+            "image/png": base64.b64encode(self.png).decode("ascii"),
+            "text/html": self.to_html(),
+        }
+        return {k: v for k, v in bundle.items() if (not include or k in include) and (not exclude or k not in exclude)}
 
 
 def display(obj: Any) -> None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import html
 
-from ._units import format_bytes
-from .layout import Layout, TensorView
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import TensorView
+from tensorviz.core.units import format_bytes
 
-_RELATIONS_SHOWN = 12         # details pane: relations listed one by one, the rest counted
-_ZOOM_POINTS = 256            # the byte-range slider has at most this many steps (+1 stop)
+_RELATIONS_SHOWN = 12  # details pane: relations listed one by one, the rest counted
+_ZOOM_POINTS = 256  # the byte-range slider has at most this many steps (+1 stop)
 _BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
 
 
@@ -47,16 +48,17 @@ def zoom_points(nbytes: int) -> list[int]:
 def span_text(start: int, stop: int) -> str:
     """``[0xfa0, 0x1f40) = [3.9 KiB, 7.8 KiB), 3.9 KiB (4000 B)``."""
     n = stop - start
-    return (f"[{start:#x}, {stop:#x}) = [{format_bytes(start)}, {format_bytes(stop)}), "
-            f"{format_bytes(n)} ({n} B)")
+    return f"[{start:#x}, {stop:#x}) = [{format_bytes(start)}, {format_bytes(stop)}), {format_bytes(n)} ({n} B)"
 
 
 # -- the details pane -------------------------------------------------------------------------
 def details_html(layout: Layout, names: tuple[str, ...]) -> str:
     """Escaped HTML describing the selected views: geometry, span, density and relations."""
     if not names:
-        return ('<div class="tvz-details tvz-muted">Select tensors in the list to see their shape, '
-                'stride, byte span and how they relate to the other views on their storage.</div>')
+        return (
+            '<div class="tvz-details tvz-muted">Select tensors in the list to see their shape, '
+            "stride, byte span and how they relate to the other views on their storage.</div>"
+        )
     return '<div class="tvz-details">' + "".join(_view_block(layout, n) for n in names) + "</div>"
 
 
@@ -82,8 +84,11 @@ def view_facts(layout: Layout, name: str) -> list[tuple[str, str]]:
         ("offset", f"{v.offset} elements = {v.start} B"),
         ("span", span_text(v.start, v.stop)),
         ("footprint", density),
-        ("storage", f"#{s.index} {s.label or s.device}, {format_bytes(s.nbytes)} ({s.nbytes} B), "
-                    f"{len(s.names)} view{'s' * (len(s.names) != 1)}"),
+        (
+            "storage",
+            f"#{s.index} {s.label or s.device}, {format_bytes(s.nbytes)} ({s.nbytes} B), "
+            f"{len(s.names)} view{'s' * (len(s.names) != 1)}",
+        ),
         ("relations", relations_text(layout, v)),
     ]
     if v.note:
@@ -108,8 +113,9 @@ def relations_text(layout: Layout, v: TensorView) -> str:
 
 
 def _view_block(layout: Layout, name: str) -> str:
-    rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(val)}</td></tr>"
-                   for k, val in view_facts(layout, name))
+    rows = "".join(
+        f"<tr><th>{html.escape(k)}</th><td>{html.escape(val)}</td></tr>" for k, val in view_facts(layout, name)
+    )
     return f'<div class="tvz-view"><b>{html.escape(name)}</b><table>{rows}</table></div>'
 
 
@@ -117,5 +123,7 @@ def title(layout: Layout) -> str:
     """``tensorviz explorer (source): N tensors on S storages · unique … · storages …``."""
     n, s = len(layout), len(layout.storages)
     src = f" ({layout.source})" if layout.source else ""
-    return (f"tensorviz explorer{src}: {n} tensor{'s' * (n != 1)} on {s} storage{'s' * (s != 1)} · "
-            f"unique {format_bytes(layout.unique_nbytes)} · storages {format_bytes(layout.storage_nbytes)}")
+    return (
+        f"tensorviz explorer{src}: {n} tensor{'s' * (n != 1)} on {s} storage{'s' * (s != 1)} · "
+        f"unique {format_bytes(layout.unique_nbytes)} · storages {format_bytes(layout.storage_nbytes)}"
+    )

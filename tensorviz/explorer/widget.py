@@ -2,7 +2,7 @@
 
 Thin by design: controls -> :class:`ExplorerState` -> diagram options -> ``Diagram`` -> PNG,
 drawn into one reused matplotlib ``Figure`` and cached per state. The explorer holds the
-:class:`~tensorviz.layout.Layout` (metadata only), never a tensor.
+:class:`~tensorviz.core.layout.Layout` (metadata only), never a tensor.
 
 Only :func:`tensorviz.explore` imports this module, so ``import tensorviz`` never pulls in
 ipywidgets. The parts live in private modules: ``_explorer_state`` (the state and its checks),
@@ -19,26 +19,40 @@ from __future__ import annotations
 import html
 import re
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 try:
     import ipywidgets as W
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("tensorviz.explore needs ipywidgets>=8 and matplotlib: "
-                      "pip install 'tensorviz[widgets]' (or use tv.show(obj) for a static picture)") from err
+    raise ImportError(
+        "tensorviz.explore needs ipywidgets>=8 and matplotlib: "
+        "pip install 'tensorviz[widgets]' (or use tv.show(obj) for a static picture)"
+    ) from err
 
-from ._explorer_controls import ExplorerControls, storage_index
-from ._explorer_render import Render, Renderer, diagram_names, explain_png
-from ._explorer_state import GROUPINGS, ExplorerState, control_problem, normalise
-from ._explorer_static import Snapshot
-from ._explorer_static import display as _display
-from ._explorer_text import details_html, title
-from .layout import Layout, as_layout
+from tensorviz.core.layout import Layout, as_layout
+from tensorviz.explorer.controls import ExplorerControls, storage_index
 
 # The pure helpers, also importable from here (tests and notebooks use them).
-from ._explorer_render import explain_figure, sub_layout  # noqa: E402,F401
-from ._explorer_state import pattern_problem  # noqa: E402,F401
-from ._explorer_text import offset_label, relations_text, span_text, view_facts, zoom_points  # noqa: E402,F401
+from tensorviz.explorer.render import Render, Renderer, diagram_names, explain_figure, explain_png, sub_layout  # noqa: E402,F401
+from tensorviz.explorer.state import (
+    GROUPINGS,
+    ExplorerState,
+    control_problem,
+    normalise,
+    pattern_problem,  # noqa: E402,F401
+)
+from tensorviz.explorer.static import Snapshot
+from tensorviz.explorer.static import display as _display
+from tensorviz.explorer.text import (  # noqa: E402,F401
+    details_html,
+    offset_label,
+    relations_text,
+    span_text,
+    title,
+    view_facts,
+    zoom_points,
+)
 
 __all__ = ["explore", "Explorer", "ExplorerState", "Snapshot", "GROUPINGS"]
 
@@ -47,14 +61,16 @@ def _guarded(what: str) -> Callable:
     """Decorate a callback: any exception goes to the status line and ``last_error``, loudly."""
 
     def wrap(method: Callable) -> Callable:
-        def run(self: "Explorer", *args: Any, **kwargs: Any) -> Any:
+        def run(self: Explorer, *args: Any, **kwargs: Any) -> Any:
             try:
                 return method(self, *args, **kwargs)
             except Exception as err:  # noqa: BLE001 - shown to the user, kept on the explorer
                 self.last_error = err
                 self.last_traceback = traceback.format_exc()
-                self._say(f"{what} failed: {type(err).__name__}: {err} "
-                          f"(the full traceback is in explorer.last_traceback)", error=True)
+                self._say(
+                    f"{what} failed: {type(err).__name__}: {err} (the full traceback is in explorer.last_traceback)",
+                    error=True,
+                )
                 return None
 
         run.__name__ = method.__name__
@@ -65,18 +81,25 @@ def _guarded(what: str) -> Callable:
 
 
 class Explorer(ExplorerControls, W.VBox):
-    """An ipywidgets explorer of one :class:`~tensorviz.layout.Layout` (see :func:`explore`).
+    """An ipywidgets explorer of one :class:`~tensorviz.core.layout.Layout` (see :func:`explore`).
 
     Attributes (the controls, for scripting and tests): ``by_toggle``, ``name_filter``,
     ``only_shared_box``, ``unreferenced_box``, ``storage_picker``, ``zoom``, ``expand_box``, ``tensor_list``,
     ``explain_button``; the outputs: ``picture`` (an ``ipywidgets.Image``), ``status_line``,
     ``details``, ``explain_pane``, ``save_pane``. ``state``, ``diagram`` and ``png`` describe what
-    is shown now; ``tensor_layout`` is the analysed :class:`~tensorviz.layout.Layout` (``layout``
+    is shown now; ``tensor_layout`` is the analysed :class:`~tensorviz.core.layout.Layout` (``layout``
     is the ipywidgets CSS layout); ``last_error``/``last_traceback`` keep the latest callback failure.
     """
 
-    def __init__(self, layout: Layout, state: ExplorerState | None = None, *, max_lanes: int = 40,
-                 dpi: int = 100, width: float | None = None):
+    def __init__(
+        self,
+        layout: Layout,
+        state: ExplorerState | None = None,
+        *,
+        max_lanes: int = 40,
+        dpi: int = 100,
+        width: float | None = None,
+    ):
         self.tensor_layout = layout
         self.last_error: BaseException | None = None
         self.last_traceback = ""
@@ -93,8 +116,14 @@ class Explorer(ExplorerControls, W.VBox):
         self._refresh(state)  # not guarded: a first render that fails raises to the caller
 
     def _wire(self) -> None:
-        for box in (self.by_toggle, self.name_filter, self.only_shared_box, self.unreferenced_box,
-                    self.zoom, self.expand_box):
+        for box in (
+            self.by_toggle,
+            self.name_filter,
+            self.only_shared_box,
+            self.unreferenced_box,
+            self.zoom,
+            self.expand_box,
+        ):
             box.observe(self._on_control, names="value")
         self.storage_picker.observe(self._on_storage, names="value")
         self.tensor_list.observe(self._on_select, names="value")
@@ -133,7 +162,7 @@ class Explorer(ExplorerControls, W.VBox):
     @_guarded("save check")
     def _on_save_opened(self, change: dict) -> None:
         if change["new"] == 0 and not self.save_body.value:
-            from .saving import save_check
+            from tensorviz.savecheck.report import save_check
 
             self.save_body.value = save_check(self.tensor_layout).to_html()
 
@@ -184,7 +213,7 @@ class Explorer(ExplorerControls, W.VBox):
 
     def static(self, hide_when_live: bool = False, kind: str = "snapshot") -> Snapshot:
         """The current state as a :class:`Snapshot` (PNG + escaped HTML + text), not displayed."""
-        from .render.html import diagram_html
+        from tensorviz.render.html import diagram_html
 
         caption = f"{title(self.tensor_layout)}; {self.state.describe()}"
         text = f"{caption}\n{self.diagram.to_text()}"
@@ -206,16 +235,27 @@ class Explorer(ExplorerControls, W.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs)
         static = self.static(kind="static")._repr_mimebundle_()
-        bundle.update({"image/png": static["image/png"], "text/html": static["text/html"],
-                       "text/plain": static["text/plain"]})
+        bundle.update(
+            {"image/png": static["image/png"], "text/html": static["text/html"], "text/plain": static["text/plain"]}
+        )
         return bundle
 
 
-def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_shared: bool = False,
-            show_unreferenced: bool = True, storage: int | str | None = None,
-            byte_range: tuple[int, int] | None = None, expand_simple: bool = False,
-            max_lanes: int = 40, dpi: int = 100, width: float | None = None,
-            snapshot: bool = True) -> Explorer:
+def explore(
+    obj: Any,
+    *,
+    by: str = "storage",
+    names: str | None = None,
+    only_shared: bool = False,
+    show_unreferenced: bool = True,
+    storage: int | str | None = None,
+    byte_range: tuple[int, int] | None = None,
+    expand_simple: bool = False,
+    max_lanes: int = 40,
+    dpi: int = 100,
+    width: float | None = None,
+    snapshot: bool = True,
+) -> Explorer:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook).
 
     Args:
@@ -229,7 +269,7 @@ def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_sha
         byte_range: start zoomed to ``(lo, hi)`` bytes of that storage.
         expand_simple: draw storages whose one view is the whole storage one by one, instead of
             folding them into a summary row.
-        max_lanes, dpi, width: drawing size (see :func:`tensorviz.diagram.diagram`).
+        max_lanes, dpi, width: drawing size (see :func:`tensorviz.plan.diagram.diagram`).
         snapshot: also emit a static picture of the first state for a saved, trusted notebook
             whose kernel is gone (hidden while the live explorer is on screen, and where the
             explorer's own ``image/png``/``text/html`` already shows: GitHub, untrusted).
@@ -247,13 +287,16 @@ def explore(obj: Any, *, by: str = "storage", names: str | None = None, only_sha
     layout = as_layout(obj)
     if isinstance(storage, str):
         storage = layout.storage(storage).index
-    state = ExplorerState(by=by, names=names or "", only_shared=only_shared,
-                          show_unreferenced=show_unreferenced, storage=storage,
-                          byte_range=tuple(byte_range) if byte_range is not None else None,
-                          expand_simple=expand_simple)
+    state = ExplorerState(
+        by=by,
+        names=names or "",
+        only_shared=only_shared,
+        show_unreferenced=show_unreferenced,
+        storage=storage,
+        byte_range=tuple(byte_range) if byte_range is not None else None,
+        expand_simple=expand_simple,
+    )
     ex = Explorer(layout, state, max_lanes=max_lanes, dpi=dpi, width=width)
     if snapshot:
         _display(ex.static(hide_when_live=True))
     return ex
-
-

@@ -2,19 +2,19 @@
 
 Private to the diagram planner (:mod:`tensorviz._plan`). A :class:`Proto` is mutable while the
 planner marks overlaps and reinterpretations on the protos of one storage; the planner then
-freezes each into a :class:`~tensorviz.diagram.Bar`. Everything here works per storage and
+freezes each into a :class:`~tensorviz.plan.diagram.Bar`. Everything here works per storage and
 costs little for the common storage of one or two dense views (no numpy on that path).
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import footprint as fp
-from .layout import TensorView
+from tensorviz.core import footprint as fp
+from tensorviz.core.records import TensorView
 
 __all__ = ["Proto", "make_protos", "mark_overlaps", "mark_reinterpreted", "pack", "depth_runs", "subtract"]
 
@@ -48,8 +48,7 @@ class Proto:
         return self.start == self.stop
 
 
-def make_protos(views: Sequence[TensorView], by_span: bool,
-                footprint_runs: Callable[[str], np.ndarray]) -> list[Proto]:
+def make_protos(views: Sequence[TensorView], by_span: bool, footprint_runs: Callable[[str], np.ndarray]) -> list[Proto]:
     """One proto per view; with ``by_span``, one per group of views with an identical span
     (empty views never group)."""
     if not by_span:

@@ -1,20 +1,32 @@
 """Bar colours: a colour-blind-friendly palette, picked by a hash of each group's first name.
 
-Private to the planner; :mod:`tensorviz.diagram` re-exports the names.
+Private to the planner; :mod:`tensorviz.plan.diagram` re-exports the names.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["PALETTE", "color_for", "assign_colors"]
 
 #: Bar colours (colour-blind-friendly, no greys or reds: those mark unreferenced and overlapping
 #: bytes). A group's colour is picked by a hash of its first name (see :func:`assign_colors`),
 #: so it never depends on the order of the source; tied names share their group's colour.
-PALETTE = ("#4477aa", "#66ccee", "#228833", "#ccbb44", "#aa3377", "#5566dd", "#009988",
-           "#ee7733", "#88ccaa", "#997700", "#6699cc", "#bb99dd")
+PALETTE = (
+    "#4477aa",
+    "#66ccee",
+    "#228833",
+    "#ccbb44",
+    "#aa3377",
+    "#5566dd",
+    "#009988",
+    "#ee7733",
+    "#88ccaa",
+    "#997700",
+    "#6699cc",
+    "#bb99dd",
+)
 
 
 def color_for(name: str) -> str:

@@ -8,6 +8,7 @@ indices (stride 0, overlapping ``as_strided``) get a "×n" badge. Each grid is t
 address formula in real numbers: ``addr = 2 + 4·i + 1·j``.
 
 >>> import torch, tensorviz as tv
+>>> from tensorviz.render.explain import explain_plan
 >>> x = torch.arange(12.).reshape(3, 4)
 >>> plan = explain_plan(x, x.t(), x[:, ::2], names=["x", "x.t()", "x[:, ::2]"])
 >>> [v.formula for v in plan.strips[0].views]
@@ -19,19 +20,18 @@ address formula in real numbers: ``addr = 2 + 4·i + 1·j``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import TensorvizError, TooLargeError
+from tensorviz.core.errors import TensorvizError, TooLargeError
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    from tensorviz.core.layout import Layout
 
-    from .layout import Layout
-
-__all__ = ["explain", "explain_plan", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
+__all__ = ["layout_plan", "names_for", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
 
 #: Most logical elements one view may have in the panel.
 MAX_ELEMENTS = 256
@@ -119,25 +119,7 @@ def formula(offset: int, stride: Sequence[int]) -> str:
     return "addr = " + " + ".join(terms)
 
 
-def explain_plan(*tensors: Any, names: Sequence[str] | None = None) -> ExplainPlan:
-    """The numbers behind :func:`explain`: strips of cells and each view's addresses.
-
-    Raises:
-        TooLargeError: a view has more than :data:`MAX_ELEMENTS` elements or a strip would need
-            more than :data:`MAX_CELLS` cells.
-        TensorvizError: no tensors, a name count mismatch, or a tensor that cannot be analysed.
-    """
-    names = _names(tensors, names)
-    from .collect import collect  # the only place that reads torch metadata
-
-    layout = collect(list(zip(names, tensors)), source="explain")
-    if layout.skipped:
-        sk = layout.skipped[0]
-        raise TensorvizError(f"explain cannot draw {sk.name!r}: {sk.reason}")
-    return layout_plan(layout)
-
-
-def layout_plan(layout: "Layout") -> ExplainPlan:
+def layout_plan(layout: Layout) -> ExplainPlan:
     """:func:`explain_plan` from an analysed layout (metadata only, no tensors needed).
 
     The explorer uses it: it keeps layouts, never tensors. Strip ``storage`` numbers are the
@@ -146,9 +128,11 @@ def layout_plan(layout: "Layout") -> ExplainPlan:
     for v in layout.views:
         n = v.numel
         if n > MAX_ELEMENTS:
-            raise TooLargeError(f"explain draws at most MAX_ELEMENTS={MAX_ELEMENTS} elements per view; "
-                                f"{v.name!r} has {n:,} (shape {tuple(v.shape)}). Explain a small slice, "
-                                f"e.g. t[:4, :4], or use tv.show(...) for large tensors")
+            raise TooLargeError(
+                f"explain draws at most MAX_ELEMENTS={MAX_ELEMENTS} elements per view; "
+                f"{v.name!r} has {n:,} (shape {tuple(v.shape)}). Explain a small slice, "
+                f"e.g. t[:4, :4], or use tv.show(...) for large tensors"
+            )
     strips = []
     palette = iter(_VIEW_COLORS * (1 + len(layout.views) // len(_VIEW_COLORS)))
     for s in layout.storages:
@@ -158,7 +142,7 @@ def layout_plan(layout: "Layout") -> ExplainPlan:
     return ExplainPlan(tuple(strips))
 
 
-def _names(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
+def names_for(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
     if not tensors:
         raise TensorvizError("explain needs at least one tensor, e.g. tv.explain(x, x.t())")
     if names is None:
@@ -176,11 +160,25 @@ def _strip(index: int, nbytes: int, views, palette) -> Strip:
     explained = []
     for v in views:
         idx = np.indices(v.shape, dtype=np.int64) if v.shape else np.zeros((0,), dtype=np.int64)
-        elems = v.offset + sum((idx[k] * st for k, st in enumerate(v.stride)), np.int64(0)) if v.shape \
+        elems = (
+            v.offset + sum((idx[k] * st for k, st in enumerate(v.stride)), np.int64(0))
+            if v.shape
             else np.array(v.offset, dtype=np.int64)
+        )
         addresses = np.asarray(elems * (v.itemsize // cell), dtype=np.int64)
-        explained.append(ExplainedView(v.name, v.dtype, tuple(v.shape), tuple(v.stride), v.offset, v.itemsize,
-                                       addresses, formula(v.offset, v.stride), next(palette)))
+        explained.append(
+            ExplainedView(
+                v.name,
+                v.dtype,
+                tuple(v.shape),
+                tuple(v.stride),
+                v.offset,
+                v.itemsize,
+                addresses,
+                formula(v.offset, v.stride),
+                next(palette),
+            )
+        )
     total = nbytes // cell
     if total <= MAX_CELLS:
         lo, hi = 0, total
@@ -188,34 +186,9 @@ def _strip(index: int, nbytes: int, views, palette) -> Strip:
         spans = [(v.start // cell, v.stop // cell) for v in views if not v.is_empty]
         lo, hi = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
         if hi - lo > MAX_CELLS:
-            raise TooLargeError(f"explain draws at most MAX_CELLS={MAX_CELLS} storage cells per strip; "
-                                f"the views of storage #{index} reach {hi - lo:,} cells "
-                                f"([{lo:,}, {hi:,}) in {cell}-byte cells). Explain views closer together")
+            raise TooLargeError(
+                f"explain draws at most MAX_CELLS={MAX_CELLS} storage cells per strip; "
+                f"the views of storage #{index} reach {hi - lo:,} cells "
+                f"([{lo:,}, {hi:,}) in {cell}-byte cells). Explain views closer together"
+            )
     return Strip(index, nbytes, cell, lo, hi, tuple(explained))
-
-
-def explain(*tensors: Any, names: Sequence[str] | None = None, width: float | None = None) -> "Figure":
-    """Draw how each view's logical indices map onto its storage's cells.
-
-    Args:
-        *tensors: small tensors (each at most :data:`MAX_ELEMENTS` elements); views of one
-            storage share one strip, views of different storages get separate strips.
-        names: one label per tensor (default ``t0``, ``t1``, ...).
-        width: figure width in inches (default: fits the strip).
-
-    Returns:
-        A ``matplotlib.figure.Figure`` (no pyplot state), with ``tensorviz_plan`` attached.
-
-    Raises:
-        TooLargeError: above the size limits (the message names the limit).
-
-    >>> import torch, tensorviz as tv
-    >>> x = torch.arange(12.).reshape(3, 4)
-    >>> fig = tv.explain(x, x.t(), names=["x", "x.t()"])
-    >>> [t.get_text() for t in fig.axes[0].texts if t.get_text().startswith("addr")]
-    ['addr = 0 + 4·i + 1·j', 'addr = 0 + 1·i + 4·j']
-    """
-    plan = explain_plan(*tensors, names=names)
-    from .render.panel import draw
-
-    return draw(plan, width=width)

@@ -1,9 +1,11 @@
-"""The drawing plan: Layout + options -> :class:`Diagram` (lanes of bars), read by every renderer.
+"""The drawing plan's records: :class:`Diagram` (lanes of bars), read by every renderer.
 
 Pure Python + numpy. A Diagram says *what* to draw -- which storages, in which order, one lane
 per view (or per span group, or per packed sub-lane), each bar's byte range, names, colour,
 exact footprint runs and flags -- and nothing about *how*. The matplotlib, text and HTML
 renderers only read it, so tests can check the plan and the drawing separately.
+
+:func:`tensorviz.plan.diagram.diagram` makes one.
 
 >>> import torch, tensorviz as tv
 >>> a = torch.rand(8, 10, 50)
@@ -18,18 +20,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from . import footprint as fp
-from ._plan_colors import PALETTE, assign_colors, color_for
-from ._units import format_bytes
-from .errors import TensorvizError
-from .layout import Layout, Storage, as_layout
+from tensorviz.core import footprint as fp
+from tensorviz.core import hooks
+from tensorviz.core.errors import TensorvizError
+from tensorviz.core.units import format_bytes
+from tensorviz.plan.colors import PALETTE, assign_colors, color_for
 
-__all__ = ["diagram", "Diagram", "DiagramOptions", "Block", "Lane", "Bar", "BarColumns", "Summary", "Header",
-           "DiagramOptionError", "PALETTE", "color_for", "assign_colors"]
+__all__ = [
+    "Diagram",
+    "DiagramOptions",
+    "Block",
+    "Lane",
+    "Bar",
+    "BarColumns",
+    "Summary",
+    "Header",
+    "DiagramOptionError",
+    "PALETTE",
+    "color_for",
+    "assign_colors",
+]
+
 
 class DiagramOptionError(TensorvizError, ValueError):
     """An option of :func:`diagram` is out of range (the message shows the value and the fix)."""
@@ -115,8 +130,9 @@ class Bar:
         return fp.total(self.runs)
 
     def __repr__(self) -> str:
-        flags = [f for f in ("overlaps_other", "non_contiguous", "reinterpreted", "expanded", "empty")
-                 if getattr(self, f)]
+        flags = [
+            f for f in ("overlaps_other", "non_contiguous", "reinterpreted", "expanded", "empty") if getattr(self, f)
+        ]
         return f"Bar({self.label!r}, [{self.start}, {self.stop}), lane={self.lane}, flags={flags})"
 
 
@@ -185,10 +201,12 @@ class Header:
         """One line of totals. For safetensors files (``noun == "file"``) the storages are
         counted as files and, grouped by storage, shared groups are tensors sharing bytes
         within a file (``shared_how``; see :func:`tensorviz._text.shown_shared`)."""
-        s = (f"{self.tensors:,} tensor{'s' * (self.tensors != 1)} · {self.storages:,} "
-             f"{self.noun}{'s' * (self.storages != 1)} · {self.shared_groups:,} shared "
-             f"group{'s' * (self.shared_groups != 1)} ({self.shared_how or f'by {self.by}'}) · unique "
-             f"{format_bytes(self.unique_nbytes)} vs naive {format_bytes(self.naive_nbytes)}")
+        s = (
+            f"{self.tensors:,} tensor{'s' * (self.tensors != 1)} · {self.storages:,} "
+            f"{self.noun}{'s' * (self.storages != 1)} · {self.shared_groups:,} shared "
+            f"group{'s' * (self.shared_groups != 1)} ({self.shared_how or f'by {self.by}'}) · unique "
+            f"{format_bytes(self.unique_nbytes)} vs naive {format_bytes(self.naive_nbytes)}"
+        )
         return s + (f" · {self.skipped} skipped" if self.skipped else "")
 
 
@@ -244,8 +262,13 @@ class Diagram:
         colors = tuple(sorted({b.color for b in bars}))
         index = {c: i for i, c in enumerate(colors)}
         ints = np.array([(b.start, b.stop, b.lane, index[b.color]) for b in bars], dtype=np.int64).reshape(-1, 4)
-        flags = np.array([(b.runs is not None, b.overlaps_other, b.non_contiguous, b.reinterpreted, b.expanded,
-                           b.empty) for b in bars], dtype=bool).reshape(-1, 6)
+        flags = np.array(
+            [
+                (b.runs is not None, b.overlaps_other, b.non_contiguous, b.reinterpreted, b.expanded, b.empty)
+                for b in bars
+            ],
+            dtype=bool,
+        ).reshape(-1, 6)
         return BarColumns(*ints.T, colors, *flags.T)
 
     @property
@@ -257,8 +280,10 @@ class Diagram:
         """The bars that draw ``name`` (several only if it appears in more than one lane)."""
         found = tuple(b for b in self.bars if name in b.names)
         if not found:
-            raise KeyError(f"no bar draws {name!r} in this diagram ({len(self.bars)} bars); "
-                           f"check the names/storages/byte_range filters")
+            raise KeyError(
+                f"no bar draws {name!r} in this diagram ({len(self.bars)} bars); "
+                f"check the names/storages/byte_range filters"
+            )
         return found
 
     def lane_of(self, name: str) -> Lane:
@@ -266,69 +291,7 @@ class Diagram:
 
     def to_text(self, width: int = 60) -> str:
         """An ASCII lane map (see :func:`tensorviz.render.text.diagram_text`)."""
-        from .render.text import diagram_text
-
-        return diagram_text(self, width=width)
+        return hooks.call("diagram.text", self, width=width)
 
     def __repr__(self) -> str:
-        return (f"<Diagram by={self.by} {len(self.blocks)} blocks, {len(self.lanes)} lanes, "
-                f"{len(self.bars)} bars>")
-
-
-def diagram(layout_or_obj: Any, *, by: str = "storage", names: str | None = None,
-            storages: Sequence[int] | None = None, only_shared: bool = False,
-            byte_range: tuple[int, int] | None = None, max_lanes: int = 40,
-            show_unreferenced: bool = True, expand_simple: bool = False) -> Diagram:
-    """Plan the bar diagram of a layout.
-
-    Args:
-        layout_or_obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts.
-        by: ``"storage"`` (a lane per view under each storage's extent), ``"span"`` (views with
-            an identical span share one bar, e.g. tied weights) or ``"overlap"`` (views packed
-            onto sub-lanes so none hides another; overlapping bytes marked).
-        names: regular expression; only views whose name matches (``re.search``) are drawn.
-        storages: storage indices (as in ``layout.storages``) to include.
-        only_shared: only storages (storage mode) or bars (span/overlap mode) in shared groups.
-        byte_range: ``(lo, hi)`` bytes to zoom into (most useful with one storage).
-        max_lanes: most rows drawn; extra views go to a "… N more" row that still draws them.
-        show_unreferenced: draw the bytes of each storage that no view reads.
-        expand_simple: draw storages whose single view is the whole storage, instead of
-            collapsing them into one summary line.
-
-    Returns:
-        An immutable :class:`Diagram`.
-
-    Raises:
-        DiagramOptionError: an option is out of range (a bad regex, an unknown ``by``, ...).
-
-    >>> import torch, tensorviz as tv
-    >>> w = torch.zeros(4, 4)
-    >>> d = tv.diagram({"wte": w, "head": w}, by="span")
-    >>> [bar.label for bar in d.bars]
-    ['wte ≡ head']
-    """
-    from ._plan import plan
-    from ._plan_options import normalise
-
-    layout = as_layout(layout_or_obj)
-    opts = normalise(layout, by, names, storages, only_shared, byte_range, max_lanes,
-                     show_unreferenced, expand_simple)
-    return plan(layout, opts)
-
-
-
-
-def storage_reasons(layout: Layout, storage: Storage) -> tuple[str, ...]:
-    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous.
-
-    >>> import torch, tensorviz as tv
-    >>> x = torch.zeros(4, 4)
-    >>> layout = tv.analyze({"x": x, "col": x[:, 0]})
-    >>> storage_reasons(layout, layout.storages[0])
-    ('shared', 'overlapping', 'non-contiguous')
-    """
-    from ._plan import storage_reasons as reasons
-    from ._text import whole_files
-
-    return reasons(storage, layout.storage_views(storage.key), storage.key in whole_files(layout))
-
+        return f"<Diagram by={self.by} {len(self.blocks)} blocks, {len(self.lanes)} lanes, {len(self.bars)} bars>"

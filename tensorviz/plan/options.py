@@ -1,4 +1,4 @@
-"""Checking and normalising the options of :func:`tensorviz.diagram.diagram`.
+"""Checking and normalising the options of :func:`tensorviz.plan.diagram.diagram`.
 
 Private; every message says what is wrong, shows the value and suggests the fix.
 """
@@ -6,21 +6,29 @@ Private; every message says what is wrong, shows the value and suggests the fix.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from .diagram import DiagramOptionError, DiagramOptions
-from .layout import Layout
+from tensorviz.core.layout import Layout
+from tensorviz.plan.model import DiagramOptionError, DiagramOptions
 
 __all__ = ["normalise", "BYS"]
 
 BYS = ("storage", "span", "overlap")
 
 
-def normalise(layout: Layout, by: str, names: str | None, storages: Sequence[int] | None,
-              only_shared: bool, byte_range: tuple[int, int] | None, max_lanes: int,
-              show_unreferenced: bool, expand_simple: bool) -> DiagramOptions:
+def normalise(
+    layout: Layout,
+    by: str,
+    names: str | None,
+    storages: Sequence[int] | None,
+    only_shared: bool,
+    byte_range: tuple[int, int] | None,
+    max_lanes: int,
+    show_unreferenced: bool,
+    expand_simple: bool,
+) -> DiagramOptions:
     """The checked, normalised options (storage indices as a tuple of ints, ...).
 
     Raises:
@@ -32,22 +40,28 @@ def normalise(layout: Layout, by: str, names: str | None, storages: Sequence[int
         try:
             re.compile(names)
         except re.error as err:
-            raise DiagramOptionError(f"names={names!r} is not a valid regular expression ({err}); "
-                                     f"escape special characters with re.escape(...)") from None
+            raise DiagramOptionError(
+                f"names={names!r} is not a valid regular expression ({err}); "
+                f"escape special characters with re.escape(...)"
+            ) from None
     if storages is not None:
         n = len(layout.storages)
         bad = [i for i in storages if not isinstance(i, (int, np.integer)) or not 0 <= i < n]
         if bad:
-            raise DiagramOptionError(f"storages={list(storages)!r}: {bad} not storage indices; "
-                                     f"this layout has storages 0..{n - 1}")
+            raise DiagramOptionError(
+                f"storages={list(storages)!r}: {bad} not storage indices; this layout has storages 0..{n - 1}"
+            )
         storages = tuple(int(i) for i in storages)
     if byte_range is not None:
         lo, hi = (int(x) for x in byte_range)
         if not 0 <= lo < hi:
-            raise DiagramOptionError(f"byte_range={tuple(byte_range)!r} must be (lo, hi) with "
-                                     f"0 <= lo < hi, in bytes from the start of the storage")
+            raise DiagramOptionError(
+                f"byte_range={tuple(byte_range)!r} must be (lo, hi) with "
+                f"0 <= lo < hi, in bytes from the start of the storage"
+            )
         byte_range = (lo, hi)
     if not isinstance(max_lanes, (int, np.integer)) or max_lanes < 3:
         raise DiagramOptionError(f"max_lanes must be an integer >= 3, got {max_lanes!r}")
-    return DiagramOptions(by, names, storages, bool(only_shared), byte_range, int(max_lanes),
-                          bool(show_unreferenced), bool(expand_simple))
+    return DiagramOptions(
+        by, names, storages, bool(only_shared), byte_range, int(max_lanes), bool(show_unreferenced), bool(expand_simple)
+    )

@@ -1,6 +1,6 @@
-"""The diagram planner: a Layout and normalised options -> a :class:`~tensorviz.diagram.Diagram`.
+"""The diagram planner: a Layout and normalised options -> a :class:`~tensorviz.plan.diagram.Diagram`.
 
-Private; :func:`tensorviz.diagram.diagram` is the public door. Five steps (:meth:`_Planner.plan`):
+Private; :func:`tensorviz.plan.diagram.diagram` is the public door. Five steps (:meth:`_Planner.plan`):
 select storages and make their bars (:mod:`tensorviz._plan_bars`), order them, collapse the
 simple ones into a summary row, share the lane budget (:func:`allocate`), emit lanes and bars.
 A diagram of 5,000 storages is planned on every explorer redraw, so each step does one pass,
@@ -10,17 +10,19 @@ and the frozen records are filled directly (see :func:`_new`).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import fields
-from typing import Sequence
 
 import numpy as np
 
-from . import footprint as fp
-from ._plan_bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
-from ._units import format_bytes
-from ._plan_colors import assign_colors
-from .diagram import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
-from .layout import Layout, Storage, TensorView
+from tensorviz.core import footprint as fp
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Storage, TensorView
+from tensorviz.core.units import format_bytes
+from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
+from tensorviz.plan.budget import allocate
+from tensorviz.plan.colors import assign_colors
+from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
 
@@ -55,8 +57,11 @@ def file_headers(layout: Layout) -> dict[tuple, tuple[int, int]]:
     spans = layout.metadata.get("header")
     if not isinstance(spans, dict):
         return {}
-    return {("file", path): (int(ab[0]), int(ab[1])) for path, ab in spans.items()
-            if isinstance(ab, (tuple, list)) and len(ab) == 2}
+    return {
+        ("file", path): (int(ab[0]), int(ab[1]))
+        for path, ab in spans.items()
+        if isinstance(ab, (tuple, list)) and len(ab) == 2
+    }
 
 
 _NFIELDS: dict[type, int] = {}
@@ -78,8 +83,14 @@ class _Source:
 
     __slots__ = ("storage", "reasons", "protos", "rows", "overlap")
 
-    def __init__(self, storage: Storage, reasons: tuple[str, ...], protos: list[Proto], rows: list[list[int]],
-                 overlap: np.ndarray):
+    def __init__(
+        self,
+        storage: Storage,
+        reasons: tuple[str, ...],
+        protos: list[Proto],
+        rows: list[list[int]],
+        overlap: np.ndarray,
+    ):
         self.storage, self.reasons, self.protos, self.rows = storage, reasons, protos, rows
         self.overlap = overlap  # bytes read by two or more of ``protos``
 
@@ -90,8 +101,9 @@ class _Planner:
     def __init__(self, layout: Layout, opts: DiagramOptions):
         self.layout, self.opts = layout, opts
         self.rx = re.compile(opts.names) if opts.names is not None else None
-        self.filtering = (self.rx is not None or opts.byte_range is not None
-                          or (opts.only_shared and opts.by != "storage"))
+        self.filtering = (
+            self.rx is not None or opts.byte_range is not None or (opts.only_shared and opts.by != "storage")
+        )
         self.headers = file_headers(layout)
         self.files = frozenset(self.headers)  # storages that are whole safetensors files
         self._first: dict[str, str] | None = None
@@ -125,8 +137,11 @@ class _Planner:
         opts = self.opts
         whole_file = storage.key in self.files
         reasons = storage_reasons(storage, views, whole_file)
-        if opts.only_shared and opts.by == "storage" and (len(views) < 2 or (whole_file and
-                                                                              "overlapping" not in reasons)):
+        if (
+            opts.only_shared
+            and opts.by == "storage"
+            and (len(views) < 2 or (whole_file and "overlapping" not in reasons))
+        ):
             return None  # in a whole file, only tensors sharing bytes are shared
         if len(views) == 1 and not self.filtering and views[0].is_dense:  # most storages: one bar
             return _Source(storage, reasons, [Proto(list(views), None, True)], [[0]], fp.EMPTY)
@@ -163,13 +178,13 @@ class _Planner:
         simple = [src for src in sources if not src.reasons]
         if not simple:
             return sources, None
-        summary = Summary(len(simple), sum(src.storage.nbytes for src in simple),
-                          tuple(src.storage.index for src in simple))
+        summary = Summary(
+            len(simple), sum(src.storage.nbytes for src in simple), tuple(src.storage.index for src in simple)
+        )
         return [src for src in sources if src.reasons], summary
 
     # -- step 5: emit ---------------------------------------------------------------------
-    def _emit(self, sources: list[_Source], caps: list[int], collapsed: Summary | None,
-              hidden: int) -> Diagram:
+    def _emit(self, sources: list[_Source], caps: list[int], collapsed: Summary | None, hidden: int) -> Diagram:
         lanes: list[Lane] = []
         bars: list[Bar] = []
         blocks: list[Block] = []
@@ -177,60 +192,120 @@ class _Planner:
         for src, cap in zip(sources, caps):
             blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))
         if hidden:
-            lanes.append(Lane(f"… {hidden:,} more storage{'s' * (hidden != 1)}", "more-storages",
-                              -1, -1, 0, hidden=hidden))
+            lanes.append(
+                Lane(f"… {hidden:,} more storage{'s' * (hidden != 1)}", "more-storages", -1, -1, 0, hidden=hidden)
+            )
         if collapsed is not None:
             lanes.append(Lane(collapsed.text, "summary", -1, -1, collapsed.nbytes, hidden=collapsed.count))
-        return Diagram(self.opts.by, self.opts, tuple(blocks), tuple(lanes), tuple(bars), collapsed,
-                       self._header(), self.opts.byte_range, hidden)
+        return Diagram(
+            self.opts.by,
+            self.opts,
+            tuple(blocks),
+            tuple(lanes),
+            tuple(bars),
+            collapsed,
+            self._header(),
+            self.opts.byte_range,
+            hidden,
+        )
 
     def _header(self) -> Header:
-        from ._text import shown_shared, storage_noun
+        from tensorviz.core.summary import shown_shared, storage_noun
 
         layout = self.layout
         shared, how = shown_shared(layout, self.opts.by)
-        return Header(self.opts.by, len(layout), len(layout.storages), len(shared), layout.unique_nbytes,
-                      layout.naive_nbytes, layout.storage_nbytes, len(layout.skipped), storage_noun(layout), how)
+        return Header(
+            self.opts.by,
+            len(layout),
+            len(layout.storages),
+            len(shared),
+            layout.unique_nbytes,
+            layout.naive_nbytes,
+            layout.storage_nbytes,
+            len(layout.skipped),
+            storage_noun(layout),
+            how,
+        )
 
     def _first_name(self, name: str) -> str:
         """The first name of ``name``'s span group: tied names share their group's colour."""
         if self._first is None:
-            self._first = {n: g.names[0] for g in self.layout.groups("span") if len(g.names) > 1
-                           for n in g.names}
+            self._first = {n: g.names[0] for g in self.layout.groups("span") if len(g.names) > 1 for n in g.names}
         return self._first.get(name, name)
 
     def _emit_block(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> Block:
         s, label = src.storage, _storage_label(src.storage)
         first_lane, first_bar = len(lanes), len(bars)
         if not src.reasons and src.protos:  # a simple storage drawn in full: one row is extent and view
-            lanes.append(_new(Lane, label=src.protos[0].names[0], kind="simple", block=bi, storage=s.index,
-                              size=s.nbytes, sub=0, hidden=0))
+            lanes.append(
+                _new(
+                    Lane,
+                    label=src.protos[0].names[0],
+                    kind="simple",
+                    block=bi,
+                    storage=s.index,
+                    size=s.nbytes,
+                    sub=0,
+                    hidden=0,
+                )
+            )
             bars.append(self._bar(src.protos[0], first_lane, bi))
         else:
-            lanes.append(_new(Lane, label=label, kind="storage", block=bi, storage=s.index, size=s.nbytes,
-                              sub=0, hidden=0))
+            lanes.append(
+                _new(Lane, label=label, kind="storage", block=bi, storage=s.index, size=s.nbytes, sub=0, hidden=0)
+            )
             self._emit_rows(src, cap, bi, lanes, bars)
         hidden = lanes[-1].hidden if lanes[-1].kind == "more" else 0
         header, unref = self._storage_runs(s)
-        return _new(Block, storage=s.index, key=s.key, label=label, device=s.device, nbytes=s.nbytes,
-                    lanes=tuple(range(first_lane, len(lanes))), bars=tuple(range(first_bar, len(bars))),
-                    unreferenced=self._clip(unref), unreferenced_nbytes=fp.total(unref),
-                    overlap_runs=self._clip(src.overlap), reasons=src.reasons, hidden_views=hidden,
-                    header=self._clip(header))
+        return _new(
+            Block,
+            storage=s.index,
+            key=s.key,
+            label=label,
+            device=s.device,
+            nbytes=s.nbytes,
+            lanes=tuple(range(first_lane, len(lanes))),
+            bars=tuple(range(first_bar, len(bars))),
+            unreferenced=self._clip(unref),
+            unreferenced_nbytes=fp.total(unref),
+            overlap_runs=self._clip(src.overlap),
+            reasons=src.reasons,
+            hidden_views=hidden,
+            header=self._clip(header),
+        )
 
     def _emit_rows(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> None:
         """A lane per content row while the cap allows, then one "… N more views" lane."""
         s, rows, first_lane = src.storage, src.rows, len(lanes) - 1
-        own = rows if len(rows) + 1 <= cap else rows[:max(cap - 2, 0)]
+        own = rows if len(rows) + 1 <= cap else rows[: max(cap - 2, 0)]
         for row in own:
-            lanes.append(_new(Lane, label=_row_label(src, row), kind="view", block=bi, storage=s.index,
-                              size=_row_size(src, row), sub=len(lanes) - first_lane, hidden=0))
+            lanes.append(
+                _new(
+                    Lane,
+                    label=_row_label(src, row),
+                    kind="view",
+                    block=bi,
+                    storage=s.index,
+                    size=_row_size(src, row),
+                    sub=len(lanes) - first_lane,
+                    hidden=0,
+                )
+            )
             bars.extend(self._bar(src.protos[i], len(lanes) - 1, bi) for i in row)
-        rest = [i for row in rows[len(own):] for i in row]
+        rest = [i for row in rows[len(own) :] for i in row]
         if rest:
             n = sum(len(src.protos[i].views) for i in rest)
-            lanes.append(Lane(f"… {n:,} more view{'s' * (n != 1)}", "more", bi, s.index,
-                              _row_size(src, rest), sub=len(lanes) - first_lane, hidden=n))
+            lanes.append(
+                Lane(
+                    f"… {n:,} more view{'s' * (n != 1)}",
+                    "more",
+                    bi,
+                    s.index,
+                    _row_size(src, rest),
+                    sub=len(lanes) - first_lane,
+                    hidden=n,
+                )
+            )
             bars.extend(self._bar(src.protos[i], len(lanes) - 1, bi) for i in rest)
 
     def _storage_runs(self, s: Storage) -> tuple[np.ndarray, np.ndarray]:
@@ -245,16 +320,24 @@ class _Planner:
     def _bar(self, p: Proto, lane: int, block: int) -> Bar:
         views, v0 = p.views, p.views[0]
         one = len(views) == 1
-        return _new(Bar, lane=lane, block=block, start=p.start, stop=p.stop, names=p.names,
-                    color=self._colors[self._first_name(v0.name)],
-                    dtype=v0.dtype if one or len({v.dtype for v in views}) == 1 else "mixed",
-                    runs=None if p.dense or p.empty else self._clip(p.runs),
-                    overlap_runs=self._clip(p.overlap) if len(p.overlap) else None,
-                    overlaps_other=bool(len(p.overlap)),
-                    non_contiguous=not v0.is_contiguous if one else any(not v.is_contiguous for v in views),
-                    reinterpreted=p.reinterpreted,
-                    expanded=v0.is_expanded if one else any(v.is_expanded for v in views),
-                    empty=p.empty, exact=v0.exact if one else all(v.exact for v in views))
+        return _new(
+            Bar,
+            lane=lane,
+            block=block,
+            start=p.start,
+            stop=p.stop,
+            names=p.names,
+            color=self._colors[self._first_name(v0.name)],
+            dtype=v0.dtype if one or len({v.dtype for v in views}) == 1 else "mixed",
+            runs=None if p.dense or p.empty else self._clip(p.runs),
+            overlap_runs=self._clip(p.overlap) if len(p.overlap) else None,
+            overlaps_other=bool(len(p.overlap)),
+            non_contiguous=not v0.is_contiguous if one else any(not v.is_contiguous for v in views),
+            reinterpreted=p.reinterpreted,
+            expanded=v0.is_expanded if one else any(v.is_expanded for v in views),
+            empty=p.empty,
+            exact=v0.exact if one else all(v.exact for v in views),
+        )
 
     def _clip(self, runs: np.ndarray) -> np.ndarray:
         if self.opts.byte_range is None or not len(runs):
@@ -287,40 +370,3 @@ def _row_size(src: _Source, row: list[int]) -> int:
         p = src.protos[row[0]]
         return p.stop - p.start
     return max((src.protos[i].stop for i in row), default=0) - min((src.protos[i].start for i in row), default=0)
-
-
-# -- step 4: the lane budget ------------------------------------------------------------------
-def allocate(needs: list[int], budget: int, min_cap: int = 6) -> tuple[list[int], int]:
-    """Lanes per block under a budget, blocks in priority order.
-
-    All blocks if they fit. Otherwise a common cap on the largest blocks (water filling), over
-    as many leading blocks as keep that cap useful: at least ``min_cap`` lanes (extent, a few
-    views, the "more" row), or every shown block complete. One lane is kept for the
-    "… N more storages" row when blocks are dropped. Returns the caps and the blocks shown.
-
-    >>> allocate([10, 2], 8)
-    ([6, 2], 2)
-    """
-    if sum(needs) <= budget:
-        return list(needs), len(needs)
-    for shown in range(len(needs), 0, -1):
-        room = budget - (shown < len(needs))
-        part = needs[:shown]
-        if sum(min(n, 3) for n in part) > room and shown > 1:
-            continue
-        cap = _water_level(part, room)
-        if cap >= min_cap or all(n <= cap for n in part) or shown == 1:
-            return [min(n, cap) for n in part], shown
-    return [], 0
-
-
-def _water_level(needs: list[int], room: int) -> int:
-    """The largest cap c (>= 3) with sum(min(n, c)) <= room."""
-    lo, hi = 3, max(max(needs, default=3), 3)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sum(min(n, mid) for n in needs) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo

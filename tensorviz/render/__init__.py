@@ -1,2 +1,6 @@
-"""Renderers of a :class:`~tensorviz.diagram.Diagram`: matplotlib (:mod:`.mpl`), text
-(:mod:`.text`) and static HTML (:mod:`.html`). Importing this package imports no matplotlib."""
+"""The render layer: draws a :class:`~tensorviz.plan.diagram.Diagram` -- matplotlib (:mod:`.mpl`),
+text (:mod:`.text`), static HTML (:mod:`.html`) -- and the teaching panel (:mod:`.panel`,
+:mod:`.explain`); :mod:`.show` bundles PNG + HTML for notebooks.
+
+May import the core, the plan and the sources. Importing this package imports no matplotlib.
+"""

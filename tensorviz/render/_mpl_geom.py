@@ -13,7 +13,7 @@ import numpy as np
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from ..diagram import Diagram
+    from tensorviz.plan.diagram import Diagram
 
 __all__ = ["BAR_HEIGHT", "STRIP", "rect_vertices", "labels_fit", "ax_inches", "px_per_byte", "lane_px"]
 
@@ -37,16 +37,16 @@ def labels_fit(n_lanes: int, plot_inches: float) -> bool:
     return plot_inches / max(n_lanes, 1) >= 0.085  # about 8.5 px per lane at 100 dpi
 
 
-def ax_inches(ax: "Axes") -> tuple[float, float]:
+def ax_inches(ax: Axes) -> tuple[float, float]:
     fw, fh = ax.figure.get_size_inches()
     pos = ax.get_position()
     return pos.width * fw, pos.height * fh
 
 
-def px_per_byte(d: "Diagram", ax: "Axes") -> float:
+def px_per_byte(d: Diagram, ax: Axes) -> float:
     lo, hi = d.x_range
     return ax_inches(ax)[0] * 100 / max(hi - lo, 1)
 
 
-def lane_px(ax: "Axes") -> float:
+def lane_px(ax: Axes) -> float:
     return ax_inches(ax)[1] * 100 / max(abs(ax.get_ylim()[0] - ax.get_ylim()[1]), 1)

@@ -7,17 +7,18 @@ compound path holds every rectangle, so Agg hatches the layer in one pass.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._mpl_geom import BAR_HEIGHT, STRIP, lane_px, px_per_byte, rect_vertices
+from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, lane_px, px_per_byte, rect_vertices
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
 
-    from ..diagram import Diagram
+    from tensorviz.plan.diagram import Diagram
 
 __all__ = ["draw_storage_layers", "draw_bar_layers", "STYLE", "HATCH_LIMIT", "RUN_BUDGET"]
 
@@ -39,7 +40,7 @@ STYLE: dict[str, dict[str, Any]] = {
 _RECT_CODES = np.array([1, 2, 2, 2, 79], dtype=np.uint8)  # MOVETO, 3 x LINETO, CLOSEPOLY
 
 
-def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int], **style: Any) -> "Artist":
+def _add(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int], **style: Any) -> Artist:
     """A coloured layer: one polygon per rectangle, so each can have its own colour."""
     from matplotlib.collections import PolyCollection
 
@@ -50,7 +51,7 @@ def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int], **style:
     return coll
 
 
-def _add_marks(ax: "Axes", gid: str, verts: np.ndarray, owner: Sequence[int]) -> "Artist":
+def _add_marks(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int]) -> Artist:
     """A mark layer in :data:`STYLE`: every rectangle in one compound path, hatched in one pass
     (Agg sets a hatch up per path: ~1 ms each). Past :data:`HATCH_LIMIT` rectangles a hatch is
     too small to see, so the layer becomes a plain fill of its hatch colour, half strength."""
@@ -92,26 +93,26 @@ def _runs_layer(pieces: list[tuple[np.ndarray, int, float]]) -> tuple[np.ndarray
     return runs, owner, ys
 
 
-def _rects_of(pieces: list[tuple[np.ndarray, int, float]], height: float = BAR_HEIGHT,
-              dy: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def _rects_of(
+    pieces: list[tuple[np.ndarray, int, float]], height: float = BAR_HEIGHT, dy: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     runs, owner, ys = _runs_layer(pieces)
     return rect_vertices(runs[:, 0], runs[:, 1], ys + dy, height), owner
 
 
-def draw_storage_layers(d: "Diagram", ax: "Axes") -> None:
+def draw_storage_layers(d: Diagram, ax: Axes) -> None:
     rows = [(bi, float(b.lanes[0])) for bi, b in enumerate(d.blocks) if d.lanes[b.lanes[0]].kind == "storage"]
     owner = np.array([bi for bi, _ in rows], dtype=np.int64)
     sizes = np.array([d.blocks[bi].nbytes for bi in owner], dtype=np.float64)
     verts = rect_vertices(np.zeros(len(rows)), sizes, [y for _, y in rows])
     edge = 0.8 if lane_px(ax) >= 4 else 0.0
     _add(ax, "extents", verts, owner, facecolors=_EXTENT, edgecolors=_EDGE, linewidths=edge)
-    for gid, attr in (("header", "header"), ("unreferenced", "unreferenced"),
-                      ("storage-overlaps", "overlap_runs")):
+    for gid, attr in (("header", "header"), ("unreferenced", "unreferenced"), ("storage-overlaps", "overlap_runs")):
         _add_marks(ax, gid, *_rects_of([(getattr(d.blocks[bi], attr), bi, y) for bi, y in rows]))
     _draw_separators(d, ax)
 
 
-def _draw_separators(d: "Diagram", ax: "Axes") -> None:
+def _draw_separators(d: Diagram, ax: Axes) -> None:
     from matplotlib.collections import LineCollection
 
     ys = [d.blocks[i].lanes[0] - 0.5 for i in range(1, len(d.blocks))]
@@ -126,7 +127,7 @@ def _draw_separators(d: "Diagram", ax: "Axes") -> None:
     ax.add_collection(lines, autolim=False)
 
 
-def draw_bar_layers(d: "Diagram", ax: "Axes") -> None:
+def draw_bar_layers(d: Diagram, ax: Axes) -> None:
     from matplotlib.colors import to_rgba_array
 
     c = d.columns
@@ -144,15 +145,23 @@ def draw_bar_layers(d: "Diagram", ax: "Axes") -> None:
         edge = "none"
     dashed = c.non_contiguous[full]
     style = [(0, (3, 2)) if k else "solid" for k in dashed] if dashed.any() else "solid"
-    _add(ax, "spans", rect_vertices(x0, x1, c.lane[full]), full, facecolors=face, edgecolors=edge,
-         linewidths=0.7, linestyles=style)
+    _add(
+        ax,
+        "spans",
+        rect_vertices(x0, x1, c.lane[full]),
+        full,
+        facecolors=face,
+        edgecolors=edge,
+        linewidths=0.7,
+        linestyles=style,
+    )
     _draw_footprints(d, ax, colors)
     _draw_slivers(d, ax, colors, full[(x1 - x0) * px_per_byte(d, ax) < 1.5])
     _draw_flag_layers(d, ax)
     _draw_empty(d, ax)
 
 
-def _draw_footprints(d: "Diagram", ax: "Axes", colors: np.ndarray) -> None:
+def _draw_footprints(d: Diagram, ax: Axes, colors: np.ndarray) -> None:
     bars = d.bars
     pieces = [(bars[i].runs, i, float(bars[i].lane)) for i in np.flatnonzero(d.columns.sparse).tolist()]
     total = sum(len(r) for r, _, _ in pieces)
@@ -173,7 +182,7 @@ def _coalesce(runs: np.ndarray, gap: float) -> np.ndarray:
     return np.stack((runs[firsts, 0], runs[lasts, 1]), axis=1)
 
 
-def _draw_flag_layers(d: "Diagram", ax: "Axes") -> None:
+def _draw_flag_layers(d: Diagram, ax: Axes) -> None:
     bars, c = d.bars, d.columns
     # A strip along the bottom of the bar: marked, but the bar's colour and name stay readable.
     pieces = [(bars[i].overlap_runs, i, float(bars[i].lane)) for i in np.flatnonzero(c.overlaps_other).tolist()]
@@ -183,7 +192,7 @@ def _draw_flag_layers(d: "Diagram", ax: "Axes") -> None:
         _add_marks(ax, gid, rect_vertices(c.start[idx], c.stop[idx], c.lane[idx]), idx)
 
 
-def _draw_slivers(d: "Diagram", ax: "Axes", colors: np.ndarray, narrow: np.ndarray) -> None:
+def _draw_slivers(d: Diagram, ax: Axes, colors: np.ndarray, narrow: np.ndarray) -> None:
     """A 1-pixel tick, in the bar's colour, over each bar narrower than a pixel or two that
     has a row to itself: its exact span (in ``spans``) would not show. On rows of many bars
     the bars show together, so they get no tick."""
@@ -196,7 +205,7 @@ def _draw_slivers(d: "Diagram", ax: "Axes", colors: np.ndarray, narrow: np.ndarr
     _lines(ax, "slivers", segs, idx, colors=colors[idx], linewidths=1.0)
 
 
-def _lines(ax: "Axes", gid: str, segs: np.ndarray, owner: np.ndarray, **style: Any) -> None:
+def _lines(ax: Axes, gid: str, segs: np.ndarray, owner: np.ndarray, **style: Any) -> None:
     from matplotlib.collections import LineCollection
 
     lines = LineCollection(segs.reshape(-1, 2, 2), **style)
@@ -205,7 +214,7 @@ def _lines(ax: "Axes", gid: str, segs: np.ndarray, owner: np.ndarray, **style: A
     ax.add_collection(lines, autolim=False)
 
 
-def _draw_empty(d: "Diagram", ax: "Axes") -> None:
+def _draw_empty(d: Diagram, ax: Axes) -> None:
     c = d.columns
     idx = np.flatnonzero(c.empty)
     x, y = c.start[idx].astype(np.float64), c.lane[idx].astype(np.float64)

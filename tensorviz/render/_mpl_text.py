@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._units import format_bytes
-from ._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
-from .text import truncate_label
+from tensorviz.core.units import format_bytes
+from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
+from tensorviz.render.text import truncate_label
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from ..diagram import Diagram
+    from tensorviz.plan.diagram import Diagram
 
 LABEL_BUDGET = 300  # most in-bar text labels
 LANE_CHARS = 44  # longest row label; longer names keep their end
@@ -27,7 +27,7 @@ _MUTED = "#555555"
 
 
 # -- lane labels ------------------------------------------------------------------------------
-def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
+def draw_lane_labels(d: Diagram, ax: Axes) -> None:
     """Row labels left of the axes, as plain texts (gid ``lane-label``): y tick labels would
     cost a Tick -- two markers, a grid line and two texts -- per row, on every redraw."""
     from matplotlib.transforms import offset_copy
@@ -44,13 +44,32 @@ def draw_lane_labels(d: "Diagram", ax: "Axes") -> None:
     chars = min(LANE_CHARS, getattr(ax, "tensorviz_label_chars", LANE_CHARS))  # set by render() for its margin
     for i in show:
         kind = d.lanes[i].kind
-        ax.text(0.0, i, lane_label(d, i, chars), transform=left, ha="right", va="center", fontsize=size,
-                fontweight="bold" if kind == "storage" else "normal",
-                fontstyle="italic" if kind == "more" else "normal", gid="lane-label")
+        ax.text(
+            0.0,
+            i,
+            lane_label(d, i, chars),
+            transform=left,
+            ha="right",
+            va="center",
+            fontsize=size,
+            fontweight="bold" if kind == "storage" else "normal",
+            fontstyle="italic" if kind == "more" else "normal",
+            gid="lane-label",
+        )
     for i, lane in enumerate(d.lanes):  # diagram-wide rows: summary, hidden storages
         if lane.block < 0:
-            ax.text(0.0, i, "  " + lane.label, transform=ax.get_yaxis_transform(), va="center",
-                    ha="left", fontsize=8.5, fontstyle="italic", color="#333333", gid="lane-note")
+            ax.text(
+                0.0,
+                i,
+                "  " + lane.label,
+                transform=ax.get_yaxis_transform(),
+                va="center",
+                ha="left",
+                fontsize=8.5,
+                fontstyle="italic",
+                color="#333333",
+                gid="lane-note",
+            )
 
 
 def storage_text(label: str, n: int = LANE_CHARS) -> str:
@@ -92,14 +111,14 @@ def _fit_middle(middle: str, room: int) -> str | None:
         middle = stem
     if len(middle) > room:
         start = (2 * (room - 1) + 2) // 3
-        middle = middle[:start] + "…" + middle[len(middle) - (room - 1 - start):]
+        middle = middle[:start] + "…" + middle[len(middle) - (room - 1 - start) :]
     return middle
 
 
 _EXTENSIONS = ("safetensors", "bin", "pt", "pth", "ckpt")
 
 
-def lane_label(d: "Diagram", i: int, chars: int = LANE_CHARS) -> str:
+def lane_label(d: Diagram, i: int, chars: int = LANE_CHARS) -> str:
     """A row's label in at most ``chars`` characters; a storage row adds its unreferenced bytes
     on a second line."""
     lane = d.lanes[i]
@@ -111,7 +130,7 @@ def lane_label(d: "Diagram", i: int, chars: int = LANE_CHARS) -> str:
     return text
 
 
-def label_storage_runs(d: "Diagram", ax: "Axes") -> None:
+def label_storage_runs(d: Diagram, ax: Axes) -> None:
     """Write "header" and "unreferenced" inside the runs wide enough to hold the words."""
     px = px_per_byte(d, ax)
     lo, hi = d.x_range
@@ -125,14 +144,23 @@ def label_storage_runs(d: "Diagram", ax: "Axes") -> None:
                 a, b = max(a, lo), min(b, hi)
                 text = f"{word} {format_bytes(b - a)}"
                 if (b - a) * px >= 5.5 * len(text) + 6 and drawn < RUN_LABELS:
-                    ax.text((a + b) / 2, y, text, ha="center", va="center", gid="run-label",
-                            fontsize=6.5, color=_MUTED, clip_on=True,
-                            bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"))
+                    ax.text(
+                        (a + b) / 2,
+                        y,
+                        text,
+                        ha="center",
+                        va="center",
+                        gid="run-label",
+                        fontsize=6.5,
+                        color=_MUTED,
+                        clip_on=True,
+                        bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"),
+                    )
                     drawn += 1
 
 
 # -- names inside bars ------------------------------------------------------------------------
-def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
+def draw_bar_labels(d: Diagram, ax: Axes) -> None:
     """Names inside bars on rows holding several bars (packed rows, "more" rows), where they fit."""
     c = d.columns
     live = np.flatnonzero(~c.empty)
@@ -157,8 +185,17 @@ def draw_bar_labels(d: "Diagram", ax: "Axes") -> None:
             continue
         # Above the overlap strip if the bar has one; white on dark bars, black on light ones.
         y = b.lane - (BAR_HEIGHT * STRIP / 2 if b.overlaps_other else 0.0)
-        ax.text((a + z) / 2, y, text, ha="center", va="center", fontsize=6.5, clip_on=True,
-                color=ink(b.color, 0.22 if b.runs is not None else 1.0), gid="bar-label")
+        ax.text(
+            (a + z) / 2,
+            y,
+            text,
+            ha="center",
+            va="center",
+            fontsize=6.5,
+            clip_on=True,
+            color=ink(b.color, 0.22 if b.runs is not None else 1.0),
+            gid="bar-label",
+        )
         drawn += 1
         if drawn == LABEL_BUDGET:
             break
@@ -187,7 +224,7 @@ def common_suffix(labels: list[str]) -> str:
     if len(labels) < 2:
         return ""
     tail = os.path.commonprefix([s[::-1] for s in labels])[::-1]
-    return tail[tail.find("."):] if "." in tail else ""
+    return tail[tail.find(".") :] if "." in tail else ""
 
 
 def _base(label: str, suffix: str) -> str:
@@ -232,7 +269,7 @@ def short_label(label: str, fits: int, suffix: str = "", ambiguous: frozenset[st
 
 
 # -- header and legend ------------------------------------------------------------------------
-def draw_header(d: "Diagram", ax: "Axes") -> None:
+def draw_header(d: Diagram, ax: Axes) -> None:
     """The totals line over the axes; on two lines (split at a " · ") when one would run past
     the right edge of the figure (a narrow ``width``, long words for files, a zoom range)."""
     text = d.header.text
@@ -278,7 +315,7 @@ def fit_lines(text: str, room: float, size: float, sep: str = " · ") -> str:
     return f"{first}\n{rest}"
 
 
-def legend_entries(d: "Diagram") -> list[tuple[str, str]]:
+def legend_entries(d: Diagram) -> list[tuple[str, str]]:
     """``(mark, label)`` for each mark this diagram uses; a mark is a layer gid of
     :data:`tensorviz.render.mpl.STYLE` or one of "read", "unread", "dashed", "empty"."""
     c, blocks = d.columns, d.blocks
@@ -304,20 +341,29 @@ _PLAIN = {
 }
 
 
-def draw_legend(d: "Diagram", ax: "Axes", styles: dict[str, dict[str, Any]]) -> None:
+def draw_legend(d: Diagram, ax: Axes, styles: dict[str, dict[str, Any]]) -> None:
     """A one-row key under the axis; each mark drawn as its layer actually is (hatched, or the
     plain fill a crowded layer falls back to)."""
     from matplotlib.patches import Patch
 
-    handles = [Patch(label=label, **(_PLAIN.get(mark) or _drawn_style(ax, mark, styles[mark])))
-               for mark, label in legend_entries(d)]
+    handles = [
+        Patch(label=label, **(_PLAIN.get(mark) or _drawn_style(ax, mark, styles[mark])))
+        for mark, label in legend_entries(d)
+    ]
     if handles:
         below = 0.42 / max(ax_inches(ax)[1], 0.1)  # under the tick labels and axis title
-        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -below),
-                  ncol=len(handles), fontsize=7, frameon=False, handlelength=1.6)
+        ax.legend(
+            handles=handles,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -below),
+            ncol=len(handles),
+            fontsize=7,
+            frameon=False,
+            handlelength=1.6,
+        )
 
 
-def _drawn_style(ax: "Axes", gid: str, style: dict[str, Any]) -> dict[str, Any]:
+def _drawn_style(ax: Axes, gid: str, style: dict[str, Any]) -> dict[str, Any]:
     art = next((p for p in ax.patches if p.get_gid() == gid), None)
     if art is None or art.get_hatch():
         return dict(style)

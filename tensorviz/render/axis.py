@@ -137,7 +137,7 @@ class ByteFormatter(Formatter):
             if size > max(top, 1):
                 continue
             for decimals in range(_MAX_DECIMALS + 1):
-                q = self.step / size * 10 ** decimals
+                q = self.step / size * 10**decimals
                 if abs(q - round(q)) < 1e-9:
                     return (name, size), decimals
         return ("B", 1), 0

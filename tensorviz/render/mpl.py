@@ -1,4 +1,4 @@
-"""Draw a :class:`~tensorviz.diagram.Diagram` with matplotlib, without pyplot.
+"""Draw a :class:`~tensorviz.plan.diagram.Diagram` with matplotlib, without pyplot.
 
 One artist per visual layer, built from a numpy vertex array, so ten thousand bars cost about
 as much as ten: a ``PolyCollection`` for the coloured layers (each polygon its own colour) and,
@@ -27,25 +27,49 @@ for each empty view), ``separators`` (lines between storages).
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
-from ._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
-from ._mpl_text import (LABEL_BUDGET, LANE_CHARS, draw_bar_labels, draw_header, draw_lane_labels, draw_legend,
-                        label_storage_runs, legend_entries, short_label)
+from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
+from tensorviz.render._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
+from tensorviz.render._mpl_text import (
+    LABEL_BUDGET,
+    LANE_CHARS,
+    draw_bar_labels,
+    draw_header,
+    draw_lane_labels,
+    draw_legend,
+    label_storage_runs,
+    legend_entries,
+    short_label,
+)
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..diagram import Diagram
+    from tensorviz.plan.diagram import Diagram
 
-__all__ = ["render", "to_png", "check_width", "png_bytes", "layer", "names_at", "drawn_rects", "texts", "rect_vertices", "figure_size",
-           "short_label", "BAR_HEIGHT", "STRIP", "HATCH_LIMIT", "LABEL_BUDGET", "STYLE"]
+__all__ = [
+    "render",
+    "to_png",
+    "check_width",
+    "png_bytes",
+    "layer",
+    "names_at",
+    "drawn_rects",
+    "texts",
+    "rect_vertices",
+    "figure_size",
+    "short_label",
+    "BAR_HEIGHT",
+    "STRIP",
+    "HATCH_LIMIT",
+    "LABEL_BUDGET",
+    "STYLE",
+]
 
 _INCH_PER_LANE = 0.26
 _INCH_PER_CHAR = 0.068  # a lane label's character, on average
@@ -55,7 +79,7 @@ _MAX_WIDTH = 100.0  # inches: 10,000 pixels at 100 dpi
 _BLOCK_LAYERS = ("extents", "header", "unreferenced", "storage-overlaps")
 
 
-def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float, float, float]:
+def figure_size(d: Diagram, width: float | None = None) -> tuple[float, float, float, float]:
     """``(width, height, left, bottom)`` in inches for a diagram: lanes get ~0.26 in each (less
     when there are hundreds), the left margin fits the (truncated) lane labels, the bottom one
     the axis and, if any, the legend."""
@@ -67,7 +91,7 @@ def figure_size(d: "Diagram", width: float | None = None) -> tuple[float, float,
     return (width or 10.0), plot_h + bottom + _TOP, left, bottom
 
 
-def _left_margin(d: "Diagram", plot_h: float, width: float | None) -> tuple[float, int]:
+def _left_margin(d: Diagram, plot_h: float, width: float | None) -> tuple[float, int]:
     """Inches left of the axes for the lane labels, and the characters a label may have: as
     many as the longest label needs (up to :data:`LANE_CHARS`), but at most 40 % of a narrow
     figure -- there the labels get shorter, not the plot."""
@@ -98,8 +122,9 @@ def check_width(width: float | None) -> float | None:
     return w
 
 
-def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | None" = None,
-           width: float | None = None) -> "Figure":
+def render(
+    diagram: Diagram, ax: Axes | None = None, *, figure: Figure | None = None, width: float | None = None
+) -> Figure:
     """Draw a diagram and return the figure.
 
     Args:
@@ -117,7 +142,7 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
     >>> sorted(c.get_gid() for c in fig.axes[0].collections)[:2]
     ['empty', 'extents']
     """
-    from ._figure import TensorvizFigure
+    from tensorviz.render._figure import TensorvizFigure
 
     if ax is None:
         w, h, left, bottom = figure_size(diagram, width)
@@ -134,8 +159,7 @@ def render(diagram: "Diagram", ax: "Axes | None" = None, *, figure: "Figure | No
     return fig
 
 
-def to_png(diagram: "Diagram", *, figure: "Figure | None" = None, dpi: int = 100,
-           width: float | None = None) -> bytes:
+def to_png(diagram: Diagram, *, figure: Figure | None = None, dpi: int = 100, width: float | None = None) -> bytes:
     """PNG bytes of a diagram (reusing ``figure`` if given; ``width`` in inches as in :func:`render`).
 
     >>> import torch, tensorviz as tv
@@ -145,38 +169,11 @@ def to_png(diagram: "Diagram", *, figure: "Figure | None" = None, dpi: int = 100
     return png_bytes(render(diagram, figure=figure, width=width), dpi=dpi)
 
 
-def png_bytes(fig: "Figure", *, dpi: int = 100, compress_level: int = 6) -> bytes:
-    """PNG bytes of a figure: drawn with Agg at ``dpi`` and encoded as RGB.
+def png_bytes(fig: Figure, *, dpi: int = 100, compress_level: int = 6) -> bytes:
+    """PNG bytes of a figure (see :func:`tensorviz.render._figure.png_bytes`)."""
+    from tensorviz.render._figure import png_bytes as _png_bytes
 
-    Two choices make it faster than ``savefig`` with the same look: glyphs are drawn unhinted
-    (at 100 dpi they look the same and draw about a third faster; text is most of a diagram's
-    drawing time), and an opaque figure is encoded without its alpha channel (a quarter less
-    data to compress). ``compress_level`` 1 makes ~10 % larger files in a fifth of the zlib
-    time (for redraws, as in the explorer). The figure's canvas and dpi are left as they were.
-
-    >>> import torch, tensorviz as tv
-    >>> png_bytes(render(tv.diagram({"w": torch.zeros(4)})), compress_level=1)[:4]
-    b'\x89PNG'
-    """
-    import matplotlib as mpl
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
-
-    old_canvas, old_dpi = fig.canvas, fig.dpi
-    canvas = FigureCanvasAgg(fig)
-    try:
-        fig.dpi = dpi
-        with mpl.rc_context({"text.hinting": "no_hinting"}):
-            canvas.draw()
-        image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        if fig.patch.get_alpha() in (None, 1) and fig.patch.get_facecolor()[3] == 1:
-            image = image.convert("RGB")
-        buf = io.BytesIO()
-        image.save(buf, format="png", compress_level=compress_level)
-        return buf.getvalue()
-    finally:
-        fig.dpi = old_dpi
-        fig.set_canvas(old_canvas)
+    return _png_bytes(fig, dpi=dpi, compress_level=compress_level)
 
 
 def texts(fig_or_ax: Any, gid: str) -> list[str]:
@@ -192,12 +189,12 @@ def texts(fig_or_ax: Any, gid: str) -> list[str]:
 
 
 # -- reading a drawing back -----------------------------------------------------------------
-def _layers(fig_or_ax: Any) -> list["Artist"]:
+def _layers(fig_or_ax: Any) -> list[Artist]:
     axes = fig_or_ax.axes if hasattr(fig_or_ax, "axes") and isinstance(fig_or_ax.axes, list) else [fig_or_ax]
     return [a for ax in axes for a in (*ax.collections, *ax.patches) if a.get_gid() is not None]
 
 
-def layer(fig_or_ax: Any, gid: str) -> "Artist":
+def layer(fig_or_ax: Any, gid: str) -> Artist:
     """The layer artist with this gid: a collection, or the ``PathPatch`` of a mark layer
     (KeyError listing the gids present)."""
     found = [a for a in _layers(fig_or_ax) if a.get_gid() == gid]
@@ -235,7 +232,7 @@ def names_at(fig_or_ax: Any, gid: str, index: int) -> tuple[str, ...]:
 
 
 # -- drawing steps ----------------------------------------------------------------------------
-def _draw(d: "Diagram", ax: "Axes") -> None:
+def _draw(d: Diagram, ax: Axes) -> None:
     # 1. axes frame and byte axis; 2. storage layers; 3. bar layers; 4. labels and header.
     _setup_axes(d, ax)
     draw_storage_layers(d, ax)
@@ -247,15 +244,24 @@ def _draw(d: "Diagram", ax: "Axes") -> None:
     draw_legend(d, ax, STYLE)
 
 
-def _setup_axes(d: "Diagram", ax: "Axes") -> None:
-    from .axis import ByteFormatter, ByteLocator
+def _setup_axes(d: Diagram, ax: Axes) -> None:
+    from tensorviz.render.axis import ByteFormatter, ByteLocator
 
     lo, hi = d.x_range
     ax.set_xlim(lo, hi)
     ax.set_ylim(max(len(d.lanes), 1) - 0.5, -0.5)
     if not d.lanes:
-        ax.text(0.5, 0.5, "nothing to draw: no tensor matches the filters", transform=ax.transAxes,
-                ha="center", va="center", fontsize=9, fontstyle="italic", color="#555555")
+        ax.text(
+            0.5,
+            0.5,
+            "nothing to draw: no tensor matches the filters",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            fontsize=9,
+            fontstyle="italic",
+            color="#555555",
+        )
     ax.xaxis.set_major_locator(ByteLocator(nbins=_tick_bins(ax)))
     ax.xaxis.set_major_formatter(ByteFormatter())
     ax.tick_params(axis="x", labelsize=8)
@@ -265,20 +271,24 @@ def _setup_axes(d: "Diagram", ax: "Axes") -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     what = "file" if d.blocks and all(b.device == "file" for b in d.blocks) else "storage"
-    ax.set_xlabel(f"bytes from the start of each {what}" if d.byte_range is None
-                  else f"bytes from the start of the {what} (zoomed)", fontsize=8)
+    ax.set_xlabel(
+        f"bytes from the start of each {what}"
+        if d.byte_range is None
+        else f"bytes from the start of the {what} (zoomed)",
+        fontsize=8,
+    )
     ax.format_coord = lambda x, y: _coord_text(d, x, y)
 
 
-def _tick_bins(ax: "Axes") -> int:
+def _tick_bins(ax: Axes) -> int:
     """Most ticks for the axis length: one per 0.6 inch (a label like "1.5 KiB" is ~0.4 inch
     wide), from 2 to 8, so a narrow figure gets fewer ticks rather than labels on each other."""
     inches = ax.get_position().width * ax.figure.get_figwidth()
     return int(np.clip(inches // 0.6, 2, 8))
 
 
-def _coord_text(d: "Diagram", x: float, y: float) -> str:
-    from .axis import readout
+def _coord_text(d: Diagram, x: float, y: float) -> str:
+    from tensorviz.render.axis import readout
 
     text = readout(x)
     lane_i = int(np.floor(y + 0.5))
@@ -287,5 +297,3 @@ def _coord_text(d: "Diagram", x: float, y: float) -> str:
         hit = [b for b in d.bars if b.lane == lane_i and b.start <= x < b.stop]
         text += " · " + (hit[0].label + f" [{hit[0].start}, {hit[0].stop})" if hit else lane.label)
     return text
-
-

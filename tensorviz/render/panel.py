@@ -1,4 +1,4 @@
-"""Draw an :class:`~tensorviz.explain.ExplainPlan` (the teaching panel) with matplotlib.
+"""Draw an :class:`~tensorviz.plan.explain.ExplainPlan` (the teaching panel) with matplotlib.
 
 One Axes covers the whole figure in inch coordinates (y down), so cells stay square at any
 size. Layers carry gids: ``strip-cells`` / ``strip-unread`` (owner: the cell index),
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from ..explain import ExplainedView, ExplainPlan, Strip
+    from tensorviz.plan.explain import ExplainedView, ExplainPlan, Strip
 
 __all__ = ["draw", "cell_colors"]
 
@@ -43,10 +43,10 @@ def cell_colors(n: int) -> np.ndarray:
     return rgba
 
 
-def draw(plan: "ExplainPlan", width: float | None = None) -> "Figure":
-    """Build the teaching figure (see :func:`tensorviz.explain.explain`)."""
-    from ._figure import TensorvizFigure
-    from .mpl import check_width
+def draw(plan: ExplainPlan, width: float | None = None) -> Figure:
+    """Build the teaching figure (see :func:`tensorviz.render.explain.explain`)."""
+    from tensorviz.render._figure import TensorvizFigure
+    from tensorviz.render.mpl import check_width
 
     width = check_width(width)
     fig = TensorvizFigure()
@@ -67,26 +67,38 @@ def draw(plan: "ExplainPlan", width: float | None = None) -> "Figure":
     return fig
 
 
-def _draw_strip_section(ax: "Axes", strip: "Strip", si: int, y: float, left: float) -> tuple[float, float]:
+def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) -> tuple[float, float]:
     colors = cell_colors(strip.cells)
-    unit = (f"{strip.cell_bytes}-byte cells: " + _cells_per_dtype(strip) if _wide(strip)
-            else f"cells = {strip.views[0].dtype} elements ({strip.cell_bytes} B)")
-    window = "" if strip.lo == 0 and strip.cells * strip.cell_bytes >= strip.nbytes else \
-        f", showing cells [{strip.lo}, {strip.hi})"
-    ax.text(0.15, y + 0.12, f"storage #{strip.storage}: {strip.nbytes:,} bytes, {unit}{window}",
-            fontsize=10, fontweight="bold", va="center")
+    unit = (
+        f"{strip.cell_bytes}-byte cells: " + _cells_per_dtype(strip)
+        if _wide(strip)
+        else f"cells = {strip.views[0].dtype} elements ({strip.cell_bytes} B)"
+    )
+    window = (
+        ""
+        if strip.lo == 0 and strip.cells * strip.cell_bytes >= strip.nbytes
+        else f", showing cells [{strip.lo}, {strip.hi})"
+    )
+    ax.text(
+        0.15,
+        y + 0.12,
+        f"storage #{strip.storage}: {strip.nbytes:,} bytes, {unit}{window}",
+        fontsize=10,
+        fontweight="bold",
+        va="center",
+    )
     y += 0.35
     y, right = _draw_strip(ax, strip, si, y, colors, left)
     y, r2 = _draw_grids(ax, strip, si, y + 0.15, colors)
     return y + 0.2, max(right, r2)
 
 
-def _wide(strip: "Strip") -> bool:
+def _wide(strip: Strip) -> bool:
     """Whether some view's elements span several cells (mixed dtypes share the smallest cell)."""
     return any(v.itemsize > strip.cell_bytes for v in strip.views)
 
 
-def _cells_per_dtype(strip: "Strip") -> str:
+def _cells_per_dtype(strip: Strip) -> str:
     """``"float32 = 2 cells, int16 = 1 cell"``: each dtype's element in the strip's cells."""
     per = {}
     for v in strip.views:
@@ -103,7 +115,7 @@ def cells_note(per: int) -> str:
     return f"→ cells {per}·addr, {per}·addr+1" if per == 2 else f"→ cells {per}·addr … {per}·addr+{per - 1}"
 
 
-def _cell_xy(strip: "Strip", cell: np.ndarray, y0: float, row_h: float, left: float) -> tuple[np.ndarray, np.ndarray]:
+def _cell_xy(strip: Strip, cell: np.ndarray, y0: float, row_h: float, left: float) -> tuple[np.ndarray, np.ndarray]:
     k = np.asarray(cell) - strip.lo
     return left + (k % ROW_CELLS) * CELL, y0 + (k // ROW_CELLS) * row_h
 
@@ -118,7 +130,7 @@ def _rects(x: np.ndarray, y: np.ndarray, w: float, h: float) -> np.ndarray:
     return v
 
 
-def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Any, **style: Any):
+def _add(ax: Axes, gid: str, verts: np.ndarray, owner: Any, **style: Any):
     from matplotlib.collections import PolyCollection
 
     coll = PolyCollection(verts, closed=True, **style)
@@ -128,50 +140,102 @@ def _add(ax: "Axes", gid: str, verts: np.ndarray, owner: Any, **style: Any):
     return coll
 
 
-def _draw_strip(ax: "Axes", strip: "Strip", si: int, y0: float, colors: np.ndarray,
-                left: float) -> tuple[float, float]:
+def _draw_strip(ax: Axes, strip: Strip, si: int, y0: float, colors: np.ndarray, left: float) -> tuple[float, float]:
     nviews = len(strip.views)
     row_h = CELL + 0.12 + nviews * REACH + 0.18
     cells = np.arange(strip.lo, strip.hi)
     readers, reuse = strip.readers(), strip.reuse()
     x, y = _cell_xy(strip, cells, y0, row_h, left)
     read = readers > 0
-    _add(ax, f"strip-cells" if si == 0 else f"strip-cells-{si}", _rects(x[read], y[read], CELL, CELL),
-         cells[read], facecolors=colors[read], edgecolors="#333333", linewidths=0.6)
-    _add(ax, f"strip-unread" if si == 0 else f"strip-unread-{si}", _rects(x[~read], y[~read], CELL, CELL),
-         cells[~read], facecolors=_UNREAD, edgecolors="#777777", linewidths=0.6, hatch="///")
+    _add(
+        ax,
+        "strip-cells" if si == 0 else f"strip-cells-{si}",
+        _rects(x[read], y[read], CELL, CELL),
+        cells[read],
+        facecolors=colors[read],
+        edgecolors="#333333",
+        linewidths=0.6,
+    )
+    _add(
+        ax,
+        "strip-unread" if si == 0 else f"strip-unread-{si}",
+        _rects(x[~read], y[~read], CELL, CELL),
+        cells[~read],
+        facecolors=_UNREAD,
+        edgecolors="#777777",
+        linewidths=0.6,
+        hatch="///",
+    )
     fs = 6.5 if strip.hi < 1000 else 5.5
     for c, cx, cy, used in zip(cells, x, y, read):
-        ax.text(cx + CELL / 2, cy + CELL / 2, str(c), ha="center", va="center", fontsize=fs,
-                color="black" if used else "#666666")
-    for c, cx, cy, n in zip(cells, x, y, reuse):
+        ax.text(
+            cx + CELL / 2,
+            cy + CELL / 2,
+            str(c),
+            ha="center",
+            va="center",
+            fontsize=fs,
+            color="black" if used else "#666666",
+        )
+    for _c, cx, cy, n in zip(cells, x, y, reuse):
         if n > 1:
-            ax.text(cx + CELL - 0.02, cy + 0.02, f"×{n}", ha="right", va="top", fontsize=6, color="white",
-                    fontweight="bold", bbox=dict(boxstyle="round,pad=0.1", fc=_BADGE, ec="none"))
+            ax.text(
+                cx + CELL - 0.02,
+                cy + 0.02,
+                f"×{n}",
+                ha="right",
+                va="top",
+                fontsize=6,
+                color="white",
+                fontweight="bold",
+                bbox=dict(boxstyle="round,pad=0.1", fc=_BADGE, ec="none"),
+            )
     rows = math.ceil(strip.cells / ROW_CELLS)
     for r in range(rows):
-        ax.text(left - 0.08, y0 + r * row_h + CELL / 2, f"cell {strip.lo + r * ROW_CELLS}", ha="right",
-                va="center", fontsize=7, color="#444444")
+        ax.text(
+            left - 0.08,
+            y0 + r * row_h + CELL / 2,
+            f"cell {strip.lo + r * ROW_CELLS}",
+            ha="right",
+            va="center",
+            fontsize=7,
+            color="#444444",
+        )
     for k, v in enumerate(strip.views):
         _draw_reach(ax, strip, si, k, v, y0, row_h, left)
     right = left + min(strip.cells, ROW_CELLS) * CELL
     return y0 + rows * row_h, right
 
 
-def _draw_reach(ax: "Axes", strip: "Strip", si: int, k: int, v: "ExplainedView", y0: float, row_h: float,
-                left: float) -> None:
-    from ..explain import span_cells
+def _draw_reach(
+    ax: Axes, strip: Strip, si: int, k: int, v: ExplainedView, y0: float, row_h: float, left: float
+) -> None:
+    from tensorviz.plan.explain import span_cells
 
     cells = span_cells(v, strip.cell_bytes)
     x, y = _cell_xy(strip, cells, y0, row_h, left)
     dy = CELL + 0.1 + k * REACH
     suffix = "" if si == 0 else f"-s{si}"
-    _add(ax, f"reach-{k}{suffix}", _rects(x + 0.04, y + dy + 0.03, CELL - 0.08, REACH - 0.07), cells,
-         facecolors=v.color, edgecolors="none")
+    _add(
+        ax,
+        f"reach-{k}{suffix}",
+        _rects(x + 0.04, y + dy + 0.03, CELL - 0.08, REACH - 0.07),
+        cells,
+        facecolors=v.color,
+        edgecolors="none",
+    )
     rows = math.ceil(strip.cells / ROW_CELLS)
     for r in range(rows):
-        ax.text(left - 0.08, y0 + r * row_h + dy + REACH / 2, _short(v.name), ha="right",
-                va="center", fontsize=7, color=v.color, fontweight="bold")
+        ax.text(
+            left - 0.08,
+            y0 + r * row_h + dy + REACH / 2,
+            _short(v.name),
+            ha="right",
+            va="center",
+            fontsize=7,
+            color=v.color,
+            fontweight="bold",
+        )
     first = v.offset * v.itemsize // strip.cell_bytes
     if strip.lo <= first < strip.hi:
         ox, oy = _cell_xy(strip, np.array([first]), y0, row_h, left)
@@ -179,14 +243,14 @@ def _draw_reach(ax: "Axes", strip: "Strip", si: int, k: int, v: "ExplainedView",
         _add(ax, f"offset-{k}{suffix}", tri, [first], facecolors=_BADGE, edgecolors="white", linewidths=0.5)
 
 
-def _grid_shape(v: "ExplainedView") -> tuple[int, int]:
+def _grid_shape(v: ExplainedView) -> tuple[int, int]:
     if len(v.shape) == 0:
         return 1, 1
     cols = v.shape[-1]
     return (int(np.prod(v.shape[:-1])) if len(v.shape) > 1 else 1), cols
 
 
-def _draw_grids(ax: "Axes", strip: "Strip", si: int, y0: float, colors: np.ndarray) -> tuple[float, float]:
+def _draw_grids(ax: Axes, strip: Strip, si: int, y0: float, colors: np.ndarray) -> tuple[float, float]:
     # 1. place the grids left to right, wrapping at ``limit`` inches; 2. draw each row, its
     # grids level: a row with a wide element (a "→ cells" line) moves all its grids down.
     limit = 10.0
@@ -210,16 +274,32 @@ def _draw_grids(ax: "Axes", strip: "Strip", si: int, y0: float, colors: np.ndarr
     return y - 0.25, right
 
 
-def _draw_grid(ax: "Axes", strip: "Strip", si: int, k: int, v: "ExplainedView", x0: float, y0: float,
-               g: float, colors: np.ndarray, note_h: float = 0.0) -> float:
+def _draw_grid(
+    ax: Axes,
+    strip: Strip,
+    si: int,
+    k: int,
+    v: ExplainedView,
+    x0: float,
+    y0: float,
+    g: float,
+    colors: np.ndarray,
+    note_h: float = 0.0,
+) -> float:
     """One view's logical grid. Each cell shows the storage cell it reads (the first one, for
     an element wider than a cell, whose other cells are drawn as stripes inside it)."""
     rows, cols = _grid_shape(v)
     per = v.itemsize // strip.cell_bytes
     shape = ", ".join(map(str, v.shape))
     ax.text(x0, y0 + 0.1, f"{v.name}", fontsize=9, fontweight="bold", color=v.color, va="center")
-    ax.text(x0, y0 + 0.3, f"{v.dtype}[{shape}] · stride {tuple(v.stride)} · offset {v.offset}",
-            fontsize=7, va="center", color="#333333")
+    ax.text(
+        x0,
+        y0 + 0.3,
+        f"{v.dtype}[{shape}] · stride {tuple(v.stride)} · offset {v.offset}",
+        fontsize=7,
+        va="center",
+        color="#333333",
+    )
     ax.text(x0, y0 + 0.5, v.formula, fontsize=8.5, va="center", family="monospace")
     if per > 1:
         ax.text(x0, y0 + 0.7, cells_note(per), fontsize=8, va="center", family="monospace", color="#333333")
@@ -243,8 +323,17 @@ def _draw_grid(ax: "Axes", strip: "Strip", si: int, k: int, v: "ExplainedView", 
     return float(cy.max() + g + 0.1) if flat.size else top + 0.1
 
 
-def _draw_parts(ax: "Axes", gid: str, strip: "Strip", first: np.ndarray, cx: np.ndarray, cy: np.ndarray,
-                g: float, per: int, colors: np.ndarray) -> None:
+def _draw_parts(
+    ax: Axes,
+    gid: str,
+    strip: Strip,
+    first: np.ndarray,
+    cx: np.ndarray,
+    cy: np.ndarray,
+    g: float,
+    per: int,
+    colors: np.ndarray,
+) -> None:
     """Inside each grid cell of a wide element, a stripe per further cell it covers (cells
     ``first + 1 .. first + per - 1``), coloured like that strip cell; inset from the top,
     bottom and right so the grid's outline stays visible."""
@@ -259,31 +348,42 @@ def _draw_parts(ax: "Axes", gid: str, strip: "Strip", first: np.ndarray, cx: np.
     _add(ax, gid, verts, cells, facecolors=face, edgecolors="none")
 
 
-def _axis_labels(ax: "Axes", v: "ExplainedView", x0: float, top: float, g: float, rows: int, cols: int) -> None:
+def _axis_labels(ax: Axes, v: ExplainedView, x0: float, top: float, g: float, rows: int, cols: int) -> None:
     nd = len(v.shape)
     if nd == 0:
         return
     last = "ijklmnpq"[nd - 1] if nd <= 8 else f"i{nd - 1}"
     ax.text(x0, top - 0.14, f"{last} →  stride {v.stride[-1]}", fontsize=7, va="center", color="#444444")
     if nd >= 2:
-        names = ", ".join("ijklmnpq"[:nd - 1])
+        names = ", ".join("ijklmnpq"[: nd - 1])
         strides = ", ".join(str(s) for s in v.stride[:-1])
-        ax.text(x0 - 0.08, top + rows * g / 2, f"{names} ↓\nstride {strides}", fontsize=7, ha="right",
-                va="center", color="#444444", rotation=0)
+        ax.text(
+            x0 - 0.08,
+            top + rows * g / 2,
+            f"{names} ↓\nstride {strides}",
+            fontsize=7,
+            ha="right",
+            va="center",
+            color="#444444",
+            rotation=0,
+        )
 
 
 def _short(name: str, n: int = 34) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
-def _draw_key(ax: "Axes", y: float, wide: bool = False) -> float:
+def _draw_key(ax: Axes, y: float, wide: bool = False) -> float:
     """What the marks mean, so no mark rests on colour alone (a second line when some element
     spans several cells)."""
-    lines = ["▶ offset (first element)   ×n cell read n times by one view   grey hatched: no view reads it   "
-             "bold border: a reused cell   number = storage cell"]
+    lines = [
+        "▶ offset (first element)   ×n cell read n times by one view   grey hatched: no view reads it   "
+        "bold border: a reused cell   number = storage cell"
+    ]
     if wide:
-        lines.append("an element wider than a cell shows its first cell's number; "
-                     "its other cells are the stripes beside it")
+        lines.append(
+            "an element wider than a cell shows its first cell's number; its other cells are the stripes beside it"
+        )
     for line in lines:
         ax.text(0.15, y + 0.05, line, fontsize=7, color="#444444", va="center")
         y += 0.18

@@ -16,8 +16,8 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from .diagram import Diagram, diagram
-from .layout import Layout, as_layout
+from tensorviz.core.layout import Layout, as_layout
+from tensorviz.plan.diagram import Diagram, diagram
 
 __all__ = ["show", "Shown"]
 
@@ -36,13 +36,16 @@ class Shown:
 
     def to_html(self) -> str:
         """A self-contained HTML fragment (inline PNG and table; every name escaped)."""
-        from .render.html import diagram_html
+        from tensorviz.render.html import diagram_html
 
         return diagram_html(self.diagram, self.layout, self.png)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        bundle = {"image/png": base64.b64encode(self.png).decode("ascii"),
-                  "text/html": self.to_html(), "text/plain": self.text}
+        bundle = {
+            "image/png": base64.b64encode(self.png).decode("ascii"),
+            "text/html": self.to_html(),
+            "text/plain": self.text,
+        }
         if include:
             bundle = {k: v for k, v in bundle.items() if k in include}
         if exclude:
@@ -75,14 +78,13 @@ def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any
     >>> tv.show({"w": torch.zeros(4, 4)}).png[:4]
     b'\\x89PNG'
     """
-    from .render.mpl import check_width, to_png
+    from tensorviz.render.mpl import check_width, to_png
 
     width = check_width(width)
     if isinstance(obj, Diagram):
-        raise TypeError("show() needs the Layout for its table: pass tv.show(layout, ...) or "
-                        "the analysed object, not a Diagram")
+        raise TypeError(
+            "show() needs the Layout for its table: pass tv.show(layout, ...) or the analysed object, not a Diagram"
+        )
     layout = as_layout(obj)
     d = diagram(layout, **options)
     return Shown(d, layout, to_png(d, dpi=dpi, width=width))
-
-

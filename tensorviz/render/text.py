@@ -24,20 +24,25 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._units import format_bytes
+from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from ..diagram import Bar, Block, Diagram
+    from tensorviz.plan.diagram import Bar, Block, Diagram
 
 __all__ = ["diagram_text", "covered_per_cell", "truncate_label"]
 
-_FLAGS = (("overlaps_other", "overlaps"), ("non_contiguous", "non-contiguous"),
-          ("reinterpreted", "reinterpreted"), ("expanded", "expanded"), ("empty", "empty"))
+_FLAGS = (
+    ("overlaps_other", "overlaps"),
+    ("non_contiguous", "non-contiguous"),
+    ("reinterpreted", "reinterpreted"),
+    ("expanded", "expanded"),
+    ("empty", "empty"),
+)
 
 
 def truncate_label(label: str, n: int) -> str:
     """Keep the end of a long name (where dotted names differ): ``…h.11.attn.c_attn.weight``."""
-    return label if len(label) <= n else "…" + label[len(label) - n + 1:]
+    return label if len(label) <= n else "…" + label[len(label) - n + 1 :]
 
 
 def covered_per_cell(runs: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -48,12 +53,13 @@ def covered_per_cell(runs: np.ndarray, edges: np.ndarray) -> np.ndarray:
     lengths = b - a
     cum = np.concatenate(([0], np.cumsum(lengths)))
     idx = np.searchsorted(a, edges, side="right") - 1
-    below = np.where(idx >= 0, cum[np.maximum(idx, 0)] + np.minimum(edges - a[np.maximum(idx, 0)],
-                                                                     lengths[np.maximum(idx, 0)]), 0)
+    below = np.where(
+        idx >= 0, cum[np.maximum(idx, 0)] + np.minimum(edges - a[np.maximum(idx, 0)], lengths[np.maximum(idx, 0)]), 0
+    )
     return np.diff(below)
 
 
-def diagram_text(d: "Diagram", width: int = 60) -> str:
+def diagram_text(d: Diagram, width: int = 60) -> str:
     """The ASCII lane map of a diagram (see the module docstring for the characters)."""
     if width < 4:
         raise ValueError(f"width must be at least 4 cells, got {width}")
@@ -80,12 +86,12 @@ def diagram_text(d: "Diagram", width: int = 60) -> str:
     return "\n".join(lines)
 
 
-def _row_label(d: "Diagram", lane) -> str:
+def _row_label(d: Diagram, lane) -> str:
     """Row label; a storage row just names the storage (its block title has the details)."""
     return f"storage #{lane.storage}" if lane.kind == "storage" else lane.label
 
 
-def _edges(d: "Diagram", block: "Block", width: int) -> np.ndarray:
+def _edges(d: Diagram, block: Block, width: int) -> np.ndarray:
     if d.byte_range is not None:
         lo, hi = d.byte_range
     else:
@@ -93,7 +99,7 @@ def _edges(d: "Diagram", block: "Block", width: int) -> np.ndarray:
     return np.unique(np.round(np.linspace(lo, hi, width + 1)).astype(np.int64))
 
 
-def _block_title(block: "Block", edges: np.ndarray) -> str:
+def _block_title(block: Block, edges: np.ndarray) -> str:
     lo, hi = int(edges[0]), int(edges[-1])
     per = (hi - lo) / (len(edges) - 1)
     per_text = f"{per:.0f} B" if per < 1024 else format_bytes(per)
@@ -101,7 +107,7 @@ def _block_title(block: "Block", edges: np.ndarray) -> str:
     return f"{block.label}{why} · bytes [{lo}, {hi}), {per_text} per cell"
 
 
-def _extent_cells(block: "Block", edges: np.ndarray) -> str:
+def _extent_cells(block: Block, edges: np.ndarray) -> str:
     widths = np.diff(edges)
     inside = covered_per_cell(np.array([[0, block.nbytes]], dtype=np.int64), edges)
     unref = covered_per_cell(block.unreferenced, edges)
@@ -116,7 +122,7 @@ def _extent_cells(block: "Block", edges: np.ndarray) -> str:
     return "".join(out)
 
 
-def _bar_cells(bars: list["Bar"], edges: np.ndarray) -> str:
+def _bar_cells(bars: list[Bar], edges: np.ndarray) -> str:
     widths = np.diff(edges)
     rank = np.zeros(len(widths), dtype=np.int8)  # 0 blank, 1 gap, 2 part, 3 full, 4 empty
     for bar in bars:
@@ -133,7 +139,7 @@ def _bar_cells(bars: list["Bar"], edges: np.ndarray) -> str:
     return "".join(np.array([" ", "-", "+", "#", "|"])[rank])
 
 
-def _bar_note(bars: list["Bar"]) -> str:
+def _bar_note(bars: list[Bar]) -> str:
     if len(bars) != 1:
         return f" {len(bars):,} bars" if bars else ""
     bar = bars[0]

@@ -6,7 +6,7 @@ no tensor or module is referenced. Step 2 runs each saver's evaluation
 (:mod:`tensorviz._savers`). Step 3 (:func:`_verdict`) accounts bytes from the layout's exact
 footprints, lists misfires, and asks :mod:`tensorviz._save_plan` for fixes.
 
-Imported only from inside :func:`tensorviz.saving.save_check` (it imports torch at the top).
+Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it imports torch at the top).
 """
 
 from __future__ import annotations
@@ -14,16 +14,22 @@ from __future__ import annotations
 import collections
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
-from . import _savers as sv
-from . import footprint as fp
-from ._standin import StandIn, from_tensor, from_view
-from .layout import Layout, StorageInfo, TensorView
-from .saving import OUTCOMES, SAVERS, Misfire, SaveReport, Verdict
+from tensorviz.core import footprint as fp
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import StorageInfo, TensorView
+from tensorviz.savecheck import savers as sv
+from tensorviz.savecheck import savers_hf as hf
+from tensorviz.savecheck.misfires import misfires as _misfires
+from tensorviz.savecheck.misfires import sub_layout as _sub
+from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
+from tensorviz.savecheck.standin import StandIn, from_tensor, from_view
+from tensorviz.savecheck.verdicts import SaveReport, Verdict
 
 __all__ = ["run_check", "Subject"]
 
@@ -52,30 +58,35 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
         if v is not None:
             verdicts.append(v)
     subject.real_state_dict = subject.pretrained = None
-    from ._save_plan import attach_fixes
+    from tensorviz.savecheck.fixes import attach_fixes
 
     verdicts = attach_fixes(verdicts, subject)
-    return SaveReport(source=subject.source, verdicts=tuple(verdicts), versions=_versions(),
-                      unique_nbytes=_unique(subject.layout), ties=subject.ties,
-                      notes=tuple(subject.notes))
+    return SaveReport(
+        source=subject.source,
+        verdicts=tuple(verdicts),
+        versions=_versions(),
+        unique_nbytes=_unique(subject.layout),
+        ties=subject.ties,
+        notes=tuple(subject.notes),
+    )
 
 
 # -- step 1: the subject ----------------------------------------------------------------------------
 def _subject(obj: Any) -> Subject:
     if isinstance(obj, (str, os.PathLike)):
-        from . import analyze
+        from tensorviz.sources import analyze
 
         obj = analyze(obj)
     if isinstance(obj, Layout):
         return _layout_subject(obj)
-    from .collect import analyze_object
+    from tensorviz.sources.live import analyze_object
 
     layout = analyze_object(obj)
     if isinstance(obj, torch.nn.Module):
         sd = obj.state_dict()
         subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=sd)
         subject.has_meta_parameters = any(p.device.type == "meta" for p in obj.parameters())
-        from ._ties import module_ties
+        from tensorviz.savecheck.ties import module_ties
 
         subject.ties = module_ties(obj, layout)
         if _is_pretrained(obj):
@@ -85,7 +96,7 @@ def _subject(obj: Any) -> Subject:
         ordered = isinstance(obj, collections.OrderedDict)
         return Subject(type(obj).__qualname__, layout, "mapping", _standins(obj), ordered, real_state_dict=obj)
     # a tensor or a sequence: the names tensorviz gives them, as a plain dict
-    from .collect import iter_named_values
+    from tensorviz.sources.live import iter_named_values
 
     sd = dict(iter_named_values(obj))
     subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), False, real_state_dict=sd)
@@ -96,7 +107,7 @@ def _subject(obj: Any) -> Subject:
 def _standins(sd: Mapping[str, Any]) -> dict[str, Any]:
     """Stand-ins for plain strided tensors; anything else is passed to the savers as it is, so
     they reject it with their own message."""
-    from .collect import why_not_analysable
+    from tensorviz.sources.live import why_not_analysable
 
     storages: dict = {}
     out: dict[str, Any] = {}
@@ -137,8 +148,16 @@ def _own_storage(v: TensorView) -> TensorView:
     for size in reversed(v.shape):
         stride.append(acc)
         acc *= max(size, 1)
-    return replace(v, storage=("cpu", f"loaded:{v.name}"), device="cpu", offset=0, start=0,
-                   stop=v.nbytes, stride=tuple(reversed(stride)), is_contiguous=True)
+    return replace(
+        v,
+        storage=("cpu", f"loaded:{v.name}"),
+        device="cpu",
+        offset=0,
+        start=0,
+        stop=v.nbytes,
+        stride=tuple(reversed(stride)),
+        is_contiguous=True,
+    )
 
 
 def _layout_of(standins: dict[str, Any], source: str) -> Layout:
@@ -151,9 +170,23 @@ def _layout_of(standins: dict[str, Any], source: str) -> Layout:
         itemsize = s.element_size()
         start = s.storage_offset() * itemsize
         nbytes = s.nelement() * itemsize
-        views.append(TensorView(name, key, "cpu", str(s.dtype)[6:], tuple(s.shape), s.stride(),
-                                s.storage_offset(), itemsize, start, start + nbytes if nbytes else start,
-                                nbytes, nbytes, True))
+        views.append(
+            TensorView(
+                name,
+                key,
+                "cpu",
+                str(s.dtype)[6:],
+                tuple(s.shape),
+                s.stride(),
+                s.storage_offset(),
+                itemsize,
+                start,
+                start + nbytes if nbytes else start,
+                nbytes,
+                nbytes,
+                True,
+            )
+        )
     return Layout(views, infos.values(), source=source)
 
 
@@ -174,9 +207,14 @@ def _versions() -> tuple[tuple[str, str], ...]:
 
 # -- step 2: one saver --------------------------------------------------------------------------------
 def _library(saver: str) -> str:
-    dist = {"safetensors.save_file": "safetensors", "safetensors.save_model": "safetensors",
-            "torch.save": "torch", "transformers.save_pretrained": "transformers",
-            "accelerate.save": "accelerate", "Accelerator.save_model": "accelerate"}[saver]
+    dist = {
+        "safetensors.save_file": "safetensors",
+        "safetensors.save_model": "safetensors",
+        "torch.save": "torch",
+        "transformers.save_pretrained": "transformers",
+        "accelerate.save": "accelerate",
+        "Accelerator.save_model": "accelerate",
+    }[saver]
     ver = sv.version(dist)
     return f"{dist} {ver}" if ver else ""
 
@@ -207,28 +245,26 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
         elif saver == "transformers.save_pretrained":
             if s.pretrained is None:
                 return None
-            run = sv.evaluate_save_pretrained(s.pretrained, sd)
+            run = hf.evaluate_save_pretrained(s.pretrained, sd)
         elif saver == "accelerate.save":
-            run = sv.evaluate_accelerate_save(sd, s.ordered)
+            run = hf.evaluate_accelerate_save(sd, s.ordered)
         else:
             if s.kind != "module":
                 return None
-            run = sv.evaluate_accelerator_save_model(sd, s.has_meta_parameters)
+            run = hf.evaluate_accelerator_save_model(sd, s.has_meta_parameters)
     except sv.Unavailable as e:
-        return Verdict(saver, _call(saver, s), library, "could not evaluate", ("could not evaluate",),
-                       message=f"could not evaluate: {e}")
+        return Verdict(
+            saver,
+            _call(saver, s),
+            library,
+            "could not evaluate",
+            ("could not evaluate",),
+            message=f"could not evaluate: {e}",
+        )
     return _verdict(saver, _call(saver, s), library, run, s)
 
 
 # -- step 3: exact bytes ---------------------------------------------------------------------------------
-def _sub(layout: Layout, names) -> Layout:
-    names = [n for n in names if n in layout]
-    views = [layout[n] for n in names]
-    keys = {v.storage for v in views}
-    infos = [StorageInfo(st.key, st.device, st.nbytes, st.label) for st in layout.storages if st.key in keys]
-    return Layout(views, infos, source=layout.source)
-
-
 def _unique(layout: Layout) -> int:
     """Distinct bytes the layout's views read, leaving out meta storages (they hold no data)."""
     return sum(st.covered_nbytes for st in layout.storages if st.device != "meta")
@@ -238,7 +274,7 @@ def _source_name(name: str, value: Any) -> tuple[str, bool]:
     """The given name a written stand-in reads from, and whether it is written as a copy."""
     src = getattr(value, "source", name)
     if src.startswith("copy of "):
-        return src[len("copy of "):], True
+        return src[len("copy of ") :], True
     return src, False
 
 
@@ -290,8 +326,12 @@ def _bytes(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[str]]) 
 
 
 def _problems(run: sv.Run, b: _Bytes) -> list[str]:
-    flags = [("raises", run.error is not None), ("drops data", b.lost), ("duplicates bytes", b.duplicated),
-             ("writes unreferenced bytes", b.unreferenced)]
+    flags = [
+        ("raises", run.error is not None),
+        ("drops data", b.lost),
+        ("duplicates bytes", b.duplicated),
+        ("writes unreferenced bytes", b.unreferenced),
+    ]
     return sorted((label for label, on in flags if on), key=OUTCOMES.index)
 
 
@@ -304,15 +344,28 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
     if run.error is None and any(st.device == "meta" for st in sub.storages):
         notes.append("meta tensors carry no data: only their shapes are saved")
     return Verdict(
-        saver=saver, call=call, library=library, outcome=problems[0] if problems else "ok",
-        problems=tuple(problems), error_type=run.error[0] if run.error else "",
-        message=run.error[1] if run.error else "", kept=tuple(kept), dropped=tuple(run.dropped),
-        cloned=tuple(cloned), written_nbytes=b.written, file_nbytes=_file_nbytes(run),
-        unique_nbytes=_unique(sub), lost_nbytes=b.lost, duplicated_nbytes=b.duplicated,
+        saver=saver,
+        call=call,
+        library=library,
+        outcome=problems[0] if problems else "ok",
+        problems=tuple(problems),
+        error_type=run.error[0] if run.error else "",
+        message=run.error[1] if run.error else "",
+        kept=tuple(kept),
+        dropped=tuple(run.dropped),
+        cloned=tuple(cloned),
+        written_nbytes=b.written,
+        file_nbytes=_file_nbytes(run),
+        unique_nbytes=_unique(sub),
+        lost_nbytes=b.lost,
+        duplicated_nbytes=b.duplicated,
         unreferenced_nbytes=b.unreferenced,
         anchor=None if run.anchor is None else tuple(tuple(sorted(g)) for g in run.anchor if len(g) > 1),
-        anchor_name=run.anchor_name, misfires=tuple(_misfires(run, sub, s)), logs=tuple(run.logs),
-        notes=tuple(notes))
+        anchor_name=run.anchor_name,
+        misfires=tuple(_misfires(run, sub, s)),
+        logs=tuple(run.logs),
+        notes=tuple(notes),
+    )
 
 
 def _nbytes(v: Any) -> int:
@@ -334,132 +387,3 @@ def _file_nbytes(run: sv.Run) -> int | None:
         return None
     sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
     return None if any(x is None for x in sizes) else sum(sizes)
-
-
-# -- misfires ---------------------------------------------------------------------------------------
-def _misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
-    out: list[Misfire] = []
-    order = {n: i for i, n in enumerate(sub.names)}
-    overlap = sub.groups("overlap")
-    comp = {n: i for i, g in enumerate(overlap) for n in g.names}
-    name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
-    if run.anchor_error is not None:
-        out.extend(_view_misfires(run, sub, s, name))
-    out.extend(_refusal_misfires(run, sub, order))
-    for group in run.anchor or ():
-        names = _in_order(order, group)
-        if len(names) < 2:
-            continue
-        keys = {sub[n].storage for n in names}
-        if len(keys) > 1:
-            why = ("meta tensors all report address 0, so only their size tells them apart"
-                   if all(sub[n].device == "meta" for n in names) else "their storages report the same address")
-            out.append(Misfire(names, f"{name} puts them on one storage",
-                               f"{len(keys)} different storages ({why}); they share no byte"))
-            continue
-        ids = {comp[n] for n in names}
-        if len(ids) == 1 and len(overlap[next(iter(ids))]) == len(names):
-            continue  # exactly one overlap component: the library is right
-        parts = _singletons(names) if len(ids) == len(names) else _sub(sub, names).groups("overlap")
-        if len(parts) > 1:
-            out.append(Misfire(names, f"{name} treats them as sharing memory",
-                               _parts_text(sub, names, parts)))
-    if run.anchor is not None:
-        out.extend(_missed(run, sub, name))
-    return out
-
-
-def _singletons(names) -> list[tuple[str]]:
-    return [(n,) for n in names]
-
-
-def _in_order(order: dict[str, int], group) -> tuple[str, ...]:
-    """The names of ``group`` that ``order`` knows, in that order."""
-    return tuple(sorted((n for n in group if n in order), key=order.__getitem__))
-
-
-def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
-    """Pairs of names that share bytes but sit in different groups of the library's check."""
-    where = {n: i for i, grp in enumerate(run.anchor or ()) for n in grp}
-    out = []
-    for g in sub.shared("overlap"):
-        names = g.names
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                apart = where.get(a, ("alone", a)) != where.get(b, ("alone", b))
-                if apart and sub.overlap_nbytes(a, b):
-                    why = ("they are meta tensors (address 0), which it skips" if sub[a].device == "meta"
-                           else "its sweep over spans misses this overlap")
-                    out.append(Misfire((a, b), f"{name} does not see them share memory",
-                                       f"{b} {sub.relation(b, a)} {a}, {sub.overlap_nbytes(a, b)} B in common; {why}"))
-    return out
-
-
-def _parts_text(sub: Layout, names, parts) -> str:
-    if all(len(p) == 1 for p in parts):
-        return f"no byte in common: {_relations(sub, names)}"
-    shared = [tuple(p) for p in parts if len(p) > 1]
-    return (f"only {', '.join('{' + ', '.join(p) + '}' for p in shared)} share bytes; "
-            f"{_relations(sub, names)}")
-
-
-def _relations(sub: Layout, names) -> str:
-    first = names[0]
-    rel = [f"{n} {sub.relation(n, first)} {first}" for n in names[1:4]]
-    more = f" (+{len(names) - 4} more)" if len(names) > 4 else ""
-    return "; ".join(rel) + more
-
-
-def _view_misfires(run: sv.Run, sub: Layout, s: Subject, name: str) -> list[Misfire]:
-    """The library's check failed on views it cannot flatten; name them and say what is true."""
-    err = f"{run.anchor_error[0]}: {run.anchor_error[1]}"
-    out = []
-    for st in sub.storages:
-        names = [n for n in st.names if isinstance(s.standins.get(n), StandIn)]
-        if len(names) < 2 or st.device == "meta":
-            continue
-        bad = [n for n in names if not _flattens(s.standins[n])]
-        if bad:
-            out.append(Misfire(tuple(names), f"{name} calls .view(-1) on every tensor sharing a storage, "
-                               f"impossible for non-contiguous {', '.join(bad)}: {err}",
-                               f"{_relations(sub, names)}; " + "; ".join(
-                                   f"{n} is a valid {_shape(sub[n])} view" for n in bad)))
-    if not out:
-        out.append(Misfire((), f"{name} fails: {err}", "tensorviz could not tell which tensor it failed on"))
-    return out
-
-
-def _refusal_misfires(run: sv.Run, sub: Layout, order: dict[str, int]) -> list[Misfire]:
-    """save_model refuses a group with no "complete" name; say when nothing was shared at all."""
-    if run.error is None or "no suitable name to keep" not in run.error[1] or not run.anchor:
-        return []
-    out = []
-    for group in run.anchor:
-        names = _in_order(order, group)
-        if not names or not f"{sorted(names)[0]!r}" in run.error[1]:
-            continue
-        st = sub.storage(names[0])
-        reads = "; ".join(f"{n} reads {sub[n].footprint_nbytes} of its storage's {st.nbytes} B"
-                          + (" (expanded: every byte, read several times)" if sub[n].is_expanded and
-                             sub[n].footprint_nbytes == st.nbytes else "") for n in names[:4])
-        shared = len(_sub(sub, names).shared("overlap")) > 0
-        what = "they share bytes" if shared else (
-            "nothing here is shared" if len(names) == 1 else "they share no byte")
-        out.append(Misfire(names, "save_model finds no name covering the whole storage and refuses",
-                           f"{what}; {reads}"))
-        break
-    return out
-
-
-def _flattens(s: StandIn) -> bool:
-    if s.nelement() == 0:
-        return True
-    try:
-        s.view(-1)
-        return True
-    except RuntimeError:
-        return False
-
-
-def _shape(v: TensorView) -> str:
-    return f"{v.dtype}[{'×'.join(map(str, v.shape))}] stride {v.stride}"

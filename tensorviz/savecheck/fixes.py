@@ -20,9 +20,10 @@ import ast
 from dataclasses import replace
 from typing import Any
 
-from ._units import format_bytes
-from .layout import Layout, TensorView
-from .saving import Fix, Verdict
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import TensorView
+from tensorviz.core.units import format_bytes
+from tensorviz.savecheck.verdicts import Fix, Verdict
 
 __all__ = ["attach_fixes", "plan_lines", "fix_title"]
 
@@ -36,10 +37,14 @@ _SAVE = {
     "safetensors.save_file": ("from safetensors.torch import save_file", "save_file(fixed, path)"),
     "safetensors.save_model": ("from safetensors.torch import save_file", "save_file(fixed, path)"),
     "torch.save": ("", "torch.save(fixed, path)"),
-    "accelerate.save": ("from collections import OrderedDict\nfrom accelerate.utils import save",
-                        "save(OrderedDict(fixed), path, safe_serialization=True)"),
-    "Accelerator.save_model": ("from accelerate import Accelerator",
-                               "Accelerator().save(fixed, path, safe_serialization=True)"),
+    "accelerate.save": (
+        "from collections import OrderedDict\nfrom accelerate.utils import save",
+        "save(OrderedDict(fixed), path, safe_serialization=True)",
+    ),
+    "Accelerator.save_model": (
+        "from accelerate import Accelerator",
+        "Accelerator().save(fixed, path, safe_serialization=True)",
+    ),
     "transformers.save_pretrained": ("", "model.save_pretrained(path, state_dict=fixed)"),
 }
 _LOAD = {
@@ -66,19 +71,26 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
     layout: Layout = s.layout
     given = [n for n in s.standins if n in layout]
     if any(layout[n].device == "meta" for n in given):
-        return [], ["no code can save meta tensors: they have no data. Materialise first "
-                    "(model.to_empty(device='cpu') then load or initialise real weights), then check again"]
+        return [], [
+            "no code can save meta tensors: they have no data. Materialise first "
+            "(model.to_empty(device='cpu') then load or initialise real weights), then check again"
+        ]
     problem = _problem(v)
     fixes = []
     if v.saver == "safetensors.save_file" and s.kind == "module":
         sm = by.get("safetensors.save_model")
         if sm is not None and sm.ok:
-            fixes.append(Fix(problem, "from safetensors.torch import save_model\nsave_model(model, path)",
-                             "from safetensors.torch import load_model\nload_model(model, path)\n"
-                             "state_dict = model.state_dict()",
-                             note=f"save_model writes each storage once and records the "
-                                  f"{len(sm.dropped)} dropped alias(es); load_model restores them",
-                             title="use save_model(model, path); load_model(model, path) restores the aliases"))
+            fixes.append(
+                Fix(
+                    problem,
+                    "from safetensors.torch import save_model\nsave_model(model, path)",
+                    "from safetensors.torch import load_model\nload_model(model, path)\n"
+                    "state_dict = model.state_dict()",
+                    note=f"save_model writes each storage once and records the "
+                    f"{len(sm.dropped)} dropped alias(es); load_model restores them",
+                    title="use save_model(model, path); load_model(model, path) restores the aliases",
+                )
+            )
     mode = {"transformers.save_pretrained": "clone", "torch.save": "torch"}.get(v.saver, "single")
     save_lines, load_lines, cost = plan_lines(layout, given, _contiguity(s), mode)
     if not save_lines and not fixes:
@@ -89,8 +101,11 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
 
 
 def _contiguity(s: Any) -> dict[str, bool]:
-    return {n: bool(getattr(t, "is_contiguous", lambda: True)()) for n, t in s.standins.items()
-            if hasattr(t, "is_contiguous")}
+    return {
+        n: bool(getattr(t, "is_contiguous", lambda: True)())
+        for n, t in s.standins.items()
+        if hasattr(t, "is_contiguous")
+    }
 
 
 def _problem(v: Verdict) -> str:
@@ -120,7 +135,9 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
     if s.kind == "module" and v.saver != "transformers.save_pretrained":
         load += "\nmodel.load_state_dict(state_dict)"
     if v.saver == "safetensors.save_model":
-        cost = "; ".join(x for x in ("save_model refuses this model as it is: the prepared dict goes to save_file", cost) if x)
+        cost = "; ".join(
+            x for x in ("save_model refuses this model as it is: the prepared dict goes to save_file", cost) if x
+        )
     path = {"torch.save": "model.pt", "transformers.save_pretrained": "saved_model"}.get(v.saver, "model.safetensors")
     save = _tidy(save)
     return Fix(problem, save, load, note=cost, path=path, title=fix_title(save))
@@ -141,7 +158,8 @@ def fix_title(save_code: str) -> str:
         elif isinstance(node, ast.Assign) and _key(node.targets[0]) is not None:
             inner = node.value.func.value if isinstance(node.value, ast.Call) else None
             (expanded if isinstance(inner, ast.Subscript) and _key(inner) is None else copied).append(
-                _key(node.targets[0]))
+                _key(node.targets[0])
+            )
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             call = ast.unparse(node.value.func)
             call = origin.get(call, call) if call == "save" else call  # a bare save(): say whose
@@ -157,8 +175,13 @@ def fix_title(save_code: str) -> str:
 
 def _key(node: ast.AST) -> str | None:
     """``k`` for the expression ``fixed['k']``, else None."""
-    if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "fixed"
-            and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "fixed"
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
         return node.slice.value
     return None
 
@@ -179,7 +202,9 @@ def _tidy(code: str) -> str:
 
 
 # -- the plan ---------------------------------------------------------------------------------------
-def plan_lines(layout: Layout, names: list[str], contiguous: dict[str, bool], mode: str) -> tuple[list[str], list[str], str]:
+def plan_lines(
+    layout: Layout, names: list[str], contiguous: dict[str, bool], mode: str
+) -> tuple[list[str], list[str], str]:
     """Save-side lines (editing ``fixed``), load-side lines (editing ``state_dict``), and a note."""
     save: list[str] = []
     load: list[str] = []
@@ -229,14 +254,17 @@ def _why_drop(layout: Layout, v: TensorView, keep: TensorView) -> str:
     if v.dtype != keep.dtype:
         return f"{keep.name}'s bytes read as {v.dtype}"
     return {"same-bytes": f"{keep.name}'s bytes, rearranged", "within": f"a view into {keep.name}"}.get(
-        rel, f"{rel} {keep.name}")
+        rel, f"{rel} {keep.name}"
+    )
 
 
 def _restore(v: TensorView, keep: TensorView) -> str:
     if (v.start, v.shape, v.stride, v.dtype) == (keep.start, keep.shape, keep.stride, keep.dtype):
         return f"state_dict[{keep.name!r}]"
-    return (f"_view_of(state_dict[{keep.name!r}], torch.{v.dtype}, {v.shape}, {v.stride}, "
-            f"{(v.start - keep.start) // v.itemsize})")
+    return (
+        f"_view_of(state_dict[{keep.name!r}], torch.{v.dtype}, {v.shape}, {v.stride}, "
+        f"{(v.start - keep.start) // v.itemsize})"
+    )
 
 
 def _clone_line(v: TensorView, contiguous: dict[str, bool], why: str) -> str:
@@ -244,16 +272,23 @@ def _clone_line(v: TensorView, contiguous: dict[str, bool], why: str) -> str:
     return f"fixed[{v.name!r}] = fixed[{v.name!r}].clone({fmt})  # {why}"
 
 
-def _copy_steps(v: TensorView, storage_nbytes: int, contiguous: dict[str, bool], save: list[str], load: list[str]) -> None:
+def _copy_steps(
+    v: TensorView, storage_nbytes: int, contiguous: dict[str, bool], save: list[str], load: list[str]
+) -> None:
     expanded = [i for i, (size, st) in enumerate(zip(v.shape, v.stride)) if st == 0 and size > 1]
     if expanded:
         index = ", ".join("0:1" if i in expanded else ":" for i in range(len(v.shape)))
-        save.append(f"fixed[{v.name!r}] = fixed[{v.name!r}][{index}].clone(memory_format=torch.contiguous_format)"
-                    f"  # expanded: save one copy, re-expand after loading")
+        save.append(
+            f"fixed[{v.name!r}] = fixed[{v.name!r}][{index}].clone(memory_format=torch.contiguous_format)"
+            f"  # expanded: save one copy, re-expand after loading"
+        )
         load.append(f"state_dict[{v.name!r}] = state_dict[{v.name!r}].expand{v.shape}")
         return
-    why = (f"reads {format_bytes(v.footprint_nbytes)} of a {format_bytes(storage_nbytes)} storage: write only those"
-           if v.footprint_nbytes < storage_nbytes else "its own storage")
+    why = (
+        f"reads {format_bytes(v.footprint_nbytes)} of a {format_bytes(storage_nbytes)} storage: write only those"
+        if v.footprint_nbytes < storage_nbytes
+        else "its own storage"
+    )
     if not contiguous.get(v.name, v.is_contiguous):
         why = "non-contiguous: a packed copy"
     save.append(_clone_line(v, contiguous, why))
@@ -267,11 +302,13 @@ def _torch_steps(st, views: list[TensorView], contiguous: dict[str, bool], save:
         return
     for v in views:
         if v.dtype != first_dtype:
-            save.append(_clone_line(v, contiguous, f"reads the storage as {v.dtype}, torch.save refuses a second dtype"))
+            save.append(
+                _clone_line(v, contiguous, f"reads the storage as {v.dtype}, torch.save refuses a second dtype")
+            )
 
 
 def _overlap_bytes(layout: Layout, names: list[str]) -> int:
-    from . import footprint as fp
+    from tensorviz.core import footprint as fp
 
     runs = [layout.footprint_runs(n) for n in names]
     return sum(fp.total(r) for r in runs) - fp.total(fp.union(*runs)) if runs else 0

@@ -1,4 +1,4 @@
-"""Script-free HTML for a :class:`~tensorviz.saving.SaveReport`, styled inline.
+"""Script-free HTML for a :class:`~tensorviz.savecheck.report.SaveReport`, styled inline.
 
 Every element carries its own ``style=`` attribute and there is no ``<style>`` block, because
 JupyterLab's own rules (``td {text-align:right}``, ``table {table-layout:fixed; margin:auto}``)
@@ -25,79 +25,17 @@ from __future__ import annotations
 
 import html
 import re
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from ._units import format_bytes
+from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from .saving import Fix, SaveReport, Verdict
+    from tensorviz.savecheck.verdicts import Fix, SaveReport, Verdict
 
 __all__ = ["report_html", "STYLES"]
 
-_VAR = re.compile(r"var\(--[\w-]+,\s*([^()]*(?:\([^()]*\))?[^()]*)\)")
-
-
-def _css(*decls: str) -> str:
-    """Join declarations; each one using ``var(--x, fallback)`` is preceded by ``prop:fallback``."""
-    out = []
-    for d in decls:
-        if "var(" in d:
-            out.append(_VAR.sub(lambda m: m.group(1).strip(), d))
-        out.append(d)
-    return ";".join(out)
-
-
-_ERR = "var(--jp-error-color1,#d32f2f)"
-_WARN = "var(--jp-warn-color0,#e65100)"
-_OK = "var(--jp-success-color1,#388e3c)"
-_LINE = "rgba(128,128,128,0.35)"
-_MONO = "font-family:var(--jp-code-font-family,monospace)"
-
-#: Inline styles by role, computed once.
-STYLES = {
-    "root": _css("font-size:13px", "line-height:1.4", "text-align:left", "max-width:1100px"),
-    "head": _css("margin:0 0 4px 0", "text-align:left"),
-    "table": _css("border-collapse:collapse", "table-layout:auto", "margin:2px 0 8px 0", "font-size:13px",
-                  "width:auto", "border:none"),
-    "th": _css("padding:3px 10px 3px 0", "text-align:left", "vertical-align:bottom", "font-weight:bold",
-               "white-space:nowrap", f"border-bottom:2px solid {_LINE}"),
-    "td": _css("padding:3px 10px 3px 0", "text-align:left", "vertical-align:top", "white-space:normal",
-               f"border-bottom:1px solid {_LINE}", "line-height:1.35"),
-    "names": _css("padding:3px 10px 3px 0", "text-align:left", "vertical-align:top", "white-space:normal",
-                  f"border-bottom:1px solid {_LINE}", "line-height:1.35", "max-width:16em",
-                  "overflow-wrap:break-word"),
-    "bytes": _css("padding:3px 10px 3px 0", "text-align:left", "vertical-align:top", "white-space:nowrap",
-                  f"border-bottom:1px solid {_LINE}", "line-height:1.35"),
-    "versions": _css("font-size:11px", "opacity:0.75", "margin:6px 0 0 0", "text-align:left"),
-    "value": _css("white-space:nowrap"),
-    "small": _css("font-size:11px", "opacity:0.75", "white-space:nowrap"),
-    "muted": _css("opacity:0.75", "text-align:left"),
-    "code": _css(_MONO, "font-size:12px", "background:rgba(128,128,128,0.12)", "padding:0 3px",
-                 "border-radius:2px", "white-space:pre-wrap"),
-    "pre": _css(_MONO, "font-size:12px", "line-height:1.4", "white-space:pre-wrap", "word-break:normal",
-                "overflow-wrap:break-word", "text-align:left", "margin:2px 0 6px 0", "padding:5px 8px",
-                "background:rgba(128,128,128,0.1)", "border:none", "border-radius:3px", "max-width:78em"),
-    "details": _css("margin:1px 0", "text-align:left"),
-    "summary": _css("cursor:pointer", "padding:1px 0", "text-align:left"),
-    "body": _css("margin:2px 0 8px 1.1em", "padding:0 0 0 10px", f"border-left:2px solid {_LINE}",
-                 "text-align:left"),
-    "line": _css("margin:2px 0", "text-align:left"),
-    "warn": _css(f"color:{_WARN}", "margin:2px 0", "text-align:left"),
-    "section": _css("margin:8px 0 2px 0", "font-weight:bold", "text-align:left"),
-}
-
-_BADGE = _css("display:inline-block", "padding:0 5px", "border:1px solid", "border-radius:3px",
-              "font-weight:bold", "white-space:nowrap", "line-height:1.3")
-
-#: outcome -> (symbol, colour); the word is the outcome itself.
-_LOOK = {
-    "ok": ("✓", _OK),
-    "raises": ("✗", _ERR),
-    "drops data": ("✗", _ERR),
-    "duplicates bytes": ("⚠", _WARN),
-    "writes unreferenced bytes": ("⚠", _WARN),
-    "could not evaluate": ("?", "var(--jp-content-font-color2,#777777)"),
-}
+from tensorviz.savecheck.styles import _BADGE, _ERR, _LINE, _LOOK, _MONO, _OK, _WARN, STYLES, _css  # noqa: F401
 
 
 def _e(x: object) -> str:
@@ -138,11 +76,10 @@ def _few(names: Iterable[str], limit: int = 3) -> str:
 _COLUMNS = ("saver", "outcome", "names", "bytes")
 
 
-def _row(v: "Verdict") -> str:
+def _row(v: Verdict) -> str:
     # <wbr> after the dot: in a narrow output "safetensors.save_model" breaks there, not the table
     saver = f"<b>{_e(v.saver).replace('.', '.<wbr>')}</b><br>" + _tag("span", "small", _e(v.library))
-    outcome = _badge(v.outcome) + "".join(
-        "<br>" + _tag("span", "small", "+ " + _e(p)) for p in v.problems[1:])
+    outcome = _badge(v.outcome) + "".join("<br>" + _tag("span", "small", "+ " + _e(p)) for p in v.problems[1:])
     if v.error_type:
         outcome += "<br>" + _tag("span", "small", _e(v.error_type))
     if v.outcome in ("raises", "could not evaluate"):
@@ -150,15 +87,21 @@ def _row(v: "Verdict") -> str:
         nbytes = "—"
     else:
         names, nbytes = _names(v), _nbytes(v)
-    return ("<tr>" + _tag("td", "td", saver) + _tag("td", "td", outcome) + _tag("td", "names", names)
-            + _tag("td", "bytes", nbytes) + "</tr>")
+    return (
+        "<tr>"
+        + _tag("td", "td", saver)
+        + _tag("td", "td", outcome)
+        + _tag("td", "names", names)
+        + _tag("td", "bytes", nbytes)
+        + "</tr>"
+    )
 
 
 def _label(word: str) -> str:
     return _tag("span", "muted", _e(word))
 
 
-def _names(v: "Verdict") -> str:
+def _names(v: Verdict) -> str:
     lines = [_tag("span", "value", f"{_label('kept')} {len(v.kept)} of {len(v.kept) + len(v.dropped)}")]
     if v.dropped:
         lines.append(f"{_label('dropped')}&nbsp;{_few(v.dropped)}")
@@ -172,12 +115,15 @@ def _value(n: int | None) -> str:
     return _tag("span", "value", _e(_bytes(n)), title=_exact(n))
 
 
-def _nbytes(v: "Verdict") -> str:
-    lines = [f'{_label("writes")} {_value(v.written_nbytes)}']
+def _nbytes(v: Verdict) -> str:
+    lines = [f"{_label('writes')} {_value(v.written_nbytes)}"]
     if v.file_nbytes is not None:
-        lines.append(f'{_label("file")} {_value(v.file_nbytes)}')
-    for label, n, colour in (("lost", v.lost_nbytes, _ERR), ("written twice", v.duplicated_nbytes, _WARN),
-                             ("unreferenced", v.unreferenced_nbytes, _WARN)):
+        lines.append(f"{_label('file')} {_value(v.file_nbytes)}")
+    for label, n, colour in (
+        ("lost", v.lost_nbytes, _ERR),
+        ("written twice", v.duplicated_nbytes, _WARN),
+        ("unreferenced", v.unreferenced_nbytes, _WARN),
+    ):
         if n:
             style = _css("color:" + colour, "font-weight:bold")
             lines.append(f'<span style="{style}">{_e(label)} {_e(_bytes(n))}</span>')
@@ -200,7 +146,7 @@ def _short(text: str, limit: int = 64) -> str:
     return first[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
-def _gist(v: "Verdict") -> str:
+def _gist(v: Verdict) -> str:
     """A few words after the badge in a verdict's summary line."""
     if v.message:
         return (f"{v.error_type}: " if v.error_type else "") + _short(v.message.removeprefix("could not evaluate: "))
@@ -219,9 +165,16 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'s' * (n != 1)}" if n else ""
 
 
-def _summary(v: "Verdict") -> str:
-    counts = [c for c in (_count(len(v.misfires), "misfire"), _count(len(v.fixes), "fix"),
-                          _count(len(v.notes) + len(v.logs), "note")) if c]
+def _summary(v: Verdict) -> str:
+    counts = [
+        c
+        for c in (
+            _count(len(v.misfires), "misfire"),
+            _count(len(v.fixes), "fix"),
+            _count(len(v.notes) + len(v.logs), "note"),
+        )
+        if c
+    ]
     counts = [c.replace("fixs", "fixes") for c in counts]
     tail = _tag("span", "small", _e(" · " + ", ".join(counts))) if counts else ""
     return _tag("summary", "summary", f"<b>{_e(v.saver)}</b> {_badge(v.outcome)} {_e(_gist(v))}{tail}")
@@ -231,7 +184,7 @@ def _line(label: str, inner: str, role: str = "line") -> str:
     return _tag("div", role, (f"<b>{_e(label)}</b> " if label else "") + inner)
 
 
-def _verdict_body(v: "Verdict") -> str:
+def _verdict_body(v: Verdict) -> str:
     parts = [_line("call:", _code(v.call) + " " + _tag("span", "small", _e(v.library)))]
     if v.message:
         parts.append(_tag("pre", "pre", _e((f"{v.error_type}: " if v.error_type else "") + v.message.strip())))
@@ -254,23 +207,27 @@ def _verdict_body(v: "Verdict") -> str:
     return _tag("div", "body", "".join(parts))
 
 
-def _bytes_facts(v: "Verdict") -> list[str]:
+def _bytes_facts(v: Verdict) -> list[str]:
     facts = [f"writes {_exact(v.written_nbytes)}", f"unique {_exact(v.unique_nbytes)}"]
     if v.file_nbytes is not None:
         facts.append(f"file {_exact(v.file_nbytes)}" + (" for archive.pt" if v.saver == "torch.save" else ""))
-    for label, n in (("lost", v.lost_nbytes), ("written twice", v.duplicated_nbytes),
-                     ("unreferenced", v.unreferenced_nbytes)):
+    for label, n in (
+        ("lost", v.lost_nbytes),
+        ("written twice", v.duplicated_nbytes),
+        ("unreferenced", v.unreferenced_nbytes),
+    ):
         if n:
             facts.append(f"{label} {_exact(n)}")
     return facts
 
 
-def _fix(i: int, f: "Fix") -> str:
+def _fix(i: int, f: Fix) -> str:
     title = f.title or f.problem
     body = (_tag("div", "muted", _e(f.note)) if f.note else "") + _tag("pre", "pre", _e(f.code()))
     body += _line("load it back:", "") + _tag("pre", "pre", _e(f.load_code))
-    return _tag("details", "details", _tag("summary", "summary", f"<b>fix {i}</b>: {_e(title)}")
-                + _tag("div", "body", body))
+    return _tag(
+        "details", "details", _tag("summary", "summary", f"<b>fix {i}</b>: {_e(title)}") + _tag("div", "body", body)
+    )
 
 
 def _details(verdicts) -> str:
@@ -285,35 +242,58 @@ def _yes(flag: bool) -> str:
 def _ties(ties) -> str:
     head = "".join(_tag("th", "th", c) for c in ("names", "storage", "Python object", "declared", "how"))
     rows = "".join(
-        "<tr>" + _tag("td", "names", _e(", ".join(g.names))) + _tag("td", "bytes", _yes(g.storage))
-        + _tag("td", "bytes", _yes(g.object)) + _tag("td", "bytes", _yes(g.declared))
+        "<tr>"
+        + _tag("td", "names", _e(", ".join(g.names)))
+        + _tag("td", "bytes", _yes(g.storage))
+        + _tag("td", "bytes", _yes(g.object))
+        + _tag("td", "bytes", _yes(g.declared))
         + _tag("td", "td", _e("; ".join(f"{n} {r} {g.names[0]}" for n, r in zip(g.names[1:], g.relations[1:]) if r)))
-        + "</tr>" for g in ties.groups)
-    table = _tag("table", "table", f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody>") if rows else \
-        _line("", "none", "muted")
-    facts = [_line("", f"Python-object ties from {_e(ties.object_source)}; declared ties from "
-                       f"{_e(ties.declared_source)}", "muted")]
+        + "</tr>"
+        for g in ties.groups
+    )
+    table = (
+        _tag("table", "table", f"<thead><tr>{head}</tr></thead><tbody>{rows}</tbody>")
+        if rows
+        else _line("", "none", "muted")
+    )
+    facts = [
+        _line(
+            "",
+            f"Python-object ties from {_e(ties.object_source)}; declared ties from {_e(ties.declared_source)}",
+            "muted",
+        )
+    ]
     facts += [_line("", f"{_e(k)} = {_e(val)}", "muted") for k, val in ties.config]
     facts += [_line("", f"⚠ <b>mismatch</b>: {_e(m)}", "warn") for m in ties.mismatches]
     return _tag("div", "section", "Ties: storage, Python object, declared") + table + "".join(facts)
 
 
-def _header(report: "SaveReport") -> str:
-    from .saving import OUTCOMES
+def _header(report: SaveReport) -> str:
+    from tensorviz.savecheck.outcomes import OUTCOMES
 
     outcomes = [v.outcome for v in report.verdicts]
     counts = ", ".join(f"{outcomes.count(o)} {o}" for o in OUTCOMES if o in outcomes)
-    return _tag("div", "head", f"<b>Save check of {_e(report.source)}</b>: {len(report.verdicts)} savers "
-                f"({_e(counts)}) · unique tensor bytes {_e(_exact(report.unique_nbytes))}")
+    return _tag(
+        "div",
+        "head",
+        f"<b>Save check of {_e(report.source)}</b>: {len(report.verdicts)} savers "
+        f"({_e(counts)}) · unique tensor bytes {_e(_exact(report.unique_nbytes))}",
+    )
 
 
-def report_html(report: "SaveReport") -> str:
+def report_html(report: SaveReport) -> str:
     """The report as one HTML fragment: header, table, per-saver details, ties, versions."""
     parts = [_header(report)]
     parts += [_line("note:", _e(n), "muted") for n in report.notes]
     parts.append(_table(report.verdicts))
-    parts.append(_tag("div", "muted", "Details per saver (click to open): the exact message, "
-                      "what the library's own check concluded, and code that fixes each problem"))
+    parts.append(
+        _tag(
+            "div",
+            "muted",
+            "Details per saver (click to open): the exact message, "
+            "what the library's own check concluded, and code that fixes each problem",
+        )
+    )
     parts.append(_details(report.verdicts))
     if report.ties is not None:
         parts.append(_ties(report.ties))

@@ -10,7 +10,7 @@ stand-in on a fresh pretend storage. Shape operations (``view``, indexing) are d
 meta tensor twin, so torch itself decides whether ``view(-1)`` is possible and, when it is not,
 raises its own exact message.
 
-Imported only from inside :func:`tensorviz.saving.save_check` (it imports torch at the top).
+Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it imports torch at the top).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .footprint import is_row_major
+from tensorviz.core.footprint import is_row_major
 
 __all__ = ["StandIn", "StorageStandIn", "from_tensor", "from_view", "fresh_ptr"]
 
@@ -71,8 +71,16 @@ class StandIn:
     is_quantized = False
     is_nested = False
 
-    def __init__(self, dtype: torch.dtype, device: torch.device, shape: tuple[int, ...],
-                 stride: tuple[int, ...], offset: int, storage: StorageStandIn, source: str):
+    def __init__(
+        self,
+        dtype: torch.dtype,
+        device: torch.device,
+        shape: tuple[int, ...],
+        stride: tuple[int, ...],
+        offset: int,
+        storage: StorageStandIn,
+        source: str,
+    ):
         self.dtype, self.device = dtype, device
         self.shape = torch.Size(shape)
         self._stride, self._offset, self._storage = tuple(stride), int(offset), storage
@@ -143,31 +151,30 @@ class StandIn:
         base = torch.empty(self._offset + reach, dtype=self.dtype, device="meta")
         return base.as_strided(tuple(self.shape), self._stride, self._offset)
 
-    def _derived(self, t: torch.Tensor) -> "StandIn":
-        return StandIn(t.dtype, self.device, tuple(t.shape), t.stride(), t.storage_offset(),
-                       self._storage, self.source)
+    def _derived(self, t: torch.Tensor) -> StandIn:
+        return StandIn(t.dtype, self.device, tuple(t.shape), t.stride(), t.storage_offset(), self._storage, self.source)
 
-    def view(self, *args: Any) -> "StandIn":
+    def view(self, *args: Any) -> StandIn:
         return self._derived(self._twin().view(*args))
 
-    def reshape(self, *args: Any) -> "StandIn":
+    def reshape(self, *args: Any) -> StandIn:
         twin = self._twin()
         out = twin.reshape(*args)
         if out.untyped_storage()._cdata != twin.untyped_storage()._cdata:  # reshape copied
             return _copy_of(self, tuple(out.shape))
         return self._derived(out)
 
-    def __getitem__(self, index: Any) -> "StandIn":
+    def __getitem__(self, index: Any) -> StandIn:
         return self._derived(self._twin()[index])
 
-    def detach(self) -> "StandIn":
+    def detach(self) -> StandIn:
         return self
 
     # -- copies: a fresh pretend storage, never a byte read ----------------------------------
-    def contiguous(self, memory_format: Any = None) -> "StandIn":
+    def contiguous(self, memory_format: Any = None) -> StandIn:
         return self if self.is_contiguous() else _copy_of(self, tuple(self.shape))
 
-    def clone(self, memory_format: Any = None) -> "StandIn":
+    def clone(self, memory_format: Any = None) -> StandIn:
         return _copy_of(self, tuple(self.shape))
 
     def to(self, *args: Any, **kwargs: Any):
@@ -177,8 +184,10 @@ class StandIn:
         raise _WouldReadData(f"{self.source}: .cpu() would copy tensor data")
 
     def __repr__(self) -> str:
-        return (f"StandIn({self.source!r}, {str(self.dtype)[6:]}{list(self.shape)}, stride={self._stride}, "
-                f"offset={self._offset}, {self._storage!r})")
+        return (
+            f"StandIn({self.source!r}, {str(self.dtype)[6:]}{list(self.shape)}, stride={self._stride}, "
+            f"offset={self._offset}, {self._storage!r})"
+        )
 
 
 _ITEMSIZE: dict[torch.dtype, int] = {}
@@ -230,7 +239,7 @@ def torch_device(device: str) -> torch.device:
 
 
 def from_view(view: Any, storages: dict, storage_nbytes: int) -> StandIn:
-    """A stand-in for a :class:`~tensorviz.layout.TensorView` (pretend, distinct addresses;
+    """A stand-in for a :class:`~tensorviz.core.records.TensorView` (pretend, distinct addresses;
     address 0 for meta storages, as torch reports them)."""
     st = storages.get(view.storage)
     if st is None:

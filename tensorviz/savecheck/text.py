@@ -1,20 +1,27 @@
-"""Plain text for a :class:`~tensorviz.saving.SaveReport` (the HTML lives in :mod:`tensorviz._save_html`)."""
+"""Plain text for a :class:`~tensorviz.savecheck.report.SaveReport` (the HTML lives in :mod:`tensorviz._save_html`)."""
 
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from ._save_html import report_html
-from ._units import format_bytes
+from tensorviz.core.units import format_bytes
+from tensorviz.savecheck.html import report_html
 
 if TYPE_CHECKING:
-    from .saving import SaveReport, Verdict
+    from tensorviz.savecheck.verdicts import SaveReport, Verdict
 
 __all__ = ["report_text", "report_html"]
 
-_MARK = {"ok": "ok", "raises": "RAISES", "drops data": "DROPS DATA", "duplicates bytes": "DUPLICATES BYTES",
-         "writes unreferenced bytes": "WRITES UNREFERENCED BYTES", "could not evaluate": "could not evaluate"}
+_MARK = {
+    "ok": "ok",
+    "raises": "RAISES",
+    "drops data": "DROPS DATA",
+    "duplicates bytes": "DUPLICATES BYTES",
+    "writes unreferenced bytes": "WRITES UNREFERENCED BYTES",
+    "could not evaluate": "could not evaluate",
+}
 
 
 def _b(n: int | None) -> str:
@@ -27,33 +34,38 @@ def _names(names: Iterable[str], limit: int = 8) -> str:
     return ", ".join(names[:limit]) + more if names else "none"
 
 
-def _bytes_line(v: "Verdict") -> str:
+def _bytes_line(v: Verdict) -> str:
     return " · ".join(_bytes_parts(v))
 
 
-def _bytes_parts(v: "Verdict") -> list[str]:
+def _bytes_parts(v: Verdict) -> list[str]:
     if v.outcome == "could not evaluate":
         return []
     parts = [f"writes {_b(v.written_nbytes)}", f"unique {_b(v.unique_nbytes)}"]
     if v.file_nbytes is not None:
         parts.append(f"file {_b(v.file_nbytes)}" + (" (for archive.pt)" if v.saver == "torch.save" else ""))
-    for label, n in (("lost", v.lost_nbytes), ("duplicated", v.duplicated_nbytes),
-                     ("unreferenced", v.unreferenced_nbytes)):
+    for label, n in (
+        ("lost", v.lost_nbytes),
+        ("duplicated", v.duplicated_nbytes),
+        ("unreferenced", v.unreferenced_nbytes),
+    ):
         if n:
             parts.append(f"{label} {_b(n)}")
     return parts
 
 
-def _verdict_text(v: "Verdict", fixes: bool) -> list[str]:
-    lines = [f"{v.saver}: {_MARK.get(v.outcome, v.outcome)}" + (f"  [{v.library}]" if v.library else ""),
-             f"  call: {v.call}"]
+def _verdict_text(v: Verdict, fixes: bool) -> list[str]:
+    lines = [
+        f"{v.saver}: {_MARK.get(v.outcome, v.outcome)}" + (f"  [{v.library}]" if v.library else ""),
+        f"  call: {v.call}",
+    ]
     if v.message:
         head = f"{v.error_type}: " if v.error_type else ""
         msg = " ".join(v.message.split())
         lines += textwrap.wrap(head + msg, 100, initial_indent="  ", subsequent_indent="    ")
     if v.outcome not in ("raises", "could not evaluate"):
         lines.append(f"  kept {len(v.kept)} · dropped: {_names(v.dropped)} · written as copies: {_names(v.cloned)}")
-    if (b := _bytes_line(v)):
+    if b := _bytes_line(v):
         lines.append(f"  {b}")
     if v.anchor:
         lines.append(f"  {v.anchor_name} groups: " + "; ".join("{" + ", ".join(g) + "}" for g in v.anchor))
@@ -73,10 +85,12 @@ def _verdict_text(v: "Verdict", fixes: bool) -> list[str]:
     return lines
 
 
-def report_text(report: "SaveReport", fixes: bool = True) -> str:
+def report_text(report: SaveReport, fixes: bool = True) -> str:
     """Every verdict, the ties, and the library versions, as plain text."""
-    lines = [f"Save check of {report.source}: {len(report.verdicts)} saver(s), "
-             f"unique tensor bytes {_b(report.unique_nbytes)}"]
+    lines = [
+        f"Save check of {report.source}: {len(report.verdicts)} saver(s), "
+        f"unique tensor bytes {_b(report.unique_nbytes)}"
+    ]
     for note in report.notes:
         lines.append(f"note: {note}")
     for v in report.verdicts:
@@ -96,8 +110,10 @@ def _ties_text(ties) -> list[str]:
         lines.append("  none")
     for g in ties.groups:
         rel = ", ".join(f"{n} {r} {g.names[0]}" for n, r in zip(g.names[1:], g.relations[1:]) if r)
-        lines.append(f"  {{{', '.join(g.names)}}}: storage {_yes(g.storage)} · object {_yes(g.object)} · "
-                     f"declared {_yes(g.declared)}" + (f"  ({rel})" if rel else ""))
+        lines.append(
+            f"  {{{', '.join(g.names)}}}: storage {_yes(g.storage)} · object {_yes(g.object)} · "
+            f"declared {_yes(g.declared)}" + (f"  ({rel})" if rel else "")
+        )
     lines.append(f"  object ties from {ties.object_source}; declared ties from {ties.declared_source}")
     for k, val in ties.config:
         lines.append(f"  {k} = {val}")

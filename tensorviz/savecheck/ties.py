@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .layout import Layout
+from tensorviz.core.layout import Layout
 
 __all__ = ["TieGroup", "TieReport", "module_ties"]
 
@@ -57,7 +57,7 @@ def module_ties(module: Any, layout: Layout) -> TieReport:
     """The three kinds of tie of ``module`` (whose layout is ``layout``).
 
     >>> import torch, tensorviz as tv
-    >>> from tensorviz._ties import module_ties
+    >>> from tensorviz.savecheck.ties import module_ties
     >>> m = torch.nn.ModuleDict({"a": torch.nn.Linear(2, 2), "b": torch.nn.Linear(2, 2)})
     >>> m["b"].weight = m["a"].weight
     >>> module_ties(m, tv.analyze(m)).object
@@ -75,7 +75,7 @@ def _object_ties(module: Any) -> tuple[tuple[tuple[str, ...], ...], str]:
     try:
         from accelerate.utils import find_tied_parameters
 
-        from ._savers import version
+        from tensorviz.savecheck.savers import version
 
         found = find_tied_parameters(module)
         return tuple(tuple(g) for g in found), f"accelerate.utils.find_tied_parameters ({version('accelerate')})"
@@ -83,8 +83,10 @@ def _object_ties(module: Any) -> tuple[tuple[tuple[str, ...], ...], str]:
         by_id: dict[int, list[str]] = {}
         for name, p in module.named_parameters(remove_duplicate=False):
             by_id.setdefault(id(p), []).append(name)
-        return (tuple(tuple(sorted(g)) for g in by_id.values() if len(g) > 1),
-                "tensorviz (same Parameter object under several names)")
+        return (
+            tuple(tuple(sorted(g)) for g in by_id.values() if len(g) > 1),
+            "tensorviz (same Parameter object under several names)",
+        )
 
 
 def _declared_ties(module: Any) -> tuple[tuple[tuple[str, str], ...], str, tuple[tuple[str, Any], ...]]:
@@ -154,10 +156,15 @@ def _merge(layout: Layout, storage, objects, declared) -> tuple[TieGroup, ...]:
             continue
         known = [n for n in names if n in layout]
         same_storage = len(known) == len(names) and len({layout[n].storage for n in names}) == 1
-        rels = tuple("" if i == 0 or names[0] not in layout or n not in layout else layout.relation(n, names[0])
-                     for i, n in enumerate(names))
-        out.append(TieGroup(tuple(names), same_storage, any(set(names) <= g for g in obj_sets),
-                            _declared_cover(names, decl), rels))
+        rels = tuple(
+            "" if i == 0 or names[0] not in layout or n not in layout else layout.relation(n, names[0])
+            for i, n in enumerate(names)
+        )
+        out.append(
+            TieGroup(
+                tuple(names), same_storage, any(set(names) <= g for g in obj_sets), _declared_cover(names, decl), rels
+            )
+        )
     return tuple(out)
 
 
@@ -182,17 +189,25 @@ def _mismatches(layout: Layout, groups, declared_source: str, config) -> tuple[s
         identical = g.storage and all(r in ("", "identical") for r in g.relations)
         if g.storage and not g.object:
             if identical:
-                out.append(f"{{{names}}}: one storage, identical views, but not one Parameter object: "
-                           f"accelerate's find_tied_parameters does not see this tie, and accelerate's "
-                           f"safetensors path keeps only the first name")
+                out.append(
+                    f"{{{names}}}: one storage, identical views, but not one Parameter object: "
+                    f"accelerate's find_tied_parameters does not see this tie, and accelerate's "
+                    f"safetensors path keeps only the first name"
+                )
             else:
                 rel = ", ".join(f"{n} {r} {g.names[0]}" for n, r in zip(g.names[1:], g.relations[1:]))
-                out.append(f"{{{names}}}: share a storage without being a tie ({rel}): savers that "
-                           f"de-duplicate by storage treat them as aliases")
+                out.append(
+                    f"{{{names}}}: share a storage without being a tie ({rel}): savers that "
+                    f"de-duplicate by storage treat them as aliases"
+                )
         if hf and (g.storage or g.object) and not g.declared and identical:
-            out.append(f"{{{names}}}: tied in memory but not declared (all_tied_weights_keys): "
-                       f"save_pretrained drops or refuses them, and from_pretrained will not re-tie them")
+            out.append(
+                f"{{{names}}}: tied in memory but not declared (all_tied_weights_keys): "
+                f"save_pretrained drops or refuses them, and from_pretrained will not re-tie them"
+            )
         if hf and g.declared and not g.storage:
-            out.append(f"{{{names}}}: declared tied but stored separately: save_pretrained writes each "
-                       f"of them; the model no longer shares these weights")
+            out.append(
+                f"{{{names}}}: declared tied but stored separately: save_pretrained writes each "
+                f"of them; the model no longer shares these weights"
+            )
     return tuple(out)

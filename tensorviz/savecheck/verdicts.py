@@ -1,40 +1,15 @@
-"""Save check: what safetensors, torch.save, transformers and accelerate would do with these tensors.
-
-A dry run, metadata only: no file is written and no tensor byte is read. Each installed saver
-gets one :class:`Verdict`, decided by that library's own helper functions (run on data-free
-stand-ins, see :mod:`tensorviz._standin`), so the verdict follows the installed version. Beside
-it, tensorviz's exact reading of the bytes (from the :class:`~tensorviz.layout.Layout`) shows
-where the library's reasoning is wrong (``misfires``) and what each outcome costs in bytes,
-and every problem comes with code that fixes it (``fixes``), checked by the test-suite.
-
->>> import torch, tensorviz as tv
->>> w = torch.zeros(4, 4)
->>> report = tv.save_check({"w": w, "wt": w.t()})
->>> report["safetensors.save_file"].outcome
-'raises'
->>> report["torch.save"].outcome, report["torch.save"].written_nbytes
-('ok', 64)
+"""The save check's records: :class:`Verdict` per saver, :class:`SaveReport` for them all,
+:class:`Misfire` where a library's own check is wrong, :class:`Fix` with code that repairs it.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
-__all__ = ["save_check", "SaveReport", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
+from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
 
-#: Outcomes, most severe first. A verdict's ``outcome`` is the first of its ``problems`` (or "ok").
-OUTCOMES = ("could not evaluate", "raises", "drops data", "duplicates bytes", "writes unreferenced bytes", "ok")
-
-#: Saver keys, in report order, with the call each one stands for.
-SAVERS = {
-    "safetensors.save_file": "safetensors.torch.save_file({sd}, path)",
-    "safetensors.save_model": "safetensors.torch.save_model({model}, path)",
-    "torch.save": "torch.save({sd}, path)",
-    "transformers.save_pretrained": "{model}.save_pretrained(directory)",
-    "accelerate.save": "accelerate.utils.save({sd}, path, safe_serialization=True)",
-    "Accelerator.save_model": "Accelerator().save_model({model}, directory)",
-}
+__all__ = ["SaveReport", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
 
 
 @dataclass(frozen=True)
@@ -164,13 +139,13 @@ class SaveReport:
 
     def to_text(self, fixes: bool = True) -> str:
         """A plain-text report: one block per saver, then ties, fixes and versions."""
-        from ._save_render import report_text
+        from tensorviz.savecheck.text import report_text
 
         return report_text(self, fixes=fixes)
 
     def to_html(self) -> str:
         """A self-contained, escaped HTML table (no scripts, no images)."""
-        from ._save_html import report_html
+        from tensorviz.savecheck.html import report_html
 
         return report_html(self)
 
@@ -196,43 +171,3 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in x]
     return x
-
-
-def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
-    """What each installed saver would do with ``obj``: a dry run from metadata only.
-
-    Args:
-        obj: an ``nn.Module`` (a transformers ``PreTrainedModel`` adds ``save_pretrained``), a
-            mapping of names to tensors (a state dict), a :class:`~tensorviz.layout.Layout`, or
-            anything :func:`tensorviz.analyze` accepts (paths included).
-        savers: keys of :data:`SAVERS` to check (default: every installed, applicable saver).
-
-    Returns:
-        A :class:`SaveReport`. It keeps no reference to any tensor or module.
-
-    Raises:
-        ValueError: an unknown saver key (the message lists the known ones).
-
-    >>> import torch, tensorviz as tv
-    >>> emb = torch.nn.Embedding(10, 4); head = torch.nn.Linear(4, 10, bias=False)
-    >>> head.weight = emb.weight
-    >>> r = tv.save_check(torch.nn.ModuleDict({"emb": emb, "head": head}))
-    >>> r["safetensors.save_file"].outcome, r["safetensors.save_model"].dropped
-    ('raises', ('head.weight',))
-    """
-    wanted = _wanted(savers)
-    from ._save_check import run_check
-
-    return run_check(obj, wanted)
-
-
-def _wanted(savers: Iterable[str] | None) -> tuple[str, ...]:
-    if savers is None:
-        return tuple(SAVERS)
-    if isinstance(savers, str):
-        savers = (savers,)
-    savers = tuple(savers)
-    unknown = [s for s in savers if s not in SAVERS]
-    if unknown:
-        raise ValueError(f"unknown saver(s) {unknown}; choose from {list(SAVERS)}")
-    return savers

@@ -2,7 +2,7 @@
 
 ``torch.load(path, weights_only=True, mmap=True, map_location=<keep storage>)`` maps the file
 without reading it and keeps every view on its saved storage (``map_location="meta"`` would give
-each tensor a storage of its own; see :mod:`tensorviz.files`). The zip directory says where each
+each tensor a storage of its own; see :mod:`tensorviz.sources.files`). The zip directory says where each
 ``data/N`` record lies, so each saved storage becomes one storage keyed by its record.
 """
 
@@ -12,13 +12,15 @@ import os
 import struct
 import sys
 import zipfile
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
-from ._file_parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, short
-from .errors import FileFormatError, UnsafeCheckpointError
-from .layout import Layout, StorageInfo
+from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import StorageInfo
+from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, short
 
 _MAX_LEAVES = 2_000_000
 _MAX_VALUES = 50
@@ -54,17 +56,28 @@ def _zip_records(path: str) -> Records:
         if head[:1] == b"\x80":
             raise FileFormatError(
                 f"{path}: a legacy (pre-1.6, non-zip) torch checkpoint; loading one reads every "
-                f"tensor, so tensorviz does not. Re-save it with torch.save(obj, path) (zip format)")
+                f"tensor, so tensorviz does not. Re-save it with torch.save(obj, path) (zip format)"
+            )
         if head[:4] not in ZIP_MAGIC:
-            raise FileFormatError(f"{path}: not a torch zip checkpoint (starts with {head!r}); "
-                                  f"expected a file written by torch.save")
+            raise FileFormatError(
+                f"{path}: not a torch zip checkpoint (starts with {head!r}); expected a file written by torch.save"
+            )
         try:
             with zipfile.ZipFile(f) as zf:
                 return _scan_zip(path, f, zf)
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
-                NotImplementedError, RuntimeError, struct.error) as err:
-            raise FileFormatError(f"{path}: a damaged zip archive ({one_line(err)}); "
-                                  f"the checkpoint is truncated or corrupt") from None
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            OSError,
+            ValueError,
+            EOFError,
+            NotImplementedError,
+            RuntimeError,
+            struct.error,
+        ) as err:
+            raise FileFormatError(
+                f"{path}: a damaged zip archive ({one_line(err)}); the checkpoint is truncated or corrupt"
+            ) from None
 
 
 def _scan_zip(path: str, f: Any, zf: zipfile.ZipFile) -> Records:
@@ -74,13 +87,17 @@ def _scan_zip(path: str, f: Any, zf: zipfile.ZipFile) -> Records:
         if len(parts) >= 2 and parts[1] in ("constants.pkl", "code"):
             raise UnsafeCheckpointError(_unsafe_reason(path, "TorchScript"))
         if parts[-1] == "data.pkl" and len(parts) == 2 and info.file_size > MAX_HEADER_BYTES:
-            raise FileFormatError(f"{path}: its pickle claims {info.file_size} bytes, over the "
-                                  f"{MAX_HEADER_BYTES}-byte limit tensorviz reads")
+            raise FileFormatError(
+                f"{path}: its pickle claims {info.file_size} bytes, over the "
+                f"{MAX_HEADER_BYTES}-byte limit tensorviz reads"
+            )
         if parts[-1] == "byteorder" and len(parts) == 2 and info.file_size <= 16:
             order = zf.read(info).decode("ascii", "replace")
             if order != sys.byteorder:
-                raise FileFormatError(f"{path}: saved {order}-endian; loading would byte-swap (read) "
-                                      f"every tensor on this {sys.byteorder}-endian machine")
+                raise FileFormatError(
+                    f"{path}: saved {order}-endian; loading would byte-swap (read) "
+                    f"every tensor on this {sys.byteorder}-endian machine"
+                )
         if len(parts) == 3 and parts[1] == "data":
             f.seek(info.header_offset + 26)
             name_len, extra_len = struct.unpack("<HH", f.read(4))
@@ -113,10 +130,12 @@ def _unsafe_reason(path: str, text: str) -> str:
                 hint = " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
         else:
             what = f"torch's weights-only unpickler refused it ({short(detail, 120)[1:-1]})"
-    return (f"{path}: {what}{hint}. tensorviz loads checkpoints only with torch.load(weights_only=True) "
-            f"and never runs code from a file, because unpickling can execute anything. If you trust "
-            f"the file, load it yourself and pass the result: "
-            f"tv.analyze(torch.load(path, weights_only=False, mmap=True))")
+    return (
+        f"{path}: {what}{hint}. tensorviz loads checkpoints only with torch.load(weights_only=True) "
+        f"and never runs code from a file, because unpickling can execute anything. If you trust "
+        f"the file, load it yourself and pass the result: "
+        f"tv.analyze(torch.load(path, weights_only=False, mmap=True))"
+    )
 
 
 # -- walking what was loaded -----------------------------------------------------------------------
@@ -132,8 +151,10 @@ def _walk_checkpoint(path: str, obj: Any) -> tuple[list[tuple[str, torch.Tensor]
         name, top, value = stack.pop()
         leaves += 1
         if leaves > _MAX_LEAVES:
-            raise FileFormatError(f"{path}: more than {_MAX_LEAVES} values in the checkpoint; "
-                                  f"refusing to walk it (hostile or not a state dict)")
+            raise FileFormatError(
+                f"{path}: more than {_MAX_LEAVES} values in the checkpoint; "
+                f"refusing to walk it (hostile or not a state dict)"
+            )
         if isinstance(value, torch.Tensor):
             tensors.append((name or "tensor", value))
             per_top[top] = per_top.get(top, 0) + 1
@@ -173,10 +194,16 @@ def _contents(obj: Any, n_tensors: int, per_top: dict[str, int], values: dict[st
 
 
 # -- re-keying to the file's records ---------------------------------------------------------------
-def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dict[str, str],
-                 contents: dict[str, str], records: Records, saved_on: dict[int, str]) -> Part:
+def _torch_views(
+    path: str,
+    tensors: list[tuple[str, torch.Tensor]],
+    values: dict[str, str],
+    contents: dict[str, str],
+    records: Records,
+    saved_on: dict[int, str],
+) -> Part:
     """Views from the loaded tensors, re-keyed from in-memory storages to the file's records."""
-    from .collect import collect  # the one place that turns torch tensors into views
+    from tensorviz.sources.live import collect  # the one place that turns torch tensors into views
 
     layout = collect(tensors, source=path)
     by_name: dict[str, torch.Tensor] = {}
@@ -184,20 +211,47 @@ def _torch_views(path: str, tensors: list[tuple[str, torch.Tensor]], values: dic
         by_name.setdefault(name, t)
     meta: dict[str, Any] = {"contents": contents} if contents else {}
     infos = _file_storages(path, layout, by_name, records, saved_on, meta)
-    rows = [(v.name, infos[v.storage].key, infos[v.storage].device, infos[v.storage].nbytes,
-             (v.dtype, v.itemsize), v.shape, v.stride, v.offset, v.start) for v in layout.views]
+    rows = [
+        (
+            v.name,
+            infos[v.storage].key,
+            infos[v.storage].device,
+            infos[v.storage].nbytes,
+            (v.dtype, v.itemsize),
+            v.shape,
+            v.stride,
+            v.offset,
+            v.start,
+        )
+        for v in layout.views
+    ]
     notes = {v.name: v.note for v in layout.views if v.note}
     meta.update(_values_meta(values))
     problems = []
     if any(info.device == "meta" for info in infos.values()):
-        problems.append(f"{os.path.basename(path)}: holds meta tensors (no data); torch.load gives each "
-                        f"its own storage, so any sharing between them is not shown")
-    return Part(rows=rows, notes=notes, storages=list(infos.values()), skipped=list(layout.skipped),
-                meta=meta, problems=problems, label=os.path.basename(path))
+        problems.append(
+            f"{os.path.basename(path)}: holds meta tensors (no data); torch.load gives each "
+            f"its own storage, so any sharing between them is not shown"
+        )
+    return Part(
+        rows=rows,
+        notes=notes,
+        storages=list(infos.values()),
+        skipped=list(layout.skipped),
+        meta=meta,
+        problems=problems,
+        label=os.path.basename(path),
+    )
 
 
-def _file_storages(path: str, layout: Layout, by_name: dict[str, torch.Tensor], records: Records,
-                   saved_on: dict[int, str], meta: dict[str, Any]) -> dict[tuple, StorageInfo]:
+def _file_storages(
+    path: str,
+    layout: Layout,
+    by_name: dict[str, torch.Tensor],
+    records: Records,
+    saved_on: dict[int, str],
+    meta: dict[str, Any],
+) -> dict[tuple, StorageInfo]:
     """{in-memory storage key: the storage in the file}; adds record offsets and devices to ``meta``."""
     names = _record_names([by_name[v.name] for v in layout.views], records)
     base = os.path.basename(path)
@@ -209,8 +263,10 @@ def _file_storages(path: str, layout: Layout, by_name: dict[str, torch.Tensor], 
         st, i = t.untyped_storage(), len(new)
         rec = names.get(v.storage[1])
         if rec and st.nbytes() > rec[1]:
-            raise FileFormatError(f"{path}: tensor {v.name!r}: its storage claims {st.nbytes()} bytes but "
-                                  f"record {rec[0]} holds {rec[1]}; the checkpoint is corrupt")
+            raise FileFormatError(
+                f"{path}: tensor {v.name!r}: its storage claims {st.nbytes()} bytes but "
+                f"record {rec[0]} holds {rec[1]}; the checkpoint is corrupt"
+            )
         if t.device.type == "meta":
             ident = f"{path}:meta#{i}"
             new[v.storage] = StorageInfo(("meta", ident), "meta", st.nbytes(), f"{base} meta storage #{i}")

@@ -47,15 +47,26 @@ from __future__ import annotations
 import json
 import os
 
-from ._file_parts import MAX_HEADER_BYTES, TORCH_EXTS
-from ._safetensors import (  # noqa: F401 - re-exported: the public names of the readers
-    SAFETENSORS_DTYPES, HeaderEntry, SafetensorsHeader, read_safetensors_header, torch_dtype)
-from ._shards import analyze_files, analyze_index, sniff
-from .errors import FileFormatError
-from .layout import Layout, gc_paused
+from tensorviz.core.errors import FileFormatError
+from tensorviz.core.layout import Layout
+from tensorviz.core.rows import gc_paused
+from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS
+from tensorviz.sources.safetensors import (
+    SAFETENSORS_DTYPES,
+    HeaderEntry,
+    SafetensorsHeader,
+    read_safetensors_header,
+)
+from tensorviz.sources.shards import analyze_files, analyze_index, sniff
 
-__all__ = ["analyze_path", "read_safetensors_header", "SafetensorsHeader", "HeaderEntry",
-           "MAX_HEADER_BYTES", "SAFETENSORS_DTYPES"]
+__all__ = [
+    "analyze_path",
+    "read_safetensors_header",
+    "SafetensorsHeader",
+    "HeaderEntry",
+    "MAX_HEADER_BYTES",
+    "SAFETENSORS_DTYPES",
+]
 
 # Trainer folders also hold pickles that are not weights (training_args.bin, rng_state.pth).
 _NOT_WEIGHTS = ("training_args", "rng_state", "scheduler", "optimizer")
@@ -69,7 +80,7 @@ def analyze_path(path: str | os.PathLike) -> Layout:
             checkpoint (``.pt``/``.pth``/``.bin``).
 
     Returns:
-        A :class:`~tensorviz.layout.Layout`; ``layout.metadata`` holds what the file says
+        A :class:`~tensorviz.core.layout.Layout`; ``layout.metadata`` holds what the file says
         besides tensors (see the module docstring).
 
     Raises:
@@ -115,9 +126,11 @@ def _analyze_folder(path: str) -> Layout:
             return analyze_index(os.path.join(path, group[0]), source=path, extra=extra)
         return analyze_files([os.path.join(path, g) for g in group], "folder", source=path, extra=extra)
     shown = ", ".join(entries[:8]) + (f", … ({len(entries)} entries)" if len(entries) > 8 else "")
-    raise FileFormatError(f"{path}: no weights found: expected *.safetensors, *.safetensors.index.json, "
-                          f"pytorch_model.bin.index.json or .bin/.pt/.pth files; the folder holds: "
-                          f"{shown or 'nothing'}")
+    raise FileFormatError(
+        f"{path}: no weights found: expected *.safetensors, *.safetensors.index.json, "
+        f"pytorch_model.bin.index.json or .bin/.pt/.pth files; the folder holds: "
+        f"{shown or 'nothing'}"
+    )
 
 
 def _weight_groups(files: list[str]) -> tuple[tuple[str, list[str]], ...]:

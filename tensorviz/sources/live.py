@@ -14,19 +14,24 @@ unusual takes the careful path, which turns every problem into a :class:`Skipped
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 
-from .layout import Layout, Rows, Skipped, gc_paused
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Skipped
+from tensorviz.core.rows import Rows, gc_paused
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
 
-ACCEPTED = ("an nn.Module", "a Mapping[str, Tensor] such as a state dict (nested mappings are "
-            "flattened with '.')", "a Tensor", "a list or tuple of tensors",
-            "a path to a .safetensors file, a *.safetensors.index.json, a model folder or a torch "
-            "checkpoint (.pt/.pth/.bin)")
+ACCEPTED = (
+    "an nn.Module",
+    "a Mapping[str, Tensor] such as a state dict (nested mappings are flattened with '.')",
+    "a Tensor",
+    "a list or tuple of tensors",
+    "a path to a .safetensors file, a *.safetensors.index.json, a model folder or a torch checkpoint (.pt/.pth/.bin)",
+)
 
 # torch reports element_size() == 1 for these, but their values are narrower than a byte.
 _SUB_BYTE = re.compile(r"^(u?int[1-7]|quint4x2|quint2x4)$")
@@ -35,15 +40,15 @@ _storage_id = torch._C._storage_id
 _CONTAINERS = (Mapping, list, tuple, torch.nn.Module)
 _SPARSE_HINTS = {
     "sparse_coo": "its values and indices live in separate storages with no strided view; analyse "
-                  "t.coalesce().values() and t.coalesce().indices() instead",
+    "t.coalesce().values() and t.coalesce().indices() instead",
     "sparse_csr": "its values and compressed indices live in separate storages; analyse "
-                  "t.values(), t.crow_indices() and t.col_indices() instead",
+    "t.values(), t.crow_indices() and t.col_indices() instead",
     "sparse_csc": "its values and compressed indices live in separate storages; analyse "
-                  "t.values(), t.ccol_indices() and t.row_indices() instead",
+    "t.values(), t.ccol_indices() and t.row_indices() instead",
     "sparse_bsr": "its blocks and compressed indices live in separate storages; analyse "
-                  "t.values(), t.crow_indices() and t.col_indices() instead",
+    "t.values(), t.crow_indices() and t.col_indices() instead",
     "sparse_bsc": "its blocks and compressed indices live in separate storages; analyse "
-                  "t.values(), t.ccol_indices() and t.row_indices() instead",
+    "t.values(), t.ccol_indices() and t.row_indices() instead",
     "_mkldnn": "an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
 }
 _DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
@@ -102,9 +107,11 @@ def why_not_analysable(t: Any) -> str | None:
     if not isinstance(t, torch.Tensor):
         return f"not a tensor ({type(t).__module__}.{type(t).__qualname__}); tensorviz only lays out tensors"
     if t.is_nested:
-        return ("nested tensor: its components live in a packed buffer plus offsets, with no single "
-                "strided view; analyse its parts instead (t.values() and t.offsets() for a jagged one, "
-                "t.unbind() for a strided one)")
+        return (
+            "nested tensor: its components live in a packed buffer plus offsets, with no single "
+            "strided view; analyse its parts instead (t.values() and t.offsets() for a jagged one, "
+            "t.unbind() for a strided one)"
+        )
     if t.layout != torch.strided:
         kind = str(t.layout).removeprefix("torch.")
         return f"{kind} tensor: " + _SPARSE_HINTS.get(kind, "it has no strided view over one storage")
@@ -114,12 +121,16 @@ def why_not_analysable(t: Any) -> str | None:
 def _dtype_reason(t: torch.Tensor) -> str | None:
     dtype = str(t.dtype).removeprefix("torch.")
     if t.is_quantized:
-        return (f"quantized tensor ({dtype}): its bytes are read through a scale and zero point held "
-                f"outside the storage; analyse t.int_repr() for the raw layout")
+        return (
+            f"quantized tensor ({dtype}): its bytes are read through a scale and zero point held "
+            f"outside the storage; analyse t.int_repr() for the raw layout"
+        )
     if _SUB_BYTE.match(dtype):
-        return (f"sub-byte dtype {dtype}: element_size() says {t.element_size()} byte but each value is "
-                f"narrower, and how values are packed depends on the library that made it, so byte "
-                f"offsets from it may be wrong; analyse the packed uint8 tensor it came from")
+        return (
+            f"sub-byte dtype {dtype}: element_size() says {t.element_size()} byte but each value is "
+            f"narrower, and how values are packed depends on the library that made it, so byte "
+            f"offsets from it may be wrong; analyse the packed uint8 tensor it came from"
+        )
     return None
 
 
@@ -130,18 +141,24 @@ def _subclass_reason(t: torch.Tensor) -> str | None:
         return None
     name = cls.__qualname__
     if isinstance(t, torch.nn.parameter.UninitializedTensorMixin):
-        return (f"{name}: a lazy module's parameter has no shape or storage until its first forward; "
-                f"run one forward pass (or build the module with concrete sizes) first")
+        return (
+            f"{name}: a lazy module's parameter has no shape or storage until its first forward; "
+            f"run one forward pass (or build the module with concrete sizes) first"
+        )
     if getattr(cls, "__tensor_flatten__", None) is not None:
         try:
             attrs = ", ".join(t.__tensor_flatten__()[0])
         except Exception:  # noqa: BLE001 - a subclass's own hook failing must not stop analysis
             attrs = "?"
-        return (f"tensor subclass {name} wraps other tensors ({attrs}); its own storage is not where "
-                f"its data lives: analyse those inner tensors instead")
+        return (
+            f"tensor subclass {name} wraps other tensors ({attrs}); its own storage is not where "
+            f"its data lives: analyse those inner tensors instead"
+        )
     if cls.__torch_dispatch__ is not _TENSOR.__torch_dispatch__:
-        return (f"tensor subclass {name} overrides __torch_dispatch__, so its storage may not be where "
-                f"its data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view")
+        return (
+            f"tensor subclass {name} overrides __torch_dispatch__, so its storage may not be where "
+            f"its data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view"
+        )
     return None
 
 
@@ -179,8 +196,12 @@ class _Collector:
         elif isinstance(obj, torch.Tensor):
             self.add(prefix or "tensor", obj)
         elif id(obj) in self._path:
-            self.skipped.append(Skipped(prefix, "the container holds itself (a reference cycle); "
-                                                "its contents are listed under the outer name"))
+            self.skipped.append(
+                Skipped(
+                    prefix,
+                    "the container holds itself (a reference cycle); its contents are listed under the outer name",
+                )
+            )
         else:
             if prefix:  # flattened names from nested containers can collide ("a.b" vs a -> b)
                 self.rows.unique = False
@@ -248,8 +269,10 @@ class _Collector:
         shape, stride, offset = tuple(value.shape), tuple(value.stride()), value.storage_offset()
         if not all(type(x) is int for x in (*shape, *stride, offset, nbytes)):
             # Never int() a SymInt: that would add a guard to the caller's shape environment.
-            return (f"symbolic sizes or strides (shape {shape}, stride {stride}): byte offsets need "
-                    f"concrete numbers; analyse real, meta or static-shape fake tensors instead")
+            return (
+                f"symbolic sizes or strides (shape {shape}, stride {stride}): byte offsets need "
+                f"concrete numbers; analyse real, meta or static-shape fake tensors instead"
+            )
         self.rows.geometry(shape, stride)  # fails here, not later, on odd metadata
         if note:
             self.rows.notes[len(self.rows.rows)] = note
@@ -280,8 +303,10 @@ def collect(items: Any, source: str = "") -> Layout:
 def analyze_object(obj: Any) -> Layout:
     """Analyse an in-memory object (module, mapping, tensor, sequence)."""
     if not isinstance(obj, (torch.nn.Module, Mapping, torch.Tensor, list, tuple)):
-        raise TypeError(f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; "
-                        f"it accepts " + "; ".join(ACCEPTED))
+        raise TypeError(
+            f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; "
+            f"it accepts " + "; ".join(ACCEPTED)
+        )
     c = _Collector()
     with gc_paused():
         c.walk(obj, "")

@@ -3,7 +3,7 @@
 Shared by the file readers (``_safetensors``, ``_checkpoint``, ``_shards``): the :class:`Part`
 record, :func:`merge`, strict JSON parsing and the short texts error messages quote.
 
-A row is the compact form a reader hands to :class:`~tensorviz.layout.Layout` (see
+A row is the compact form a reader hands to :class:`~tensorviz.core.layout.Layout` (see
 :class:`~tensorviz.layout.Rows`): ``(name, storage key, device, storage nbytes, (dtype,
 itemsize), shape, stride, offset, start in bytes)``. 20,000 rows cost far less than 20,000
 ``TensorView`` records, which the layout derives on first use.
@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
-from .errors import FileFormatError
-from .footprint import span
-from .layout import Layout, Rows, Skipped, StorageInfo
+from tensorviz.core.errors import FileFormatError
+from tensorviz.core.footprint import span
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Skipped, StorageInfo
+from tensorviz.core.rows import Rows
 
 #: Largest JSON header (or index file, or checkpoint pickle) accepted; safetensors' own limit.
 MAX_HEADER_BYTES = 100_000_000
@@ -96,8 +99,13 @@ class _Merged:
             name = row[0]
             if name in owner:
                 a, b = row_span(row)
-                self.skipped.append(Skipped(f"{name} [{label}]", f"duplicate: {owner[name]} already holds a "
-                                            f"tensor of this name; this copy (bytes [{a}, {b})) is hidden"))
+                self.skipped.append(
+                    Skipped(
+                        f"{name} [{label}]",
+                        f"duplicate: {owner[name]} already holds a "
+                        f"tensor of this name; this copy (bytes [{a}, {b})) is hidden",
+                    )
+                )
                 self.problems.append(f"duplicated: {name!r} is in {owner[name]} and {label}")
                 continue
             owner[name] = label
@@ -157,14 +165,16 @@ def parse_json(path: str, raw: bytes, what: str) -> Any:
     try:
         return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except _DuplicateKey as dup:
-        raise FileFormatError(f"{path}: the {what} names {dup.key!r} twice; a JSON object may hold "
-                              f"each name once (which copy would a loader use?)") from None
+        raise FileFormatError(
+            f"{path}: the {what} names {dup.key!r} twice; a JSON object may hold "
+            f"each name once (which copy would a loader use?)"
+        ) from None
     except UnicodeDecodeError as err:
-        raise FileFormatError(f"{path}: the {what} is not UTF-8 text (byte {err.start}); "
-                              f"the file is corrupt or not in this format") from None
+        raise FileFormatError(
+            f"{path}: the {what} is not UTF-8 text (byte {err.start}); the file is corrupt or not in this format"
+        ) from None
     except RecursionError:
-        raise FileFormatError(f"{path}: the {what} JSON is nested too deeply to parse; "
-                              f"a real {what} is flat") from None
+        raise FileFormatError(f"{path}: the {what} JSON is nested too deeply to parse; a real {what} is flat") from None
     except ValueError as err:  # json.JSONDecodeError, int too large, ...
         raise FileFormatError(f"{path}: the {what} is not valid JSON: {one_line(err)}") from None
 

@@ -1,6 +1,7 @@
 """safetensors headers: read and validate the 8-byte length and the JSON header, nothing else.
 
-The standard library reads the header (no mmap, no data); torch only answers dtype sizes. A
+The standard library reads the header (no mmap, no data, no torch: ``import torch`` would cost
+seconds, so dtype sizes come from the format's own table). A
 header entry becomes a row whose storage is the file itself and whose span is its absolute byte
 range, ``8 + header_len + data_offsets``.
 """
@@ -11,24 +12,37 @@ import json
 import math
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from operator import itemgetter
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
-import torch
-
-from ._file_parts import MAX_HEADER_BYTES, Part, parse_json, short
-from .errors import FileFormatError
-from .layout import Skipped, StorageInfo
+from tensorviz.core.errors import FileFormatError
+from tensorviz.core.records import Skipped, StorageInfo
+from tensorviz.sources.parts import MAX_HEADER_BYTES, Part, parse_json, short
 
 #: safetensors dtype code -> torch dtype attribute name (byte sizes always come from torch).
 SAFETENSORS_DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
-    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E4M3FNUZ": "float8_e4m3fnuz",
-    "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu", "C64": "complex64",
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U64": "uint64",
+    "U32": "uint32",
+    "U16": "uint16",
+    "U8": "uint8",
+    "BOOL": "bool",
+    "F8_E4M3": "float8_e4m3fn",
+    "F8_E5M2": "float8_e5m2",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E8M0": "float8_e8m0fnu",
+    "C64": "complex64",
 }
 # Packed sub-byte codes: elements are not byte-addressable, so no strided view exists. Their
 # bit width is part of the safetensors format (torch has no per-element dtype to ask).
@@ -87,8 +101,10 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
         raise FileFormatError(f"{p}: truncated header: expected {n} bytes, read {len(raw)}")
     obj = _parse_header_json(p, raw)
     if not isinstance(obj, dict):
-        raise FileFormatError(f"{p}: the header must be a JSON object of tensors, got a JSON "
-                              f"{type(obj).__name__}; this is not a safetensors file")
+        raise FileFormatError(
+            f"{p}: the header must be a JSON object of tensors, got a JSON "
+            f"{type(obj).__name__}; this is not a safetensors file"
+        )
     metadata = _file_metadata(p, obj.pop("__metadata__", None))
     entries = [_entry(p, name, info) for name, info in obj.items()]
     entries.sort(key=itemgetter(3, 4))  # (begin, end)
@@ -98,18 +114,25 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
 
 def _header_length(path: str, first8: bytes, size: int) -> int:
     if size == 0:
-        raise FileFormatError(f"{path}: the file is empty (0 bytes); a safetensors file starts "
-                              f"with an 8-byte header length")
+        raise FileFormatError(
+            f"{path}: the file is empty (0 bytes); a safetensors file starts with an 8-byte header length"
+        )
     if len(first8) < 8:
-        raise FileFormatError(f"{path}: the file is {size} bytes, too short for the 8-byte header "
-                              f"length a safetensors file starts with (truncated download?)")
+        raise FileFormatError(
+            f"{path}: the file is {size} bytes, too short for the 8-byte header "
+            f"length a safetensors file starts with (truncated download?)"
+        )
     n = struct.unpack("<Q", first8)[0]
     if n > MAX_HEADER_BYTES:
-        raise FileFormatError(f"{path}: the header claims {n} bytes, over the {MAX_HEADER_BYTES}-byte "
-                              f"limit safetensors itself enforces; the file is corrupt or not safetensors")
+        raise FileFormatError(
+            f"{path}: the header claims {n} bytes, over the {MAX_HEADER_BYTES}-byte "
+            f"limit safetensors itself enforces; the file is corrupt or not safetensors"
+        )
     if n > size - 8:
-        raise FileFormatError(f"{path}: the header claims {n} bytes but only {size - 8} follow the "
-                              f"length field; the file is truncated or not safetensors")
+        raise FileFormatError(
+            f"{path}: the header claims {n} bytes but only {size - 8} follow the "
+            f"length field; the file is truncated or not safetensors"
+        )
     return n
 
 
@@ -151,8 +174,9 @@ def _file_metadata(path: str, md: Any) -> dict[str, str]:
     if md is None:
         return {}
     if not isinstance(md, dict) or not all(isinstance(v, str) for v in md.values()):
-        raise FileFormatError(f"{path}: __metadata__ must map strings to strings, got "
-                              f"{short(md)}; safetensors refuses such a file")
+        raise FileFormatError(
+            f"{path}: __metadata__ must map strings to strings, got {short(md)}; safetensors refuses such a file"
+        )
     return md
 
 
@@ -180,8 +204,7 @@ def _checked_entry(path: str, name: str, info: Any) -> HeaderEntry:
     """The slow path of :func:`_entry`: each check in turn, raising the first that fails."""
     where = f"{path}: tensor {name!r}"
     if not isinstance(info, dict):
-        raise FileFormatError(f"{where}: expected an object with dtype, shape and data_offsets, "
-                              f"got {short(info)}")
+        raise FileFormatError(f"{where}: expected an object with dtype, shape and data_offsets, got {short(info)}")
     missing = [k for k in ("dtype", "shape", "data_offsets") if k not in info]
     if missing:
         raise FileFormatError(f"{where}: missing {', '.join(missing)}")
@@ -189,8 +212,9 @@ def _checked_entry(path: str, name: str, info: Any) -> HeaderEntry:
     if not isinstance(shape, list) or not all(_is_count(s) for s in shape):
         raise FileFormatError(f"{where}: shape must be a list of non-negative integers, got {short(shape)}")
     if not (isinstance(offs, list) and len(offs) == 2 and all(_is_count(o) for o in offs)):
-        raise FileFormatError(f"{where}: data_offsets must be [begin, end] with non-negative "
-                              f"integers, got {short(offs)}")
+        raise FileFormatError(
+            f"{where}: data_offsets must be [begin, end] with non-negative integers, got {short(offs)}"
+        )
     begin, end = offs
     if end < begin:
         raise FileFormatError(f"{where}: data_offsets {offs} are out of order (end before begin)")
@@ -198,8 +222,10 @@ def _checked_entry(path: str, name: str, info: Any) -> HeaderEntry:
     bits = _element_bits(where, code)
     if numel * bits != (end - begin) * 8:
         need = f"{numel * bits / 8:g}"
-        raise FileFormatError(f"{where}: data_offsets {offs} hold {end - begin} bytes but "
-                              f"{code}{shape} needs {need} bytes (shape x dtype size)")
+        raise FileFormatError(
+            f"{where}: data_offsets {offs} hold {end - begin} bytes but "
+            f"{code}{shape} needs {need} bytes (shape x dtype size)"
+        )
     return HeaderEntry(name, code, tuple(shape), begin, end)
 
 
@@ -208,35 +234,50 @@ def _is_count(x: Any) -> bool:
 
 
 # -- dtype codes -----------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
-def torch_dtype(code: str) -> torch.dtype | None:
-    """The torch dtype of a safetensors dtype code, or None when this torch lacks it."""
-    name = SAFETENSORS_DTYPES.get(code)
-    return getattr(torch, name, None) if name else None
+#: Bytes per element of each code, as the safetensors format defines them (``Dtype::bitsize``).
+_ITEMSIZE = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U64": 8,
+    "U32": 4,
+    "U16": 2,
+    "U8": 1,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3FNUZ": 1,
+    "F8_E5M2FNUZ": 1,
+    "F8_E8M0": 1,
+    "C64": 8,
+}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _dtype_facts(code: str) -> tuple[str, int, int] | None:
-    """(torch dtype name, itemsize, bits per element) of a code, sizes asked of torch; None if unknown.
+    """(torch dtype name, itemsize, bits per element) of a code; None if unknown.
 
     Packed sub-byte codes have no torch dtype: name "" and itemsize 0.
     """
     if code in _SUB_BYTE_BITS:
         return ("", 0, _SUB_BYTE_BITS[code])
-    dtype = torch_dtype(code)
-    if dtype is None:
+    name = SAFETENSORS_DTYPES.get(code)
+    if name is None:
         return None
-    itemsize = torch.empty((), dtype=dtype, device="meta").element_size()
-    return (str(dtype).removeprefix("torch."), itemsize, itemsize * 8)
+    itemsize = _ITEMSIZE[code]
+    return (name, itemsize, itemsize * 8)
 
 
 def _element_bits(where: str, code: Any) -> int:
     facts = _dtype_facts(code) if isinstance(code, str) else None
     if facts is None:
         known = ", ".join(SAFETENSORS_DTYPES)
-        extra = (f" (this torch {torch.__version__} has no torch.{SAFETENSORS_DTYPES[code]})"
-                 if isinstance(code, str) and code in SAFETENSORS_DTYPES else "")
-        raise FileFormatError(f"{where}: unknown dtype {short(code)}{extra}; known codes: {known}")
+        raise FileFormatError(f"{where}: unknown dtype {short(code)}; known codes: {known}")
     return facts[2]
 
 
@@ -250,21 +291,27 @@ def _check_offsets(path: str, entries: list[HeaderEntry], data_len: int) -> list
         if e.end > data_len:
             raise FileFormatError(
                 f"{path}: tensor {e.name!r}: data_offsets [{e.begin}, {e.end}] end past the data "
-                f"section, which holds {data_len} bytes; the file is truncated or the header is wrong")
+                f"section, which holds {data_len} bytes; the file is truncated or the header is wrong"
+            )
         if e.begin == e.end:
             continue
         if prev is not None and e.begin < prev.end:
             raise FileFormatError(
                 f"{path}: tensor {e.name!r}: data_offsets [{e.begin}, {e.end}] overlap tensor "
-                f"{prev.name!r} [{prev.begin}, {prev.end}]; each tensor needs its own bytes")
+                f"{prev.name!r} [{prev.begin}, {prev.end}]; each tensor needs its own bytes"
+            )
         if e.begin > tiled:
             after = f"after {prev.name!r}" if prev else "at the start of the data section"
-            problems.append(f"{os.path.basename(path)}: {e.begin - tiled} bytes {after} belong to no "
-                            f"tensor (safetensors.safe_open refuses files with gaps)")
+            problems.append(
+                f"{os.path.basename(path)}: {e.begin - tiled} bytes {after} belong to no "
+                f"tensor (safetensors.safe_open refuses files with gaps)"
+            )
         tiled, prev = e.end, e
     if tiled < data_len:
-        problems.append(f"{os.path.basename(path)}: the last {data_len - tiled} bytes belong to no "
-                        f"tensor (safetensors.safe_open refuses a file not fully covered)")
+        problems.append(
+            f"{os.path.basename(path)}: the last {data_len - tiled} bytes belong to no "
+            f"tensor (safetensors.safe_open refuses a file not fully covered)"
+        )
     return problems
 
 
@@ -285,15 +332,32 @@ def safetensors_part(header: SafetensorsHeader) -> Part:
     for e in header.entries:
         dtype, itemsize, bits = _dtype_facts(e.code)
         if not itemsize:
-            part.skipped.append(Skipped(e.name, (
-                f"packed {bits}-bit dtype {e.code}{list(e.shape)} at bytes [{ds + e.begin}, {ds + e.end}): "
-                f"elements are not byte-addressable, so there is no strided view to lay out")))
+            part.skipped.append(
+                Skipped(
+                    e.name,
+                    (
+                        f"packed {bits}-bit dtype {e.code}{list(e.shape)} at bytes [{ds + e.begin}, {ds + e.end}): "
+                        f"elements are not byte-addressable, so there is no strided view to lay out"
+                    ),
+                )
+            )
             part.unlaid[e.name] = e.end - e.begin
             continue
         if e.begin % itemsize:
             part.notes[e.name] = f"data offset {e.begin} is not a multiple of itemsize {itemsize}"
-        part.rows.append((e.name, key, "file", header.file_nbytes, (dtype, itemsize), e.shape,
-                          _contiguous_stride(e.shape), e.begin // itemsize, ds + e.begin))
+        part.rows.append(
+            (
+                e.name,
+                key,
+                "file",
+                header.file_nbytes,
+                (dtype, itemsize),
+                e.shape,
+                _contiguous_stride(e.shape),
+                e.begin // itemsize,
+                ds + e.begin,
+            )
+        )
     part.meta["header"] = {header.path: (0, ds)}
     if header.metadata:
         part.meta["__metadata__"] = {header.path: dict(header.metadata)}

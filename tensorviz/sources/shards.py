@@ -8,14 +8,25 @@ really hold, and missing, extra, misplaced and duplicated names are reported.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
-from ._checkpoint import torch_part
-from ._file_parts import MAX_HEADER_BYTES, TORCH_EXTS, ZIP_MAGIC, Part, merge, parse_json, row_nbytes, row_span, short
-from ._safetensors import read_safetensors_header, safetensors_part
-from .errors import FileFormatError
-from .layout import Layout, Skipped
+from tensorviz.core.errors import FileFormatError
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Skipped
+from tensorviz.sources.parts import (
+    MAX_HEADER_BYTES,
+    TORCH_EXTS,
+    ZIP_MAGIC,
+    Part,
+    merge,
+    parse_json,
+    row_nbytes,
+    row_span,
+    short,
+)
+from tensorviz.sources.safetensors import read_safetensors_header, safetensors_part
 
 
 def sniff(path: str) -> str:
@@ -33,12 +44,15 @@ def sniff(path: str) -> str:
         return "safetensors"
     raise FileFormatError(
         f"{path}: not a file tensorviz knows (starts with {head[:8]!r}); expected a .safetensors "
-        f"file, a *.index.json, a model folder or a torch zip checkpoint (.pt/.pth/.bin)")
+        f"file, a *.index.json, a model folder or a torch zip checkpoint (.pt/.pth/.bin)"
+    )
 
 
 def read_part(path: str) -> Part:
     """What one weights file (safetensors or torch) contributes."""
     if sniff(path) == "torch":
+        from tensorviz.sources.checkpoint import torch_part  # torch is imported only for torch files
+
         return torch_part(path)
     return safetensors_part(read_safetensors_header(path))
 
@@ -80,23 +94,31 @@ def _read_index(path: str) -> tuple[dict, dict[str, str]]:
         obj = parse_json(path, f.read(), "index")
     wm = obj.get("weight_map") if isinstance(obj, dict) else None
     if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
-        raise FileFormatError(f"{path}: an index must be a JSON object with a \"weight_map\" of "
-                              f"tensor name -> shard file name; got {short(obj)}")
+        raise FileFormatError(
+            f'{path}: an index must be a JSON object with a "weight_map" of '
+            f"tensor name -> shard file name; got {short(obj)}"
+        )
     return obj, wm
 
 
 def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
     if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
-        raise FileFormatError(f"{index}: weight_map puts {names[0]!r} in {shard!r}, a path outside the "
-                              f"index's folder; shards must sit next to the index")
+        raise FileFormatError(
+            f"{index}: weight_map puts {names[0]!r} in {shard!r}, a path outside the "
+            f"index's folder; shards must sit next to the index"
+        )
     p = os.path.join(folder, shard)
     if not os.path.isfile(p):
-        raise FileFormatError(f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard "
-                              f"{shard!r}, but {p} does not exist; download the missing shard")
+        raise FileFormatError(
+            f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard "
+            f"{shard!r}, but {p} does not exist; download the missing shard"
+        )
     return p
 
 
-def _check_weight_map(wm: Mapping[str, str], shards: list[str], parts: list[Part]) -> tuple[list[str], list[Skipped], bool]:
+def _check_weight_map(
+    wm: Mapping[str, str], shards: list[str], parts: list[Part]
+) -> tuple[list[str], list[Skipped], bool]:
     """Compare the weight_map with what each shard's header really holds.
 
     Returns the problems, a Skipped entry per missing name, and whether any name is in two shards.
@@ -120,8 +142,10 @@ def _check_weight_map(wm: Mapping[str, str], shards: list[str], parts: list[Part
     if len(where) != len(wm) or skipped:
         for name, found in where.items():
             if name not in wm:
-                problems.append(f"extra: {name!r} is in {found} but not in the weight_map; "
-                                f"loaders that follow the index never load it")
+                problems.append(
+                    f"extra: {name!r} is in {found} but not in the weight_map; "
+                    f"loaders that follow the index never load it"
+                )
     return problems, skipped, bool(also)
 
 
@@ -157,9 +181,15 @@ def _drop_copies(part: Part, i: int, chosen: Mapping[str, int], shards: list[str
     dup = [r for r in part.rows if chosen[r[0]] != i]
     if not dup:
         return part
-    skipped = [Skipped(f"{r[0]} [{shards[i]}]", f"duplicate: also in {shards[chosen[r[0]]]}, which the "
-                       f"weight_map names; this copy (bytes [{row_span(r)[0]}, {row_span(r)[1]})) is "
-                       f"never loaded") for r in dup]
+    skipped = [
+        Skipped(
+            f"{r[0]} [{shards[i]}]",
+            f"duplicate: also in {shards[chosen[r[0]]]}, which the "
+            f"weight_map names; this copy (bytes [{row_span(r)[0]}, {row_span(r)[1]})) is "
+            f"never loaded",
+        )
+        for r in dup
+    ]
     problems = [f"duplicated: {r[0]!r} is in {shards[chosen[r[0]]]} and {shards[i]}" for r in dup]
     keep = [r for r in part.rows if chosen[r[0]] == i]
     return replace(part, rows=keep, skipped=part.skipped + skipped, problems=part.problems + problems)

@@ -1,0 +1,223 @@
+"""The frozen records of a layout: :class:`TensorView`, :class:`Storage`, :class:`Group`,
+:class:`Skipped`, and :class:`StorageInfo` (what a source knows about a storage).
+
+Pure Python + numpy. Records for 100k views are common, so :func:`record` fills a frozen
+dataclass's ``__dict__`` in one step instead of calling its generated ``__init__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Literal
+
+import numpy as np
+
+from tensorviz.core import footprint as fp
+from tensorviz.core.units import format_bytes
+
+__all__ = ["TensorView", "Storage", "StorageInfo", "Group", "Skipped", "GroupBy", "RELATIONS", "StorageKey"]
+
+GroupBy = Literal["storage", "span", "overlap"]
+GROUPINGS = ("storage", "span", "overlap")
+RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps", "disjoint", "unrelated")
+
+StorageKey = tuple  # (device: str, identity: int | str)
+
+
+@dataclass(frozen=True)
+class TensorView:
+    """One named tensor reading a storage through (offset, shape, stride, dtype).
+
+    ``start``/``stop`` is the span in bytes (from the start of the storage; for a safetensors
+    file, from the start of the file). ``nbytes`` counts logical elements (numel * itemsize);
+    ``footprint_nbytes`` counts the distinct bytes read (smaller for expanded views). ``exact``
+    is False when the footprint has more blocks than :data:`tensorviz.core.footprint.RUN_BUDGET`:
+    then the span stands in for it (an upper bound) and ``footprint_nbytes`` is the span size.
+    """
+
+    name: str
+    storage: StorageKey
+    device: str
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    itemsize: int
+    start: int
+    stop: int
+    nbytes: int
+    footprint_nbytes: int
+    is_contiguous: bool
+    exact: bool = True
+    note: str = ""
+
+    @property
+    def numel(self) -> int:
+        return self.nbytes // self.itemsize if self.itemsize else 0
+
+    @property
+    def is_empty(self) -> bool:
+        return self.start == self.stop
+
+    @property
+    def is_dense(self) -> bool:
+        """The footprint is the whole span: one gap-free block of bytes (and known exactly)."""
+        return self.exact and not self.is_empty and self.footprint_nbytes == self.stop - self.start
+
+    @property
+    def is_expanded(self) -> bool:
+        """Some element is read through more than one index (stride 0 or overlapping strides)."""
+        return self.footprint_nbytes < self.nbytes
+
+    def footprint(self) -> fp.Footprint:
+        """The exact bytes this view reads (see :func:`tensorviz.core.footprint.footprint`)."""
+        if self.is_dense:
+            return fp.Footprint(single(self.start, self.stop))
+        return fp.footprint(self.start, self.shape, self.stride, self.itemsize)
+
+    def footprint_runs(self) -> np.ndarray:
+        """Sorted, merged, disjoint byte runs ``[[a0, b0], [a1, b1], ...]`` (int64, read-only)."""
+        return self.footprint().runs
+
+    def __repr__(self) -> str:
+        shape = ", ".join(map(str, self.shape))
+        flags = "" if self.is_contiguous else " non-contiguous"
+        return (
+            f"TensorView({self.name!r}, {self.dtype}[{shape}], stride={self.stride}, "
+            f"offset={self.offset}, bytes=[{self.start}, {self.stop}){flags}, "
+            f"storage={key_text(self.storage)})"
+        )
+
+
+def single(a: int, b: int) -> np.ndarray:
+    runs = np.array([[a, b]], dtype=np.int64)
+    runs.flags.writeable = False
+    return runs
+
+
+def key_text(key: StorageKey) -> str:
+    device, ident = key
+    return f"{device}:{ident:#x}" if isinstance(ident, int) else f"{device}:{ident}"
+
+
+@dataclass(frozen=True, slots=True)
+class StorageInfo:
+    """What a collector knows about a storage before layout: its key, device, size and label."""
+
+    key: StorageKey
+    device: str
+    nbytes: int
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """One storage and how its bytes are used by the views on it.
+
+    ``covered_nbytes`` counts bytes read by at least one view, ``unreferenced_nbytes`` the rest
+    (``torch.save`` writes them anyway), ``complete_names`` the views that read every byte.
+    ``exact`` is False when a view's footprint was over the run budget (coverage is then an
+    upper bound).
+    """
+
+    key: StorageKey
+    index: int
+    device: str
+    nbytes: int
+    names: tuple[str, ...]
+    covered_nbytes: int
+    unreferenced_nbytes: int
+    complete_names: tuple[str, ...]
+    label: str = ""
+    exact: bool = True
+
+    def __repr__(self) -> str:
+        return (
+            f"Storage(#{self.index} {self.label or self.device}, {format_bytes(self.nbytes)}, "
+            f"{len(self.names)} view{'s' * (len(self.names) != 1)}, "
+            f"unreferenced={format_bytes(self.unreferenced_nbytes)})"
+        )
+
+
+@dataclass(frozen=True)
+class Group:
+    """Views grouped by one rule; ``start``/``stop`` is the byte range their spans cover.
+
+    ``exact`` is False for an overlap group joined through a footprint over the run budget
+    (its span stood in for its bytes, so the group may be too large).
+    """
+
+    by: str
+    names: tuple[str, ...]
+    storage: StorageKey
+    start: int
+    stop: int
+    exact: bool = True
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __repr__(self) -> str:
+        flag = "" if self.exact else ", inexact"
+        return f"Group(by={self.by!r}, names={self.names}, bytes=[{self.start}, {self.stop}){flag})"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A value that could not be analysed, and why, in words a person understands."""
+
+    name: str
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"Skipped({self.name!r}: {self.reason})"
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def record(cls: type, values: tuple) -> object:
+    """A frozen dataclass record built without its generated ``__init__``.
+
+    That ``__init__`` calls ``object.__setattr__`` once per field, which is most of the cost of
+    a layout of 100k views. This fills the instance ``__dict__`` in one step instead; ``values``
+    must list every field in declaration order (the tests compare against ``cls(*values)``).
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(zip(_FIELDS.get(cls) or _field_names(cls), values))
+    return obj
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def view_record(row: tuple, key: StorageKey, device: str, geo: fp.Geometry, start: int, note: str) -> TensorView:
+    """The TensorView of a collector row, given its storage and Geometry."""
+    name, offset, (dtype, itemsize) = row[0], row[7], row[4]
+    return record(
+        TensorView,
+        (
+            name,
+            key,
+            device,
+            dtype,
+            geo.shape,
+            geo.stride,
+            offset,
+            itemsize,
+            start,
+            start + geo.reach * itemsize,
+            geo.numel * itemsize,
+            geo.footprint * itemsize,
+            geo.contiguous,
+            geo.exact,
+            note,
+        ),
+    )

@@ -1,0 +1,83 @@
+"""What a source hands to :class:`~tensorviz.core.layout.Layout`: compact :class:`Rows`.
+
+Pure Python; no records are built here (see :mod:`tensorviz.core.records`).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from tensorviz.core import footprint as fp
+from tensorviz.core.records import Skipped, StorageInfo, StorageKey
+
+__all__ = ["Rows", "gc_paused"]
+
+
+class Rows:
+    """The compact form a collector hands to :class:`Layout`: plain tuples, no records yet.
+
+    ``rows`` holds one tuple per view: ``(name, storage token, device, storage nbytes,
+    (dtype name, itemsize), shape, stride, offset in elements, start in bytes or None for
+    offset * itemsize)``. The token is the storage id (an int; the key becomes ``(str(device),
+    id)``) or the storage key itself (a tuple). ``labels`` names storages by key, ``extra``
+    lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row.
+    Set ``unique`` to False when names may repeat (flattened nested containers). Building
+    records for 100k views costs more than reading their metadata, so :class:`Layout` groups
+    storages and derives geometries and records on first use.
+    """
+
+    __slots__ = ("rows", "notes", "labels", "extra", "geometries", "unique")
+
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.notes: dict[int, str] = {}
+        self.labels: dict[StorageKey, str] = {}
+        self.extra: list[tuple] = []
+        self.geometries: dict[tuple, fp.Geometry] = {}
+        self.unique = True
+
+    def geometry(self, shape: Sequence[int], stride: Sequence[int]) -> fp.Geometry:
+        """The shared :class:`~tensorviz.core.footprint.Geometry` of a shape and stride."""
+        key = (shape, stride)
+        geo = self.geometries.get(key)
+        if geo is None:
+            geo = self.geometries[key] = fp.geometry(shape, stride)
+        return geo
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small records.
+
+    They are acyclic, but each few hundred allocations would trigger a collection pass, and
+    passes reach every live object of the caller (100k tensors and their containers) -- that
+    costs more than the work itself. Re-entrant; restores the collector's previous state.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def store(info: StorageInfo) -> tuple:
+    return (info.key, info.device, info.nbytes, info.label)
+
+
+def drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
+    """Rows keeping each name's first row only; the rest become Skipped."""
+    out, seen, extra = Rows(), set(), []
+    for i, row in enumerate(rows.rows):
+        if row[0] in seen:
+            extra.append(Skipped(row[0], "duplicate name: an earlier value already has this name"))
+            continue
+        seen.add(row[0])
+        if i in rows.notes:
+            out.notes[len(out.rows)] = rows.notes[i]
+        out.rows.append(row)
+    out.labels, out.extra, out.geometries = rows.labels, rows.extra, rows.geometries
+    return out, skipped + tuple(extra)

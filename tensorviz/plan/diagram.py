@@ -1,0 +1,101 @@
+"""``tv.diagram``: plan the bar diagram of a layout (see :mod:`tensorviz.plan.model` for what a
+Diagram holds, and :mod:`tensorviz.plan.planner` for how it is made).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensorviz.core.layout import Layout, as_layout
+from tensorviz.core.records import Storage
+from tensorviz.core.summary import whole_files
+from tensorviz.plan.colors import PALETTE, assign_colors, color_for
+from tensorviz.plan.model import (
+    Bar,
+    BarColumns,
+    Block,
+    Diagram,
+    DiagramOptionError,
+    DiagramOptions,
+    Header,
+    Lane,
+    Summary,
+)
+from tensorviz.plan.options import normalise
+from tensorviz.plan.planner import plan
+from tensorviz.plan.planner import storage_reasons as _reasons
+
+__all__ = [
+    "diagram",
+    "storage_reasons",
+    "Diagram",
+    "DiagramOptions",
+    "Block",
+    "Lane",
+    "Bar",
+    "BarColumns",
+    "Summary",
+    "Header",
+    "DiagramOptionError",
+    "PALETTE",
+    "color_for",
+    "assign_colors",
+]
+
+
+def diagram(
+    layout_or_obj: Any,
+    *,
+    by: str = "storage",
+    names: str | None = None,
+    storages: Sequence[int] | None = None,
+    only_shared: bool = False,
+    byte_range: tuple[int, int] | None = None,
+    max_lanes: int = 40,
+    show_unreferenced: bool = True,
+    expand_simple: bool = False,
+) -> Diagram:
+    """Plan the bar diagram of a layout.
+
+    Args:
+        layout_or_obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts.
+        by: ``"storage"`` (a lane per view under each storage's extent), ``"span"`` (views with
+            an identical span share one bar, e.g. tied weights) or ``"overlap"`` (views packed
+            onto sub-lanes so none hides another; overlapping bytes marked).
+        names: regular expression; only views whose name matches (``re.search``) are drawn.
+        storages: storage indices (as in ``layout.storages``) to include.
+        only_shared: only storages (storage mode) or bars (span/overlap mode) in shared groups.
+        byte_range: ``(lo, hi)`` bytes to zoom into (most useful with one storage).
+        max_lanes: most rows drawn; extra views go to a "… N more" row that still draws them.
+        show_unreferenced: draw the bytes of each storage that no view reads.
+        expand_simple: draw storages whose single view is the whole storage, instead of
+            collapsing them into one summary line.
+
+    Returns:
+        An immutable :class:`Diagram`.
+
+    Raises:
+        DiagramOptionError: an option is out of range (a bad regex, an unknown ``by``, ...).
+
+    >>> import torch, tensorviz as tv
+    >>> w = torch.zeros(4, 4)
+    >>> d = tv.diagram({"wte": w, "head": w}, by="span")
+    >>> [bar.label for bar in d.bars]
+    ['wte ≡ head']
+    """
+    layout = as_layout(layout_or_obj)
+    opts = normalise(layout, by, names, storages, only_shared, byte_range, max_lanes, show_unreferenced, expand_simple)
+    return plan(layout, opts)
+
+
+def storage_reasons(layout: Layout, storage: Storage) -> tuple[str, ...]:
+    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous.
+
+    >>> import torch, tensorviz as tv
+    >>> x = torch.zeros(4, 4)
+    >>> layout = tv.analyze({"x": x, "col": x[:, 0]})
+    >>> storage_reasons(layout, layout.storages[0])
+    ('shared', 'overlapping', 'non-contiguous')
+    """
+    return _reasons(storage, layout.storage_views(storage.key), storage.key in whole_files(layout))

@@ -1,0 +1,175 @@
+"""Misfires: where a library's own sharing check disagrees with tensorviz's exact bytes."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import StorageInfo, TensorView
+from tensorviz.savecheck import savers as sv
+from tensorviz.savecheck.standin import StandIn
+from tensorviz.savecheck.verdicts import Misfire
+
+if TYPE_CHECKING:
+    from tensorviz.savecheck.check import Subject
+
+
+# -- misfires ---------------------------------------------------------------------------------------
+def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
+    out: list[Misfire] = []
+    order = {n: i for i, n in enumerate(sub.names)}
+    overlap = sub.groups("overlap")
+    comp = {n: i for i, g in enumerate(overlap) for n in g.names}
+    name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
+    if run.anchor_error is not None:
+        out.extend(_view_misfires(run, sub, s, name))
+    out.extend(_refusal_misfires(run, sub, order))
+    for group in run.anchor or ():
+        names = _in_order(order, group)
+        if len(names) < 2:
+            continue
+        keys = {sub[n].storage for n in names}
+        if len(keys) > 1:
+            why = (
+                "meta tensors all report address 0, so only their size tells them apart"
+                if all(sub[n].device == "meta" for n in names)
+                else "their storages report the same address"
+            )
+            out.append(
+                Misfire(
+                    names,
+                    f"{name} puts them on one storage",
+                    f"{len(keys)} different storages ({why}); they share no byte",
+                )
+            )
+            continue
+        ids = {comp[n] for n in names}
+        if len(ids) == 1 and len(overlap[next(iter(ids))]) == len(names):
+            continue  # exactly one overlap component: the library is right
+        parts = _singletons(names) if len(ids) == len(names) else sub_layout(sub, names).groups("overlap")
+        if len(parts) > 1:
+            out.append(Misfire(names, f"{name} treats them as sharing memory", _parts_text(sub, names, parts)))
+    if run.anchor is not None:
+        out.extend(_missed(run, sub, name))
+    return out
+
+
+def _singletons(names) -> list[tuple[str]]:
+    return [(n,) for n in names]
+
+
+def _in_order(order: dict[str, int], group) -> tuple[str, ...]:
+    """The names of ``group`` that ``order`` knows, in that order."""
+    return tuple(sorted((n for n in group if n in order), key=order.__getitem__))
+
+
+def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
+    """Pairs of names that share bytes but sit in different groups of the library's check."""
+    where = {n: i for i, grp in enumerate(run.anchor or ()) for n in grp}
+    out = []
+    for g in sub.shared("overlap"):
+        names = g.names
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                apart = where.get(a, ("alone", a)) != where.get(b, ("alone", b))
+                if apart and sub.overlap_nbytes(a, b):
+                    why = (
+                        "they are meta tensors (address 0), which it skips"
+                        if sub[a].device == "meta"
+                        else "its sweep over spans misses this overlap"
+                    )
+                    out.append(
+                        Misfire(
+                            (a, b),
+                            f"{name} does not see them share memory",
+                            f"{b} {sub.relation(b, a)} {a}, {sub.overlap_nbytes(a, b)} B in common; {why}",
+                        )
+                    )
+    return out
+
+
+def _parts_text(sub: Layout, names, parts) -> str:
+    if all(len(p) == 1 for p in parts):
+        return f"no byte in common: {_relations(sub, names)}"
+    shared = [tuple(p) for p in parts if len(p) > 1]
+    return f"only {', '.join('{' + ', '.join(p) + '}' for p in shared)} share bytes; {_relations(sub, names)}"
+
+
+def _relations(sub: Layout, names) -> str:
+    first = names[0]
+    rel = [f"{n} {sub.relation(n, first)} {first}" for n in names[1:4]]
+    more = f" (+{len(names) - 4} more)" if len(names) > 4 else ""
+    return "; ".join(rel) + more
+
+
+def _view_misfires(run: sv.Run, sub: Layout, s: Subject, name: str) -> list[Misfire]:
+    """The library's check failed on views it cannot flatten; name them and say what is true."""
+    err = f"{run.anchor_error[0]}: {run.anchor_error[1]}"
+    out = []
+    for st in sub.storages:
+        names = [n for n in st.names if isinstance(s.standins.get(n), StandIn)]
+        if len(names) < 2 or st.device == "meta":
+            continue
+        bad = [n for n in names if not _flattens(s.standins[n])]
+        if bad:
+            out.append(
+                Misfire(
+                    tuple(names),
+                    f"{name} calls .view(-1) on every tensor sharing a storage, "
+                    f"impossible for non-contiguous {', '.join(bad)}: {err}",
+                    f"{_relations(sub, names)}; " + "; ".join(f"{n} is a valid {_shape(sub[n])} view" for n in bad),
+                )
+            )
+    if not out:
+        out.append(Misfire((), f"{name} fails: {err}", "tensorviz could not tell which tensor it failed on"))
+    return out
+
+
+def _refusal_misfires(run: sv.Run, sub: Layout, order: dict[str, int]) -> list[Misfire]:
+    """save_model refuses a group with no "complete" name; say when nothing was shared at all."""
+    if run.error is None or "no suitable name to keep" not in run.error[1] or not run.anchor:
+        return []
+    out = []
+    for group in run.anchor:
+        names = _in_order(order, group)
+        if not names or f"{sorted(names)[0]!r}" not in run.error[1]:
+            continue
+        st = sub.storage(names[0])
+        reads = "; ".join(
+            f"{n} reads {sub[n].footprint_nbytes} of its storage's {st.nbytes} B"
+            + (
+                " (expanded: every byte, read several times)"
+                if sub[n].is_expanded and sub[n].footprint_nbytes == st.nbytes
+                else ""
+            )
+            for n in names[:4]
+        )
+        shared = len(sub_layout(sub, names).shared("overlap")) > 0
+        what = "they share bytes" if shared else ("nothing here is shared" if len(names) == 1 else "they share no byte")
+        out.append(
+            Misfire(names, "save_model finds no name covering the whole storage and refuses", f"{what}; {reads}")
+        )
+        break
+    return out
+
+
+def _flattens(s: StandIn) -> bool:
+    if s.nelement() == 0:
+        return True
+    try:
+        s.view(-1)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _shape(v: TensorView) -> str:
+    return f"{v.dtype}[{'×'.join(map(str, v.shape))}] stride {v.stride}"
+
+
+def sub_layout(layout: Layout, names) -> Layout:
+    names = [n for n in names if n in layout]
+    views = [layout[n] for n in names]
+    keys = {v.storage for v in views}
+    infos = [StorageInfo(st.key, st.device, st.nbytes, st.label) for st in layout.storages if st.key in keys]
+    return Layout(views, infos, source=layout.source)

@@ -1,0 +1,18 @@
+"""The save check's vocabulary: the outcomes (most severe first) and the savers it knows."""
+
+from __future__ import annotations
+
+__all__ = ["OUTCOMES", "SAVERS"]
+
+#: Outcomes, most severe first. A verdict's ``outcome`` is the first of its ``problems`` (or "ok").
+OUTCOMES = ("could not evaluate", "raises", "drops data", "duplicates bytes", "writes unreferenced bytes", "ok")
+
+#: Saver keys, in report order, with the call each one stands for.
+SAVERS = {
+    "safetensors.save_file": "safetensors.torch.save_file({sd}, path)",
+    "safetensors.save_model": "safetensors.torch.save_model({model}, path)",
+    "torch.save": "torch.save({sd}, path)",
+    "transformers.save_pretrained": "{model}.save_pretrained(directory)",
+    "accelerate.save": "accelerate.utils.save({sd}, path, safe_serialization=True)",
+    "Accelerator.save_model": "Accelerator().save_model({model}, directory)",
+}

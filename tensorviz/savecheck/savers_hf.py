@@ -1,0 +1,198 @@
+"""What transformers' ``save_pretrained`` and accelerate's savers would do, by their own helpers."""
+
+from __future__ import annotations
+
+import collections
+import importlib
+from typing import Any
+
+from tensorviz.savecheck.savers import (
+    _ST,
+    Run,
+    Unavailable,
+    _anchor,
+    _dropped,
+    _err,
+    _guard,
+    _helper,
+    _library_failure,
+    _only_standins,
+    _patched,
+    _save_file_into,
+)
+from tensorviz.savecheck.standin import StandIn
+
+__all__ = ["evaluate_save_pretrained", "evaluate_accelerate_save", "evaluate_accelerator_save_model"]
+
+
+# -- transformers ---------------------------------------------------------------------------------
+_TF = "transformers.modeling_utils"
+
+
+def _declared_tie_targets(model: Any) -> set[str]:
+    """The names ``from_pretrained`` re-ties on load (so dropping them on save loses nothing)."""
+    tied = getattr(model, "all_tied_weights_keys", None)
+    if tied is None and hasattr(model, "get_expanded_tied_weights_keys"):
+        tied = model.get_expanded_tied_weights_keys(all_submodels=True)
+    return set(tied or ())
+
+
+def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
+    """``model.save_pretrained(directory)`` (safetensors, one or more shards)."""
+    run = Run(tuple(sd))
+    _only_standins(sd, "save_pretrained")
+    remove_tied = _helper(_TF, "remove_tied_weights_from_state_dict")
+    _anchor_transformers(run, sd)
+    sd = dict(sd)
+    for key in getattr(model, "_keys_to_ignore_on_save", None) or ():
+        sd.pop(key, None)
+    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "_hf_peft_config_loaded", False):
+        raise Unavailable("quantized or PEFT models save a converted state dict tensorviz does not replay")
+    try:
+        kept = remove_tied(sd, model)
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        return run
+    kept = _revert_conversion(model, kept)
+    metadata = {"format": "pt"}
+    try:
+        for filename, names in _shards(kept, "model{suffix}.safetensors", "50GB").items():
+            _save_file_into(run, {k: kept[k].contiguous() for k in names}, metadata)
+            run.files[-1] = (filename,) + run.files[-1][1:]
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.error = _err(e)
+        run.written.clear()
+        return run
+    run.dropped = [k for k in run.given if k not in run.written]
+    targets = _declared_tie_targets(model)
+    for name in run.dropped:
+        if name not in targets:
+            run.notes.append(
+                f"from_pretrained will not restore {name}: it is dropped as a duplicate, "
+                f"but the model does not declare it tied (all_tied_weights_keys)"
+            )
+    return run
+
+
+def _anchor_transformers(run: Run, sd: dict[str, Any]) -> None:
+    id_storage = _helper("transformers.pytorch_utils", "id_tensor_storage")
+    find_disjoint = _helper(_TF, "_find_disjoint")
+    run.anchor_name = f"{_TF}._find_disjoint"
+    groups: dict[Any, list[str]] = collections.defaultdict(list)
+    for name, t in sd.items():
+        if isinstance(t, StandIn) and t.device.type != "meta":
+            groups[id_storage(t)].append(name)
+    shared = [set(g) for g in groups.values() if len(g) > 1]
+    try:
+        run.anchor = [frozenset(g) for g in find_disjoint(shared, sd)[0]]
+    except Exception as e:  # noqa: BLE001
+        _guard(e)
+        run.anchor_error = _err(e)
+
+
+def _revert_conversion(model: Any, sd: dict[str, Any]) -> dict[str, Any]:
+    try:
+        revert = _helper("transformers.core_model_loading", "revert_weight_conversion")
+    except Unavailable:
+        return sd
+    try:
+        return revert(model, sd)
+    except Exception as e:  # noqa: BLE001
+        raise Unavailable(f"its weight-conversion step needs tensor data ({type(e).__name__}: {e})") from None
+
+
+def _shards(sd: dict[str, Any], pattern: str, max_size: str) -> dict[str, list[str]]:
+    split = _helper("huggingface_hub", "split_torch_state_dict_into_shards")
+    try:
+        return dict(split(sd, filename_pattern=pattern, max_shard_size=max_size).filename_to_tensors)
+    except Exception as e:  # noqa: BLE001
+        raise Unavailable(f"huggingface_hub could not plan the shards ({type(e).__name__}: {e})") from None
+
+
+# -- accelerate -----------------------------------------------------------------------------------
+_ACC = "accelerate.utils.other"
+
+
+class _CaptureLog:
+    """Stands in for accelerate's module logger: keeps the messages instead of needing PartialState."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def warning(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self.messages.append(msg % args if args else msg)
+
+    info = debug = warning
+
+
+def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
+    _only_standins(sd, "accelerate")
+    clean = _helper(_ACC, "clean_state_dict_for_safetensors")
+    id_storage = _helper("accelerate.utils.modeling", "id_tensor_storage")
+    groups: dict[Any, list[str]] = collections.defaultdict(list)
+    for name, t in sd.items():
+        if isinstance(t, StandIn):
+            groups[id_storage(t)].append(name)
+    run.anchor_name = "accelerate.utils.modeling.id_tensor_storage"
+    run.anchor = [frozenset(g) for g in groups.values()]
+    log = _CaptureLog()
+    with _patched(importlib.import_module(_ACC), "logger", log):
+        out = clean(dict(sd))
+    run.logs.extend(log.messages)
+    if len(out) < len(sd):
+        run.notes.append(
+            "dropped names are not in the file: they come back only if the model re-creates "
+            "them (the same tie or view) before loading"
+        )
+    return out
+
+
+_ORDERED_NOTE = (
+    "accelerate.utils.save de-duplicates only an OrderedDict (what model.state_dict() "
+    "returns); a plain dict goes to safetensors as it is, and save_file refuses shared tensors"
+)
+_PLAIN_NOTE = (
+    "a plain dict: accelerate.utils.save de-duplicates only an OrderedDict, so this dict goes to "
+    "safetensors' save_file as it is (an OrderedDict would keep only the first name of each storage)"
+)
+
+
+def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
+    """``accelerate.utils.save(state_dict, path, safe_serialization=True)``.
+
+    accelerate only de-duplicates an ``OrderedDict`` (what ``model.state_dict()`` returns); a
+    plain ``dict`` goes to safetensors as it is.
+    """
+    run = Run(tuple(sd))
+    run.notes.append(_ORDERED_NOTE if ordered else _PLAIN_NOTE)
+    with _library_failure(run):
+        cleaned = _accelerate_clean(run, sd) if ordered else dict(sd)
+        if len(cleaned) < len(sd):
+            run.notes.append("accelerate deletes the names it drops from the very dict you pass (in place)")
+        if not ordered:
+            _anchor(run, sd, _ST, "_find_shared_tensors")
+        _save_file_into(run, cleaned, {"format": "pt"})
+    run.dropped = _dropped(run, sd)
+    return run
+
+
+_META_MESSAGE = "You can't save the model since some parameters are on the meta device."
+
+
+def evaluate_accelerator_save_model(sd: dict[str, Any], has_meta_parameters: bool) -> Run:
+    """``Accelerator().save_model(model, directory)`` (safetensors, the default)."""
+    run = Run(tuple(sd))
+    if has_meta_parameters:
+        run.error = ("RuntimeError", _META_MESSAGE)
+        return run
+    with _library_failure(run):
+        cleaned = _accelerate_clean(run, sd)
+        for filename, names in _shards(cleaned, "model{suffix}.safetensors", "10GB").items():
+            _save_file_into(run, {k: cleaned[k] for k in names}, {"format": "pt"})
+            run.files[-1] = (filename,) + run.files[-1][1:]
+    run.dropped = _dropped(run, sd)
+    return run

@@ -1,0 +1,29 @@
+"""The sources layer: what turns live torch objects and files into a :class:`Layout`.
+
+``live`` reads tensors' metadata (the only module family that imports torch eagerly);
+``safetensors``, ``parts`` and ``shards`` read file headers with the standard library alone;
+``checkpoint`` opens torch checkpoints with ``weights_only=True``. Imports only the core.
+This module imports no torch: :func:`analyze` picks the reader by the object's kind.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tensorviz.core.layout import Layout
+
+__all__ = ["analyze"]
+
+
+def analyze(obj: Any) -> Layout:
+    """The layout of ``obj``: a path is read by :mod:`.files`, anything else by :mod:`.live`."""
+    if isinstance(obj, Layout):
+        return obj
+    if isinstance(obj, (str, os.PathLike)):
+        from tensorviz.sources.files import analyze_path
+
+        return analyze_path(obj)
+    from tensorviz.sources.live import analyze_object
+
+    return analyze_object(obj)
