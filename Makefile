@@ -40,9 +40,11 @@ notebooks: $(STAMP)
 	$(BIN)/python tools/build_notebooks.py
 	$(BIN)/python tools/run_notebooks.py
 
-# Headless Chromium for the real-browser test (Debian's package; Playwright drives it).
+# Headless Chromium for the real-browser test (Debian's package; Playwright drives it), and
+# node for the front-end's unit tests (node --test).
 browser-deps:
 	command -v chromium >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; }
+	command -v node >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; }
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
