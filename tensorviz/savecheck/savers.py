@@ -19,7 +19,6 @@ import contextlib
 import importlib
 import io
 import json
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,48 +174,41 @@ def evaluate_save_file(sd: dict[str, Any]) -> Run:
     return run
 
 
-class _StateDictOnly:
-    """Just enough of an ``nn.Module`` for ``safetensors.torch.save_model``: its state dict."""
-
-    def __init__(self, sd: dict[str, Any]):
-        self._sd = sd
-
-    def state_dict(self) -> dict[str, Any]:
-        return dict(self._sd)
+_SAVE_MODEL_HINT = " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
 
 
 def evaluate_save_model(sd: dict[str, Any]) -> Run:
-    """``safetensors.torch.save_model(model, path)``: the library's own function runs, with its
-    final ``save_file`` replaced by the metadata-only check above."""
+    """``safetensors.torch.save_model(model, path)``, step by step as safetensors writes it.
+
+    Read from safetensors' own ``save_model`` (bindings/python/py_src/safetensors/torch.py,
+    0.4 to 0.8): its pure helper ``_remove_duplicate_names`` picks the name kept per storage,
+    each dropped name goes into the metadata (never over a key already there), every tensor is
+    made ``.contiguous()``, ``save_file`` runs (here the metadata-only check above) and a
+    ``ValueError`` from it gets the library's hint appended. Nothing of safetensors is swapped.
+    """
     run = Run(tuple(sd))
     _anchor(run, sd, _ST, "_find_shared_tensors")
-    save_model = _helper(_ST, "save_model")
-    mod = importlib.import_module(_ST)
-
-    def fake_save_file(tensors, filename, metadata=None):
-        _save_file_into(run, dict(tensors), metadata)
-
-    with _library_failure(run), _patched(mod, "save_file", fake_save_file):
-        save_model(_StateDictOnly(sd), "model.safetensors")
+    remove_duplicates = _helper(_ST, "_remove_duplicate_names")
+    _only_standins(sd, "save_model")
+    with _library_failure(run):
+        state = dict(sd)
+        metadata: dict[str, str] | None = None
+        for kept_name, removed in remove_duplicates(state).items():
+            for name in removed:
+                metadata = {} if metadata is None else metadata
+                metadata.setdefault(name, kept_name)
+                del state[name]
+        state = {k: v.contiguous() for k, v in state.items()}
+        try:
+            _save_file_into(run, state, metadata)
+        except ValueError as e:
+            raise ValueError(str(e) + _SAVE_MODEL_HINT) from None
     run.dropped = _dropped(run, sd)
     if run.dropped:
         run.notes.append(
             "the file's __metadata__ maps each dropped name to the name kept; load_model(model, path) puts them back"
         )
     return run
-
-
-@contextlib.contextmanager
-def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
-    """Swap one module attribute for the duration of a call (restored even on error)."""
-    if not hasattr(obj, name):
-        raise Unavailable(f"{getattr(obj, '__name__', obj)}.{name} does not exist in this version")
-    old = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, old)
 
 
 # Order safetensors writes tensors in (descending dtype, then name); only the digits of the
@@ -300,32 +292,61 @@ class _NullSink(io.RawIOBase):
 def evaluate_torch_save(sd: dict[str, Any], real: Any | None) -> Run:
     """``torch.save(state_dict, path)``: every storage once, whole, keyed by the storage.
 
-    With the real state dict (``real``) torch itself runs, under
-    ``torch.serialization.skip_data()`` into a sink that keeps no bytes: its own checks and its
-    exact file size (for a file named ``archive.pt``). Without it (a Layout), the same rules are
-    applied to the stand-ins.
+    With the real state dict (``real``) torch itself runs into a sink that keeps no bytes: under
+    ``torch.serialization.skip_data()`` (a thread-local switch), or as it is when every tensor is
+    on meta (nothing to read; torch warns about meta tensors under skip_data). That gives torch's
+    own checks and its exact file size (for a file named ``archive.pt``). Without it (a Layout),
+    with meta and real tensors mixed, or with tensors skip_data refuses (quantized, nested), the
+    same rules are applied to the stand-ins and the size is left unknown.
     """
     run = Run(tuple(sd))
-    if real is not None and hasattr(torch.serialization, "skip_data"):
-        sink = _NullSink()
-        try:
-            with torch.serialization.skip_data(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.save(real, sink)
-            run.file_nbytes = sink.size
-        except Exception as e:  # noqa: BLE001
-            _guard(e)
-            run.error = _err(e)
-    else:
-        dtypes: dict[int, torch.dtype] = {}
-        for v in sd.values():
-            if not isinstance(v, StandIn):
-                continue
-            st = v.untyped_storage()
-            if v.device.type != "meta" and st.data_ptr() != 0:
-                if dtypes.setdefault(st.data_ptr(), v.dtype) != v.dtype:
-                    run.error = ("RuntimeError", _TORCH_DTYPE_MESSAGE)
-                    break
+    devices = _tensor_devices(real) if real is not None and hasattr(torch.serialization, "skip_data") else None
+    if devices and devices == {"meta"}:
+        _torch_dry_run(run, real, skip_data=False)
+    elif devices is not None and "meta" not in devices:
+        _torch_dry_run(run, real, skip_data=True)
+    if run.file_nbytes is None and run.error is None:
+        _torch_rule(run, sd)
+        if devices is not None and "meta" in devices and len(devices) > 1:
+            run.notes.append("file size not computed: meta and real tensors are mixed (torch cannot dry-run both)")
     if run.error is None:
         run.written.update(sd)
     return run
+
+
+_SKIP_DATA_REFUSES = "under skip_data context manager"
+
+
+def _torch_dry_run(run: Run, real: Any, skip_data: bool) -> None:
+    sink = _NullSink()
+    try:
+        with torch.serialization.skip_data() if skip_data else contextlib.nullcontext():
+            torch.save(real, sink)
+        run.file_nbytes = sink.size
+    except Exception as e:  # noqa: BLE001 - torch's own refusal is the finding
+        if _SKIP_DATA_REFUSES in str(e):
+            run.notes.append(
+                f"file size not computed: torch's dry run refuses these tensors ({e}); a real torch.save writes them"
+            )
+            return
+        _guard(e)
+        run.error = _err(e)
+
+
+def _tensor_devices(real: Any) -> set[str]:
+    from tensorviz.sources.live import iter_named_values
+
+    return {v.device.type for _, v in iter_named_values(real) if isinstance(v, torch.Tensor)}
+
+
+def _torch_rule(run: Run, sd: dict[str, Any]) -> None:
+    """torch.save's one check that needs no data: one storage read as two dtypes."""
+    dtypes: dict[int, torch.dtype] = {}
+    for v in sd.values():
+        if not isinstance(v, StandIn):
+            continue
+        st = v.untyped_storage()
+        if v.device.type != "meta" and st.data_ptr() != 0:
+            if dtypes.setdefault(st.data_ptr(), v.dtype) != v.dtype:
+                run.error = ("RuntimeError", _TORCH_DTYPE_MESSAGE)
+                return

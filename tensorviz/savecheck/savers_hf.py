@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import importlib
 from typing import Any
 
 from tensorviz.savecheck.savers import (
@@ -17,7 +16,6 @@ from tensorviz.savecheck.savers import (
     _helper,
     _library_failure,
     _only_standins,
-    _patched,
     _save_file_into,
 )
 from tensorviz.savecheck.standin import StandIn
@@ -117,21 +115,39 @@ def _shards(sd: dict[str, Any], pattern: str, max_size: str) -> dict[str, list[s
 _ACC = "accelerate.utils.other"
 
 
-class _CaptureLog:
-    """Stands in for accelerate's module logger: keeps the messages instead of needing PartialState."""
+def _clean_for_safetensors(sd: dict[str, Any], id_storage: Any) -> tuple[dict[str, Any], list[str]]:
+    """accelerate's ``clean_state_dict_for_safetensors``, rule for rule, and the warning it logs.
 
-    def __init__(self) -> None:
-        self.messages: list[str] = []
-
-    def warning(self, msg: str, *args: Any, **kwargs: Any) -> None:
-        self.messages.append(msg % args if args else msg)
-
-    info = debug = warning
+    Read from accelerate's own function (src/accelerate/utils/other.py, 0.2x to 1.15): names are
+    grouped by its ``id_tensor_storage`` (strings skipped, as bitsandbytes puts them there),
+    every name after the first of a group is deleted, one warning lists the deleted names as a
+    set, and the rest is made ``.contiguous()``. Re-done here rather than called because it logs
+    through accelerate's module logger, which needs an initialised ``PartialState`` and which
+    tensorviz must not swap (another thread would see the swap); nothing of accelerate changes.
+    """
+    ptrs: dict[Any, list[str]] = collections.defaultdict(list)
+    for name, tensor in sd.items():
+        if not isinstance(tensor, str):
+            ptrs[id_storage(tensor)].append(name)
+    state = dict(sd)
+    warn_names: set[str] = set()
+    for names in (names for names in ptrs.values() if len(names) > 1):
+        found = [name for name in names if name in state]
+        warn_names.update(found[1:])
+        for name in found[1:]:
+            del state[name]
+    logs = []
+    if warn_names:
+        logs.append(
+            f"Removed shared tensor {warn_names} while saving. This should be OK, but check by verifying "
+            f"that you don't receive any warning while reloading"
+        )
+    return {k: v.contiguous() if isinstance(v, StandIn) else v for k, v in state.items()}, logs
 
 
 def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
     _only_standins(sd, "accelerate")
-    clean = _helper(_ACC, "clean_state_dict_for_safetensors")
+    _helper(_ACC, "clean_state_dict_for_safetensors")  # the function whose rule is replayed must exist
     id_storage = _helper("accelerate.utils.modeling", "id_tensor_storage")
     groups: dict[Any, list[str]] = collections.defaultdict(list)
     for name, t in sd.items():
@@ -139,10 +155,8 @@ def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
             groups[id_storage(t)].append(name)
     run.anchor_name = "accelerate.utils.modeling.id_tensor_storage"
     run.anchor = [frozenset(g) for g in groups.values()]
-    log = _CaptureLog()
-    with _patched(importlib.import_module(_ACC), "logger", log):
-        out = clean(dict(sd))
-    run.logs.extend(log.messages)
+    out, logs = _clean_for_safetensors(sd, id_storage)
+    run.logs.extend(logs)
     if len(out) < len(sd):
         run.notes.append(
             "dropped names are not in the file: they come back only if the model re-creates "
