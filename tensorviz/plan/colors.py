@@ -31,7 +31,7 @@ PALETTE = (
 
 def color_for(name: str) -> str:
     """The palette colour of a group whose first name is ``name`` (stable across runs)."""
-    return PALETTE[zlib.crc32(name.encode("utf-8")) % len(PALETTE)]
+    return PALETTE[zlib.crc32(name.encode("utf-8", "surrogatepass")) % len(PALETTE)]
 
 
 def assign_colors(first_names: Sequence[str]) -> dict[str, str]:
@@ -43,7 +43,7 @@ def assign_colors(first_names: Sequence[str]) -> dict[str, str]:
     3
     """
     n = len(PALETTE)
-    keyed = sorted({(zlib.crc32(name.encode("utf-8")), name) for name in first_names})
+    keyed = sorted({(zlib.crc32(name.encode("utf-8", "surrogatepass")), name) for name in first_names})
     out: dict[str, str] = {}
     used: set[int] = set()
     for h, name in keyed:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
+from tensorviz.core.names import search
 from tensorviz.core.records import Storage, TensorView
 from tensorviz.core.units import format_bytes
 from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
@@ -160,7 +161,7 @@ class _Planner:
         return _Source(storage, reasons, keep, rows, multi)
 
     def _wanted(self, p: Proto) -> bool:
-        if self.rx is not None and not any(self.rx.search(n) for n in p.names):
+        if self.rx is not None and not any(search(self.rx, n) for n in p.names):
             return False
         if self.opts.only_shared and self.opts.by != "storage":
             if len(self.layout.group_of(p.names[0], self.opts.by)) < 2:

@@ -22,7 +22,7 @@ import sys
 
 from matplotlib.figure import Figure
 
-__all__ = ["TensorvizFigure", "figure_printer_active", "png_bytes"]
+__all__ = ["TensorvizFigure", "figure_printer_active", "png_bytes", "literal_texts"]
 
 #: The mime types a matplotlib backend may register a Figure formatter for in IPython.
 _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg", "application/pdf")
@@ -36,6 +36,22 @@ class TensorvizFigure(Figure):
         if figure_printer_active():
             return None
         return png_bytes(self)
+
+
+def literal_texts(fig: Figure) -> Figure:
+    """Make every text of ``fig`` literal: names are data, so ``$\\frac{a}{b}$`` is drawn as
+    typed, not as mathtext (``$\\undefined$`` would raise when drawn), and a lone surrogate
+    is drawn as U+FFFD. Call it once the texts exist, before drawing; returns ``fig``."""
+    from matplotlib.text import Text
+
+    from tensorviz.core.names import unicode_safe
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+        raw = text.get_text()
+        if unicode_safe(raw) is not raw:
+            text.set_text(unicode_safe(raw))
+    return fig
 
 
 def figure_printer_active() -> bool:

@@ -142,7 +142,7 @@ def render(
     >>> sorted(c.get_gid() for c in fig.axes[0].collections)[:2]
     ['empty', 'extents']
     """
-    from tensorviz.render._figure import TensorvizFigure
+    from tensorviz.render._figure import TensorvizFigure, literal_texts
 
     if ax is None:
         w, h, left, bottom = figure_size(diagram, width)
@@ -154,6 +154,7 @@ def render(
         ax.tensorviz_label_chars = _left_margin(diagram, h - bottom - _TOP, width)[1]
     fig = ax.figure
     _draw(diagram, ax)
+    literal_texts(fig)  # names are data, never mathtext
     fig.tensorviz_diagram = diagram
     ax.tensorviz_diagram = diagram
     return fig

@@ -45,7 +45,7 @@ def cell_colors(n: int) -> np.ndarray:
 
 def draw(plan: ExplainPlan, width: float | None = None) -> Figure:
     """Build the teaching figure (see :func:`tensorviz.render.explain.explain`)."""
-    from tensorviz.render._figure import TensorvizFigure
+    from tensorviz.render._figure import TensorvizFigure, literal_texts
     from tensorviz.render.mpl import check_width
 
     width = check_width(width)
@@ -64,7 +64,7 @@ def draw(plan: ExplainPlan, width: float | None = None) -> Figure:
     ax.set_xlim(0, w)
     ax.set_ylim(y + 0.1, 0)
     fig.tensorviz_plan = plan
-    return fig
+    return literal_texts(fig)  # names are data, never mathtext
 
 
 def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) -> tuple[float, float]:

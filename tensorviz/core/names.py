@@ -1,0 +1,68 @@
+"""Names are data: safe ways to show a name that came from a file.
+
+A tensor name is whatever bytes a file (or a dict) holds: ``$\\frac{a}{b}$``, an ESC sequence,
+a newline that forges a line of output, a right-to-left override, a lone surrogate. This module
+shows such names without letting them act: visibly escaped for terminals and one-line texts,
+with surrogates replaced for encoders that refuse them, elided when very long, and matched by
+the name filter in time bounded by a cap on the text searched. Pure Python, no imports beyond
+the standard library.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["terminal", "unicode_safe", "elide", "FILTER_CAP", "filter_text", "search"]
+
+# C0 and C1 controls, DEL; bidi embeddings/overrides/isolates and marks; zero-width characters,
+# word joiner, BOM; line and paragraph separators; lone surrogates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def _escape(m: re.Match) -> str:
+    ch = m.group()
+    return _NAMED.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+
+
+def terminal(text: str) -> str:
+    """``text`` with every control, bidi, zero-width and surrogate character shown as an escape.
+
+    The result holds no character that moves the cursor, changes colours, reorders text or
+    hides: a name can neither forge a line of output nor restyle a terminal.
+
+    >>> terminal("w\\x1b[31m\\nStorage #9")
+    'w\\\\x1b[31m\\\\nStorage #9'
+    """
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def unicode_safe(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD, so UTF-8 encoders accept it."""
+    return _SURROGATES.sub("\ufffd", text) if _SURROGATES.search(text) else text
+
+
+def elide(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, keeping its start and end around a "…"."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
+#: Longest part of a name the name filter searches: a regular expression such as
+#: ``.*attn.*weight`` backtracks in time growing with the square (or worse) of the text length,
+#: so a hostile 20,000-character name could hang a search; names up to this long are matched
+#: exactly, longer ones on their elided form (start … end).
+FILTER_CAP = 512
+
+
+def filter_text(name: str) -> str:
+    """The text of ``name`` that the name filter searches (the name itself unless it is long)."""
+    return name if len(name) <= FILTER_CAP else elide(name, FILTER_CAP)
+
+
+def search(rx: re.Pattern, name: str) -> bool:
+    """``rx.search`` on :func:`filter_text` of ``name``: regex semantics, bounded work."""
+    return rx.search(filter_text(name)) is not None
