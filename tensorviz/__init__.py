@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-def analyze(obj: Any) -> Layout:
+def analyze(obj: Any, *, group: Any = None) -> Layout:
     """Compute the byte layout of every named tensor in ``obj``, from metadata only.
 
     Args:
@@ -48,7 +48,11 @@ def analyze(obj: Any) -> Layout:
             non-persistent buffers), a mapping of names to tensors (nested mappings flattened
             with "."), a tensor, a sequence of tensors, or a path (``str``/``PathLike``) to a
             ``.safetensors`` file, a ``*.safetensors.index.json``, a model folder, or a torch
-            checkpoint (``.pt``/``.pth``/``.bin``).
+            checkpoint (``.pt``/``.pth``/``.bin``), or a ``torch.distributed.checkpoint`` folder.
+        group: a ``torch.distributed`` process group, or True for the default group: then this
+            is a collective (every rank calls it) and every rank gets the same global layout,
+            each DTensor a global tensor with its ranks' shards as views ``NAME@rankR``
+            (see :mod:`tensorviz.sources.distributed`).
 
     Returns:
         An immutable :class:`Layout`; it keeps no reference to the tensors.
@@ -63,6 +67,10 @@ def analyze(obj: Any) -> Layout:
     >>> layout["b"].start, layout["b"].stop, layout.relation("a", "b")
     (4000, 8000, 'contains')
     """
+    if group is not None and group is not False:
+        from tensorviz.sources.distributed import analyze_group
+
+        return analyze_group(obj, None if group is True else group)
     if isinstance(obj, (str, os.PathLike)):
         from tensorviz.sources.files import analyze_path
 

@@ -50,6 +50,7 @@ import os
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.rows import gc_paused
+from tensorviz.sources.dcp import analyze_dcp, is_dcp_folder
 from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS
 from tensorviz.sources.safetensors import (
     SAFETENSORS_DTYPES,
@@ -98,6 +99,10 @@ def analyze_path(path: str | os.PathLike) -> Layout:
     # A big header makes hundreds of thousands of small acyclic objects; each collection they
     # would trigger scans every live object (~300k once torch is imported).
     with gc_paused():
+        if os.path.isdir(p) and is_dcp_folder(p):
+            return analyze_dcp(p)
+        if os.path.basename(p) == ".metadata":  # the metadata file of a DCP folder
+            return analyze_dcp(os.path.dirname(p) or ".")
         if os.path.isdir(p):
             return _analyze_folder(p)
         kind = sniff(p)

@@ -1,0 +1,42 @@
+"""Run tests/dist_worker.py once per world size per test session; both distributed test files share it."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@functools.cache
+def worker_run(world: int) -> str:
+    """The output folder of one spawned run on ``world`` ranks (gloo, CPU); fails with its stderr."""
+    out = tempfile.mkdtemp(prefix=f"tv-dist{world}-")
+    atexit.register(shutil.rmtree, out, True)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, "dist_worker.py"), str(world), out],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise AssertionError(f"dist_worker.py on {world} ranks failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return out
+
+
+def rank_results(world: int, scenario: str) -> list[dict]:
+    """Each rank's ``{"checked", "failures", "layout"}`` for one scenario."""
+    out = worker_run(world)
+    results = []
+    for rank in range(world):
+        with open(os.path.join(out, f"{scenario}.rank{rank}.json")) as f:
+            results.append(json.load(f))
+    return results

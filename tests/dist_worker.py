@@ -1,0 +1,196 @@
+"""Spawned by tests/test_distributed.py: real FSDP2, tensor parallelism and DTensors on CPU (gloo).
+
+``python tests/dist_worker.py WORLD OUT`` runs WORLD processes. Every rank builds the same models
+with every parameter set to ``arange(numel)`` before sharding, so a value *is* its flat index in
+the global tensor: ``to_local()`` then tells exactly which global elements the rank holds, and
+``full_tensor()`` must give back ``arange``. Each rank calls ``tv.analyze(obj, group=True)``
+and checks every one of *its own* shard views against that truth; it writes
+``OUT/<scenario>.rank<R>.json`` (the layout's JSON and its failures), and the ranks save each
+model with ``dcp.save`` to ``OUT/<scenario>_dcp`` for tests/test_dcp.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+VOCAB, DIM, HIDDEN = 11, 6, 10  # 11 and 10 rows do not divide by 2 or 4: uneven shards
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(DIM)
+        self.qkv = nn.Linear(DIM, 3 * DIM)
+        self.proj = nn.Linear(DIM, DIM)
+        self.up = nn.Linear(DIM, HIDDEN)
+        self.down = nn.Linear(HIDDEN, DIM)
+
+
+class TinyLM(nn.Module):
+    """Embedding tied to the output head, two blocks, a plain buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, DIM)
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(DIM, VOCAB, bias=False)
+        self.head.weight = self.embed.weight
+        self.register_buffer("positions", torch.arange(5, dtype=torch.float32))
+
+
+def arange_params(m: nn.Module) -> None:
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.arange(p.numel(), dtype=p.dtype).view(p.shape))
+
+
+def view_indices(v: dict) -> np.ndarray:
+    """Flat global indices a layout view (JSON) addresses, in its own row-major order."""
+    idx = np.array(v["offset"], dtype=np.int64)
+    for n, s in zip(v["shape"], v["stride"]):
+        idx = idx[..., None] + np.arange(n, dtype=np.int64) * s
+    return idx.reshape(-1)
+
+
+def check(obj: nn.Module | dict, doc: dict, rank: int) -> tuple[int, list[str]]:
+    """Every DTensor and plain tensor of ``obj`` against this rank's views in ``doc``."""
+    from torch.distributed.tensor import DTensor
+
+    views = {v["name"]: v for v in doc["views"]}
+    items = obj.state_dict(keep_vars=True).items() if isinstance(obj, nn.Module) else obj.items()
+    n, bad = 0, []
+    for name, t in items:
+        if isinstance(t, DTensor):
+            full = t.full_tensor()
+            local = t.to_local()
+            partial = any(p.is_partial() for p in t.placements)
+        else:
+            full = local = t
+            partial = False
+        if not partial and not torch.equal(full.reshape(-1), torch.arange(full.numel(), dtype=full.dtype)):
+            bad.append(f"{name}: full_tensor() is not arange (test set-up broken)")
+        pieces = sorted(k for k in views if k == f"{name}@rank{rank}" or k.startswith(f"{name}@rank{rank}#"))
+        if not pieces:
+            bad.append(f"{name}: no view for rank {rank}")
+            continue
+        got = np.concatenate([view_indices(views[k]) for k in pieces])
+        if partial:  # a partial value has the global shape: the view must be the whole tensor
+            want = np.arange(full.numel())
+        else:
+            want = local.detach().reshape(-1).to(torch.int64).numpy()
+        if len(pieces) > 1:
+            got, want = np.sort(got), np.sort(want)
+        if not np.array_equal(got, want):
+            bad.append(f"{name}@rank{rank}: view addresses {got.tolist()}, to_local() holds {want.tolist()}")
+        whole = views[name]
+        if whole["shape"] != list(full.shape) or whole["nbytes"] != full.numel() * full.element_size():
+            bad.append(f"{name}: global view {whole['shape']} vs full_tensor() {list(full.shape)}")
+        n += 1
+    return n, bad
+
+
+def scenario(name: str, obj, out: str, rank: int, save: bool = True) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    import tensorviz as tv
+    from tensorviz.cli import layout_to_json
+
+    layout = tv.analyze(obj, group=True)
+    doc = layout_to_json(layout)
+    n, bad = check(obj, doc, rank)
+    with open(os.path.join(out, f"{name}.rank{rank}.json"), "w") as f:
+        json.dump({"checked": n, "failures": bad, "layout": doc}, f)
+    if save:
+        dcp.save(
+            obj.state_dict() if isinstance(obj, nn.Module) else obj, checkpoint_id=os.path.join(out, f"{name}_dcp")
+        )
+    dist.barrier()
+
+
+def fsdp_model(world: int) -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    m = TinyLM()
+    arange_params(m)
+    for b in m.blocks:
+        fully_shard(b, mesh=mesh)
+    fully_shard(m, mesh=mesh)
+    return m
+
+
+def tp_model() -> nn.Module:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+    arange_params(m)
+    parallelize_module(m, mesh["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    fully_shard(m, mesh=mesh["dp"])
+    return m
+
+
+def placements(world: int) -> dict:
+    """Hand-made DTensors: uneven, empty, replicated, partial and interleaved shards."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    mesh = init_device_mesh("cpu", (world,))
+
+    def ar(*shape: int) -> torch.Tensor:
+        return torch.arange(int(np.prod(shape)), dtype=torch.float32).view(shape)
+
+    out = {
+        "rows7": distribute_tensor(ar(7, 3), mesh, [Shard(0)]),
+        "cols3": distribute_tensor(ar(2, 3), mesh, [Shard(1)]),
+        "repl": distribute_tensor(ar(4, 2), mesh, [Replicate()]),
+        "strided": distribute_tensor(ar(8 * world, 2), mesh, [_StridedShard(0, split_factor=2)]),
+        "partial": DTensor.from_local(ar(3, 2) / world, mesh, [Partial()]),
+    }
+    if world == 4:
+        m2 = init_device_mesh("cpu", (2, 2), mesh_dim_names=("a", "b"))
+        out["grid"] = distribute_tensor(ar(5, 6), m2, [Shard(0), Shard(1)])
+        out["hsdp"] = distribute_tensor(ar(9, 2), m2, [Replicate(), Shard(0)])
+        out["strided2d"] = distribute_tensor(ar(4, 12), m2, [_StridedShard(1, split_factor=2), Shard(1)])
+    return out
+
+
+def run(rank: int, world: int, out: str, port: int) -> None:
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        scenario("fsdp", fsdp_model(world), out, rank)
+        scenario("placements", placements(world), out, rank, save=False)
+        if world == 4:
+            scenario("tp", tp_model(), out, rank)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    world, out = int(sys.argv[1]), sys.argv[2]
+    os.makedirs(out, exist_ok=True)
+    mp.spawn(run, args=(world, out, free_port()), nprocs=world)

@@ -1,0 +1,187 @@
+"""tv.analyze(obj, group=...): DTensor placements, the global layout, and real spawned runs (gloo).
+
+Cheap first: the placement arithmetic against DTensor's own splitting, the pure layout builder;
+then one spawned run per world size (2 and 4; tests/dist_worker.py) in which every rank checks
+its own shards against ``to_local()`` and ``full_tensor()``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from dist_runs import rank_results
+
+import tensorviz as tv
+from tensorviz.core.errors import TensorvizError
+from tensorviz.sources.distributed import build_layout
+from tensorviz.sources.placements import coordinate, shard_ranges, shard_views
+
+# -- placements: the arithmetic against DTensor's own split (its private helper is the oracle) -------
+
+
+def _torch_split(length: int, placements: tuple, mesh: tuple, coord: tuple) -> list[int]:
+    from torch.distributed.tensor.placement_types import Shard, _StridedShard
+
+    t = torch.arange(length)
+    for mesh_dim, p in enumerate(placements):
+        if p[0] == "S":
+            t = Shard(0)._split_tensor(t, mesh[mesh_dim], with_padding=False)[0][coord[mesh_dim]]
+        elif p[0] == "SS":
+            split = _StridedShard(0, split_factor=p[2])
+            t = split._split_tensor(t, mesh[mesh_dim], with_padding=False)[0][coord[mesh_dim]]
+    return t.tolist()
+
+
+@pytest.mark.parametrize("mesh", [(2,), (3,), (4,), (2, 2), (2, 3), (4, 2)])
+def test_shard_ranges_match_dtensor_split(mesh):
+    options = [("S", 0), ("R",), ("P", "sum"), ("SS", 0, 2), ("SS", 0, 3)]
+    cases = 0
+    for length in (0, 1, 3, 5, 7, 8, 12, 13):
+        for placements in itertools.product(options, repeat=len(mesh)):
+            for coord in itertools.product(*(range(n) for n in mesh)):
+                (ranges,) = shard_ranges((length,), placements, mesh, coord)
+                got = [i for a, b in ranges for i in range(a, b)]
+                assert got == _torch_split(length, placements, mesh, coord), (length, placements, coord)
+                cases += 1
+    assert cases == 8 * len(options) ** len(mesh) * (mesh[0] * (mesh[1] if len(mesh) > 1 else 1))
+
+
+def test_shard_views_contiguous_interleaved_irregular_and_empty():
+    # rows 2..5 of an (8, 3) tensor: one view at offset 6
+    assert shard_views((8, 3), ([(2, 5)], [(0, 3)])) == [((3, 3), (3, 1), 6)]
+    # evenly spaced equal row ranges: one view, the dim split in two (pieces, rows)
+    assert shard_views((8, 3), ([(1, 3), (5, 7)], [(0, 3)])) == [((2, 2, 3), (12, 3, 1), 3)]
+    # unequal pieces: one view per block
+    assert shard_views((8, 3), ([(0, 1), (4, 7)], [(0, 3)])) == [((1, 3), (3, 1), 0), ((3, 3), (3, 1), 12)]
+    # an empty shard (4 ranks, 3 columns: rank 3 holds none)
+    assert shard_views((2, 3), ([(0, 2)], [])) == [((2, 0), (3, 1), 0)]
+    assert coordinate([0, 2, 1, 3], (2, 2), 2) == (0, 1)
+
+
+# -- the pure builder: what every rank computes from the exchanged descriptions ----------------------
+MESH_2X2 = ((2, 2), (0, 1, 2, 3), ("dp", "tp"))
+
+
+def _layout(entries, meshes=(MESH_2X2,), ranks=(0, 1, 2, 3)):
+    desc = {"meshes": list(meshes), "entries": list(entries)}
+    facts = {r: {"local_bytes": 0, "storage_bytes": 0, "problems": []} for r in ranks}
+    return build_layout([(list(ranks), desc)], facts, "test", {"world_size": len(ranks)})
+
+
+def test_builder_places_fsdp_over_tp_shards_and_keeps_ties():
+    w = ("d", ("emb.weight", "head.weight"), "float32", 4, (16, 8), 0, (("SS", 0, 2), ("S", 0)))
+    b = ("d", ("bias",), "float32", 4, (8,), 0, (("S", 0), ("R",)))
+    layout = _layout([w, b])
+    # rank order is not row order: 0 -> rows 0-3, 2 -> rows 4-7, 1 -> rows 8-11, 3 -> rows 12-15
+    assert [layout[f"emb.weight@rank{r}"].start for r in range(4)] == [0, 256, 128, 384]
+    assert layout["emb.weight@rank2"].stop == 256 and layout["emb.weight@rank2"].shape == (4, 8)
+    assert layout.relation("emb.weight", "head.weight") == "identical"
+    assert layout.relation("emb.weight@rank1", "head.weight@rank1") == "identical"
+    assert layout.relation("emb.weight", "emb.weight@rank3") == "contains"
+    assert layout.relation("emb.weight@rank0", "emb.weight@rank2") == "disjoint"
+    # Replicate over tp: ranks 0 and 1 hold the same bytes; Shard over dp: 0 and 2 do not
+    assert layout.relation("bias@rank0", "bias@rank1") == "identical"
+    assert layout.relation("bias@rank0", "bias@rank2") == "disjoint"
+    assert [s.label for s in layout.storages] == ["emb.weight (global float32[16, 8])", "bias (global float32[8])"]
+    assert layout.storages[0].device == "global" and layout.storages[0].nbytes == 512
+    assert layout.metadata["shards"]["emb.weight@rank2"] == {"tensor": "emb.weight", "rank": 2, "coord": [1, 0]}
+    assert layout.metadata["tensors"]["bias"]["placements"] == {"0": ["S(0)", "R"]}
+
+
+def test_builder_partial_plain_and_interleaved():
+    p = ("d", ("p",), "float32", 4, (3, 2), 0, (("P", "sum"), ("R",)))
+    s = ("d", ("s",), "float16", 2, (8, 2), 0, (("SS", 0, 2), ("R",)))
+    t = ("t", ("buf",), "int64", 8, (5,))
+    layout = _layout([p, s, t])
+    assert layout["p@rank3"].nbytes == 24 and "Partial(sum)" in layout["p@rank3"].note
+    assert "sum over mesh dim dp" in layout["p@rank3"].note
+    # one mesh dim of _StridedShard: rank (dp=1) holds rows 2-3 and 6-7, one strided view
+    v = layout["s@rank2"]
+    assert (v.shape, v.stride, v.offset, v.is_contiguous) == ((2, 2, 2), (8, 2, 1), 4, False)
+    assert v.footprint_runs().tolist() == [[8, 16], [24, 32]]
+    assert "interleaved" in v.note
+    assert [layout[f"buf@rank{r}"].nbytes for r in range(4)] == [40] * 4
+    assert layout.relation("buf@rank0", "buf@rank3") == "identical"
+
+
+def test_builder_submeshes_union_and_disagreement():
+    # FSDP on the dp sub-mesh of each tp column: ranks 0,2 and 1,3 describe different meshes
+    col0 = ((2,), (0, 2), ("dp",))
+    col1 = ((2,), (1, 3), ("dp",))
+    e = ("d", ("w",), "float32", 4, (5, 2), 0, (("S", 0),))
+    facts = {r: {"local_bytes": 0, "storage_bytes": 0, "problems": []} for r in range(4)}
+    layout = build_layout(
+        [([0, 2], {"meshes": [col0], "entries": [e]}), ([1, 3], {"meshes": [col1], "entries": [e]})], facts, "t", {}
+    )
+    assert [layout[f"w@rank{r}"].shape for r in range(4)] == [(3, 2), (3, 2), (2, 2), (2, 2)]
+    assert layout.relation("w@rank0", "w@rank1") == "identical"
+    bad = ("d", ("w",), "float32", 4, (6, 2), 0, (("S", 0),))
+    with pytest.raises(TensorvizError, match=r"ranks disagree about 'w'.*ranks \[1, 3\]"):
+        build_layout(
+            [([0, 2], {"meshes": [col0], "entries": [e]}), ([1, 3], {"meshes": [col1], "entries": [bad]})],
+            facts,
+            "t",
+            {},
+        )
+
+
+def test_group_without_torch_distributed_says_how_to_start_it():
+    with pytest.raises(TensorvizError, match="init_process_group"):
+        tv.analyze({"w": torch.zeros(2)}, group=True)
+
+
+# -- real runs: one spawn per world size, every rank checks its own shards ---------------------------
+@pytest.mark.parametrize(
+    ("world", "scenario"), [(2, "fsdp"), (2, "placements"), (4, "fsdp"), (4, "placements"), (4, "tp")]
+)
+def test_every_rank_gets_the_same_layout_and_its_shards_are_true(world, scenario):
+    results = rank_results(world, scenario)
+    expected = {"fsdp": 23, "placements": 5 if world == 2 else 8, "tp": 4}[scenario]
+    for rank, r in enumerate(results):
+        assert r["failures"] == [], f"rank {rank}: {r['failures']}"
+        assert r["checked"] == expected
+        assert r["layout"] == results[0]["layout"], f"rank {rank}'s layout differs from rank 0's"
+    meta = results[0]["layout"]["metadata"]
+    assert meta["problems"] == [] and meta["world_size"] == world
+    assert meta["exchange"]["distinct_descriptions"] == 1
+
+
+def _views(world, scenario):
+    return {v["name"]: v for v in rank_results(world, scenario)[0]["layout"]["views"]}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_fsdp_tied_embedding_is_one_global_tensor_with_uneven_shards(world):
+    views = _views(world, "fsdp")
+    emb, head = views["embed.weight"], views["head.weight"]
+    assert emb["storage"] == head["storage"] == ["global", "embed.weight"]
+    assert emb["shape"] == [11, 6] and emb["nbytes"] == 11 * 6 * 4
+    rows = {2: [6, 5], 4: [3, 3, 3, 2]}[world]
+    assert [views[f"embed.weight@rank{r}"]["shape"][0] for r in range(world)] == rows
+    assert [views[f"head.weight@rank{r}"]["start"] for r in range(world)] == [sum(rows[:r]) * 24 for r in range(world)]
+    # LayerNorm(6) over 4 ranks: 2, 2, 2 and an empty shard
+    norm = [views[f"blocks.0.norm.weight@rank{r}"]["shape"] for r in range(world)]
+    assert norm == ([[3], [3]] if world == 2 else [[2], [2], [2], [0]])
+    # the plain buffer: each rank's own copy of the whole tensor
+    assert [views[f"positions@rank{r}"]["start"] for r in range(world)] == [0] * world
+
+
+def test_tp_over_fsdp_on_2x2_mesh():
+    views = _views(4, "tp")
+    assert [views[f"0.weight@rank{r}"]["start"] for r in range(4)] == [0, 256, 128, 384]
+    assert [views[f"2.weight@rank{r}"]["offset"] for r in range(4)] == [0, 8, 64, 72]
+    assert views["2.weight@rank1"]["stride"] == [16, 1] and not views["2.weight@rank1"]["is_contiguous"]
+    assert [views[f"2.bias@rank{r}"]["start"] for r in range(4)] == [0, 0, 16, 16]
+    assert views["0.weight"]["note"] == "global tensor, placements (_S(0, 2), S(0)) on mesh dp=2 x tp=2"
+
+
+def test_interleaved_and_2d_placements_on_4_ranks():
+    views = _views(4, "placements")
+    v = views["strided@rank1"]  # rows 4-7 and 20-23 of 32
+    assert (v["shape"], v["stride"], v["offset"]) == ([2, 4, 2], [32, 2, 1], 8)
+    assert [views[f"grid@rank{r}"]["shape"] for r in range(4)] == [[3, 3], [3, 3], [2, 3], [2, 3]]
+    assert [views[f"hsdp@rank{r}"]["offset"] for r in range(4)] == [0, 10, 0, 10]
+    assert [views[f"strided2d@rank{r}"]["offset"] for r in range(4)] == [0, 6, 3, 9]
+    assert views["cols3@rank3"]["shape"] == [2, 0] and views["cols3@rank3"]["nbytes"] == 0
