@@ -146,16 +146,20 @@ def test_overlap_mode_packs_subrows():
 
 # -- files ------------------------------------------------------------------------------------
 def gappy_safetensors(path) -> int:
-    """A hand-made safetensors file: 2 bytes before ``a``, 8 between ``a`` and ``b``, 8 after.
-    Returns the data start (8 + header length)."""
+    """A hand-made safetensors file: 2 bytes before ``a``, 8 between ``a`` and ``b``, 8 after,
+    each held by a packed F4 tensor (valid for safetensors, but no view can show it, so its
+    bytes are unreferenced). Returns the data start (8 + header length)."""
     import json
     import struct
 
     header = (
         json.dumps(
             {
+                "g0": {"dtype": "F4", "shape": [4], "data_offsets": [0, 2]},
                 "a": {"dtype": "I16", "shape": [3], "data_offsets": [2, 8]},
+                "g1": {"dtype": "F4", "shape": [16], "data_offsets": [8, 16]},
                 "b": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]},
+                "g2": {"dtype": "F4", "shape": [16], "data_offsets": [24, 32]},
             }
         ).encode()
         + b"    "

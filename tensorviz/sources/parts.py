@@ -11,11 +11,16 @@ itemsize), shape, stride, offset, start in bytes)``. 20,000 rows cost far less t
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import os
+import reprlib
+import stat
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.footprint import span
@@ -156,14 +161,18 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     return d
 
 
-def parse_json(path: str, raw: bytes, what: str) -> Any:
+def parse_json(path: str, raw: bytes | str, what: str, **hooks: Any) -> Any:
     """Parse JSON text, refusing a name given twice in one object (which copy would a loader use?).
+
+    ``hooks`` go to :func:`json.loads` (``parse_float``, ...); a ``ValueError`` one raises is
+    reported as invalid JSON with its message.
 
     Raises:
         FileFormatError: not UTF-8, not valid JSON, nested too deeply, or a repeated name.
     """
     try:
-        return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        return json.loads(text, object_pairs_hook=_no_duplicates, **hooks)
     except _DuplicateKey as dup:
         raise FileFormatError(
             f"{path}: the {what} names {dup.key!r} twice; a JSON object may hold "
@@ -179,10 +188,100 @@ def parse_json(path: str, raw: bytes, what: str) -> Any:
         raise FileFormatError(f"{path}: the {what} is not valid JSON: {one_line(err)}") from None
 
 
+# -- opening files -------------------------------------------------------------------------------
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def not_regular(mode: int) -> str | None:
+    """What a non-regular file is, in words ("a FIFO (named pipe)", ...); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse(path: str, kind: str) -> FileFormatError:
+    return FileFormatError(
+        f"{path}: is {kind}, not a regular file; tensorviz reads only regular files "
+        f"(reading {kind} could block forever or never end)"
+    )
+
+
+def check_regular(path: str) -> os.stat_result:
+    """``os.stat(path)`` of a regular file; a FileFormatError naming what ``path`` is otherwise.
+
+    Raises:
+        FileNotFoundError: nothing is there (a dangling symbolic link says where it points).
+        FileFormatError: a symbolic link loop, a FIFO, a socket, a device or a folder.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise FileFormatError(
+                f"{path}: is a symbolic link to {os.readlink(path)!r}, which does not exist"
+            ) from None
+        raise FileNotFoundError(f"no such file: {path!r}") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise FileFormatError(f"{path}: is a symbolic link loop (it leads back to itself), not a file") from None
+        raise
+    kind = not_regular(st.st_mode)
+    if kind:
+        raise _refuse(path, kind)
+    return st
+
+
+@contextmanager
+def open_regular(path: str) -> Iterator[BinaryIO]:
+    """Open ``path`` for reading only if it is a regular file, without ever blocking.
+
+    The type is checked before opening (opening a FIFO for reading waits for a writer; some
+    devices act when opened), the file is opened with ``O_NONBLOCK`` and checked again with
+    ``fstat`` (it may have been swapped in between). Callers read with explicit sizes.
+    """
+    check_regular(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a socket swapped in after the check
+            raise _refuse(path, "a socket") from None
+        raise
+    kind = not_regular(os.fstat(fd).st_mode)
+    if kind:
+        os.close(fd)
+        raise _refuse(path, kind)
+    with os.fdopen(fd, "rb") as f:
+        yield f
+
+
+def read_exactly(path: str, f: BinaryIO, n: int, what: str) -> bytes:
+    """``n`` bytes from ``f`` (``n`` already checked against the file's size and a limit)."""
+    data = f.read(n)
+    if len(data) != n:  # the file shrank while we read it
+        raise FileFormatError(f"{path}: the {what} should be {n} bytes but the file ended after {len(data)}")
+    return data
+
+
 # -- short texts for messages ----------------------------------------------------------------------
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
+_SHORT.maxlevel = 3
+
+
 def short(x: Any, limit: int = 60) -> str:
-    """``repr(x)``, cut to ``limit`` characters."""
-    text = repr(x)
+    """``repr(x)``, cut to ``limit`` characters; bounded work even for a huge or deep value."""
+    try:
+        text = _SHORT.repr(x)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is still described
+        text = f"<{type(x).__name__}>"
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
