@@ -20,15 +20,16 @@ from typing import Any
 
 import torch
 
-from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
+from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck import savers_hf as hf
+from tensorviz.savecheck import savers_torch as svt
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
-from tensorviz.savecheck.standin import StandIn, from_tensor, from_view
+from tensorviz.savecheck.standin import from_tensor, from_view, opaque
 from tensorviz.savecheck.verdicts import SaveReport, Verdict
 
 __all__ = ["run_check", "Subject"]
@@ -46,6 +47,7 @@ class Subject:
     real_state_dict: Any = None  # only used by torch.save's own dry run, dropped after it
     pretrained: Any = None  # the transformers model, only while its verdict is computed
     has_meta_parameters: bool = False
+    key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
     ties: Any = None
     notes: list[str] = field(default_factory=list)
 
@@ -65,7 +67,7 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
         source=subject.source,
         verdicts=tuple(verdicts),
         versions=_versions(),
-        unique_nbytes=_unique(subject.layout),
+        unique_nbytes=acc.unique_nbytes(subject.layout),
         ties=subject.ties,
         notes=tuple(subject.notes),
     )
@@ -79,44 +81,84 @@ def _subject(obj: Any) -> Subject:
         obj = analyze(obj)
     if isinstance(obj, Layout):
         return _layout_subject(obj)
-    from tensorviz.sources.live import analyze_object
-
-    layout = analyze_object(obj)
+    layout, note = _analysed(obj)
     if isinstance(obj, torch.nn.Module):
-        sd = obj.state_dict()
-        subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=sd)
-        subject.has_meta_parameters = any(p.device.type == "meta" for p in obj.parameters())
-        from tensorviz.savecheck.ties import module_ties
+        subject = _module_subject(obj, layout)
+    elif isinstance(obj, Mapping):
+        subject = _mapping_subject(obj, layout)
+    else:  # a tensor or a sequence: the names tensorviz gives them, as a plain dict
+        from tensorviz.sources.live import iter_named_values
 
-        subject.ties = module_ties(obj, layout)
-        if _is_pretrained(obj):
-            subject.pretrained = obj
-        return subject
-    if isinstance(obj, Mapping):
-        ordered = isinstance(obj, collections.OrderedDict)
-        return Subject(type(obj).__qualname__, layout, "mapping", _standins(obj), ordered, real_state_dict=obj)
-    # a tensor or a sequence: the names tensorviz gives them, as a plain dict
-    from tensorviz.sources.live import iter_named_values
-
-    sd = dict(iter_named_values(obj))
-    subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), False, real_state_dict=sd)
-    subject.notes.append("not a mapping: checked as the dict {name: tensor} with tensorviz's names")
+        sd = dict(iter_named_values(obj))
+        subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), False, real_state_dict=sd)
+        subject.notes.append("not a mapping: checked as the dict {name: tensor} with tensorviz's names")
+    if note:
+        subject.notes.append(note)
     return subject
 
 
-def _standins(sd: Mapping[str, Any]) -> dict[str, Any]:
-    """Stand-ins for plain strided tensors; anything else is passed to the savers as it is, so
-    they reject it with their own message."""
-    from tensorviz.sources.live import why_not_analysable
+def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
+    from tensorviz.savecheck.ties import module_ties
 
+    sd = obj.state_dict()
+    subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=sd)
+    subject.has_meta_parameters = any(p.device.type == "meta" for p in obj.parameters())
+    subject.ties = module_ties(obj, layout)
+    if _is_pretrained(obj):
+        subject.pretrained = obj
+    return subject
+
+
+def _mapping_subject(obj: Mapping, layout: Layout) -> Subject:
+    ordered = isinstance(obj, collections.OrderedDict)
+    subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(obj), ordered, real_state_dict=obj)
+    odd = [k for k in obj if not isinstance(k, str)]
+    if odd:
+        subject.standins = {str(k): v for k, v in subject.standins.items()}
+        subject.key_problem = (
+            f"key {odd[0]!r} is a {type(odd[0]).__name__}, not a str: tensorviz replays the savers that write "
+            f"names (safetensors, transformers, accelerate) on str keys only; only torch.save is checked"
+        )
+    return subject
+
+
+def _analysed(obj: Any) -> tuple[Layout, str]:
+    from tensorviz.sources.live import analyze_object
+
+    try:
+        return analyze_object(obj), ""
+    except RecursionError:  # containers nested deeper than Python's recursion limit
+        if not isinstance(obj, Mapping):
+            raise
+        top = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
+        return analyze_object(
+            top
+        ), "nested deeper than Python's recursion limit: only its top-level tensors are laid out"
+
+
+def _standins(sd: Mapping[str, Any]) -> dict[str, Any]:
+    """Stand-ins for plain strided tensors, :class:`Opaque` records for other tensors (the savers
+    never see those), and any other value as it is, so the savers reject it with their message."""
     storages: dict = {}
     out: dict[str, Any] = {}
     for name, value in sd.items():
-        if isinstance(value, torch.Tensor) and why_not_analysable(value) is None:
-            out[name] = from_tensor(name, value, storages)
+        if isinstance(value, torch.Tensor):
+            out[name] = from_tensor(str(name), value, storages) if _plain(value) else opaque(str(name), value)
         else:
             out[name] = value
     return out
+
+
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
+def _plain(t: torch.Tensor) -> bool:
+    """A tensor or Parameter (not a subclass) that tensorviz lays out as a strided view."""
+    if type(t) not in _PLAIN_TYPES and not isinstance(t, torch.nn.parameter.Buffer):
+        return False
+    from tensorviz.sources.live import why_not_analysable
+
+    return why_not_analysable(t) is None
 
 
 def _layout_subject(layout: Layout) -> Subject:
@@ -234,14 +276,20 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
     library = _library(saver)
     if not library:
         return None  # not installed
+    if (saver == "transformers.save_pretrained" and s.pretrained is None) or (
+        saver == "Accelerator.save_model" and s.kind != "module"
+    ):
+        return None  # not applicable
     sd = s.standins
     try:
+        if s.key_problem and saver != "torch.save":
+            raise sv.Unavailable(s.key_problem)
         if saver == "safetensors.save_file":
             run = sv.evaluate_save_file(sd)
         elif saver == "safetensors.save_model":
             run = sv.evaluate_save_model(sd)
         elif saver == "torch.save":
-            run = sv.evaluate_torch_save(sd, s.real_state_dict)
+            run = svt.evaluate_torch_save(sd, s.real_state_dict)
         elif saver == "transformers.save_pretrained":
             if s.pretrained is None:
                 return None
@@ -264,68 +312,7 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
     return _verdict(saver, _call(saver, s), library, run, s)
 
 
-# -- step 3: exact bytes ---------------------------------------------------------------------------------
-def _unique(layout: Layout) -> int:
-    """Distinct bytes the layout's views read, leaving out meta storages (they hold no data)."""
-    return sum(st.covered_nbytes for st in layout.storages if st.device != "meta")
-
-
-def _source_name(name: str, value: Any) -> tuple[str, bool]:
-    """The given name a written stand-in reads from, and whether it is written as a copy."""
-    src = getattr(value, "source", name)
-    if src.startswith("copy of "):
-        return src[len("copy of ") :], True
-    return src, False
-
-
-@dataclass
-class _Bytes:
-    written: int = 0
-    distinct: int = 0
-    lost: int = 0
-    unreferenced: int = 0
-
-    @property
-    def duplicated(self) -> int:
-        return max(self.written - self.distinct, 0)
-
-
-def _written(run: sv.Run, layout: Layout) -> tuple[list[str], list[str], dict[Any, list[str]]]:
-    """Names written, names written as copies, and per storage the given names they read from."""
-    kept, cloned, sources = [], [], collections.defaultdict(list)
-    for name, value in run.written.items():
-        src, copied = _source_name(name, value)
-        kept.append(name)
-        if copied:
-            cloned.append(name)
-        if src in layout:
-            sources[layout[src].storage].append(src)
-    return kept, cloned, sources
-
-
-def _bytes(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[str]]) -> _Bytes:
-    """Exact byte accounting from footprints (meta storages hold no data and count nothing)."""
-    b = _Bytes()
-    if run.error is not None:
-        return b
-    live = [st for st in sub.storages if st.device != "meta"]
-    if saver == "torch.save":  # whole storages, once each
-        b.written = sum(st.nbytes for st in live)
-        b.unreferenced = sum(st.unreferenced_nbytes for st in live)
-    else:
-        b.written = sum(_nbytes(v) for v in run.written.values())
-    for st in live:
-        every = fp.union(*[sub.footprint_runs(n) for n in st.names])
-        kept = fp.union(*[sub.footprint_runs(n) for n in sources.get(st.key, ())])
-        b.lost += fp.total(every) - fp.total(kept)
-        b.distinct += fp.total(kept)
-    b.lost += _unrestored_nbytes(run, sub)
-    if saver == "torch.save":
-        b.distinct = b.written
-    return b
-
-
-def _problems(run: sv.Run, b: _Bytes) -> list[str]:
+def _problems(run: sv.Run, b: acc.Bytes) -> list[str]:
     flags = [
         ("raises", run.error is not None),
         ("drops data", b.lost),
@@ -337,8 +324,8 @@ def _problems(run: sv.Run, b: _Bytes) -> list[str]:
 
 def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
     sub = _sub(s.layout, [n for n in run.given if n in s.layout])
-    kept, cloned, sources = _written(run, s.layout)
-    b = _bytes(saver, run, sub, sources)
+    kept, cloned, sources = acc.written_names(run, s.layout)
+    b = acc.byte_counts(saver, run, sub, sources)
     problems = _problems(run, b)
     notes = list(run.notes)
     if run.error is None and any(st.device == "meta" for st in sub.storages):
@@ -353,10 +340,12 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
         message=run.error[1] if run.error else "",
         kept=tuple(kept),
         dropped=tuple(run.dropped),
+        renamed=tuple(run.renamed),
+        ignored=tuple(run.ignored),
         cloned=tuple(cloned),
         written_nbytes=b.written,
-        file_nbytes=_file_nbytes(run),
-        unique_nbytes=_unique(sub),
+        file_nbytes=acc.file_nbytes(run),
+        unique_nbytes=acc.unique_nbytes(sub),
         lost_nbytes=b.lost,
         duplicated_nbytes=b.duplicated,
         unreferenced_nbytes=b.unreferenced,
@@ -366,24 +355,3 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
         logs=tuple(run.logs),
         notes=tuple(notes),
     )
-
-
-def _nbytes(v: Any) -> int:
-    return v.nelement() * v.element_size() if isinstance(v, StandIn) else 0
-
-
-def _unrestored_nbytes(run: sv.Run, sub: Layout) -> int:
-    """transformers: dropped names from_pretrained will not re-tie come back as fresh weights."""
-    names = [n for n in run.dropped if any(n in note and "will not restore" in note for note in run.notes)]
-    return sum(sub[n].footprint_nbytes for n in names if n in sub)
-
-
-def _file_nbytes(run: sv.Run) -> int | None:
-    if run.error is not None:
-        return None
-    if run.file_nbytes is not None:
-        return run.file_nbytes
-    if not run.files:
-        return None
-    sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
-    return None if any(x is None for x in sizes) else sum(sizes)

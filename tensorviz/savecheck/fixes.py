@@ -23,6 +23,7 @@ from typing import Any
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import TensorView
 from tensorviz.core.units import format_bytes
+from tensorviz.savecheck.standin import StandIn
 from tensorviz.savecheck.verdicts import Fix, Verdict
 
 __all__ = ["attach_fixes", "plan_lines", "fix_title"]
@@ -75,6 +76,13 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
             "no code can save meta tensors: they have no data. Materialise first "
             "(model.to_empty(device='cpu') then load or initialise real weights), then check again"
         ]
+    freed = [n for n, t in s.standins.items() if isinstance(t, StandIn) and t.is_freed()]
+    if freed:
+        return [], [
+            f"no code can save {_few(freed)}: their storage was freed (resize_), the bytes are gone. "
+            f"Save while the storage still holds them (FSDP: from a full state dict, e.g. "
+            f"torch.distributed.checkpoint.state_dict.get_model_state_dict), then check again"
+        ]
     problem = _problem(v)
     fixes = []
     if v.saver == "safetensors.save_file" and s.kind == "module":
@@ -101,11 +109,7 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
 
 
 def _contiguity(s: Any) -> dict[str, bool]:
-    return {
-        n: bool(getattr(t, "is_contiguous", lambda: True)())
-        for n, t in s.standins.items()
-        if hasattr(t, "is_contiguous")
-    }
+    return {n: t.is_contiguous() for n, t in s.standins.items() if isinstance(t, StandIn)}
 
 
 def _problem(v: Verdict) -> str:

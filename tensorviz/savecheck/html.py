@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from tensorviz.core.units import format_bytes
+from tensorviz.savecheck.outcomes import renames
 
 if TYPE_CHECKING:
     from tensorviz.savecheck.verdicts import Fix, SaveReport, Verdict
@@ -192,6 +193,10 @@ def _verdict_body(v: Verdict) -> str:
         parts.append(_line("bytes:", _e(" · ".join(_bytes_facts(v)))))
     if v.dropped:
         parts.append(_line("dropped:", _e(", ".join(v.dropped))))
+    if v.renamed:
+        parts.append(_line("renamed to:", _e(renames(v.renamed, limit=50))))
+    if v.ignored:
+        parts.append(_line("ignored on save by the model's own rule:", _e(", ".join(v.ignored))))
     if v.cloned:
         parts.append(_line("written as copies:", _e(", ".join(v.cloned))))
     if v.anchor:

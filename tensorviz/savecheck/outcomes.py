@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["OUTCOMES", "SAVERS"]
+__all__ = ["OUTCOMES", "SAVERS", "renames"]
 
 #: Outcomes, most severe first. A verdict's ``outcome`` is the first of its ``problems`` (or "ok").
 OUTCOMES = ("could not evaluate", "raises", "drops data", "duplicates bytes", "writes unreferenced bytes", "ok")
@@ -16,3 +16,15 @@ SAVERS = {
     "accelerate.save": "accelerate.utils.save({sd}, path, safe_serialization=True)",
     "Accelerator.save_model": "Accelerator().save_model({model}, directory)",
 }
+
+
+def renames(pairs, limit: int = 6) -> str:
+    """``a → b, c → d`` for (given, written) pairs; a given name split into several is listed once."""
+    by: dict[str, list[str]] = {}
+    for old, new in pairs:
+        by.setdefault(old or "(a conversion)", []).append(new)
+    parts = [
+        f"{old} → {', '.join(news[:3])}" + (f" (+{len(news) - 3})" if len(news) > 3 else "") for old, news in by.items()
+    ]
+    more = f" … +{len(parts) - limit}" if len(parts) > limit else ""
+    return "; ".join(parts[:limit]) + more

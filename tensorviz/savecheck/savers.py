@@ -17,22 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
-from tensorviz.savecheck.standin import StandIn, _WouldReadData
+from tensorviz.savecheck.standin import Opaque, StandIn, _WouldReadData
 
 __all__ = [
     "Run",
     "Unavailable",
     "evaluate_save_file",
     "evaluate_save_model",
-    "evaluate_torch_save",
     "safetensors_file_nbytes",
     "version",
 ]
@@ -55,6 +51,9 @@ class Run:
     anchor_name: str = ""
     logs: list[str] = field(default_factory=list)
     files: list[tuple[str, dict[str, Any], dict[str, str] | None]] = field(default_factory=list)
+    renamed: list[tuple[str, str]] = field(default_factory=list)  # (given name, name written)
+    ignored: list[str] = field(default_factory=list)  # left out by the model's own rule
+    carried: list[str] = field(default_factory=list)  # given names written under other names
     file_nbytes: int | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -113,12 +112,11 @@ def _dropped(run: Run, names: Any) -> list[str]:
 
 def _only_standins(sd: dict[str, Any], saver: str) -> None:
     """accelerate and transformers call .contiguous()/.clone() on what they get: only stand-ins
-    may reach them, or data would be copied. Other tensors (sparse, quantized, subclasses) stop here."""
+    may reach them. Other tensors (sparse, quantized, subclasses) stop here, with the reason."""
     for name, v in sd.items():
-        if isinstance(v, torch.Tensor) and type(v) is not StandIn:
+        if isinstance(v, Opaque):
             raise Unavailable(
-                f"{name!r} is a {type(v).__name__} with layout {v.layout}; tensorviz replays "
-                f"{saver} on plain strided tensors only"
+                f"tensorviz replays {saver} on plain strided tensors only; {name!r} is not one ({v.reason})"
             )
 
 
@@ -140,9 +138,10 @@ _ST = "safetensors.torch"
 
 def _check_save_file(sd: dict[str, Any]) -> None:
     """Raise exactly what ``safetensors.torch.save_file(sd, ...)`` raises before writing, if anything."""
-    _helper(_ST, "_evaluate_tensors_for_save")(sd)  # type, sparse and sharing checks
+    _helper(_ST, "_evaluate_tensors_for_save")(_own_opaques(sd))  # type, sparse and sharing checks
     flatten = _helper(_ST, "_flatten_as_ptr")
     sizes = _helper(_ST, "_SIZE")
+    freed = []
     for k, v in sd.items():  # the per-tensor loop of _flatten_as_ptr, in the same order
         if not v.is_contiguous():
             flatten({k: v._twin()}, [])  # a meta twin: the library raises its own message
@@ -152,6 +151,38 @@ def _check_save_file(sd: dict[str, Any]) -> None:
             raise Unavailable("safetensors accepted a meta tensor")
         if v.dtype not in sizes:
             raise KeyError(v.dtype)
+        if v.is_freed():
+            freed.append((k, v))
+    if freed:
+        _serialize_freed(*freed[0])
+
+
+def _serialize_freed(name: str, v: StandIn) -> None:
+    """A freed storage reports address 0, for which safetensors' ``_to_ndarray`` hands over no
+    bytes at all; its serializer then refuses the tensor. Asked with that same empty spec (zero
+    bytes: nothing is read), it raises its own error."""
+    if v.untyped_storage().data_ptr() != 0:
+        raise Unavailable(
+            f"{name!r} reads {v.reach_nbytes()} B of a storage shrunk to {v.untyped_storage().nbytes()} B: "
+            f"a real save would read memory the tensor does not own"
+        )
+    spec = _helper("safetensors", "TensorSpec")
+    serialize = _helper("safetensors", "serialize")
+    serialize({name: spec(dtype=str(v.dtype).split(".")[-1], shape=list(v.shape), data_ptr=0, data_len=0)}, None)
+    raise Unavailable(f"safetensors accepted the freed tensor {name!r}")
+
+
+def _own_opaques(sd: dict[str, Any]) -> dict[str, Any]:
+    """The dict safetensors' first check sees: a sparse tensor stands in as a one-element sparse
+    tensor made here (the check reads only its layout, and refuses it by name); other opaque
+    tensors pass that check as a plain one would. Without a sparse one, opaque tensors end it."""
+    opaques = [v for v in sd.values() if isinstance(v, Opaque)]
+    if opaques and not any(v.layout for v in opaques):
+        first = opaques[0]
+        raise Unavailable(
+            f"tensorviz replays save_file on plain strided tensors only; {first.name!r} is not one ({first.reason})"
+        )
+    return {k: v.own_tensor() if isinstance(v, Opaque) else v for k, v in sd.items()}
 
 
 def _save_file_into(run: Run, sd: dict[str, Any], metadata: dict[str, str] | None) -> None:
@@ -256,97 +287,3 @@ def safetensors_file_nbytes(tensors: dict[str, Any], metadata: dict[str, str] | 
         offset += nbytes
     n = len(json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode())
     return 8 + (n + 7) // 8 * 8 + offset
-
-
-# -- torch.save ----------------------------------------------------------------------------------
-_TORCH_DTYPE_MESSAGE = "Cannot save multiple tensors or storages that view the same data as different types"
-
-
-class _NullSink(io.RawIOBase):
-    """A writable, seekable stream that keeps nothing but its length."""
-
-    def __init__(self) -> None:
-        self.pos = self.size = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def write(self, b) -> int:  # type: ignore[override]
-        n = len(memoryview(b))
-        self.pos += n
-        self.size = max(self.size, self.pos)
-        return n
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        self.pos = offset if whence == 0 else (self.pos + offset if whence == 1 else self.size + offset)
-        self.size = max(self.size, self.pos)
-        return self.pos
-
-    def tell(self) -> int:
-        return self.pos
-
-
-def evaluate_torch_save(sd: dict[str, Any], real: Any | None) -> Run:
-    """``torch.save(state_dict, path)``: every storage once, whole, keyed by the storage.
-
-    With the real state dict (``real``) torch itself runs into a sink that keeps no bytes: under
-    ``torch.serialization.skip_data()`` (a thread-local switch), or as it is when every tensor is
-    on meta (nothing to read; torch warns about meta tensors under skip_data). That gives torch's
-    own checks and its exact file size (for a file named ``archive.pt``). Without it (a Layout),
-    with meta and real tensors mixed, or with tensors skip_data refuses (quantized, nested), the
-    same rules are applied to the stand-ins and the size is left unknown.
-    """
-    run = Run(tuple(sd))
-    devices = _tensor_devices(real) if real is not None and hasattr(torch.serialization, "skip_data") else None
-    if devices and devices == {"meta"}:
-        _torch_dry_run(run, real, skip_data=False)
-    elif devices is not None and "meta" not in devices:
-        _torch_dry_run(run, real, skip_data=True)
-    if run.file_nbytes is None and run.error is None:
-        _torch_rule(run, sd)
-        if devices is not None and "meta" in devices and len(devices) > 1:
-            run.notes.append("file size not computed: meta and real tensors are mixed (torch cannot dry-run both)")
-    if run.error is None:
-        run.written.update(sd)
-    return run
-
-
-_SKIP_DATA_REFUSES = "under skip_data context manager"
-
-
-def _torch_dry_run(run: Run, real: Any, skip_data: bool) -> None:
-    sink = _NullSink()
-    try:
-        with torch.serialization.skip_data() if skip_data else contextlib.nullcontext():
-            torch.save(real, sink)
-        run.file_nbytes = sink.size
-    except Exception as e:  # noqa: BLE001 - torch's own refusal is the finding
-        if _SKIP_DATA_REFUSES in str(e):
-            run.notes.append(
-                f"file size not computed: torch's dry run refuses these tensors ({e}); a real torch.save writes them"
-            )
-            return
-        _guard(e)
-        run.error = _err(e)
-
-
-def _tensor_devices(real: Any) -> set[str]:
-    from tensorviz.sources.live import iter_named_values
-
-    return {v.device.type for _, v in iter_named_values(real) if isinstance(v, torch.Tensor)}
-
-
-def _torch_rule(run: Run, sd: dict[str, Any]) -> None:
-    """torch.save's one check that needs no data: one storage read as two dtypes."""
-    dtypes: dict[int, torch.dtype] = {}
-    for v in sd.values():
-        if not isinstance(v, StandIn):
-            continue
-        st = v.untyped_storage()
-        if v.device.type != "meta" and st.data_ptr() != 0:
-            if dtypes.setdefault(st.data_ptr(), v.dtype) != v.dtype:
-                run.error = ("RuntimeError", _TORCH_DTYPE_MESSAGE)
-                return

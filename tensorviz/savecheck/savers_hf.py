@@ -5,6 +5,8 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import torch
+
 from tensorviz.savecheck.savers import (
     _ST,
     Run,
@@ -18,7 +20,7 @@ from tensorviz.savecheck.savers import (
     _only_standins,
     _save_file_into,
 )
-from tensorviz.savecheck.standin import StandIn
+from tensorviz.savecheck.standin import StandIn, from_meta
 
 __all__ = ["evaluate_save_pretrained", "evaluate_accelerate_save", "evaluate_accelerator_save_model"]
 
@@ -36,36 +38,41 @@ def _declared_tie_targets(model: Any) -> set[str]:
 
 
 def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
-    """``model.save_pretrained(directory)`` (safetensors, one or more shards)."""
+    """``model.save_pretrained(directory)`` (safetensors, one or more shards), in its own order.
+
+    As transformers' ``save_pretrained`` does (src/transformers/modeling_utils.py, 5.x): drop
+    the model's ``_keys_to_ignore_on_save``, de-duplicate with
+    ``remove_tied_weights_from_state_dict``, revert the weight conversions with
+    ``revert_weight_conversion`` (renames such as GPT-NeoX's ``lm_head`` -> ``embed_out``, and
+    MoE experts split back into one tensor each), shard, make each tensor contiguous and call
+    ``save_file``. The conversion step runs on meta twins, never on stand-ins: its converters call
+    torch ops (``torch.chunk``, ``torch.cat``) that would need data.
+    """
     run = Run(tuple(sd))
     _only_standins(sd, "save_pretrained")
+    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "_hf_peft_config_loaded", False):
+        raise Unavailable("quantized or PEFT models save a converted state dict tensorviz does not replay")
     remove_tied = _helper(_TF, "remove_tied_weights_from_state_dict")
     _anchor_transformers(run, sd)
     sd = dict(sd)
     for key in getattr(model, "_keys_to_ignore_on_save", None) or ():
-        sd.pop(key, None)
-    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "_hf_peft_config_loaded", False):
-        raise Unavailable("quantized or PEFT models save a converted state dict tensorviz does not replay")
+        if sd.pop(key, None) is not None:
+            run.ignored.append(key)
     try:
         kept = remove_tied(sd, model)
     except Exception as e:  # noqa: BLE001
         _guard(e)
         run.error = _err(e)
         return run
-    kept = _revert_conversion(model, kept)
-    metadata = {"format": "pt"}
-    try:
+    kept = _revert_conversion(run, model, kept)
+    with _library_failure(run):
         for filename, names in _shards(kept, "model{suffix}.safetensors", "50GB").items():
-            _save_file_into(run, {k: kept[k].contiguous() for k in names}, metadata)
+            _save_file_into(run, {k: kept[k].contiguous() for k in names}, {"format": "pt"})
             run.files[-1] = (filename,) + run.files[-1][1:]
-    except Unavailable:
-        raise
-    except Exception as e:  # noqa: BLE001
-        _guard(e)
-        run.error = _err(e)
-        run.written.clear()
+    if run.error is not None:
         return run
-    run.dropped = [k for k in run.given if k not in run.written]
+    gone = {*run.carried, *run.ignored}
+    run.dropped = [k for k in run.given if k not in run.written and k not in gone]
     targets = _declared_tie_targets(model)
     for name in run.dropped:
         if name not in targets:
@@ -73,6 +80,11 @@ def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
                 f"from_pretrained will not restore {name}: it is dropped as a duplicate, "
                 f"but the model does not declare it tied (all_tied_weights_keys)"
             )
+    if run.ignored:
+        run.notes.append(
+            f"ignored on save by the model's own rule (_keys_to_ignore_on_save): {', '.join(run.ignored)}; "
+            f"from_pretrained builds them again"
+        )
     return run
 
 
@@ -92,15 +104,72 @@ def _anchor_transformers(run: Run, sd: dict[str, Any]) -> None:
         run.anchor_error = _err(e)
 
 
-def _revert_conversion(model: Any, sd: dict[str, Any]) -> dict[str, Any]:
+def _revert_conversion(run: Run, model: Any, sd: dict[str, Any]) -> dict[str, Any]:
+    """transformers' own ``revert_weight_conversion`` on meta twins, mapped back to stand-ins.
+
+    An output that reads a twin's storage is a view of that stand-in's storage; anything else is
+    a copy. Each written name that differs from the given name it reads is a rename (``renamed``);
+    the given names it consumed are carried into the file, not dropped.
+    """
     try:
         revert = _helper("transformers.core_model_loading", "revert_weight_conversion")
     except Unavailable:
         return sd
+    metas: dict[int, Any] = {}
+    twins = {k: v.meta_twin(metas) for k, v in sd.items()}
+    owners: dict[int, list[str]] = collections.defaultdict(list)
+    for k, v in sd.items():
+        owners[id(v.untyped_storage())].append(k)
+    by_meta = {torch._C._storage_id(twins[names[0]]): names for names in owners.values()}
     try:
-        return revert(model, sd)
-    except Exception as e:  # noqa: BLE001
-        raise Unavailable(f"its weight-conversion step needs tensor data ({type(e).__name__}: {e})") from None
+        out = revert(model, twins)
+    except Exception as e:  # noqa: BLE001 - a converter that needs data: say so, never guess
+        raise Unavailable(f"its weight-conversion step cannot run without data ({type(e).__name__}: {e})") from None
+    if list(out) == list(sd):
+        return sd
+    result = {}
+    for name, t in out.items():
+        if not isinstance(t, torch.Tensor) or t.device.type != "meta":
+            raise Unavailable(f"its weight-conversion step returned {type(t).__name__} for {name!r}")
+        owners_here = by_meta.get(torch._C._storage_id(t), [])
+        source = _owner(owners_here, sd, t) if owners_here else ""
+        storage = sd[source].untyped_storage() if source else None
+        device = sd[source].device if source else next(iter(sd.values())).device
+        result[name] = from_meta(t, storage, device, source or name)
+        if name not in sd:
+            run.renamed.append((source, name))
+    run.carried.extend(k for k in sd if k not in result)
+    _attribute(run, revert, model, twins)
+    return result
+
+
+def _attribute(run: Run, revert: Any, model: Any, twins: dict[str, Any]) -> None:
+    """Outputs made as copies name no source; revert each unpaired given name alone to learn
+    which outputs it becomes (meta twins again; a converter needing several inputs stays unpaired)."""
+    unknown = {new for old, new in run.renamed if not old}
+    if not unknown:
+        return
+    paired = {old for old, _ in run.renamed if old}
+    found: dict[str, str] = {}
+    for name in run.carried:
+        if name in paired:
+            continue
+        try:
+            alone = revert(model, {name: twins[name]})
+        except Exception:  # noqa: BLE001, S112 - needs its partners: left unpaired
+            continue
+        found.update({new: name for new in alone if new in unknown})
+    run.renamed[:] = [(old or found.get(new, ""), new) for old, new in run.renamed]
+
+
+def _owner(names: list[str], sd: dict[str, Any], t: Any) -> str:
+    """The given name whose bytes contain the output's (the first one when several do)."""
+    start = t.storage_offset() * t.element_size()
+    for name in names:
+        v = sd[name]
+        if v.storage_offset() * v.element_size() <= start < max(v.reach_nbytes(), 1):
+            return name
+    return names[0]
 
 
 def _shards(sd: dict[str, Any], pattern: str, max_size: str) -> dict[str, list[str]]:

@@ -22,7 +22,7 @@ import torch
 
 from tensorviz.core.footprint import is_row_major
 
-__all__ = ["StandIn", "StorageStandIn", "from_tensor", "from_view", "fresh_ptr"]
+__all__ = ["StandIn", "StorageStandIn", "from_tensor", "from_view", "from_meta", "fresh_ptr", "Opaque", "opaque"]
 
 # Pretend addresses for copies and for layouts without tensors: far above any real heap
 # address on the supported platforms, 1 TiB apart, never 0 (0 means "no storage" to the savers).
@@ -151,6 +151,27 @@ class StandIn:
         base = torch.empty(self._offset + reach, dtype=self.dtype, device="meta")
         return base.as_strided(tuple(self.shape), self._stride, self._offset)
 
+    def reach_nbytes(self) -> int:
+        """One past the last byte of its storage this view can address (0 when empty)."""
+        if self.nelement() == 0:
+            return 0
+        last = self._offset + sum((size - 1) * st for size, st in zip(self.shape, self._stride))
+        return (last + 1) * self.element_size()
+
+    def is_freed(self) -> bool:
+        """Its storage no longer holds the bytes it reads (``resize_(0)``, as FSDP does)."""
+        return self.reach_nbytes() > self._storage.nbytes()
+
+    def meta_twin(self, storages: dict[int, torch.UntypedStorage]) -> torch.Tensor:
+        """A real meta tensor with this geometry; stand-ins of one storage get one meta storage
+        (``storages`` keeps them), so library code sees views and copies exactly as torch makes
+        them, and nothing is allocated."""
+        key = id(self._storage)
+        st = storages.get(key)
+        if st is None or st.nbytes() < self.reach_nbytes():
+            st = storages[key] = torch.UntypedStorage(max(self._storage.nbytes(), self.reach_nbytes()), device="meta")
+        return torch.empty(0, dtype=self.dtype, device="meta").set_(st, self._offset, self.shape, self._stride)
+
     def _derived(self, t: torch.Tensor) -> StandIn:
         return StandIn(t.dtype, self.device, tuple(t.shape), t.stride(), t.storage_offset(), self._storage, self.source)
 
@@ -228,6 +249,58 @@ def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
         raw = t.untyped_storage()
         st = storages[key] = StorageStandIn(raw.data_ptr(), raw.nbytes(), t.device, key)
     return StandIn(t.dtype, t.device, tuple(t.shape), t.stride(), t.storage_offset(), st, name)
+
+
+def from_meta(t: torch.Tensor, storage: StorageStandIn | None, device: torch.device, source: str) -> StandIn:
+    """The stand-in for a meta tensor a library returned: a view of ``storage`` when it reads
+    one of the twins' storages, else a copy on a fresh pretend storage."""
+    if storage is not None:
+        return StandIn(t.dtype, device, tuple(t.shape), t.stride(), t.storage_offset(), storage, source)
+    nbytes = t.nelement() * t.element_size()
+    ptr = fresh_ptr() if nbytes and device.type != "meta" else 0
+    fresh = StorageStandIn(ptr, nbytes, device, ("copy", source))
+    return StandIn(t.dtype, device, tuple(t.shape), t.stride(), 0, fresh, f"copy of {source}")
+
+
+class Opaque:
+    """A tensor tensorviz does not replay (sparse, nested, quantized, a subclass, a DTensor...).
+
+    Savers see it in place of the tensor, never the tensor itself: ``reason`` says why it is not
+    replayed, ``layout`` is its sparse layout name ("" otherwise).
+    """
+
+    __slots__ = ("name", "reason", "layout")
+
+    def __init__(self, name: str, reason: str, layout: str = ""):
+        self.name, self.reason, self.layout = name, reason, layout
+
+    def own_tensor(self) -> torch.Tensor:
+        """A one-element tensor of the same layout, made here: library checks that only read the
+        layout can run on it instead of on the user's tensor."""
+        plain = torch.zeros(1, 1)
+        if self.layout == "sparse_coo":
+            return plain.to_sparse()
+        if self.layout in ("sparse_csr", "sparse_csc"):
+            return plain.to_sparse(layout=getattr(torch, self.layout))
+        if self.layout in ("sparse_bsr", "sparse_bsc"):
+            return plain.to_sparse(layout=getattr(torch, self.layout), blocksize=(1, 1))
+        return plain
+
+    def __repr__(self) -> str:
+        return f"Opaque({self.name!r}: {self.reason})"
+
+
+def opaque(name: str, t: Any) -> Opaque:
+    """The :class:`Opaque` for a tensor that is not a plain strided one (every query guarded:
+    a subclass's ``__torch_function__`` may raise on any of them)."""
+    from tensorviz.sources.live import why_not_analysable
+
+    try:
+        reason = why_not_analysable(t) or f"a {type(t).__name__}, not a plain tensor"
+        layout = str(t.layout).removeprefix("torch.")
+    except Exception as e:  # noqa: BLE001 - the subclass's own failure is the reason
+        return Opaque(name, f"a {type(t).__name__} whose __torch_function__ raises {type(e).__name__}: {e}")
+    return Opaque(name, reason, "" if layout == "strided" else layout)
 
 
 def torch_device(device: str) -> torch.device:

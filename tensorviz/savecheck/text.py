@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.html import report_html
+from tensorviz.savecheck.outcomes import renames
 
 if TYPE_CHECKING:
     from tensorviz.savecheck.verdicts import SaveReport, Verdict
@@ -65,6 +66,10 @@ def _verdict_text(v: Verdict, fixes: bool) -> list[str]:
         lines += textwrap.wrap(head + msg, 100, initial_indent="  ", subsequent_indent="    ")
     if v.outcome not in ("raises", "could not evaluate"):
         lines.append(f"  kept {len(v.kept)} · dropped: {_names(v.dropped)} · written as copies: {_names(v.cloned)}")
+    if v.renamed:
+        lines.append(f"  renamed: {renames(v.renamed)}")
+    if v.ignored:
+        lines.append(f"  ignored on save by the model's own rule: {_names(v.ignored)}")
     if b := _bytes_line(v):
         lines.append(f"  {b}")
     if v.anchor:

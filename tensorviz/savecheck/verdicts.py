@@ -58,6 +58,10 @@ class Verdict:
         error_type, message: the exception the library would raise, its exact message.
         kept, dropped, cloned: names written; names the saver leaves out; names written as a copy
             (``.contiguous()``/``.clone()``) rather than as a view of their storage.
+        renamed: ``(given name, name written)`` pairs, from the saver's own renaming rule
+            (transformers' weight conversions); a given name split into several appears in each.
+        ignored: names the model's own rule leaves out on save (``_keys_to_ignore_on_save``);
+            the model builds them again on load, so no data is lost.
         written_nbytes: tensor bytes the saver writes (torch.save: whole storages).
         file_nbytes: exact file size(s) when known (safetensors; torch.save for ``archive.pt``).
         unique_nbytes: distinct bytes the given tensors read.
@@ -79,6 +83,8 @@ class Verdict:
     message: str = ""
     kept: tuple[str, ...] = ()
     dropped: tuple[str, ...] = ()
+    renamed: tuple[tuple[str, str], ...] = ()
+    ignored: tuple[str, ...] = ()
     cloned: tuple[str, ...] = ()
     written_nbytes: int | None = None
     file_nbytes: int | None = None

@@ -1,0 +1,114 @@
+"""The save check's exact byte accounting: what a saver writes, duplicates, loses, from footprints.
+
+Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it imports torch at the top).
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any
+
+from tensorviz.core import footprint as fp
+from tensorviz.core.layout import Layout
+from tensorviz.savecheck import savers as sv
+from tensorviz.savecheck.standin import StandIn
+
+__all__ = ["Bytes", "unique_nbytes", "written_names", "byte_counts", "file_nbytes"]
+
+
+# -- step 3: exact bytes ---------------------------------------------------------------------------------
+def unique_nbytes(layout: Layout) -> int:
+    """Distinct bytes the layout's views read, leaving out meta storages (they hold no data)."""
+    return sum(st.covered_nbytes for st in layout.storages if st.device != "meta")
+
+
+def _source_name(name: str, value: Any) -> tuple[str, bool]:
+    """The given name a written stand-in reads from, and whether it is written as a copy."""
+    src = getattr(value, "source", name)
+    if src.startswith("copy of "):
+        return src[len("copy of ") :], True
+    return src, False
+
+
+@dataclass
+class Bytes:
+    written: int = 0
+    distinct: int = 0
+    lost: int = 0
+    unreferenced: int = 0
+
+    @property
+    def duplicated(self) -> int:
+        return max(self.written - self.distinct, 0)
+
+
+def written_names(run: sv.Run, layout: Layout) -> tuple[list[str], list[str], dict[Any, list[str]]]:
+    """Names written, names written as copies, and per storage the given names they read from."""
+    kept, cloned, sources = [], [], collections.defaultdict(list)
+    for name, value in run.written.items():
+        src, copied = _source_name(name, value)
+        kept.append(name)
+        if copied:
+            cloned.append(name)
+        if src in layout:
+            sources[layout[src].storage].append(src)
+    for src in (*run.carried, *run.ignored):  # written under another name, or rebuilt by the model
+        if src in layout:
+            sources[layout[src].storage].append(src)
+    return kept, cloned, sources
+
+
+def byte_counts(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[str]]) -> Bytes:
+    """Exact byte accounting from footprints (meta storages hold no data and count nothing)."""
+    b = Bytes()
+    if run.error is not None:
+        return b
+    live = [st for st in sub.storages if st.device != "meta"]
+    if saver == "torch.save":  # whole storages, once each
+        b.written = sum(st.nbytes for st in live)
+        b.unreferenced = sum(st.unreferenced_nbytes for st in live)
+    else:
+        b.written = sum(_nbytes(v) for v in run.written.values())
+    for st in live:
+        every = fp.union(*[sub.footprint_runs(n) for n in st.names])
+        kept = fp.union(*[sub.footprint_runs(n) for n in sources.get(st.key, ())])
+        b.lost += fp.total(every) - fp.total(kept)
+        b.distinct += fp.total(kept)
+    b.lost += _unrestored_nbytes(run, sub)
+    if saver == "torch.save":
+        b.distinct = b.written
+        b.lost += _freed_nbytes(run, sub)
+    return b
+
+
+def _nbytes(v: Any) -> int:
+    return v.nelement() * v.element_size() if isinstance(v, StandIn) else 0
+
+
+def _freed_nbytes(run: sv.Run, sub: Layout) -> int:
+    """torch.save writes a freed storage as it is now (0 bytes): what its views read is gone."""
+    freed = [n for n, t in run.written.items() if isinstance(t, StandIn) and t.is_freed() and n in sub]
+    if freed:
+        run.notes.append(
+            f"storage freed (resize_): torch.save writes it as it is now, and torch.load of the file fails "
+            f"for {', '.join(freed[:3])}"
+        )
+    return sum(sub[n].nbytes for n in freed)
+
+
+def _unrestored_nbytes(run: sv.Run, sub: Layout) -> int:
+    """transformers: dropped names from_pretrained will not re-tie come back as fresh weights."""
+    names = [n for n in run.dropped if any(n in note and "will not restore" in note for note in run.notes)]
+    return sum(sub[n].footprint_nbytes for n in names if n in sub)
+
+
+def file_nbytes(run: sv.Run) -> int | None:
+    if run.error is not None:
+        return None
+    if run.file_nbytes is not None:
+        return run.file_nbytes
+    if not run.files:
+        return None
+    sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
+    return None if any(x is None for x in sizes) else sum(sizes)
