@@ -8,7 +8,7 @@ from itertools import repeat
 
 import numpy as np
 
-from tensorviz.core.records import GROUPINGS, Group, GroupBy
+from tensorviz.core.records import GROUPINGS, Group, GroupBy, readonly
 from tensorviz.core.sweep import same_keys
 from tensorviz.core.table import slices_sharing, take
 
@@ -102,6 +102,36 @@ class GroupFacts:
             return shared
         return slices_sharing(self._names_array, bounds, shared, whole, self._grouped(by)[0])
 
+    def group_index(self, by: GroupBy = "storage") -> np.ndarray:
+        """Per view (source order), the index of its group in :meth:`groups` -- without the
+        group records (read-only int64 array).
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4)
+        >>> tv.analyze({"a": torch.zeros(2), "w": w, "tied": w}).group_index("span").tolist()
+        [0, 1, 1]
+        """
+        order, bounds = self.group_members(by)
+        return self._cached(("group index", by), lambda: readonly(_inverse(order, bounds)))
+
+    def group_members(self, by: GroupBy = "storage") -> tuple[np.ndarray, np.ndarray]:
+        """``(order, bounds)``: the views of group ``g`` of :meth:`groups` are at positions
+        ``order[bounds[g]:bounds[g + 1]]`` (in source order) -- without the group records.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4)
+        >>> [a.tolist() for a in tv.analyze({"a": torch.zeros(2), "w": w, "tied": w}).group_members("span")]
+        [[0, 1, 2], [0, 1, 3]]
+        """
+        if by not in GROUPINGS:
+            raise ValueError(f"by must be one of {GROUPINGS}, got {by!r}")
+        order, bounds = self._grouped(by)
+        return readonly(order), readonly(bounds)
+
+    def group_sizes(self, by: GroupBy = "storage") -> np.ndarray:
+        """Per group of :meth:`groups` (same order), its number of names (int64 array)."""
+        return np.diff(self.group_members(by)[1])
+
     def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]:
         """Only the groups with two or more names."""
         return tuple(g for g in self.groups(by) if len(g) > 1)
@@ -113,3 +143,10 @@ class GroupFacts:
         if lookup is None:
             lookup = self._cache[("group_of", by)] = {n: g for g in self.groups(by) for n in g.names}
         return lookup[name]
+
+
+def _inverse(order: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Per member, the group it is in (group ``g`` is ``order[bounds[g]:bounds[g + 1]]``)."""
+    out = np.empty(order.size, dtype=np.int64)
+    out[order] = np.repeat(np.arange(bounds.size - 1), np.diff(bounds))
+    return out

@@ -29,6 +29,8 @@ from tensorviz.core.records import (
     StorageInfo,
     StorageKey,
     TensorView,
+    ViewSpans,
+    readonly,
     view_record,
 )
 from tensorviz.core.rows import Rows, drop_duplicates, gc_paused, store
@@ -216,6 +218,15 @@ class Layout(StorageFacts, GroupFacts):
     def __getitem__(self, name: str) -> TensorView:
         return self._view(self._position(name))
 
+    def position(self, name: str) -> int:
+        """Where view ``name`` is in :attr:`views` (KeyError naming close matches if absent).
+
+        >>> import torch, tensorviz as tv
+        >>> tv.analyze({"a": torch.zeros(1), "b": torch.zeros(2)}).position("b")
+        1
+        """
+        return self._position(name)
+
     def _position(self, name: str) -> int:
         try:
             return self._index[name]
@@ -251,15 +262,23 @@ class Layout(StorageFacts, GroupFacts):
         t = self._table
         return fp.byte_runs_many(t.geos, t.gid[views], t.start[views], t.itemsize[views], views)
 
-    def _members(self) -> list[list[int]]:
-        """View positions of each storage, in source order."""
-        if "members" not in self._cache:
-            order, bounds = self._grouped("storage")
-            order, bounds = order.tolist(), bounds.tolist()
-            members = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-            members += [[] for _ in range(self._nstores - len(members))]  # storages with no views
-            self._cache["members"] = members
-        return self._cache["members"]
+    def _member_positions(self, s: int) -> np.ndarray:
+        """View positions of storage ``s`` in source order (a slice: no list per storage)."""
+        order, bounds = self._grouped("storage")
+        if s + 1 >= len(bounds):
+            return order[:0]
+        return order[bounds[s] : bounds[s + 1]]
+
+    def view_spans(self) -> ViewSpans:
+        """Per view (source order): storage index, span start and stop, as read-only numpy columns.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4)
+        >>> [c.tolist() for c in tv.analyze({"w": w, "v": w[1:3], "x": torch.zeros(1)}).view_spans()]
+        [[0, 0, 1], [0, 4, 0], [16, 12, 4]]
+        """
+        t = self._table
+        return ViewSpans(readonly(t.sidx), readonly(t.start), readonly(t.stop))
 
     def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]:
         """``(order, bounds)``: group g is ``order[bounds[g]:bounds[g+1]]``, groups ordered by

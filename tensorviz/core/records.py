@@ -8,14 +8,25 @@ dataclass's ``__dict__`` in one step instead of calling its generated ``__init__
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.units import format_bytes
 
-__all__ = ["TensorView", "Storage", "StorageInfo", "Group", "Skipped", "GroupBy", "RELATIONS", "StorageKey"]
+__all__ = [
+    "TensorView",
+    "Storage",
+    "StorageInfo",
+    "Group",
+    "Skipped",
+    "GroupBy",
+    "RELATIONS",
+    "StorageKey",
+    "StorageStats",
+    "ViewSpans",
+]
 
 GroupBy = Literal["storage", "span", "overlap"]
 GROUPINGS = ("storage", "span", "overlap")
@@ -139,6 +150,31 @@ class Storage:
         )
 
 
+class StorageStats(NamedTuple):
+    """Numpy columns per storage (index order), from :meth:`Layout.storage_stats`.
+
+    ``nbytes`` (size), ``views`` (number of views), ``covered`` (bytes some footprint reads,
+    as :attr:`Storage.covered_nbytes`), ``footprint_nbytes`` (sum of the views' footprints:
+    larger than ``covered`` exactly when two views share a byte) and ``non_contiguous``
+    (number of views that are not contiguous). All int64.
+    """
+
+    nbytes: np.ndarray
+    views: np.ndarray
+    covered: np.ndarray
+    footprint_nbytes: np.ndarray
+    non_contiguous: np.ndarray
+
+
+class ViewSpans(NamedTuple):
+    """Per view (source order), from :meth:`Layout.view_spans`: ``storage`` index, span
+    ``start`` and ``stop`` in bytes (int64, read-only)."""
+
+    storage: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+
+
 @dataclass(frozen=True)
 class Group:
     """Views grouped by one rule; ``start``/``stop`` is the byte range their spans cover.
@@ -221,3 +257,10 @@ def view_record(row: tuple, key: StorageKey, device: str, geo: fp.Geometry, star
             note,
         ),
     )
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (the layout's own columns are handed out this way)."""
+    out = a.view()
+    out.flags.writeable = False
+    return out

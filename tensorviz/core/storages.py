@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorviz.core import footprint as fp
-from tensorviz.core.records import Storage, StorageKey, TensorView
+from tensorviz.core.records import Storage, StorageKey, StorageStats, TensorView, readonly, record
 from tensorviz.core.table import slices, slices_sharing, take
 
 _NO_NAMES = np.empty(1, dtype=object)  # broadcasts () into object arrays (a bare () would not)
@@ -50,6 +50,8 @@ class StorageFacts:
                 d["exact"],
             ) = values
             out.append(st)
+        for key in [k for k in self._cache if type(k) is tuple and k[0] == "storage"]:
+            out[key[1]] = self._cache.pop(key)  # a record made alone stays the one handed out
         return tuple(out)
 
     def _storage_columns(self) -> tuple[list, ...]:
@@ -109,7 +111,15 @@ class StorageFacts:
         >>> tv.analyze({"w": w, "row": w[1]}).storage("row").names
         ('w', 'row')
         """
-        return self.storages[self._storage_pos(which)]
+        return self._storage_at(self._storage_pos(which))
+
+    def _storage_at(self, s: int) -> Storage:
+        """Storage record ``s``: from :attr:`storages` once they exist, else made alone (the
+        same record; a diagram of 1M storages needs a few dozen, not all of them)."""
+        made = self._cache.get("storages")
+        if made is not None:
+            return made[s]
+        return self._cached(("storage", s), lambda: _storage_record(self, s))
 
     def _storage_pos(self, which: str | StorageKey | int) -> int:
         if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
@@ -129,14 +139,62 @@ class StorageFacts:
 
     def storage_views(self, which: str | StorageKey | int) -> tuple[TensorView, ...]:
         """The views on one storage (by key, index or a view name), in source order."""
-        return tuple(self._view(i) for i in self._members()[self._storage_pos(which)])
+        return tuple(map(self._view, self._member_positions(self._storage_pos(which)).tolist()))
+
+    def view_positions(self, which: str | StorageKey | int) -> np.ndarray:
+        """Positions (indices into :attr:`views`) of the views on one storage, in source order."""
+        return readonly(self._member_positions(self._storage_pos(which)))
 
     def unreferenced_runs(self, which: str | StorageKey | int) -> np.ndarray:
         """Byte runs of a storage (by key, index or a view name) that no view reads."""
         s = self._storage_pos(which)
-        runs = [self._runs_at(i) for i in self._members()[s]]
+        runs = [self._runs_at(i) for i in self._member_positions(s).tolist()]
         return fp.coverage(int(self._table.nbytes[s]), runs).unreferenced()
+
+    def storage_stats(self) -> StorageStats:
+        """Per storage (index order), numpy columns of the facts a picture of thousands of
+        storages needs -- without a record per storage or per view (see :class:`StorageStats`).
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4, 4)
+        >>> st = tv.analyze({"w": w, "col": w[:, 0], "v": torch.zeros(2)}).storage_stats()
+        >>> st.views.tolist(), st.covered.tolist(), st.footprint_nbytes.tolist(), st.non_contiguous.tolist()
+        ([2, 1], [64, 8], [80, 8], [1, 0])
+        """
+        return self._cached("storage stats", self._make_storage_stats)
+
+    def _make_storage_stats(self) -> StorageStats:
+        t, ns = self._table, self._nstores
+        geos = t.geos
+        footprint = np.fromiter((g.footprint for g in geos), np.int64, len(geos))[t.gid] * t.itemsize
+        contiguous = np.fromiter((g.contiguous for g in geos), bool, len(geos))[t.gid]
+        order, bounds = self._grouped("storage")
+        total = np.zeros(ns, dtype=np.int64)
+        if len(self._rows):
+            live = np.flatnonzero(np.diff(bounds))
+            total[live] = np.add.reduceat(footprint[order], bounds[:-1][live])
+        columns = (
+            t.nbytes,
+            np.bincount(t.sidx, minlength=ns),
+            self._sweep().covered,
+            total,
+            np.bincount(t.sidx[~contiguous], minlength=ns),
+        )
+        return StorageStats(*map(readonly, columns))
 
     def footprint_runs(self, name: str) -> np.ndarray:
         """Exact footprint of a view as byte runs (its span if the view is not ``exact``)."""
         return self._runs_at(self._position(name))
+
+
+def _storage_record(layout, s: int) -> Storage:
+    """The Storage record ``s`` alone, equal to ``layout.storages[s]``."""
+    t = layout._table
+    members = layout._member_positions(s)
+    names = tuple(layout._names_array[members].tolist())
+    nbytes = int(t.nbytes[s])
+    whole = t.dense[members] & (t.start[members] == 0) & (t.stop[members] == nbytes) & (t.stop[members] > 0)
+    complete = names if whole.all() and names else tuple(layout._names_array[members[whole]].tolist())
+    covered = int(layout._sweep().covered[s])
+    values = (t.keys[s], s, t.devices[s], nbytes, names, covered, nbytes - covered, complete, t.labels[s])
+    return record(Storage, (*values, bool(t.exact[members].all())))

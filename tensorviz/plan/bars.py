@@ -81,7 +81,11 @@ def depth_runs(run_sets: Sequence[np.ndarray], at_least: int = 2) -> np.ndarray:
     sets = [r for r in run_sets if len(r)]
     if len(sets) < at_least:
         return fp.EMPTY
-    allr = np.concatenate(sets)
+    return _depth(np.concatenate(sets), at_least)
+
+
+def _depth(allr: np.ndarray, at_least: int) -> np.ndarray:
+    """Bytes inside at least ``at_least`` of the runs ``allr`` (k, 2), canonical."""
     pos = np.concatenate((allr[:, 0], allr[:, 1]))
     delta = np.concatenate((np.ones(len(allr), np.int64), -np.ones(len(allr), np.int64)))
     order = np.lexsort((delta, pos))  # at a shared position, ends before starts: abutting != overlap
@@ -117,11 +121,35 @@ def mark_overlaps(protos: list[Proto]) -> np.ndarray:
         return fp.EMPTY
     if len(protos) <= 64 and all(p.dense or p.empty for p in protos):
         return _mark_dense_overlaps(protos)  # the common case (ties, slices), without numpy overhead
-    multi = depth_runs([p.runs for p in protos], 2)
-    for p in protos if len(multi) else ():
-        if len(p.runs) and p.start < multi[-1, 1] and p.stop > multi[0, 0]:
+    dense = [p for p in protos if p.dense]
+    other = [p for p in protos if not p.dense and len(p.runs)]
+    spans = np.array([(p.start, p.stop) for p in dense], dtype=np.int64).reshape(-1, 2)
+    if len(spans) + sum(len(p.runs) for p in other) < 2:
+        return fp.EMPTY
+    multi = _depth(np.concatenate([spans, *(p.runs for p in other)]), 2)
+    if len(multi):
+        _clip_to_spans(dense, spans, multi)
+    for p in other if len(multi) else ():
+        if p.start < multi[-1, 1] and p.stop > multi[0, 0]:
             p.overlap = _intersect(p.runs, multi)
     return multi
+
+
+def _clip_to_spans(dense: list[Proto], spans: np.ndarray, multi: np.ndarray) -> None:
+    """Each dense proto's overlap: the runs of ``multi`` inside its span, for all at once
+    (a binary search each; one run is the usual answer, cut from one shared array)."""
+    lo = np.searchsorted(multi[:, 1], spans[:, 0], side="right")
+    hi = np.searchsorted(multi[:, 0], spans[:, 1], side="left")
+    one = np.flatnonzero(hi - lo == 1)
+    clipped = np.stack((np.maximum(spans[one, 0], multi[lo[one], 0]), np.minimum(spans[one, 1], multi[lo[one], 1])), 1)
+    clipped.flags.writeable = False
+    for k, i in enumerate(one.tolist()):
+        dense[i].overlap = clipped[k : k + 1]
+    for i in np.flatnonzero(hi - lo > 1).tolist():
+        runs = multi[lo[i] : hi[i]].copy()
+        runs[0, 0], runs[-1, 1] = max(runs[0, 0], spans[i, 0]), min(runs[-1, 1], spans[i, 1])
+        runs.flags.writeable = False
+        dense[i].overlap = runs
 
 
 def _mark_dense_overlaps(protos: list[Proto]) -> np.ndarray:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
+
 
 # -- step 4: the lane budget ------------------------------------------------------------------
-def allocate(needs: list[int], budget: int, min_cap: int = 6) -> tuple[list[int], int]:
+def allocate(needs: Sequence[int], budget: int, min_cap: int = 6, total: int | None = None) -> tuple[list[int], int]:
     """Lanes per block under a budget, blocks in priority order.
 
     All blocks if they fit. Otherwise a common cap on the largest blocks (water filling), over
@@ -12,28 +16,51 @@ def allocate(needs: list[int], budget: int, min_cap: int = 6) -> tuple[list[int]
     views, the "more" row), or every shown block complete. One lane is kept for the
     "… N more storages" row when blocks are dropped. Returns the caps and the blocks shown.
 
+    ``needs`` may list only the leading blocks of ``total`` (default: all), as long as the
+    leading ones already ask for more than ``budget`` lanes at three each: later ones cannot
+    be shown. ``O(k log k)`` for ``k`` needs: the largest count shown is found by a binary
+    search (a count that works leaves room for every smaller one).
+
     >>> allocate([10, 2], 8)
     ([6, 2], 2)
     """
-    if sum(needs) <= budget:
+    total = len(needs) if total is None else total
+    if len(needs) == total and sum(needs) <= budget:
         return list(needs), len(needs)
-    for shown in range(len(needs), 0, -1):
-        room = budget - (shown < len(needs))
-        part = needs[:shown]
-        if sum(min(n, 3) for n in part) > room and shown > 1:
-            continue
-        cap = _water_level(part, room)
-        if cap >= min_cap or all(n <= cap for n in part) or shown == 1:
-            return [min(n, cap) for n in part], shown
-    return [], 0
+    arr = np.asarray(needs, dtype=np.int64)
+    three = np.concatenate(([0], np.cumsum(np.minimum(arr, 3))))
+    top = np.maximum.accumulate(arr) if arr.size else arr
 
+    def fits(shown: int) -> int | None:  # the cap if ``shown`` leading blocks can be drawn
+        room = budget - (shown < total)
+        if three[shown] > room and shown > 1:
+            return None
+        cap = _water_level(arr[:shown], room)
+        return cap if cap >= min_cap or top[shown - 1] <= cap or shown == 1 else None
 
-def _water_level(needs: list[int], room: int) -> int:
-    """The largest cap c (>= 3) with sum(min(n, c)) <= room."""
-    lo, hi = 3, max(max(needs, default=3), 3)
+    if not len(arr):
+        return [], 0
+    lo, hi = 1, len(arr)  # fits(1) always holds
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if sum(min(n, mid) for n in needs) <= room:
+        lo, hi = (mid, hi) if fits(mid) is not None else (lo, mid - 1)
+    cap = fits(lo)
+    return np.minimum(arr[:lo], cap).tolist(), lo
+
+
+def _water_level(needs: np.ndarray, room: int) -> int:
+    """The largest cap c (>= 3) with sum(min(n, c)) <= room."""
+    srt = np.sort(needs)
+    below = np.concatenate(([0], np.cumsum(srt)))
+
+    def used(c: int) -> int:
+        k = int(np.searchsorted(srt, c, side="left"))  # needs below c count whole
+        return int(below[k]) + c * (len(srt) - k)
+
+    lo, hi = 3, max(int(srt[-1]) if len(srt) else 3, 3)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if used(mid) <= room:
             lo = mid
         else:
             hi = mid - 1

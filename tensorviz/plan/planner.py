@@ -1,10 +1,12 @@
 """The diagram planner: a Layout and normalised options -> a :class:`~tensorviz.plan.diagram.Diagram`.
 
 Private; :func:`tensorviz.plan.diagram.diagram` is the public door. Five steps (:meth:`_Planner.plan`):
-select storages and make their bars (:mod:`tensorviz._plan_bars`), order them, collapse the
-simple ones into a summary row, share the lane budget (:func:`allocate`), emit lanes and bars.
-A diagram of 5,000 storages is planned on every explorer redraw, so each step does one pass,
-and the frozen records are filled directly (see :func:`_new`).
+select and order the storages (:mod:`tensorviz.plan.select`: numpy over all of them), collapse
+the simple ones into a summary row, make the bars (:mod:`tensorviz.plan.bars`) of the leading
+storages only -- as many as the lane budget can hold --, share the lane budget
+(:func:`~tensorviz.plan.budget.allocate`), emit lanes and bars. So planning a diagram of 1M
+tensors costs a few numpy passes plus the bars drawn; every count ("N more") stays exact.
+The frozen records are filled directly (see :func:`_new`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterp
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import assign_colors
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
+from tensorviz.plan.select import Selection, file_indices, select, shared_count
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
 
@@ -107,32 +110,60 @@ class _Planner:
         )
         self.headers = file_headers(layout)
         self.files = frozenset(self.headers)  # storages that are whole safetensors files
-        self._first: dict[str, str] | None = None
+        self._first: dict[str, str] = {}
         self._colors: dict[str, str] = {}
 
     def plan(self) -> Diagram:
-        # 1. select storages and make their bars; 2. order them; 3. collapse simple ones;
+        # 1. select and order the storages (all at once, from numpy columns); 2. collapse the
+        # simple ones; 3. make the bars of the leading ones until the lane budget is spent;
         # 4. share the lane budget; 5. emit lanes and bars.
-        sources = self._sources()
-        sources.sort(key=lambda src: (not src.reasons, -src.storage.nbytes, src.storage.index))
-        sources, collapsed = self._collapse(sources)
-        needs = [1 if not src.reasons else 1 + len(src.rows) for src in sources]
-        caps, shown = allocate(needs, self.opts.max_lanes - (collapsed is not None))
-        return self._emit(sources[:shown], caps, collapsed, hidden=len(sources) - shown)
-
-    # -- step 1: selection ----------------------------------------------------------------
-    def _sources(self) -> list[_Source]:
-        wanted = self.opts.storages
-        if wanted is not None:
-            keep = set(wanted)
-            picked = [s for s in self.layout.storages if s.index in keep]
-            views = {s.key: self.layout.storage_views(s.index) for s in picked}
+        sel = select(self.layout, self.opts, self.files)
+        order, collapsed = self._collapse(sel)
+        budget = self.opts.max_lanes - (collapsed is not None)
+        needs = self._needs(order, collapsed is not None or sel.interesting)
+        if needs is None:  # rows known only once the bars are made (packing, filters)
+            sources = self._leading(order, budget)
+            caps, shown = allocate([_need(src) for src in sources], budget, total=len(order))
         else:
-            picked, views = list(self.layout.storages), {}
-            for v in self.layout.views:  # one pass, not one look-up per storage
-                views.setdefault(v.storage, []).append(v)
-        made = (self._source(s, views.get(s.key, ())) for s in picked)
-        return [src for src in made if src is not None]
+            caps, shown = allocate(needs, budget, total=len(order))
+            sources = [
+                self._source(self.layout.storage(s), self.layout.storage_views(s)) for s in order[:shown].tolist()
+            ]
+        return self._emit(sources[:shown], caps, collapsed, hidden=len(order) - shown)
+
+    def _needs(self, order: np.ndarray, interesting: np.ndarray | bool) -> list[int] | None:
+        """Lanes the leading storages ask for, from counts alone (see :func:`_need`): a row per
+        view, or per span group; only as many storages as the budget could hold at three lanes
+        each. None when rows depend on the bars (packed by overlap, or filtered)."""
+        if self.filtering or self.opts.by == "overlap":
+            return None
+        layout = self.layout
+        if self.opts.by == "storage":
+            rows = layout.storage_stats().views
+        else:
+            order_s, bounds = layout.group_members("span")
+            owner = layout.view_spans().storage[order_s[bounds[:-1]]]
+            rows = np.bincount(owner, minlength=len(layout.storage_stats().nbytes))
+        need = np.where(interesting, 1 + rows[order], 1)
+        k = int(np.searchsorted(np.cumsum(np.minimum(need, 3)), self.opts.max_lanes, side="right")) + 1
+        return need[:k].tolist()
+
+    # -- step 3: the bars of the storages that may be drawn --------------------------------------
+    def _leading(self, order: np.ndarray, budget: int) -> list[_Source]:
+        """Sources of the leading storages, until they would take more lanes than the budget
+        holds even at three each: no later storage can be drawn (see :func:`allocate`)."""
+        out: list[_Source] = []
+        used = 0
+        for at in range(0, len(order), 256):
+            for s in order[at : at + 256].tolist():
+                src = self._source(self.layout.storage(s), self.layout.storage_views(s))
+                if src is None:  # select() already left it out; kept for safety
+                    continue
+                out.append(src)
+                used += min(_need(src), 3)
+                if used > budget:
+                    return out
+        return out
 
     def _source(self, storage: Storage, views: Sequence[TensorView]) -> _Source | None:
         opts = self.opts
@@ -171,25 +202,23 @@ class _Planner:
             return (lo <= p.start < hi) if p.empty else (p.start < hi and p.stop > lo)
         return True
 
-    # -- step 3: collapse simple storages -----------------------------------------------------
-    def _collapse(self, sources: list[_Source]) -> tuple[list[_Source], Summary | None]:
+    # -- step 2: collapse simple storages -----------------------------------------------------
+    def _collapse(self, sel: Selection) -> tuple[np.ndarray, Summary | None]:
         """Fold the simple storages into one summary row, when there is anything else to show."""
-        if self.opts.expand_simple or not any(src.reasons for src in sources):
-            return sources, None
-        simple = [src for src in sources if not src.reasons]
-        if not simple:
-            return sources, None
-        summary = Summary(
-            len(simple), sum(src.storage.nbytes for src in simple), tuple(src.storage.index for src in simple)
-        )
-        return [src for src in sources if src.reasons], summary
+        if self.opts.expand_simple or not sel.interesting.any() or sel.interesting.all():
+            return sel.order, None
+        simple = sel.order[~sel.interesting]
+        nbytes = self.layout.storage_stats().nbytes
+        summary = Summary(len(simple), int(nbytes[simple].sum()), tuple(simple.tolist()))
+        return sel.order[sel.interesting], summary
 
     # -- step 5: emit ---------------------------------------------------------------------
     def _emit(self, sources: list[_Source], caps: list[int], collapsed: Summary | None, hidden: int) -> Diagram:
         lanes: list[Lane] = []
         bars: list[Bar] = []
         blocks: list[Block] = []
-        self._colors = assign_colors([self._first_name(p.names[0]) for src in sources for p in src.protos])
+        self._first = self._first_names(sources)
+        self._colors = assign_colors([self._first[p.names[0]] for src in sources for p in src.protos])
         for src, cap in zip(sources, caps):
             blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))
         if hidden:
@@ -211,28 +240,32 @@ class _Planner:
         )
 
     def _header(self) -> Header:
-        from tensorviz.core.summary import shown_shared, storage_noun
-
         layout = self.layout
-        shared, how = shown_shared(layout, self.opts.by)
+        ns = len(layout.storage_stats().nbytes)
+        shared, how = shared_count(layout, self.opts.by, self.files)
+        noun = "file" if ns and len(file_indices(layout, self.files)) == ns else "storage"
         return Header(
             self.opts.by,
             len(layout),
-            len(layout.storages),
-            len(shared),
+            ns,
+            shared,
             layout.unique_nbytes,
             layout.naive_nbytes,
             layout.storage_nbytes,
             len(layout.skipped),
-            storage_noun(layout),
+            noun,
             how,
         )
 
-    def _first_name(self, name: str) -> str:
-        """The first name of ``name``'s span group: tied names share their group's colour."""
-        if self._first is None:
-            self._first = {n: g.names[0] for g in self.layout.groups("span") if len(g.names) > 1 for n in g.names}
-        return self._first.get(name, name)
+    def _first_names(self, sources: list[_Source]) -> dict[str, str]:
+        """Per name drawn, the first name of its span group: tied names share its colour."""
+        layout = self.layout
+        pos = [layout.view_positions(src.storage.index) for src in sources]
+        pos = np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64)
+        order, bounds = layout.group_members("span")
+        first = order[bounds[layout.group_index("span")[pos]]]
+        names = layout.names
+        return dict(zip(map(names.__getitem__, pos.tolist()), map(names.__getitem__, first.tolist())))
 
     def _emit_block(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> Block:
         s, label = src.storage, _storage_label(src.storage)
@@ -315,7 +348,7 @@ class _Planner:
         header = fp.clip(fp.as_runs([span]), 0, s.nbytes) if span else fp.EMPTY
         if not (self.opts.show_unreferenced and s.unreferenced_nbytes):
             return header, fp.EMPTY
-        unref = self.layout.unreferenced_runs(s.key)
+        unref = self.layout.unreferenced_runs(s.index)
         return header, subtract(unref, header) if len(header) else unref
 
     def _bar(self, p: Proto, lane: int, block: int) -> Bar:
@@ -328,7 +361,7 @@ class _Planner:
             start=p.start,
             stop=p.stop,
             names=p.names,
-            color=self._colors[self._first_name(v0.name)],
+            color=self._colors[self._first[v0.name]],
             dtype=v0.dtype if one or len({v.dtype for v in views}) == 1 else "mixed",
             runs=None if p.dense or p.empty else self._clip(p.runs),
             overlap_runs=self._clip(p.overlap) if len(p.overlap) else None,
@@ -344,6 +377,11 @@ class _Planner:
         if self.opts.byte_range is None or not len(runs):
             return runs
         return fp.clip(runs, *self.opts.byte_range)
+
+
+def _need(src: _Source) -> int:
+    """Lanes a source asks for: one for a simple storage, else its extent and one per row."""
+    return 1 if not src.reasons else 1 + len(src.rows)
 
 
 def _storage_label(s: Storage) -> str:

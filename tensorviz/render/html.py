@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from tensorviz.core.records import TensorView
     from tensorviz.plan.diagram import Diagram
 
-__all__ = ["diagram_html", "table_rows", "MAX_ROWS"]
+__all__ = ["diagram_html", "table_rows", "drawn_names", "MAX_ROWS"]
 
 #: Most table rows written; the rest are counted in a last row.
 MAX_ROWS = 200
@@ -32,35 +32,38 @@ MAX_ROWS = 200
 _CELL = "padding:1px 8px;text-align:left;font-family:monospace;font-size:12px;white-space:nowrap"
 
 
-def table_rows(d: Diagram, layout: Layout) -> list[tuple[str, ...]]:
-    """``(names, dtype[shape], stride, offset, span, group)`` per view drawn, in lane order."""
-    by = _table_grouping(d, layout)[0]
-    groups = {g.names[0]: (i, g) for i, g in enumerate(layout.groups(by))}
-    group_of = {n: groups[g.names[0]] for n in layout.names for g in (layout.group_of(n, by),)}
+def table_rows(d: Diagram, layout: Layout, limit: int | None = None) -> list[tuple[str, ...]]:
+    """``(names, dtype[shape], stride, offset, span, group)`` per view drawn, in lane order
+    (the first ``limit`` of them). Groups are looked up through :meth:`Layout.group_index`,
+    so a table of 200 rows costs 200 rows, whatever the size of the layout."""
+    by = _table_grouping(d)[0]
+    index = layout.group_index(by)
+    order, bounds = layout.group_members(by)
+    names = layout.names
     rows = []
-    seen: set[str] = set()
-    for bar in d.bars:
-        for name in bar.names:
-            if name in seen:
-                continue
-            seen.add(name)
-            rows.append(_row(layout[name], *group_of[name]))
+    for name in drawn_names(d)[:limit]:
+        g = int(index[layout.position(name)])
+        first = order[bounds[g] : min(bounds[g] + 5, bounds[g + 1])].tolist()
+        others = [names[i] for i in first if names[i] != name]
+        rows.append(_row(layout[name], g, others[:3], int(bounds[g + 1] - bounds[g]) - 1 > 3))
     return rows
 
 
-def _table_grouping(d: Diagram, layout: Layout) -> tuple[str, str]:
+def drawn_names(d: Diagram) -> list[str]:
+    """Every name the diagram draws, once each, in lane order."""
+    return list(dict.fromkeys(n for bar in d.bars for n in bar.names))
+
+
+def _table_grouping(d: Diagram) -> tuple[str, str]:
     """The grouping of the table's group column and its heading. In safetensors files, every
     tensor of a file is on its one storage: there the column groups tensors sharing bytes."""
-    from tensorviz.core.summary import storage_noun
-
-    if d.by == "storage" and storage_noun(layout) == "file":
+    if d.by == "storage" and d.header.noun == "file":
         return "overlap", "group (by shared bytes within a file)"
     return d.by, f"group (by {d.by})"
 
 
-def _row(v: TensorView, gi: int, g) -> tuple[str, ...]:
-    others = [n for n in g.names if n != v.name]
-    shared = f"#{gi}" + (f": with {', '.join(others[:3])}{', …' if len(others) > 3 else ''}" if others else "")
+def _row(v: TensorView, gi: int, others: list[str], more: bool) -> tuple[str, ...]:
+    shared = f"#{gi}" + (f": with {', '.join(others)}{', …' if more else ''}" if others else "")
     shape = ", ".join(map(str, v.shape))
     return (v.name, f"{v.dtype}[{shape}]", str(tuple(v.stride)), str(v.offset), f"[{v.start:,}, {v.stop:,})", shared)
 
@@ -69,19 +72,20 @@ def diagram_html(d: Diagram, layout: Layout, png: bytes) -> str:
     """An HTML fragment: the diagram as an inline PNG, then the table (collapsed if long)."""
     e = html.escape
     src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-    rows = table_rows(d, layout)
-    head = ("name", "dtype[shape]", "stride", "offset", "bytes", _table_grouping(d, layout)[1])
-    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{e(c)}</td>' for c in r) + "</tr>" for r in rows[:MAX_ROWS])
-    if len(rows) > MAX_ROWS:
-        body += f'<tr><td style="{_CELL}" colspan="6">… {len(rows) - MAX_ROWS:,} more views</td></tr>'
+    rows = table_rows(d, layout, MAX_ROWS)
+    count = len(drawn_names(d))
+    head = ("name", "dtype[shape]", "stride", "offset", "bytes", _table_grouping(d)[1])
+    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{e(c)}</td>' for c in r) + "</tr>" for r in rows)
+    if count > MAX_ROWS:
+        body += f'<tr><td style="{_CELL}" colspan="6">… {count - MAX_ROWS:,} more views</td></tr>'
     thead = "".join(f'<th style="{_CELL}">{e(h)}</th>' for h in head)
     summary = (
-        f"{len(rows):,} view{'s' * (len(rows) != 1)} drawn · "
+        f"{count:,} view{'s' * (count != 1)} drawn · "
         f"{format_bytes(d.header.unique_nbytes)} unique of {format_bytes(d.header.naive_nbytes)}"
     )
     if d.collapsed is not None:
         summary += f" · {d.collapsed.text} not listed"
-    opened = " open" if len(rows) <= 12 else ""
+    opened = " open" if count <= 12 else ""
     return (
         f'<div class="tensorviz-show">'
         f'<img src="{src}" alt="{e(d.header.text)}" style="max-width:100%"/>'

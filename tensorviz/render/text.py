@@ -125,18 +125,47 @@ def _extent_cells(block: Block, edges: np.ndarray) -> str:
 def _bar_cells(bars: list[Bar], edges: np.ndarray) -> str:
     widths = np.diff(edges)
     rank = np.zeros(len(widths), dtype=np.int8)  # 0 blank, 1 gap, 2 part, 3 full, 4 empty
+    dense = [b for b in bars if b.runs is None and not b.empty]
+    if dense:
+        rank = np.maximum(rank, _dense_rank(np.array([(b.start, b.stop) for b in dense], dtype=np.int64), edges))
     for bar in bars:
         if bar.empty:
             k = int(np.clip(np.searchsorted(edges, bar.start, side="right") - 1, 0, len(widths) - 1))
             rank[k] = max(rank[k], 4)
             continue
+        if bar.runs is None:
+            continue
         span = np.array([[bar.start, bar.stop]], dtype=np.int64)
-        runs = span if bar.runs is None else bar.runs
         in_span = covered_per_cell(span, edges) > 0
-        cov = covered_per_cell(runs, edges)
+        cov = covered_per_cell(bar.runs, edges)
         r = np.where(cov == widths, 3, np.where(cov > 0, 2, np.where(in_span, 1, 0)))
         rank = np.maximum(rank, r.astype(np.int8))
     return "".join(np.array([" ", "-", "+", "#", "|"])[rank])
+
+
+def _dense_rank(spans: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Per cell: 3 where some span covers the whole cell, 2 where one covers part of it, for
+    many gap-free spans at once (difference arrays: O(cells + spans log cells))."""
+    n = len(edges) - 1
+    # cells touched: [first cell ending after start, first cell starting at or after stop)
+    touch_a = np.searchsorted(edges[1:], spans[:, 0], side="right")
+    touch_b = np.searchsorted(edges[:-1], spans[:, 1], side="left")
+    # cells covered whole: [first cell starting at or after start, last cell ending by stop]
+    full_a = np.searchsorted(edges[:-1], spans[:, 0], side="left")
+    full_b = np.searchsorted(edges[1:], spans[:, 1], side="right")
+    out = np.zeros(n, dtype=np.int8)
+    out[_ranges(touch_a, touch_b, n)] = 2
+    out[_ranges(full_a, full_b, n)] = 3
+    return out
+
+
+def _ranges(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Mask of cells inside any of the half-open ranges ``[a[i], b[i])``."""
+    keep = b > a
+    diff = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(diff, a[keep], 1)
+    np.add.at(diff, b[keep], -1)
+    return np.cumsum(diff[:-1]) > 0
 
 
 def _bar_note(bars: list[Bar]) -> str:

@@ -1,0 +1,123 @@
+"""Which storages a diagram draws, in which order, decided for all storages at once.
+
+Private to the diagram planner. The planner makes bars only for the storages it will draw (a
+few dozen), but the "N more storages" and summary rows count every storage the options select,
+so selection and order are decided here from numpy columns of the layout
+(:meth:`~tensorviz.core.layout.Layout.storage_stats`, :meth:`~tensorviz.core.layout.Layout.view_spans`,
+group sizes): no record per storage or per view, ``O(n log n)`` in views and storages.
+Each rule mirrors the per-storage one of :mod:`tensorviz.plan.planner` (the tests compare them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tensorviz.core.layout import Layout
+    from tensorviz.plan.model import DiagramOptions
+
+__all__ = ["Selection", "select", "interesting", "shared_count", "file_indices"]
+
+
+class Selection(NamedTuple):
+    """The storages to draw: ``order`` (storage indices, interesting ones first, then larger,
+    then by index) and ``interesting`` (per entry of ``order``: it has a reason to be drawn,
+    see :func:`tensorviz.plan.planner.storage_reasons`)."""
+
+    order: np.ndarray
+    interesting: np.ndarray
+
+
+def file_indices(layout: Layout, keys: frozenset) -> np.ndarray:
+    """Indices of the storages whose key is in ``keys`` (the whole safetensors files)."""
+    out = []
+    for key in keys:
+        try:
+            out.append(layout.storage(key).index)
+        except KeyError:
+            continue
+    return np.array(sorted(out), dtype=np.int64)
+
+
+def interesting(layout: Layout, whole_file: np.ndarray) -> np.ndarray:
+    """Per storage: :func:`~tensorviz.plan.planner.storage_reasons` is not empty (vectorised)."""
+    st = layout.storage_stats()
+    many = st.views > 1
+    partial = (st.nbytes - st.covered > 0) & (st.nbytes > 0)
+    out = (many & ~whole_file) | partial | (many & (st.footprint_nbytes > st.covered)) | (st.non_contiguous > 0)
+    return np.where(st.views == 0, st.nbytes > 0, out)
+
+
+def select(layout: Layout, opts: DiagramOptions, files: frozenset) -> Selection:
+    """The storages ``opts`` select, in drawing order."""
+    st = layout.storage_stats()
+    ns = st.nbytes.size
+    whole = np.zeros(ns, dtype=bool)
+    whole[file_indices(layout, files)] = True
+    keep = np.zeros(ns, dtype=bool)
+    if opts.storages is None:
+        keep[:] = True
+    else:
+        keep[np.asarray(opts.storages, dtype=np.int64)] = True
+    if opts.only_shared and opts.by == "storage":
+        overlapping = (st.views > 1) & (st.footprint_nbytes > st.covered)
+        keep &= (st.views >= 2) & ~(whole & ~overlapping)
+    rx = re.compile(opts.names) if opts.names is not None else None
+    if rx is not None or opts.byte_range is not None or (opts.only_shared and opts.by != "storage"):
+        keep &= _any_view_kept(layout, opts, rx, st.views, st.nbytes)
+    idx = np.flatnonzero(keep)
+    hot = interesting(layout, whole)[idx]
+    rank = np.lexsort((idx, -st.nbytes[idx], ~hot))
+    return Selection(idx[rank], hot[rank])
+
+
+def _any_view_kept(
+    layout: Layout, opts: DiagramOptions, rx: re.Pattern | None, views: np.ndarray, nbytes: np.ndarray
+) -> np.ndarray:
+    """Per storage, whether a filtered diagram keeps it: some view passes every filter (a view
+    passes when its bar does: a span group's members share span and group, and the names
+    filter keeps a group when any name matches); a storage no view reads stays unless the
+    names or shared filters are set or it ends before the byte range."""
+    sp = layout.view_spans()
+    kept = np.ones(sp.start.size, dtype=bool)
+    if rx is not None:
+        kept &= np.fromiter((rx.search(n) is not None for n in layout.names), bool, sp.start.size)
+    if opts.only_shared and opts.by != "storage":
+        kept &= layout.group_sizes(opts.by)[layout.group_index(opts.by)] >= 2
+    if opts.byte_range is not None:
+        lo, hi = opts.byte_range
+        empty = sp.start == sp.stop
+        kept &= np.where(empty, (lo <= sp.start) & (sp.start < hi), (sp.start < hi) & (sp.stop > lo))
+    out = np.bincount(sp.storage[kept], minlength=views.size) > 0
+    if rx is None and not opts.only_shared:
+        lone = views == 0
+        if opts.byte_range is not None:
+            lone &= nbytes > opts.byte_range[0]
+        out |= lone
+    return out
+
+
+def shared_count(layout: Layout, by: str, files: frozenset) -> tuple[int, str]:
+    """How many shared groups the header counts, and how (as
+    :func:`tensorviz.core.summary.shown_shared`, whose groups it counts without making them)."""
+    whole = file_indices(layout, files) if by == "storage" else np.zeros(0, dtype=np.int64)
+    if not whole.size:
+        return int(np.count_nonzero(layout.group_sizes(by) >= 2)), f"by {by}"
+    ns = len(layout.storage_stats().nbytes)
+    if whole.size == ns:
+        return int(np.count_nonzero(layout.group_sizes("overlap") >= 2)), "by shared bytes within a file"
+    is_file = np.zeros(ns, dtype=bool)
+    is_file[whole] = True
+    count = 0
+    for grouping, in_files in (("storage", False), ("overlap", True)):
+        storage = _group_storage(layout, grouping)
+        count += int(np.count_nonzero((layout.group_sizes(grouping) >= 2) & (is_file[storage] == in_files)))
+    return count, "by storage; by shared bytes within a file"
+
+
+def _group_storage(layout: Layout, by: str) -> np.ndarray:
+    order, bounds = layout.group_members(by)
+    return layout.view_spans().storage[order[bounds[:-1]]]
