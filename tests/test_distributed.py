@@ -127,6 +127,15 @@ def test_builder_submeshes_union_and_disagreement():
         )
 
 
+def test_builder_shows_only_the_ranks_asked_for():
+    w = ("d", ("w",), "float32", 4, (16, 8), 0, (("SS", 0, 2), ("S", 0)))
+    desc = {"meshes": [MESH_2X2], "entries": [w]}
+    facts = {r: {"local_bytes": 0, "storage_bytes": 0, "problems": []} for r in range(4)}
+    layout = build_layout([([0, 1, 2, 3], desc)], facts, "t", {}, ranks=[3, 1])
+    assert [v.name for v in layout.views] == ["w", "w@rank1", "w@rank3"]
+    assert [layout["w@rank1"].start, layout["w@rank3"].start] == [256, 384]
+
+
 def test_group_without_torch_distributed_says_how_to_start_it():
     with pytest.raises(TensorvizError, match="init_process_group"):
         tv.analyze({"w": torch.zeros(2)}, group=True)

@@ -58,52 +58,91 @@ def describe(obj: Any) -> tuple[dict, dict]:
     ``("t", names, dtype, itemsize, shape)`` for a plain tensor, ``("x", name, reason)`` for a
     value that is not analysable. Facts: local bytes, local storage bytes, problems.
     """
-    meshes: dict[tuple, int] = {}
-    entries: list[list] = []
-    by_id: dict[int, list] = {}
-    local_bytes, storages, problems = 0, {}, []
+    d = _Describer()
     for name, value in iter_named_values(obj):
+        d.add(name, value)
+    return d.result()
+
+
+class _Describer:
+    """One pass over this rank's values; meshes, placements and expected shapes are cached."""
+
+    def __init__(self) -> None:
+        self.rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        self.meshes: dict[tuple, int] = {}
+        self.mesh_keys: dict[int, tuple] = {}
+        self.placements: dict[tuple, tuple] = {}
+        self.expected: dict[tuple, tuple | None] = {}
+        self.entries: list[list] = []
+        self.by_id: dict[int, list] = {}
+        self.local_bytes, self.storages, self.problems = 0, {}, []
+
+    def add(self, name: str, value: Any) -> None:
         if not isinstance(value, torch.Tensor):
-            entries.append(["x", name, f"not a tensor ({type(value).__qualname__})"])
-            continue
-        entry = by_id.get(id(value))
+            self.entries.append(["x", name, f"not a tensor ({type(value).__qualname__})"])
+            return
+        entry = self.by_id.get(id(value))
         if entry is not None:  # a tie: one global tensor under several names
             entry[1].append(name)
-            continue
-        entry = _entry(name, value, meshes, problems)
-        by_id[id(value)] = entry
-        entries.append(entry)
-        local = _local(value)
-        local_bytes += local.numel() * local.element_size()
+            return
+        local = getattr(value, "_local_tensor", value) if _is_dtensor(value) else value
+        entry = self.by_id[id(value)] = self._entry(name, value, local)
+        self.entries.append(entry)
+        self.local_bytes += local.numel() * local.element_size()
         st = local.untyped_storage()
-        storages[st._cdata] = st.nbytes()
-    desc = {
-        "meshes": [m for m, _ in sorted(meshes.items(), key=lambda kv: kv[1])],
-        "entries": [tuple(e[:1]) + (tuple(e[1]),) + tuple(e[2:]) if e[0] != "x" else tuple(e) for e in entries],
-    }
-    facts = {"local_bytes": local_bytes, "storage_bytes": sum(storages.values()), "problems": problems}
-    return desc, facts
+        self.storages[st._cdata] = st.nbytes()
 
+    def _entry(self, name: str, t: torch.Tensor, local: torch.Tensor) -> list:
+        dtype, itemsize = str(t.dtype).removeprefix("torch."), t.element_size()
+        shape = tuple(int(n) for n in t.shape)
+        if local is t:
+            return ["t", [name], dtype, itemsize, shape]
+        mesh = self._mesh(t.device_mesh)
+        raw = tuple(t.placements)
+        placements = self.placements.get(raw)
+        if placements is None:
+            placements = self.placements[raw] = tuple(_placement(p) for p in raw)
+        self._check(name, shape, placements, mesh, tuple(local.shape))
+        return ["d", [name], dtype, itemsize, shape, self.meshes[mesh], placements]
 
-def _local(t: torch.Tensor) -> torch.Tensor:
-    return t.to_local() if _is_dtensor(t) else t
+    def _mesh(self, mesh: Any) -> tuple:
+        key = self.mesh_keys.get(id(mesh))
+        if key is None:
+            ranks = tuple(int(r) for r in mesh.mesh.flatten().tolist())
+            key = self.mesh_keys[id(mesh)] = (tuple(mesh.shape), ranks, tuple(mesh.mesh_dim_names or ()))
+            self.meshes.setdefault(key, len(self.meshes))
+        return key
+
+    def _check(self, name: str, shape: tuple, placements: tuple, mesh: tuple, got: tuple) -> None:
+        """This rank's local shape must be what its placements give it."""
+        k = (shape, placements, mesh)
+        if k not in self.expected:
+            self.expected[k] = None
+            if self.rank in mesh[1]:
+                ranges = shard_ranges(shape, placements, mesh[0], coordinate(mesh[1], mesh[0], self.rank))
+                self.expected[k] = tuple(sum(b - a for a, b in r) for r in ranges)
+        expected = self.expected[k]
+        if expected is not None and got != expected:
+            self.problems.append(
+                f"{name}@rank{self.rank}: to_local() has shape {got}, but its placements "
+                f"{[placement_text(p) for p in placements]} give {expected}"
+            )
+
+    def result(self) -> tuple[dict, dict]:
+        desc = {
+            "meshes": [m for m, _ in sorted(self.meshes.items(), key=lambda kv: kv[1])],
+            "entries": [tuple(e) if e[0] == "x" else (e[0], tuple(e[1]), *e[2:]) for e in self.entries],
+        }
+        facts = {
+            "local_bytes": self.local_bytes,
+            "storage_bytes": sum(self.storages.values()),
+            "problems": self.problems,
+        }
+        return desc, facts
 
 
 def _is_dtensor(t: Any) -> bool:
     return type(t).__name__ == "DTensor" and hasattr(t, "placements") and hasattr(t, "device_mesh")
-
-
-def _entry(name: str, t: torch.Tensor, meshes: dict, problems: list) -> list:
-    dtype, itemsize = str(t.dtype).removeprefix("torch."), t.element_size()
-    shape = tuple(int(n) for n in t.shape)
-    if not _is_dtensor(t):
-        return ["t", [name], dtype, itemsize, shape]
-    mesh = t.device_mesh
-    key = (tuple(mesh.shape), tuple(int(r) for r in mesh.mesh.flatten().tolist()), tuple(mesh.mesh_dim_names or ()))
-    index = meshes.setdefault(key, len(meshes))
-    placements = tuple(_placement(p) for p in t.placements)
-    _check_local(name, t, shape, placements, key, problems)
-    return ["d", [name], dtype, itemsize, shape, index, placements]
 
 
 def _placement(p: Any) -> tuple:
@@ -119,21 +158,6 @@ def _placement(p: Any) -> tuple:
     raise TensorvizError(
         f"unknown DTensor placement {p!r}: tensorviz knows Shard, _StridedShard, Replicate and Partial"
     )
-
-
-def _check_local(name: str, t: Any, shape: tuple, placements: tuple, mesh: tuple, problems: list) -> None:
-    """This rank's to_local() shape must be what its placements give it."""
-    rank = torch.distributed.get_rank()
-    if rank not in mesh[1]:
-        return
-    ranges = shard_ranges(shape, placements, mesh[0], coordinate(mesh[1], mesh[0], rank))
-    expected = tuple(sum(b - a for a, b in r) for r in ranges)
-    got = tuple(t.to_local().shape)
-    if got != expected:
-        problems.append(
-            f"{name}@rank{rank}: to_local() has shape {got}, but its placements "
-            f"{[placement_text(p) for p in placements]} give {expected}"
-        )
 
 
 # -- 2. the exchange ---------------------------------------------------------------------------
@@ -161,12 +185,15 @@ def exchange(desc: dict, facts: dict, group: Any) -> tuple[list[tuple[list[int],
 
 
 # -- 3. the layout -----------------------------------------------------------------------------
-def analyze_group(obj: Any, group: Any = None) -> Layout:
+def analyze_group(obj: Any, group: Any = None, *, ranks: Any = None) -> Layout:
     """The global layout of ``obj`` over the ranks of ``group`` (a collective: every rank calls it).
 
     Args:
         obj: this rank's ``nn.Module`` or state dict (DTensors, plain tensors).
         group: a ``ProcessGroup``, or None for the default group.
+        ranks: the global ranks whose shards become views (default: all). The layout has
+            parameters x ranks shard views; on a thousand ranks, pick the few you want to see
+            (the exchange and the metadata still cover every rank).
 
     Returns:
         The same :class:`Layout` on every rank (see the module docstring).
@@ -185,24 +212,28 @@ def analyze_group(obj: Any, group: Any = None) -> Layout:
     desc, facts = describe(obj)
     shared, per_rank, stats = exchange(desc, facts, group)
     with gc_paused():
-        return build_layout(shared, per_rank, type(obj).__name__, stats)
+        return build_layout(shared, per_rank, type(obj).__name__, stats, ranks=ranks)
 
 
-def build_layout(shared: list[tuple[list[int], dict]], per_rank: dict, source: str, stats: dict) -> Layout:
+def build_layout(
+    shared: list[tuple[list[int], dict]], per_rank: dict, source: str, stats: dict, *, ranks: Any = None
+) -> Layout:
     """The Layout from every description and the ranks holding it (pure; the same on every rank)."""
-    b = _Builder()
+    b = _Builder(None if ranks is None else {int(r) for r in ranks})
     for ranks, desc in shared:
         b.add(ranks, desc)
     return b.layout(per_rank, source, stats)
 
 
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, keep: set[int] | None = None) -> None:
+        self.keep = keep
         self.rows, self.skipped, self.problems = Rows(), [], []
         self.meshes: list[tuple] = []
         self.tensors: dict[str, dict] = {}
         self.shards: dict[str, dict] = {}
         self.done: set[tuple] = set()
+        self.places: dict[tuple, tuple] = {}
 
     def add(self, ranks: list[int], desc: dict) -> None:
         meshes = [self._mesh(m) for m in desc["meshes"]]
@@ -253,7 +284,7 @@ class _Builder:
         if placements is not None:
             info["placements"][str(mesh_index)] = [placement_text(p) for p in placements]
         for r in ranks:
-            if (first, r) in self.done:
+            if (first, r) in self.done or (self.keep is not None and r not in self.keep):
                 continue
             self.done.add((first, r))
             info["ranks"].append(r)
@@ -291,20 +322,19 @@ class _Builder:
         numel = 1
         for n in shape:
             numel *= n
-        if placements is None:
-            views, coord, note = [(shape, contiguous_strides(shape), 0)], (), "plain tensor: this rank's own copy"
-        else:
-            coord = coordinate(mesh[1], mesh[0], rank)
-            ranges = shard_ranges(shape, placements, mesh[0], coord)
-            views = shard_views(shape, ranges)
-            note = _shard_note(placements, mesh, coord, ranges, len(views))
+        # Thousands of parameters share a few shapes: each (shape, placements, mesh, rank) once.
+        k = (shape, placements, mesh, rank)
+        found = self.places.get(k)
+        if found is None:
+            found = self.places[k] = _place(shape, placements, mesh, rank)
+        views, coord, note = found
         for n in names:
             for k, (shp, strd, off) in enumerate(views):
                 vname = f"{n}@rank{rank}" + (f"#{k}" if len(views) > 1 else "")
                 if note:
                     self.rows.notes[len(self.rows.rows)] = note
                 self.rows.rows.append((vname, key, "global", numel * itemsize, (dtype, itemsize), shp, strd, off, None))
-                self.shards[vname] = {"tensor": names[0], "rank": rank, "coord": list(coord)}
+                self.shards[vname] = {"tensor": names[0], "rank": rank, "coord": coord}
 
     def layout(self, per_rank: dict, source: str, stats: dict) -> Layout:
         problems = [p for r in sorted(per_rank) for p in per_rank[r]["problems"]]
@@ -319,6 +349,16 @@ class _Builder:
             "exchange": stats,
         }
         return Layout._from_rows(self.rows, self.skipped, source=f"{source} over {len(per_rank)} ranks", metadata=meta)
+
+
+def _place(shape: tuple, placements: tuple | None, mesh: tuple | None, rank: int) -> tuple:
+    """(views, mesh coordinate, note) of one rank's shard."""
+    if placements is None:
+        return [(shape, contiguous_strides(shape), 0)], [], "plain tensor: this rank's own copy"
+    coord = coordinate(mesh[1], mesh[0], rank)
+    ranges = shard_ranges(shape, placements, mesh[0], coord)
+    views = shard_views(shape, ranges)
+    return views, list(coord), _shard_note(placements, mesh, coord, ranges, len(views))
 
 
 def _shard_note(placements: tuple, mesh: tuple, coord: tuple, ranges: tuple, pieces: int) -> str:
