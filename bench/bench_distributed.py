@@ -86,7 +86,9 @@ def run(rank: int, world: int, port: int, n: int, repeat: int, out: str) -> None
             nbytes = len(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL))
             report = [f"== {world} ranks, {n:,} DTensors, {len(layout):,} views in the layout"]
             report.append(f"description: {nbytes:,} bytes ({nbytes / n:.0f} per parameter)")
-            report += [f"{k:26s} {v * 1e3:9.1f} ms  ({v / slowest['analyze']:.2f}x analyze)" for k, v in slowest.items()]
+            report += [
+                f"{k:26s} {v * 1e3:9.1f} ms  ({v / slowest['analyze']:.2f}x analyze)" for k, v in slowest.items()
+            ]
             with open(out, "w") as f:
                 f.write("\n".join(report) + "\n")
     finally:
