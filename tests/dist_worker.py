@@ -94,9 +94,12 @@ def check(obj: nn.Module | dict, doc: dict, rank: int) -> tuple[int, list[str]]:
             got, want = np.sort(got), np.sort(want)
         if not np.array_equal(got, want):
             bad.append(f"{name}@rank{rank}: view addresses {got.tolist()}, to_local() holds {want.tolist()}")
-        whole = views[name]
-        if whole["shape"] != list(full.shape) or whole["nbytes"] != full.numel() * full.element_size():
-            bad.append(f"{name}: global view {whole['shape']} vs full_tensor() {list(full.shape)}")
+        storage = doc["storages"][views[pieces[0]]["storage_index"]]
+        shape = ", ".join(map(str, full.shape))
+        if storage["nbytes"] != full.numel() * full.element_size() or f"[{shape}])" not in storage["label"]:
+            bad.append(
+                f"{name}: global tensor {storage['label']}, {storage['nbytes']} bytes vs full_tensor() [{shape}]"
+            )
         n += 1
     return n, bad
 

@@ -77,16 +77,18 @@ def test_builder_places_fsdp_over_tp_shards_and_keeps_ties():
     # rank order is not row order: 0 -> rows 0-3, 2 -> rows 4-7, 1 -> rows 8-11, 3 -> rows 12-15
     assert [layout[f"emb.weight@rank{r}"].start for r in range(4)] == [0, 256, 128, 384]
     assert layout["emb.weight@rank2"].stop == 256 and layout["emb.weight@rank2"].shape == (4, 8)
-    assert layout.relation("emb.weight", "head.weight") == "identical"
     assert layout.relation("emb.weight@rank1", "head.weight@rank1") == "identical"
-    assert layout.relation("emb.weight", "emb.weight@rank3") == "contains"
     assert layout.relation("emb.weight@rank0", "emb.weight@rank2") == "disjoint"
     # Replicate over tp: ranks 0 and 1 hold the same bytes; Shard over dp: 0 and 2 do not
     assert layout.relation("bias@rank0", "bias@rank1") == "identical"
     assert layout.relation("bias@rank0", "bias@rank2") == "disjoint"
-    assert [s.label for s in layout.storages] == ["emb.weight (global float32[16, 8])", "bias (global float32[8])"]
+    labels = ["emb.weight = head.weight (global float32[16, 8])", "bias (global float32[8])"]
+    assert [s.label for s in layout.storages] == labels
+    assert len(layout) == 4 * 3  # a view per rank and name; the global tensors are storages
     assert layout.storages[0].device == "global" and layout.storages[0].nbytes == 512
-    assert layout.metadata["shards"]["emb.weight@rank2"] == {"tensor": "emb.weight", "rank": 2, "coord": [1, 0]}
+    shard = {"tensor": "emb.weight", "rank": 2, "mesh": 0, "coord": [1, 0]}
+    assert layout.metadata["shards"]["emb.weight@rank2"] == shard
+    assert layout["emb.weight@rank2"].note == "(_S(0, 2), S(0)) on mesh dp=2 x tp=2, at (dp=1, tp=0)"
     assert layout.metadata["tensors"]["bias"]["placements"] == {"0": ["S(0)", "R"]}
 
 
@@ -132,7 +134,8 @@ def test_builder_shows_only_the_ranks_asked_for():
     desc = {"meshes": [MESH_2X2], "entries": [w]}
     facts = {r: {"local_bytes": 0, "storage_bytes": 0, "problems": []} for r in range(4)}
     layout = build_layout([([0, 1, 2, 3], desc)], facts, "t", {}, ranks=[3, 1])
-    assert [v.name for v in layout.views] == ["w", "w@rank1", "w@rank3"]
+    assert [v.name for v in layout.views] == ["w@rank1", "w@rank3"]
+    assert layout.storages[0].nbytes == 512 and layout.storages[0].unreferenced_nbytes == 256
     assert [layout["w@rank1"].start, layout["w@rank3"].start] == [256, 384]
 
 
@@ -164,9 +167,12 @@ def _views(world, scenario):
 @pytest.mark.parametrize("world", [2, 4])
 def test_fsdp_tied_embedding_is_one_global_tensor_with_uneven_shards(world):
     views = _views(world, "fsdp")
-    emb, head = views["embed.weight"], views["head.weight"]
-    assert emb["storage"] == head["storage"] == ["global", "embed.weight"]
-    assert emb["shape"] == [11, 6] and emb["nbytes"] == 11 * 6 * 4
+    doc = rank_results(world, "fsdp")[0]["layout"]
+    for r in range(world):
+        assert views[f"embed.weight@rank{r}"]["storage"] == views[f"head.weight@rank{r}"]["storage"]
+    storage = doc["storages"][views["head.weight@rank0"]["storage_index"]]
+    assert storage["key"] == ["global", "embed.weight"] and storage["nbytes"] == 11 * 6 * 4
+    assert storage["label"] == "embed.weight = head.weight (global float32[11, 6])"
     rows = {2: [6, 5], 4: [3, 3, 3, 2]}[world]
     assert [views[f"embed.weight@rank{r}"]["shape"][0] for r in range(world)] == rows
     assert [views[f"head.weight@rank{r}"]["start"] for r in range(world)] == [sum(rows[:r]) * 24 for r in range(world)]
@@ -183,7 +189,7 @@ def test_tp_over_fsdp_on_2x2_mesh():
     assert [views[f"2.weight@rank{r}"]["offset"] for r in range(4)] == [0, 8, 64, 72]
     assert views["2.weight@rank1"]["stride"] == [16, 1] and not views["2.weight@rank1"]["is_contiguous"]
     assert [views[f"2.bias@rank{r}"]["start"] for r in range(4)] == [0, 0, 16, 16]
-    assert views["0.weight"]["note"] == "global tensor, placements (_S(0, 2), S(0)) on mesh dp=2 x tp=2"
+    assert views["0.weight@rank2"]["note"] == "(_S(0, 2), S(0)) on mesh dp=2 x tp=2, at (dp=1, tp=0)"
 
 
 def test_interleaved_and_2d_placements_on_4_ranks():

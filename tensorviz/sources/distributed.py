@@ -14,15 +14,16 @@ ranks), and builds the same :class:`~tensorviz.core.layout.Layout` locally: ever
 follows from placements and mesh coordinates (:mod:`.placements`), as DTensor computes it.
 
 In the layout each DTensor (and each plain tensor) is a global tensor: a storage of device
-``"global"``, key ``("global", NAME)``, ``nbytes`` = numel * itemsize, read whole by a view
-``NAME`` (and by every tied name). Each rank's local shard is a view ``NAME@rankR`` at its
-elements (row-major in the global tensor); a shard that is several blocks that no one strided
-view can address is several views ``NAME@rankR#k``. ``Replicate`` gives identical views on
-several ranks; ``Partial`` is said in the view's note; a plain tensor is one view per rank that
-holds it. ``layout.metadata`` (JSON-friendly): ``format`` ("distributed"), ``world_size``,
-``meshes``, ``tensors`` (per global tensor: shape, dtype, placements, mesh, names),
-``shards`` (per shard view: tensor, rank, mesh coordinate), ``ranks`` (per rank: local bytes
-and local storage bytes, which include FSDP2's padding), ``problems`` and ``exchange``.
+``"global"``, key ``("global", NAME)``, ``nbytes`` = numel * itemsize, labelled with every tied
+name. Each rank's local shard is a view ``NAME@rankR`` at its elements (row-major in the global
+tensor), under every tied name; a shard of several blocks that no one strided view can address
+is several views ``NAME@rankR#k``. ``Replicate`` gives identical views on several ranks;
+``Partial`` is said in the view's note; a plain tensor is one whole view per rank that holds it.
+``layout.metadata`` (JSON-friendly): ``format`` ("distributed"), ``world_size``, ``meshes``,
+``tensors`` (per global tensor: shape, dtype, names, placements by mesh index, ranks shown),
+``shards`` (per shard view: tensor, rank, mesh index, mesh coordinate), ``ranks`` (per rank:
+local bytes and local storage bytes, which include FSDP2's padding), ``problems`` and
+``exchange`` (description sizes, distinct descriptions, world size).
 """
 
 from __future__ import annotations
@@ -234,6 +235,7 @@ class _Builder:
         self.shards: dict[str, dict] = {}
         self.done: set[tuple] = set()
         self.places: dict[tuple, tuple] = {}
+        self.globals: dict[tuple, tuple] = {}
 
     def add(self, ranks: list[int], desc: dict) -> None:
         meshes = [self._mesh(m) for m in desc["meshes"]]
@@ -274,7 +276,7 @@ class _Builder:
                 "placements": {},
                 "ranks": [],
             }
-            self._whole(names, dtype, itemsize, shape, placements, mesh)
+            self._global(names, dtype, itemsize, shape)
         elif info["shape"] != list(shape) or info["dtype"] != dtype:
             raise TensorvizError(
                 f"ranks disagree about {first!r}: {info['dtype']}{info['shape']} on some, "
@@ -288,25 +290,16 @@ class _Builder:
                 continue
             self.done.add((first, r))
             info["ranks"].append(r)
-            self._shard(names, dtype, itemsize, shape, placements, mesh, r)
+            self._shard(names, dtype, itemsize, shape, placements, mesh, mesh_index, r)
 
-    def _whole(
-        self, names: tuple, dtype: str, itemsize: int, shape: tuple, placements: tuple | None, mesh: tuple | None
-    ) -> None:
+    def _global(self, names: tuple, dtype: str, itemsize: int, shape: tuple) -> None:
+        """The global tensor: a storage (no view of its own; tied names are its shards' names)."""
         key = ("global", names[0])
         numel = 1
         for n in shape:
             numel *= n
-        if placements is None:
-            how = "a plain tensor: each rank holds its own copy"
-        else:
-            dims = " x ".join(f"{n}={s}" for n, s in zip(_dim_names(mesh), mesh[0]))
-            how = f"placements ({', '.join(placement_text(p) for p in placements)}) on mesh {dims}"
-        self.rows.labels[key] = f"{names[0]} (global {dtype}[{', '.join(map(str, shape))}])"
-        stride = contiguous_strides(shape)
-        for n in names:
-            self.rows.notes[len(self.rows.rows)] = f"global tensor, {how}"
-            self.rows.rows.append((n, key, "global", numel * itemsize, (dtype, itemsize), shape, stride, 0, None))
+        self.rows.labels[key] = f"{' = '.join(names)} (global {dtype}[{', '.join(map(str, shape))}])"
+        self.globals[key] = (key, "global", numel * itemsize, self.rows.labels[key])
 
     def _shard(
         self,
@@ -316,6 +309,7 @@ class _Builder:
         shape: tuple,
         placements: tuple | None,
         mesh: tuple | None,
+        mesh_index: int | None,
         rank: int,
     ) -> None:
         key = ("global", names[0])
@@ -334,7 +328,7 @@ class _Builder:
                 if note:
                     self.rows.notes[len(self.rows.rows)] = note
                 self.rows.rows.append((vname, key, "global", numel * itemsize, (dtype, itemsize), shp, strd, off, None))
-                self.shards[vname] = {"tensor": names[0], "rank": rank, "coord": coord}
+                self.shards[vname] = {"tensor": names[0], "rank": rank, "mesh": mesh_index, "coord": coord}
 
     def layout(self, per_rank: dict, source: str, stats: dict) -> Layout:
         problems = [p for r in sorted(per_rank) for p in per_rank[r]["problems"]]
@@ -348,13 +342,15 @@ class _Builder:
             "problems": problems,
             "exchange": stats,
         }
+        used = {row[1] for row in self.rows.rows}  # a global tensor with no shard shown stays a storage
+        self.rows.extra = [g for key, g in self.globals.items() if key not in used]
         return Layout._from_rows(self.rows, self.skipped, source=f"{source} over {len(per_rank)} ranks", metadata=meta)
 
 
 def _place(shape: tuple, placements: tuple | None, mesh: tuple | None, rank: int) -> tuple:
     """(views, mesh coordinate, note) of one rank's shard."""
     if placements is None:
-        return [(shape, contiguous_strides(shape), 0)], [], "plain tensor: this rank's own copy"
+        return [(shape, contiguous_strides(shape), 0)], [], "plain tensor (not a DTensor): this rank's own copy"
     coord = coordinate(mesh[1], mesh[0], rank)
     ranges = shard_ranges(shape, placements, mesh[0], coord)
     views = shard_views(shape, ranges)
@@ -364,7 +360,8 @@ def _place(shape: tuple, placements: tuple | None, mesh: tuple | None, rank: int
 def _shard_note(placements: tuple, mesh: tuple, coord: tuple, ranges: tuple, pieces: int) -> str:
     names = _dim_names(mesh)
     where = ", ".join(f"{n}={c}" for n, c in zip(names, coord))
-    parts = [f"mesh ({where})"]
+    dims = " x ".join(f"{n}={s}" for n, s in zip(names, mesh[0]))
+    parts = [f"({', '.join(placement_text(p) for p in placements)}) on mesh {dims}, at ({where})"]
     partial = [names[i] for i, p in enumerate(placements) if p[0] == "P"]
     if partial:
         op = next(p[1] for p in placements if p[0] == "P")
