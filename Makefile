@@ -24,6 +24,7 @@ test: $(STAMP)
 	$(BIN)/ruff format --check tensorviz tests bench tools docs
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
+	if command -v node >/dev/null 2>&1; then node --test tests/js/; else echo "skipped tests/js: node is not installed (the canvas geometry tests need node >= 18)"; fi
 
 # Fix what ruff can fix and format the code.
 lint: $(STAMP)

@@ -1,47 +1,30 @@
 """The explorer in a real JupyterLab, driven through headless Chromium by Python Playwright.
 
-Starts ``jupyter lab`` from this virtual environment on 127.0.0.1 with a token and fresh
-config/runtime folders, opens a notebook (written into a temporary folder) that calls
-``tv.explore(...)``, runs it from the Run menu, waits for the widget to render, then clicks
-"exact span" and checks that the picture really changed. Screenshots go to ``test-artifacts/``.
+Starts ``jupyter lab`` from this virtual environment (see ``labserver.py``), opens notebooks
+written into a temporary folder that call ``tv.explore(...)``, runs them from the Run menu and
+uses the diagram canvas as a person would: hover a bar's pixel, click, shift-click, drag to zoom,
+double-click, toggle the grouping, scroll to the last of 100,001 lanes; then checks what the
+kernel sees (``ex.selected``, ``canvas.zoom``) and the saved notebook's static pictures.
+Screenshots go to ``test-artifacts/browser/`` (the gallery's explorer pictures come from here).
 
 Needs Debian's ``chromium`` (``make browser-deps``) and the ``playwright`` Python package; without
-either, the test is skipped with the reason, never passed. Follows the proven recipe in
-``/work/shared/recipes/jupyterlab-browser-test/`` (its README lists the pitfalls handled here).
+either, the test is skipped with the reason, never passed.
 """
 
 from __future__ import annotations
 
-import base64
-import io
-import json
 import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+from labserver import TOKEN, chromium, lab_server, open_notebook, run_all, run_cell, write_notebook
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
-TOKEN = "tensorviz-browser-test"
-CHROME_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
-NOTEBOOK_CODE = '''\
+TINY = '''\
 import torch
 from torch import nn
 import tensorviz as tv
@@ -67,128 +50,55 @@ model = TinyLM()
 ex = tv.explore(model)
 ex'''
 
+BIG = """\
+import torch
+import tensorviz as tv
 
-def _chromium() -> str:
-    path = os.environ.get("TENSORVIZ_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(path):
-        pytest.skip(
-            f"Chromium not found (looked for $TENSORVIZ_CHROMIUM, `chromium` on PATH and "
-            f"{path}); install Debian's package with `make browser-deps` to run this test"
-        )
-    return path
+flat = torch.zeros(4 * 100_000)
+views = {"flat": flat, **{f"v{i}": flat[4 * i : 4 * i + 4] for i in range(100_000)}}
+big = tv.explore(views, snapshot=False)
+big"""
 
+LLAMA = """\
+import torch
+import tensorviz as tv
+from transformers import LlamaConfig, LlamaForCausalLM
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _write_notebook(folder: Path) -> Path:
-    nbformat = pytest.importorskip("nbformat", reason="nbformat is needed to write the test notebook")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_markdown_cell("# tensorviz explorer (browser test)"),
-        nbformat.v4.new_code_cell(NOTEBOOK_CODE),
-    ]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = folder / "explore.ipynb"
-    nbformat.write(nb, str(path))
-    return path
-
-
-def _isolated_env(side: Path) -> dict[str, str]:
-    """Everything Jupyter, IPython, matplotlib and Chromium write goes under ``side``."""
-    dirs = {
-        k: side / k.lower()
-        for k in (
-            "JUPYTER_CONFIG_DIR",
-            "JUPYTER_DATA_DIR",
-            "JUPYTER_RUNTIME_DIR",
-            "IPYTHONDIR",
-            "MPLCONFIGDIR",
-            "XDG_CONFIG_HOME",
-            "XDG_CACHE_HOME",
-            "XDG_DATA_HOME",
-            "TMPDIR",
-        )
-    }
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True)
-    # The "news" pop-up would cover the screenshots.
-    labconfig = dirs["JUPYTER_CONFIG_DIR"] / "labconfig"
-    labconfig.mkdir()
-    (labconfig / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    return dict(os.environ, **{k: str(v) for k, v in dirs.items()})
-
-
-class Lab(str):
-    """The server's base URL; ``.root`` is the folder it serves, ``.data_dir`` its data dir."""
-
-    root: Path
-    data_dir: Path
+cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8, vocab_size=128256)
+with torch.device("meta"):
+    llama = LlamaForCausalLM(cfg)
+ex70 = tv.explore(llama, snapshot=False)
+ex70"""
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server from this virtual env; yields its base URL; SIGTERM at the end."""
-    _chromium()
+    """A JupyterLab server from this virtual env serving the test notebooks."""
+    chromium()
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed in this environment")
-    root = tmp_path_factory.mktemp("labroot")
-    side = tmp_path_factory.mktemp("labside")
-    _write_notebook(root)
-    port = _free_port()
-    cmd = [
-        sys.executable,
-        "-m",
-        "jupyterlab",
-        "--no-browser",
-        "--allow-root",
-        "--ip=127.0.0.1",
-        f"--port={port}",
-        f"--ServerApp.root_dir={root}",
-        f"--IdentityProvider.token={TOKEN}",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    ]
-    log_path = side / "server.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, env=_isolated_env(side), stdout=log, stderr=subprocess.STDOUT, cwd=root)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None or time.time() > deadline:
-                    proc.kill()
-                    raise RuntimeError("JupyterLab did not start:\n" + log_path.read_text()[-4000:]) from None
-                time.sleep(0.3)
-        try:
-            url = Lab(base)
-            url.root, url.data_dir = root, side / "jupyter_data_dir"
-            yield url
-        finally:
-            proc.terminate()  # SIGTERM on our own PID: the server shuts its kernels down
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            shutil.copy(log_path, SHOTS / "server.log")
+    root, side = tmp_path_factory.mktemp("labroot"), tmp_path_factory.mktemp("labside")
+    write_notebook(root, "explore.ipynb", [TINY])
+    write_notebook(
+        root,
+        "canvas.ipynb",
+        [TINY, "print('SEL', ex.selected, 'ZOOM', [round(z) for z in ex.canvas.zoom])", 'ex.selected = ["wte.weight"]'],
+    )
+    write_notebook(root, "big.ipynb", [BIG])
+    write_notebook(root, "llama.ipynb", [LLAMA])
+    with lab_server(root, side, SHOTS) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def browser():
-    path = _chromium()
+    path = chromium()
     sync_api = pytest.importorskip(
         "playwright.sync_api", reason="the playwright Python package is needed to drive Chromium"
     )
     sync_api.expect.set_options(timeout=60_000)  # expect() has its own 5 s default
+    from labserver import CHROME_ARGS
+
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
         try:
@@ -198,130 +108,173 @@ def browser():
 
 
 @pytest.fixture
-def page(browser):
+def page(browser, request):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    pg = browser.new_page(viewport={"width": 1400, "height": 1500})
+    pg = browser.new_page(viewport={"width": 1400, "height": 1100})
     pg.set_default_timeout(60_000)
+    pg.errors = []
+    pg.on("console", lambda m: m.type == "error" and pg.errors.append(m.text))
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
     yield pg
-    pg.screenshot(path=str(SHOTS / "page_final.png"))  # the last state, also on failure
+    pg.screenshot(path=str(SHOTS / f"final_{request.node.name}.png"))  # the last state, also on failure
     pg.close()
 
 
-_FETCH_B64 = """async src => {
-    const bytes = new Uint8Array(await (await fetch(src)).arrayBuffer());
-    let s = ""; for (let i = 0; i < bytes.length; i++) s += String.fromCharCode(bytes[i]);
-    return btoa(s); }"""
-
-
-def _png_of(page, src: str):
-    """The image an <img> shows (ipywidgets uses blob: URLs), decoded with PIL."""
-    from PIL import Image
-
-    data = base64.b64decode(page.evaluate(_FETCH_B64, src))
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:16]
-    return Image.open(io.BytesIO(data)).convert("RGB")
-
-
-def _changed_fraction(a, b) -> float:
-    from PIL import ImageChops
-
-    if a.size != b.size:
-        return 1.0
-    diff = ImageChops.difference(a, b).convert("L").point(lambda v: 255 if v > 16 else 0)
-    return diff.histogram()[255] / (a.size[0] * a.size[1])
-
-
-def test_explorer_renders_and_exact_span_redraws(lab, page):
+def _explorer(page, nth: int = 0, timeout: float = 60_000):
+    """The nth explorer on the page, once its canvas has drawn."""
     from playwright.sync_api import expect
 
-    errors: list[str] = []
-    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
-    t0 = time.perf_counter()
-    page.goto(f"{lab}/lab/tree/explore.ipynb?token={TOKEN}&reset")
-    page.wait_for_selector(".jp-Notebook")
-    if page.locator(".jp-Dialog").count():  # "Select Kernel" if Lab cannot choose one itself
-        page.locator(".jp-Dialog .jp-mod-accept").click()
-    page.wait_for_selector(".jp-StatusBar-Widget:has-text('Idle')")
-    t_open = time.perf_counter() - t0
-
-    # 1. Run all cells (by data-command: the label also matches "Restart Kernel and Run All").
-    t1 = time.perf_counter()
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.locator('li.lm-Menu-item[data-command="runmenu:run-all"]').click()
-    explorer = page.locator(".jp-OutputArea-output .tvz-explorer").first
-    picture = explorer.locator("img.tvz-picture")
-    expect(picture).to_be_visible()
+    ex = page.locator(".jp-OutputArea-output .tvz-explorer").nth(nth)
+    expect(ex.locator(".tvz-cv canvas")).to_be_visible(timeout=timeout)
     notebook = page.locator(".jp-Notebook")
     expect(notebook).not_to_contain_text("Loading widget")
     expect(notebook).not_to_contain_text("Error displaying widget")
+    return ex
+
+
+def _locate(ex, name: str) -> dict:
+    """Where the canvas draws ``name`` (client pixels), scrolling its lane into view."""
+    where = ex.locator(".tvz-cv").evaluate("(el, name) => el.tvz.locate(name)", name)
+    assert where is not None, f"{name} is not drawn"
+    return where
+
+
+def _pixel(ex, x: float, y: float) -> list[int]:
+    return ex.locator(".tvz-cv").evaluate("(el, p) => el.tvz.pixel(p[0], p[1])", [x, y])
+
+
+def _rgb(color: str) -> list[int]:
+    return [int(color[i : i + 2], 16) for i in (1, 3, 5)]
+
+
+def test_canvas_hover_click_select_zoom_and_grouping(lab, page):
+    from playwright.sync_api import expect
+
+    open_notebook(page, lab, "canvas.ipynb")
+    run_cell(page, 1)  # the explorer only: the later cells are run one by one below
+    ex = _explorer(page)
     page.wait_for_selector(".jp-StatusBar-Widget:has-text('Idle')")
-    expect(explorer.locator("button.widget-toggle-button.mod-active")).to_have_text("storage")
-    expect(explorer.locator(".tvz-status")).to_contain_text("grouped by storage")
-    t_run = time.perf_counter() - t1
+    expect(ex.locator(".tvz-cv-caption")).to_have_text(
+        "6 of 12 tensors shown (+ 6 simple storages, 512 B, folded into one row)"
+    )
+    ex.scroll_into_view_if_needed()
+    tip = ex.locator(".tvz-tip")
 
-    # 2. The static snapshot is in the output (for kernel-less readers) but hidden while live.
-    assert page.locator(".tvz-snapshot").count() == 1
-    expect(page.locator(".tvz-snapshot")).to_be_hidden()
+    # 1. Hover the pixel at the middle of q.weight's bar: its colour is the bar's, the tooltip names it.
+    q = _locate(ex, "q.weight")
+    assert _pixel(ex, q["x"], q["y"])[:3] == _rgb(q["color"])
+    page.mouse.move(q["x"], q["y"])
+    expect(tip).to_be_visible()
+    expect(tip).to_contain_text("q.weight")
+    expect(tip).to_contain_text("float32[16, 16] · stride (16, 1) · offset 0")
+    expect(tip).to_contain_text("bytes [0 B, 1 KiB) · 1 KiB · storage #1")
+    ex.screenshot(path=str(SHOTS / "canvas_hover.png"))
 
-    src_before = picture.get_attribute("src")
-    before = _png_of(page, src_before)  # now: Lab revokes the blob: URL once it is replaced
-    explorer.scroll_into_view_if_needed()
-    explorer.screenshot(path=str(SHOTS / "explorer_by_storage.png"))
-    page.screenshot(path=str(SHOTS / "page_by_storage.png"))
+    # 2. Click: selected in Python, in the list and in the details pane; relations in the tooltip.
+    page.mouse.click(q["x"], q["y"])
+    expect(ex.locator(".tvz-details")).to_contain_text("within qkv.weight")
+    expect(ex.locator("select[multiple] option:checked")).to_have_text(["q.weight"])
+    qkv = _locate(ex, "qkv.weight")
+    page.mouse.move(qkv["x"], qkv["y"])
+    expect(tip).to_contain_text("contains q.weight (selected)")
+    k = _locate(ex, "k.weight")
+    page.keyboard.down("Shift")
+    page.mouse.click(k["x"], k["y"])
+    page.keyboard.up("Shift")
+    expect(ex.locator("select[multiple] option:checked")).to_have_text(["q.weight", "k.weight"])
+    expect(run_cell(page, 2)).to_contain_text("SEL ['q.weight', 'k.weight'] ZOOM []")
 
-    # 3. Click "exact span": the kernel redraws and the <img> gets a new PNG.
-    t2 = time.perf_counter()
-    explorer.get_by_role("button", name="exact span", exact=True).click()
+    # 3. ex.selected from Python: wte.weight outlined in black, unrelated bars dimmed.
+    ln = _locate(ex, "qkv.weight")  # contains q and k: drawn full; unrelated to wte: dimmed
+    before = _pixel(ex, ln["x"], ln["y"])
+    run_cell(page, 3)
+    expect(ex.locator("select[multiple] option:checked")).to_have_text(["wte.weight"])
+    expect(ex.locator(".tvz-details")).to_contain_text("wte.weight")
+    wte = _locate(ex, "wte.weight")
+    page.mouse.move(10, 10)
     page.wait_for_function(
-        "prev => { const i = document.querySelector('.tvz-explorer img.tvz-picture');"
-        " return i && i.complete && i.src !== prev; }",
-        arg=src_before,
+        "([el, x, y]) => el.tvz.pixel(x, y).slice(0, 3).join() === '0,0,0'",
+        arg=[ex.locator(".tvz-cv").element_handle(), wte["x0"] + 1, wte["y"]],
     )
-    t_redraw = time.perf_counter() - t2
-    expect(explorer.locator("button.widget-toggle-button.mod-active")).to_have_text("exact span")
-    expect(explorer.locator(".tvz-status")).to_contain_text("grouped by exact span")
-    explorer.screenshot(path=str(SHOTS / "explorer_by_span.png"))
-    page.screenshot(path=str(SHOTS / "page_by_span.png"))
+    ln = _locate(ex, "qkv.weight")  # the page scrolled when the cell ran
+    after = _pixel(ex, ln["x"], ln["y"])
+    assert before[3] == 255 and after[3] < 128, (before, after)  # dimmed: drawn at low opacity
+    ex.screenshot(path=str(SHOTS / "canvas_selected_from_python.png"))
 
-    after = _png_of(page, picture.get_attribute("src"))
-    changed = _changed_fraction(before, after)
-    print(
-        f"\nopen->idle {t_open:.1f}s, run-all->widget {t_run:.1f}s, click->redraw {t_redraw:.2f}s, "
-        f"changed pixels {changed:.1%} ({before.size} -> {after.size})"
-    )
-    assert changed > 0.01, f"the picture barely changed after 'exact span' ({changed:.2%} of pixels)"
+    # 4. Drag from 25% to 75% of the plot: zoomed to the middle half, in the browser and in Python.
+    plot = ex.locator(".tvz-cv").evaluate("el => el.tvz.plot()")
+    y = plot["top"] + 10
+    page.mouse.move(plot["left"] + plot["width"] * 0.25, y)
+    page.mouse.down()
+    page.mouse.move(plot["left"] + plot["width"] * 0.75, y, steps=5)
+    page.mouse.up()
+    foot = ex.locator(".tvz-cv-foot")
+    expect(foot).to_contain_text("zoomed: double-click to reset")
+    zoomed = ex.locator(".tvz-cv").evaluate("el => el.tvz.plot()")
+    span = plot["hi"] - plot["lo"]
+    assert abs(zoomed["lo"] - span * 0.25) <= span * 0.01 and abs(zoomed["hi"] - span * 0.75) <= span * 0.01
+    out = run_cell(page, 2)
+    expect(out).to_contain_text(f"ZOOM [{round(zoomed['lo'])}, {round(zoomed['hi'])}]")
+    ex.screenshot(path=str(SHOTS / "canvas_zoomed.png"))
+    page.mouse.dblclick(plot["left"] + 5, plot["top"] + 5)
+    expect(foot).to_contain_text("drag across the bars to zoom")
 
-    # 4. Select a tensor: the details pane describes it.
-    explorer.locator("select").last.select_option("q.weight")
-    expect(explorer.locator(".tvz-details")).to_contain_text("(16, 16)")
-    expect(explorer.locator(".tvz-details")).to_contain_text("within qkv.weight")
+    # 5. Grouping toggle: one bar for the tied pair, the canvas changes.
+    shot = ex.locator(".tvz-cv canvas").screenshot()
+    ex.get_by_role("button", name="exact span", exact=True).click()
+    expect(ex.locator(".tvz-status")).to_contain_text("grouped by exact span")
+    wte = _locate(ex, "wte.weight")
+    page.mouse.move(wte["x"], wte["y"])
+    expect(tip).to_contain_text("wte.weight ≡ lm_head.weight")
+    assert ex.locator(".tvz-cv canvas").screenshot() != shot
+    ex.screenshot(path=str(SHOTS / "canvas_by_span.png"))
+    assert not page.errors, page.errors
 
-    # 5. Explain the selected view: the teaching panel appears under the explorer.
-    explorer.get_by_role("button", name="explain selected").click()
-    explain_img = explorer.locator(".tvz-explain img")
-    expect(explain_img).to_be_visible()
-    expect(explorer.locator(".tvz-explain")).to_contain_text("How each element of q.weight maps")
-    explain_img.screenshot(path=str(SHOTS / "explain_q_weight.png"))
 
-    # 6. One storage: the byte-range zoom appears; the picture shows only that storage.
-    src = picture.get_attribute("src")
-    explorer.locator("select").first.select_option(label="#1 qkv.weight +3 · 3.0 KiB")
-    page.wait_for_function(
-        "prev => { const i = document.querySelector('.tvz-explorer img.tvz-picture');"
-        " return i && i.complete && i.src !== prev; }",
-        arg=src,
-    )
-    expect(explorer.locator(".widget-hslider")).to_be_visible()
-    expect(explorer.locator(".tvz-status")).to_contain_text("storage #1")
-    explorer.screenshot(path=str(SHOTS / "explorer_one_storage.png"))
+def test_canvas_scrolls_to_the_last_of_100k_lanes(lab, page):
+    from playwright.sync_api import expect
 
-    # 7. A bad regex leaves a clear message in the status line.
-    box = explorer.get_by_placeholder("name regex, e.g. attn|mlp")
-    box.fill("attn(")
-    box.press("Enter")
-    expect(explorer.locator(".tvz-status")).to_contain_text("not a valid regular expression")
-    explorer.screenshot(path=str(SHOTS / "explorer_bad_regex.png"))
-    assert not [e for e in errors if "widget" in e.lower()], errors
+    open_notebook(page, lab, "big.ipynb")
+    run_all(page)
+    ex = _explorer(page, timeout=240_000)  # analysing and planning 100,001 views takes a while
+    expect(ex.locator(".tvz-cv-caption")).to_have_text("100,001 of 100,001 tensors shown", timeout=120_000)
+    lanes = ex.locator(".tvz-cv").evaluate("el => el.tvz.lanes()")
+    assert lanes == 100_002  # the storage extent and a lane per view
+    scroller = ex.locator(".tvz-cv-scroll")
+    scroller.evaluate("el => { el.scrollTop = el.scrollHeight; }")
+    foot = ex.locator(".tvz-cv-foot")
+    expect(foot).to_contain_text("–100,002 of 100,002")
+    last = ex.locator(".tvz-cv").evaluate("el => el.tvz.locate('v99999')")
+    page.mouse.move(last["x"], last["y"])
+    expect(ex.locator(".tvz-tip")).to_contain_text("v99999")
+    expect(ex.locator(".tvz-tip")).to_contain_text("bytes [1.526 MiB, 1.526 MiB) · 16 B")
+    ex.screenshot(path=str(SHOTS / "canvas_100k_last_lane.png"))
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_gallery_screenshots(lab, browser, width):
+    """The tiny model and a 70B-sized Llama on meta, in a 1024 px (sidebar open) and a 1400 px Lab."""
+    from playwright.sync_api import expect
+
+    for name in ("explore.ipynb", "llama.ipynb"):
+        pg = browser.new_page(viewport={"width": width, "height": 1000})
+        pg.set_default_timeout(120_000)
+        errors = []
+        pg.on("console", lambda m, errors=errors: m.type == "error" and errors.append(m.text))
+        open_notebook(pg, lab, name)
+        if not pg.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").count():
+            pg.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # open the sidebar
+        run_all(pg)
+        ex = _explorer(pg, timeout=120_000)
+        expect(ex.locator(".tvz-cv-caption")).to_contain_text("tensors shown", timeout=120_000)
+        box = ex.locator(".tvz-cv canvas").bounding_box()
+        assert box["width"] >= 320
+        ex.scroll_into_view_if_needed()
+        stem = "tiny" if name == "explore.ipynb" else "llama70b_meta"
+        pg.screenshot(path=str(SHOTS / f"explorer_{stem}_{width}.png"))
+        pg.close()
+        assert not errors, errors
 
 
 @pytest.fixture(scope="module")

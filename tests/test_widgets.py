@@ -7,6 +7,7 @@ import gc
 import html
 import weakref
 
+import numpy as np
 import pytest
 import torch
 
@@ -106,11 +107,14 @@ def test_explore_seed_tensors_first_state(shown):
     assert isinstance(ex, Explorer)
     assert lanes(ex) == [("storage", "storage #0 · 15.6 KiB"), ("view", "a"), ("view", "b"), ("view", "c")]
     assert bars(ex) == [("a", 0, 16000), ("b", 4000, 8000), ("c", 8000, 12000)]
-    assert ex.png.startswith(PNG) and ex.picture.value == ex.png and ex.picture.format == "png"
+    assert ex.png.startswith(PNG)
+    assert np.frombuffer(ex.canvas.bar_start, "<f8").tolist() == [0, 4000, 8000]
+    assert np.frombuffer(ex.canvas.bar_stop, "<f8").tolist() == [16000, 8000, 12000]
+    assert ex.canvas.drawn_names == ["a", "b", "c"] and ex.canvas.caption == "3 of 3 tensors shown"
     assert ex.tensor_list.options == ("a", "b", "c")
     assert ex.storage_picker.options == (("all storages", -1), ("#0 a +2 · 15.6 KiB", 0))
-    assert ex.status == "3 tensors shown, grouped by storage · drawn in {} ms".format(
-        ex.status.split("drawn in ")[1].split(" ms")[0]
+    assert ex.status == "grouped by storage · planned in {} ms".format(
+        ex.status.split("planned in ")[1].split(" ms")[0]
     )
     assert ex.zoom.layout.display == "none" and ex.zoom_hint.layout.display is None
     assert ex.last_error is None
@@ -161,7 +165,7 @@ def test_bad_initial_options_raise_with_the_fix(kwargs, match, shown):
 # -- each control ---------------------------------------------------------------------------------
 def test_grouping_toggle(shown):
     ex = explore(TiedLM())
-    first = ex.png
+    first, revision = ex.png, ex.canvas.revision
     assert lanes(ex)[:3] == [("storage", "storage #0 · 3.1 KiB"), ("view", "wte.weight"), ("view", "lm_head.weight")]
     ex.by_toggle.value = "span"
     assert ex.diagram.by == "span"
@@ -171,7 +175,11 @@ def test_grouping_toggle(shown):
         ("view", "wte.weight ≡ lm_head.weight"),
         ("summary", "2 simple storages, 128 B"),
     ]
-    assert ex.png != first and ex.picture.value == ex.png
+    assert ex.png != first and ex.canvas.revision == revision + 1
+    assert ex.canvas.drawn_names == ["wte.weight", "lm_head.weight"]
+    assert np.frombuffer(ex.canvas.lane_kind, "u1").tolist() == [0, 1, 5]  # storage, view, summary
+    assert np.frombuffer(ex.canvas.tie_first, "<u4").tolist() == [0, 1]  # the bar's second name
+    assert np.frombuffer(ex.canvas.ties, "<u4").tolist() == [1]
     span_png = ex.png
     ex.by_toggle.value = "overlap"
     assert ex.diagram.by == "overlap" and ex.png not in (first, span_png)

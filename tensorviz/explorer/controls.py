@@ -16,7 +16,11 @@ from tensorviz.explorer.state import GROUPINGS, ExplorerState
 from tensorviz.explorer.text import details_html, offset_label, title, zoom_points
 
 _CSS = """<style>
-.tvz-explorer { gap: 4px; max-width: 1100px; }
+.tvz-explorer { gap: 4px; max-width: 1600px; min-width: 0; }
+.tvz-explorer .tvz-main { gap: 8px 12px; align-items: flex-start; }
+.tvz-explorer .tvz-canvas { flex: 1 1 560px; min-width: 320px; }
+.tvz-explorer .tvz-side { flex: 0 1 300px; min-width: 240px; }
+.tvz-explorer .tvz-panel { flex: 0 1 280px; min-width: 200px; }
 .tvz-explorer .tvz-title { font-size: 13px; }
 .tvz-explorer .tvz-status, .tvz-explorer .tvz-status .widget-html-content {
   font-size: 12px; line-height: 1.4; min-height: 18px; }
@@ -29,7 +33,6 @@ _CSS = """<style>
 .tvz-explorer .tvz-row { gap: 4px 14px; }
 .tvz-explorer .tvz-muted { opacity: 0.7; }
 .tvz-explorer .tvz-error { color: var(--jp-error-color1, #b00020); }
-.tvz-explorer .tvz-picture { max-width: 100%; height: auto; }
 </style>"""
 
 _ALL = -1  # the storage picker's "all storages" (None would mean "nothing selected" to ipywidgets)
@@ -83,6 +86,32 @@ class ExplorerControls:
         self.expand_box = W.Checkbox(
             value=state.expand_simple, indent=False, description="expand simple storages", layout=W.Layout(width="auto")
         )
+        self.inert_hint = W.HTML(layout=W.Layout(margin="0 0 0 6px"))
+        self._mark_inert()
+
+    def _mark_inert(self) -> None:
+        """Controls that cannot change this model's picture are disabled, and the hint says why."""
+        lay = self.tensor_layout
+        shared = any(len(s.names) > 1 for s in lay.storages)
+        unref = any(s.unreferenced_nbytes for s in lay.storages)
+        notes = []
+        if not shared and not self.only_shared_box.value:
+            self.only_shared_box.disabled = True
+            notes.append("no storage is shared, so 'only shared' and the groupings change nothing")
+        if not unref and self.unreferenced_box.value:
+            self.unreferenced_box.disabled = True
+            notes.append("every byte is read by some view (no unreferenced bytes)")
+        self._inert_notes = notes
+        self._say_inert(folded=True)
+
+    def _say_inert(self, folded: bool) -> None:
+        """Update the hint; ``folded``: the current picture folds simple storages into one row."""
+        notes = list(self._inert_notes)
+        self.expand_box.disabled = not folded and not self.expand_box.value
+        if self.expand_box.disabled:
+            notes.append("no simple storages are folded here")
+        text = "; ".join(notes)
+        self.inert_hint.value = f'<span class="tvz-muted">({html.escape(text)})</span>' if text else ""
 
     def _build_storage_controls(self, state: ExplorerState) -> None:
         self.storage_picker = W.Dropdown(
@@ -102,14 +131,18 @@ class ExplorerControls:
         self._set_zoom_options(state.storage, state.byte_range)
 
     def _build_outputs(self) -> None:
+        from tensorviz.explorer.canvas import DiagramCanvas
+
         self.status_line = W.HTML(layout=W.Layout(margin="0 0 0 4px"))
         self.status_line.add_class("tvz-status")
-        self.picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
-        self.picture.add_class("tvz-picture")
+        self.canvas = DiagramCanvas(layout=W.Layout(flex="1 1 560px", min_width="320px"))
         self.tensor_list = W.SelectMultiple(options=[], rows=9, description="", layout=W.Layout(width="auto"))
         self.details = W.HTML(
-            details_html(self.tensor_layout, ()), layout=W.Layout(flex="1 1 auto", max_height="260px", overflow="auto")
+            details_html(self.tensor_layout, ()), layout=W.Layout(max_height="360px", overflow="auto")
         )
+        # An empty slot left of the diagram for a side panel (e.g. a module tree): see set_panel.
+        self.panel = W.VBox([], layout=W.Layout(display="none"))
+        self.panel.add_class("tvz-panel")
 
     def _build_explain_pane(self) -> None:
         self.explain_button = W.Button(
@@ -143,20 +176,29 @@ class ExplorerControls:
         wrap = dict(flex_flow="row wrap", align_items="center")
         row1 = W.HBox([_label("group by"), self.by_toggle, self.name_filter], layout=W.Layout(**wrap))
         row2 = W.HBox(
-            [_label("show"), self.only_shared_box, self.unreferenced_box, self.expand_box], layout=W.Layout(**wrap)
+            [_label("show"), self.only_shared_box, self.unreferenced_box, self.expand_box, self.inert_hint],
+            layout=W.Layout(**wrap),
         )
         row3 = W.HBox([_label("storage"), self.storage_picker, self.zoom, self.zoom_hint], layout=W.Layout(**wrap))
         side = W.VBox(
-            [W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button],
-            layout=W.Layout(width="300px", flex="0 0 auto"),
+            [W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button, self.details],
+            layout=W.Layout(flex="0 1 300px", min_width="240px"),
         )
-        lower = W.HBox([side, self.details], layout=W.Layout(align_items="flex-start"))
-        for row in (row1, row2, row3, lower):
+        side.add_class("tvz-side")
+        # Panel | diagram | list and details; wraps under each other in a narrow column.
+        main = W.HBox([self.panel, self.canvas, side], layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
+        main.add_class("tvz-main")
+        for row in (row1, row2, row3):
             row.add_class("tvz-row")  # spacing via CSS: ipywidgets' Layout has no "gap"
-        children = [self.title, row1, row2, row3, self.status_line, self.picture, lower, self.explain_pane]
+        children = [self.title, row1, row2, row3, self.status_line, main, self.explain_pane]
         if self.save_pane is not None:
             children.append(self.save_pane)
         return children
+
+    def set_panel(self, widget: W.Widget | None) -> None:
+        """Show ``widget`` in the side panel left of the diagram (None hides the panel)."""
+        self.panel.children = () if widget is None else (widget,)
+        self.panel.layout.display = "none" if widget is None else None
 
     # -- state <-> controls ----------------------------------------------------------------
     def _read_controls(self) -> ExplorerState:
@@ -200,6 +242,7 @@ class ExplorerControls:
             self.tensor_list.value = keep
         finally:
             self._quiet = quiet
+        self.selected = list(keep)
         self.details.value = details_html(self.tensor_layout, keep)
 
 

@@ -18,25 +18,31 @@ from tensorviz.explorer.state import ExplorerState
 _CACHE_SIZE = 48
 
 
+#: Lanes planned for the canvas: every lane (the browser scrolls through them; nothing folded
+#: away by a lane budget). The static PNG keeps the renderer's own budget.
+ALL_LANES = 1 << 62
+
+
 @dataclass(frozen=True)
 class Render:
-    """One drawn state: its Diagram, the PNG bytes and how long drawing took."""
+    """One planned state: its Diagram (every lane, for the canvas) and how long planning took."""
 
     diagram: Any
-    png: bytes
     ms: float
 
 
 class Renderer:
-    """Diagram + PNG per normalised state, drawn into one reused Figure (LRU cache)."""
+    """Per normalised state (LRU caches): the full Diagram for the canvas, and on demand the
+    capped Diagram + PNG of the static picture, drawn into one reused Figure."""
 
     def __init__(self, layout: Layout, *, dpi: int, max_lanes: int, width: float | None):
         self.layout = layout
         self.dpi = dpi
         self.max_lanes = max_lanes
         self.width = width
-        self.figure = _new_figure()
+        self.figure = None
         self.cache: OrderedDict[ExplorerState, Render] = OrderedDict()
+        self.pictures: OrderedDict[ExplorerState, tuple[Any, bytes]] = OrderedDict()
         self.misses = 0
 
     def get(self, state: ExplorerState) -> tuple[Render, bool]:
@@ -46,19 +52,36 @@ class Renderer:
             self.cache.move_to_end(state)
             return hit, True
         from tensorviz.plan.diagram import diagram
-        from tensorviz.render.mpl import png_bytes, render
 
         t0 = time.perf_counter()
+        d = diagram(self.layout, max_lanes=ALL_LANES, **state.diagram_options())
+        out = Render(d, 1000 * (time.perf_counter() - t0))
+        self.misses += 1
+        _remember(self.cache, state, out)
+        return out, False
+
+    def picture(self, state: ExplorerState) -> tuple[Any, bytes]:
+        """(capped Diagram, PNG bytes) of ``state`` for the static fallback (cached)."""
+        hit = self.pictures.get(state)
+        if hit is not None:
+            self.pictures.move_to_end(state)
+            return hit
+        from tensorviz.plan.diagram import diagram
+        from tensorviz.render.mpl import png_bytes, render
+
+        if self.figure is None:
+            self.figure = _new_figure()
         d = diagram(self.layout, max_lanes=self.max_lanes, **state.diagram_options())
         render(d, figure=self.figure, width=self.width)
-        # Fast zlib level: ~10% larger PNGs, a fifth of the encoding time (it is on every redraw).
-        png = png_bytes(self.figure, dpi=self.dpi, compress_level=1)
-        out = Render(d, png, 1000 * (time.perf_counter() - t0))
-        self.misses += 1
-        self.cache[state] = out
-        if len(self.cache) > _CACHE_SIZE:
-            self.cache.popitem(last=False)
-        return out, False
+        out = (d, png_bytes(self.figure, dpi=self.dpi, compress_level=1))
+        _remember(self.pictures, state, out)
+        return out
+
+
+def _remember(cache: OrderedDict, key: Any, value: Any) -> None:
+    cache[key] = value
+    if len(cache) > _CACHE_SIZE:
+        cache.popitem(last=False)
 
 
 def _new_figure():

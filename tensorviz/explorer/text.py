@@ -119,6 +119,27 @@ def _view_block(layout: Layout, name: str) -> str:
     return f'<div class="tvz-view"><b>{html.escape(name)}</b><table>{rows}</table></div>'
 
 
+def shown_text(layout: Layout, diagram: object, drawn: int) -> str:
+    """``"12 of 15 tensors shown (+ 3 simple storages, 1.5 KiB, folded into one row)"``: never a
+    silent cap; says what the filters left out and what is folded.
+
+    >>> import torch, tensorviz as tv
+    >>> x = torch.zeros(4, 4)
+    >>> lay = tv.analyze({"x": x, "row": x[1], "solo": torch.zeros(2)})
+    >>> shown_text(lay, tv.diagram(lay), 2)
+    '2 of 3 tensors shown (+ 1 simple storage, 8 B, folded into one row)'
+    """
+    total = len(layout)
+    parts = [f"{drawn:,} of {total:,} tensor{'s' * (total != 1)} shown"]
+    folded = getattr(diagram, "collapsed", None)
+    hidden = getattr(diagram, "hidden_storages", 0)
+    if folded is not None:
+        parts.append(f" (+ {folded.text}, folded into one row)")
+    if hidden:
+        parts.append(f" (+ {hidden:,} storage{'s' * (hidden != 1)} past the lane budget)")
+    return "".join(parts)
+
+
 def title(layout: Layout) -> str:
     """``tensorviz explorer (source): N tensors on S storages · unique … · storages …``."""
     n, s = len(layout), len(layout.storages)

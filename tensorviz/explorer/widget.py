@@ -24,6 +24,7 @@ from typing import Any
 
 try:
     import ipywidgets as W
+    import traitlets
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "tensorviz.explore needs ipywidgets>=8 and matplotlib: "
@@ -48,6 +49,7 @@ from tensorviz.explorer.text import (  # noqa: E402,F401
     details_html,
     offset_label,
     relations_text,
+    shown_text,
     span_text,
     title,
     view_facts,
@@ -85,11 +87,16 @@ class Explorer(ExplorerControls, W.VBox):
 
     Attributes (the controls, for scripting and tests): ``by_toggle``, ``name_filter``,
     ``only_shared_box``, ``unreferenced_box``, ``storage_picker``, ``zoom``, ``expand_box``, ``tensor_list``,
-    ``explain_button``; the outputs: ``picture`` (an ``ipywidgets.Image``), ``status_line``,
-    ``details``, ``explain_pane``, ``save_pane``. ``state``, ``diagram`` and ``png`` describe what
-    is shown now; ``tensor_layout`` is the analysed :class:`~tensorviz.core.layout.Layout` (``layout``
-    is the ipywidgets CSS layout); ``last_error``/``last_traceback`` keep the latest callback failure.
+    ``explain_button``; the outputs: ``canvas`` (a :class:`~tensorviz.explorer.canvas.DiagramCanvas`),
+    ``status_line``, ``details``, ``explain_pane``, ``save_pane``; ``panel``, an empty slot left of
+    the diagram (:meth:`set_panel`). ``selected`` is the list of selected names, synced both ways
+    with clicks in the diagram and the tensor list. ``state`` and ``diagram`` describe what is
+    shown now (``png`` is the static picture of that state); ``tensor_layout`` is the analysed
+    :class:`~tensorviz.core.layout.Layout` (``layout`` is the ipywidgets CSS layout);
+    ``last_error``/``last_traceback`` keep the latest callback failure.
     """
+
+    selected = traitlets.List(traitlets.Unicode(), help="the selected tensor names")
 
     def __init__(
         self,
@@ -127,9 +134,37 @@ class Explorer(ExplorerControls, W.VBox):
             box.observe(self._on_control, names="value")
         self.storage_picker.observe(self._on_storage, names="value")
         self.tensor_list.observe(self._on_select, names="value")
+        self.canvas.observe(self._on_canvas_select, names="selected")
         self.explain_button.on_click(self._on_explain)
         if self.save_pane is not None:
             self.save_pane.observe(self._on_save_opened, names="selected_index")
+
+    @traitlets.validate("selected")
+    def _check_selected(self, proposal: dict) -> list[str]:
+        names = list(dict.fromkeys(proposal["value"]))
+        drawn = set(self.tensor_list.options)
+        for name in names:
+            if name in drawn:
+                continue
+            self.tensor_layout[name]  # KeyError naming close matches when there is no such tensor
+            raise traitlets.TraitError(
+                f"{name!r} is not in the picture now ({self.state.describe()}): clear the name filter "
+                f"or pick its storage to select it"
+            )
+        return names
+
+    @traitlets.observe("selected")
+    def _on_selected(self, change: dict) -> None:
+        names = tuple(change["new"])
+        quiet, self._quiet = self._quiet, True
+        try:
+            if tuple(self.tensor_list.value) != names:
+                self.tensor_list.value = names
+            if list(self.canvas.selected) != list(names):
+                self.canvas.selected = list(names)
+        finally:
+            self._quiet = quiet
+        self.details.value = details_html(self.tensor_layout, names)
 
     # -- callbacks -------------------------------------------------------------------------
     @_guarded("redraw")
@@ -147,7 +182,13 @@ class Explorer(ExplorerControls, W.VBox):
     @_guarded("details")
     def _on_select(self, change: dict) -> None:
         if not self._quiet:
-            self.details.value = details_html(self.tensor_layout, tuple(self.tensor_list.value))
+            self.selected = list(self.tensor_list.value)
+
+    @_guarded("selection")
+    def _on_canvas_select(self, change: dict) -> None:
+        if not self._quiet:
+            drawn = set(self.tensor_list.options)
+            self.selected = [n for n in change["new"] if n in drawn]
 
     @_guarded("explain")
     def _on_explain(self, _button: Any = None) -> None:
@@ -175,16 +216,17 @@ class Explorer(ExplorerControls, W.VBox):
         state = normalise(state, self.tensor_layout)
         render, cached = self._renderer.get(state)
         self.state, self._current = state, render
-        self.picture.value = render.png
-        names = diagram_names(render.diagram)
+        d = render.diagram
+        names = diagram_names(d)
         self._update_list(names)
-        how = "from cache" if cached else f"drawn in {render.ms:.0f} ms"
-        if not names and render.diagram.collapsed is None:
+        shown = shown_text(self.tensor_layout, d, len(names))
+        self.payload_nbytes = self.canvas.show(d, self.tensor_layout, caption=shown)
+        self._say_inert(folded=d.collapsed is not None)
+        how = "from cache" if cached else f"planned in {render.ms:.0f} ms"
+        if not names and d.collapsed is None:
             self._say(f"nothing to draw: no tensor matches ({state.describe()}).", error=False)
             return
-        folded = render.diagram.collapsed
-        more = f" (+ {folded.text}, folded into one row)" if folded is not None else ""
-        self._say(f"{len(names)} tensor{'s' * (len(names) != 1)} shown{more}, {state.describe()} · {how}")
+        self._say(f"{state.describe()} · {how}")
 
     def _say(self, text: str, error: bool = False) -> None:
         cls = "tvz-error" if error else "tvz-muted"
@@ -203,8 +245,8 @@ class Explorer(ExplorerControls, W.VBox):
 
     @property
     def png(self) -> bytes:
-        """The PNG bytes shown now."""
-        return self._current.png
+        """The static PNG of the state shown now (drawn on first use, cached per state)."""
+        return self._renderer.picture(self.state)[1]
 
     @property
     def status(self) -> str:
@@ -216,10 +258,11 @@ class Explorer(ExplorerControls, W.VBox):
         from tensorviz.render.html import diagram_html
 
         caption = f"{title(self.tensor_layout)}; {self.state.describe()}"
-        text = f"{caption}\n{self.diagram.to_text()}"
-        body = diagram_html(self.diagram, self.tensor_layout, self.png)
+        capped, png = self._renderer.picture(self.state)
+        text = f"{caption}\n{capped.to_text()}"
+        body = diagram_html(capped, self.tensor_layout, png)
         live = f"tvz-live-{self.model_id}" if hide_when_live else ""
-        return Snapshot(self.png, body, caption, text, hide_when_live=live, kind=kind)
+        return Snapshot(png, body, caption, text, hide_when_live=live, kind=kind)
 
     def snapshot(self) -> None:
         """Emit the current state as static output (a picture that needs no kernel).

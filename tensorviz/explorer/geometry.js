@@ -1,0 +1,170 @@
+// Pure geometry for the tensorviz diagram canvas: decoding columns, byte labels, ticks, lane
+// windows, bar rectangles and hit-testing. No DOM here, so `node --test` imports this file as is;
+// the Python side concatenates it in front of canvas.js to make the widget's one ES module.
+
+const UNITS = [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
+
+// A bytes trait arrives as a DataView over the message buffer (maybe unaligned): copy it out.
+export function column(view, Type) {
+  if (!view || !view.byteLength) return new Type(0);
+  const buf = view.buffer.slice(view.byteOffset, view.byteOffset + view.byteLength);
+  return new Type(buf);
+}
+
+// "\n"-joined UTF-8 lines (names, labels) -> array of strings.
+export function lines(view, count) {
+  if (!view || !view.byteLength) return new Array(count).fill("");
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  return new TextDecoder().decode(bytes).split("\n");
+}
+
+// Binary units, at most 4 significant digits: 1536 -> "1.5 KiB", 4000 -> "3.906 KiB".
+export function formatBytes(n) {
+  const sign = n < 0 ? "-" : "";
+  let a = Math.abs(n);
+  for (const [name, size] of UNITS) {
+    if (a >= size) {
+      const v = a / size;
+      const digits = Math.max(0, 3 - Math.floor(Math.log10(v)));
+      return sign + trim(v.toFixed(digits)) + " " + name;
+    }
+  }
+  return sign + Math.round(a) + " B";
+}
+
+function trim(s) {
+  return s.includes(".") ? s.replace(/0+$/, "").replace(/\.$/, "") : s;
+}
+
+export function hex(n) {
+  return "0x" + Math.round(n).toString(16);
+}
+
+// Ticks on multiples of a power-of-two step, at most maxTicks in [lo, hi]. When zoomed far from
+// zero, `offset` is a round base the labels are relative to ("+256 B" after "1 GiB +").
+export function ticks(lo, hi, maxTicks = 8) {
+  const span = Math.max(hi - lo, 1);
+  let step = 1;
+  while (span / step > maxTicks) step *= 2;
+  const values = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) values.push(v);
+  let offset = 0;
+  if (lo > 0 && step * 1024 < lo) offset = Math.floor(lo / (step * 1024)) * step * 1024;
+  const labels = values.map((v) => (offset ? "+" : "") + formatBytes(v - offset));
+  return { values, labels, offset, step };
+}
+
+// Pixel <-> byte mapping of the plot area [x0, x0 + width) for the byte window [lo, hi).
+export function scale(lo, hi, x0, width) {
+  const k = width / Math.max(hi - lo, 1e-9);
+  return { lo, hi, x0, width, k, px: (b) => x0 + (b - lo) * k, byte: (p) => lo + (p - x0) / k };
+}
+
+// The lanes [first, last) visible when scrolled `top` pixels into `count` lanes of `laneH`.
+export function laneWindow(top, height, laneH, count) {
+  const first = Math.max(0, Math.min(count, Math.floor(top / laneH)));
+  const last = Math.max(first, Math.min(count, Math.ceil((top + height) / laneH)));
+  return [first, last];
+}
+
+// Bars grouped per lane, each lane's bars sorted by start: {first, order, maxStop}.
+// `maxStop[j]` is the largest stop among order[first[l]..j] (prefix max per lane), so a lane's
+// bars that may reach a byte are found by binary search even when they overlap.
+export function laneIndex(lane, start, stop, nLanes) {
+  const n = lane.length, first = new Uint32Array(nLanes + 1);
+  for (let i = 0; i < n; i++) first[lane[i] + 1]++;
+  for (let l = 0; l < nLanes; l++) first[l + 1] += first[l];
+  const fill = first.slice(0, nLanes), order = new Uint32Array(n);
+  for (let i = 0; i < n; i++) order[fill[lane[i]]++] = i;
+  const maxStop = new Float64Array(n);
+  for (let l = 0; l < nLanes; l++) {
+    const a = first[l], b = first[l + 1];
+    if (b - a > 1) {
+      const part = Array.from(order.subarray(a, b)).sort((i, j) => start[i] - start[j] || i - j);
+      order.set(part, a);
+    }
+    let m = -Infinity;
+    for (let j = a; j < b; j++) { m = Math.max(m, stop[order[j]]); maxStop[j] = m; }
+  }
+  return { first, order, maxStop };
+}
+
+// Positions [a, b) in `order` of lane l's bars that can intersect bytes [lo, hi).
+export function laneRange(index, start, l, lo, hi) {
+  const a = index.first[l], b = index.first[l + 1];
+  // first position whose prefix-max stop passes lo
+  let x = a, y = b;
+  while (x < y) { const m = (x + y) >> 1; if (index.maxStop[m] <= lo) x = m + 1; else y = m; }
+  // first position whose start is >= hi (starts are sorted)
+  let u = x, v = b;
+  while (u < v) { const m = (u + v) >> 1; if (start[index.order[m]] < hi) u = m + 1; else v = m; }
+  return [x, u];
+}
+
+// The bar under byte `at` on lane l (tolerance `tol` bytes for bars thinner than a pixel):
+// the narrowest bar containing it, else the nearest within tol; -1 when none.
+export function hitBar(index, start, stop, l, at, tol) {
+  if (l < 0 || l + 1 >= index.first.length) return -1;
+  const [a, b] = laneRange(index, start, l, at - tol, at + tol + 1e-9);
+  let best = -1, bestW = Infinity, bestD = Infinity;
+  for (let j = a; j < b; j++) {
+    const i = index.order[j], s = start[i], e = Math.max(stop[i], s);
+    const d = at < s ? s - at : at >= e ? at - e : 0;
+    if (d > tol) continue;
+    const w = e - s;
+    if (d < bestD || (d === bestD && w < bestW)) { best = i; bestW = w; bestD = d; }
+  }
+  return best;
+}
+
+// A drag from pixel p0 to p1 as a new byte window; null for a click (under minPx pixels).
+export function dragWindow(sc, p0, p1, minPx = 5) {
+  if (Math.abs(p1 - p0) < minPx) return null;
+  const a = Math.max(sc.x0, Math.min(p0, p1)), b = Math.min(sc.x0 + sc.width, Math.max(p0, p1));
+  const lo = sc.byte(a), hi = sc.byte(b);
+  return hi - lo >= 1 ? [Math.floor(lo), Math.ceil(hi)] : [Math.floor(lo), Math.floor(lo) + 1];
+}
+
+// Rectangle of bytes [s, e) clipped to the scale's window, at least minW pixels wide.
+export function barRect(sc, s, e, minW = 1) {
+  const a = Math.max(s, sc.lo), b = Math.min(e, sc.hi);
+  if (b < a || (b === a && !(s === e && s >= sc.lo && s <= sc.hi))) return null;
+  const x = sc.px(a), w = Math.max(minW, sc.px(b) - x);
+  return [x, w];
+}
+
+export const RELATIONS = ["", "selected", "identical", "same bytes as", "contains", "within", "overlaps", "disjoint from", "unrelated to"];
+export const SHARES_BYTES = (code) => code >= 1 && code <= 6;
+
+// The lines of a bar's tooltip. `d` holds the decoded columns (see canvas.js `decodeAll`).
+export function tooltip(d, bar) {
+  const views = barViews(d, bar), v = views[0], out = [];
+  out.push(views.map((k) => d.names[k]).join(" ≡ "));
+  const [shape, stride, offset] = (d.geom[v] || ";;").split(";");
+  const dtype = d.dtypes[d.dtype[v]] || "?";
+  out.push(`${dtype}[${shape}] · stride (${stride}) · offset ${offset}`);
+  const s = d.start[bar], e = d.stop[bar];
+  out.push(`bytes [${formatBytes(s)}, ${formatBytes(e)}) · ${formatBytes(e - s)} · storage #${d.storageOf[bar]}`);
+  const pct = d.fpct[bar];
+  out.push(`footprint ${trim((100 * pct).toPrecision(4))}% of its span${pct < 1 ? " (strided, with gaps)" : ""}`);
+  const flags = d.flags[bar];
+  if (flags & 2) out.push((flags & 64) ? "shares bytes with a view not shown (filtered out)" : "shares bytes with another bar (red)");
+  if (flags & 8) out.push("reads bytes as another dtype (reinterpreted)");
+  if (flags & 16) out.push("expanded: some bytes read more than once");
+  if (d.rel && d.rel.length) {
+    const code = d.rel[v];
+    if (code === 1) out.push("selected");
+    else if (code > 1) out.push(`${RELATIONS[code]} ${d.names[d.relTo[v]]} (selected)`);
+  }
+  return out;
+}
+
+// The view indices a bar draws (several for a span group of tied views).
+export function barViews(d, bar) {
+  const first = d.barView.length ? d.barView[bar] : bar;
+  const out = [first];
+  if (d.tieFirst && d.tieFirst.length) {
+    for (let j = d.tieFirst[bar]; j < d.tieFirst[bar + 1]; j++) out.push(d.ties[j]);
+  }
+  return out;
+}

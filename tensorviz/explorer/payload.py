@@ -1,0 +1,281 @@
+"""A Diagram as binary columns for the browser canvas (pure numpy: no widgets, no drawing).
+
+:func:`payload` turns the plan every renderer reads into the traits of
+:class:`tensorviz.explorer.canvas.DiagramCanvas`: one little-endian typed array per column
+(bytes), names and labels as ``"\\n"``-joined UTF-8, and short lists for palettes. Nothing is
+decided here that the plan did not say: bars, lanes, colours and marks are the Diagram's own.
+:func:`relations` gives each drawn view its relation to the selected names, for highlighting.
+
+Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
+
+====================  =========  ===========================================================
+``bar_start/stop``     f64 n      byte range (from the start of the bar's storage)
+``bar_lane``           u32 n      lane index
+``bar_color``          u8 n       index into ``colors``
+``bar_flags``          u8 n       :data:`FLAGS` bits
+``bar_fpct``           f32 n      bytes read / span (1 for dense bars)
+``bar_view``           u32 n      the bar's first view (empty when bar i draws view i)
+``tie_first, ties``    u32        the bar's other views (span groups of tied names), CSR
+``run_bar, runs``      u32, f64   footprint runs of sparse bars (merged past a budget)
+``lane_kind``          u8 L       :data:`LANE_KINDS` index
+``lane_block``         i32 L      block index (-1: diagram-wide rows)
+``lane_hidden``        u32 L      what a "more" or summary row stands for
+``lane_size``          f64 L      bytes the row stands for
+``lane_labels``        text L     labels of storage/more/summary rows ("" for view rows)
+``block_storage``      i32 B      layout storage index
+``block_nbytes``       f64 B      storage size
+``mark_*``             M          unreferenced bytes (0), read by >= 2 bars (1), file header (2)
+``names, geom``        text V     view names; ``"shape;stride;offset"``
+``dtype``              u8 V       index into ``dtypes``
+====================  =========  ===========================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensorviz.core import footprint as fp
+from tensorviz.core.layout import Layout
+
+__all__ = ["payload", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
+
+LANE_KINDS = ("storage", "view", "simple", "more", "more-storages", "summary")
+FLAGS = (
+    "sparse",
+    "overlaps_other",
+    "non_contiguous",
+    "reinterpreted",
+    "expanded",
+    "empty",
+    "partner_hidden",
+    "inexact",
+)
+#: Relation codes of :func:`relations` (0: no selection, or not computed).
+RELATIONS = ("", "selected", "identical", "same-bytes", "contains", "within", "overlaps", "disjoint", "unrelated")
+#: Most footprint runs sent for all sparse bars together; past it each bar's runs are merged
+#: across gaps narrower than its share (what a screen pixel could show anyway).
+RUN_BUDGET = 200_000
+_MARK_BUDGET = 50_000
+
+
+def _b(a: np.ndarray, dtype: str) -> bytes:
+    return np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+
+
+def _text(items: list[str]) -> bytes:
+    return "\n".join(s.replace("\n", "\u2424") for s in items).encode("utf-8")
+
+
+def payload(diagram: Any, layout: Layout) -> dict[str, Any]:
+    """The canvas traits of ``diagram`` (a :class:`~tensorviz.plan.diagram.Diagram` of ``layout``).
+
+    >>> import torch, tensorviz as tv                                  # doctest: +SKIP
+    >>> p = payload(tv.diagram(x := {"a": torch.zeros(4)}), tv.analyze(x))   # doctest: +SKIP
+    """
+    names = _view_names(diagram)
+    index = {n: i for i, n in enumerate(names)}
+    out: dict[str, Any] = {}
+    out.update(_bar_columns(diagram, index))
+    out.update(_runs(diagram))
+    out.update(_lanes(diagram))
+    out.update(_marks(diagram))
+    out.update(_views(layout, names))
+    out["x_range"] = [float(x) for x in diagram.x_range]
+    return out
+
+
+def payload_nbytes(traits: dict[str, Any]) -> int:
+    """Bytes a payload puts on the wire (binary columns, text and lists as JSON-ish text)."""
+    total = 0
+    for v in traits.values():
+        total += len(v) if isinstance(v, bytes) else len(repr(v))
+    return total
+
+
+def _view_names(diagram: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for bar in diagram.bars:
+        for name in bar.names:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
+    cols = diagram.columns
+    bars = diagram.bars
+    n = len(bars)
+    flags = np.zeros(n, dtype=np.uint8)
+    for bit, col in enumerate(
+        (cols.sparse, cols.overlaps_other, cols.non_contiguous, cols.reinterpreted, cols.expanded, cols.empty)
+    ):
+        flags |= np.asarray(col, dtype=np.uint8) << bit
+    fpct = np.ones(n, dtype=np.float32)
+    first = np.fromiter((index[b.names[0]] for b in bars), dtype=np.int64, count=n)
+    tie_first, ties = np.zeros(n + 1, dtype=np.int64), []
+    for i in np.flatnonzero(cols.sparse | cols.empty):
+        bar = bars[i]
+        span = bar.stop - bar.start
+        fpct[i] = bar.nbytes / span if span > 0 else 0.0
+    opts = diagram.options
+    if opts.names is not None or opts.only_shared or opts.byte_range is not None:  # else every reader is drawn
+        for i in np.flatnonzero(cols.overlaps_other):
+            if _partner_hidden(diagram, bars[i]):
+                flags[i] |= 1 << 6
+    for i, bar in enumerate(bars):
+        if not bar.exact:
+            flags[i] |= 1 << 7
+        if len(bar.names) > 1:
+            ties.extend(index[m] for m in bar.names[1:])
+        tie_first[i + 1] = len(ties)
+    identity = np.array_equal(first, np.arange(n))
+    return {
+        "bar_start": _b(cols.start, "f8"),
+        "bar_stop": _b(cols.stop, "f8"),
+        "bar_lane": _b(cols.lane, "u4"),
+        "bar_color": _b(cols.color, "u1"),
+        "bar_flags": flags.tobytes(),
+        "bar_fpct": _b(fpct, "f4"),
+        "bar_view": b"" if identity else _b(first, "u4"),
+        "tie_first": _b(tie_first, "u4") if ties else b"",
+        "ties": _b(np.array(ties, dtype=np.int64), "u4"),
+        "colors": list(cols.colors),
+    }
+
+
+def _partner_hidden(diagram: Any, bar: Any) -> bool:
+    """True when some bytes this bar shares are read by no other *drawn* bar of its block."""
+    if bar.overlap_runs is None or not len(bar.overlap_runs):
+        return False
+    drawn = diagram.blocks[bar.block].overlap_runs
+    return fp.intersection_nbytes(bar.overlap_runs, drawn) < fp.total(bar.overlap_runs)
+
+
+def simplify(runs: np.ndarray, max_runs: int) -> np.ndarray:
+    """``runs`` merged across gaps narrower than ``span / max_runs`` (at most ``max_runs + 1``).
+
+    >>> simplify(np.array([[0, 1], [2, 3], [50, 60], [98, 100]]), 4).tolist()
+    [[0, 3], [50, 60], [98, 100]]
+    """
+    if len(runs) <= max_runs:
+        return runs
+    width = (runs[-1, 1] - runs[0, 0]) / max_runs
+    keep = (runs[1:, 0] - runs[:-1, 1]) >= width
+    starts = np.concatenate(([runs[0, 0]], runs[1:, 0][keep]))
+    stops = np.concatenate((runs[:-1, 1][keep], [runs[-1, 1]]))
+    return np.stack((starts, stops), axis=1)
+
+
+def _runs(diagram: Any) -> dict[str, bytes]:
+    sparse = [i for i, b in enumerate(diagram.bars) if b.runs is not None]
+    per_bar = max(8, RUN_BUDGET // max(len(sparse), 1))
+    owners, parts = [], []
+    for i in sparse:
+        r = simplify(diagram.bars[i].runs, per_bar)
+        owners.append(np.full(len(r), i, dtype=np.int64))
+        parts.append(r)
+    if not parts:
+        return {"run_bar": b"", "runs": b""}
+    return {"run_bar": _b(np.concatenate(owners), "u4"), "runs": _b(np.concatenate(parts), "f8")}
+
+
+def _lanes(diagram: Any) -> dict[str, Any]:
+    lanes = diagram.lanes
+    kinds = {k: i for i, k in enumerate(LANE_KINDS)}
+    own = ("view", "simple")
+    return {
+        "lane_kind": _b([kinds[ln.kind] for ln in lanes], "u1"),
+        "lane_block": _b([ln.block for ln in lanes], "i4"),
+        "lane_hidden": _b([ln.hidden for ln in lanes], "u4"),
+        "lane_size": _b([ln.size for ln in lanes], "f8"),
+        "lane_labels": _text(["" if ln.kind in own else ln.label for ln in lanes]),
+        "block_storage": _b([b.storage for b in diagram.blocks], "i4"),
+        "block_nbytes": _b([b.nbytes for b in diagram.blocks], "f8"),
+    }
+
+
+def _marks(diagram: Any) -> dict[str, bytes]:
+    kinds, lanes, parts = [], [], []
+    share = max(16, _MARK_BUDGET // max(len(diagram.blocks), 1))
+    for block in diagram.blocks:
+        for kind, runs in enumerate((block.unreferenced, block.overlap_runs, block.header)):
+            if runs is None or not len(runs):
+                continue
+            runs = simplify(np.asarray(runs), share)
+            kinds.append(np.full(len(runs), kind, dtype=np.int64))
+            lanes.append(np.full(len(runs), block.lanes[0], dtype=np.int64))
+            parts.append(runs)
+    if not parts:
+        return {k: b"" for k in ("mark_kind", "mark_lane", "mark_start", "mark_stop")}
+    runs = np.concatenate(parts)
+    return {
+        "mark_kind": _b(np.concatenate(kinds), "u1"),
+        "mark_lane": _b(np.concatenate(lanes), "u4"),
+        "mark_start": _b(runs[:, 0], "f8"),
+        "mark_stop": _b(runs[:, 1], "f8"),
+    }
+
+
+def _views(layout: Layout, names: list[str]) -> dict[str, Any]:
+    dtypes: dict[str, int] = {}
+    codes = np.empty(len(names), dtype=np.uint8)
+    geom = []
+    for k, name in enumerate(names):
+        v = layout[name]
+        codes[k] = dtypes.setdefault(v.dtype, len(dtypes)) % 256
+        geom.append(f"{', '.join(map(str, v.shape))};{', '.join(map(str, v.stride))};{v.offset}")
+    return {"names": _text(names), "geom": _text(geom), "dtype": codes.tobytes(), "dtypes": list(dtypes)}
+
+
+def relations(layout: Layout, names: list[str], selected: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each drawn view's relation to the selection: codes into :data:`RELATIONS` and the index
+    (into ``names``) of the selected view it was compared with -- the closest relation wins.
+
+    Views on another storage than every selected view stay 0 (not computed: "unrelated").
+    Spans are compared first (numpy); only views whose span meets a selected one's are
+    compared exactly with :meth:`Layout.relation`.
+    """
+    n = len(names)
+    code, to = np.zeros(n, dtype=np.uint8), np.zeros(n, dtype=np.uint32)
+    index = {m: i for i, m in enumerate(names)}
+    picked = [m for m in selected if m in index]
+    if not picked:
+        return code, to
+    rank = {r: i for i, r in enumerate(RELATIONS)}
+    views = [layout[m] for m in names]
+    keys: dict[Any, int] = {}
+    storage = np.array([keys.setdefault(v.storage, len(keys)) for v in views], dtype=np.int64)
+    start = np.array([v.start for v in views], dtype=np.int64)
+    stop = np.array([v.stop for v in views], dtype=np.int64)
+    dense = np.array([v.is_dense for v in views], dtype=bool)
+    for m in picked:
+        s = index[m]
+        near = np.flatnonzero((storage == storage[s]) & (start < stop[s]) & (stop > start[s]))
+        r = _span_relations(start[near], stop[near], dense[near], start[s], stop[s], dense[s], rank)
+        for j in np.flatnonzero(r == 0):  # not decided by spans: compare footprints exactly
+            r[j] = rank[layout.relation(names[near[j]], m)]
+        better = (code[near] == 0) | (r < code[near])
+        code[near[better]], to[near[better]] = r[better], s
+        same = np.flatnonzero((storage == storage[s]) & (code == 0))
+        code[same], to[same] = rank["disjoint"], s
+    for m in picked:
+        code[index[m]], to[index[m]] = rank["selected"], index[m]
+    return code, to
+
+
+def _span_relations(
+    start: np.ndarray, stop: np.ndarray, dense: np.ndarray, s0: int, s1: int, sdense: bool, rank: dict[str, int]
+) -> np.ndarray:
+    """Relations of dense views to a dense selected view, from spans alone (0: undecided --
+    a sparse view, or an equal span, whose dtype/shape/stride decide identical vs same-bytes)."""
+    r = np.zeros(len(start), dtype=np.uint8)
+    if not sdense:
+        return r
+    inside = (start >= s0) & (stop <= s1)
+    around = (start <= s0) & (stop >= s1)
+    r[inside & ~around] = rank["within"]
+    r[around & ~inside] = rank["contains"]
+    r[~inside & ~around] = rank["overlaps"]
+    r[~dense | (inside & around)] = 0
+    return r

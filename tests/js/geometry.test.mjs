@@ -1,0 +1,130 @@
+// Unit tests of the canvas's pure geometry (tensorviz/explorer/geometry.js): `node --test tests/js/`.
+import test from "node:test";
+import assert from "node:assert/strict";
+import {
+  column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
+  tooltip, barViews,
+} from "../../tensorviz/explorer/geometry.js";
+
+test("column copies an unaligned DataView into an aligned typed array", () => {
+  const buf = new ArrayBuffer(1 + 16); // two float64 at byte offset 1: unaligned
+  const bytes = new Uint8Array(buf);
+  const src = new Uint8Array(new Float64Array([1.5, 4096]).buffer);
+  bytes.set(src, 1);
+  const out = column(new DataView(buf, 1, 16), Float64Array);
+  assert.deepEqual(Array.from(out), [1.5, 4096]);
+  assert.equal(column(null, Uint32Array).length, 0);
+});
+
+test("lines splits UTF-8 text, and empty text gives empty strings", () => {
+  const enc = new TextEncoder().encode("wte.weight\nlm_head.weight\nα≡β");
+  assert.deepEqual(lines(new DataView(enc.buffer), 3), ["wte.weight", "lm_head.weight", "α≡β"]);
+  assert.deepEqual(lines(new DataView(new ArrayBuffer(0)), 2), ["", ""]);
+});
+
+test("formatBytes: binary units, at most 4 significant digits", () => {
+  const cases = [[0, "0 B"], [1023, "1023 B"], [1024, "1 KiB"], [1536, "1.5 KiB"], [4000, "3.906 KiB"],
+    [1048000, "1023 KiB"], [3 * 2 ** 30, "3 GiB"], [140 * 2 ** 30 + 2 ** 29, "140.5 GiB"], [2 ** 41, "2 TiB"], [-2048, "-2 KiB"]];
+  for (const [n, text] of cases) assert.equal(formatBytes(n), text, `${n}`);
+});
+
+test("ticks sit on power-of-two multiples; far from zero they are relative to an offset", () => {
+  const t = ticks(0, 16000, 8);
+  assert.equal(t.step, 2048);
+  assert.deepEqual(t.values, [0, 2048, 4096, 6144, 8192, 10240, 12288, 14336]);
+  assert.deepEqual(t.labels.slice(0, 3), ["0 B", "2 KiB", "4 KiB"]);
+  assert.equal(t.offset, 0);
+  const z = ticks(2 ** 30 + 1000, 2 ** 30 + 2000, 6);
+  assert.equal(z.step, 256);
+  assert.equal(z.offset, 2 ** 30);
+  assert.deepEqual(z.labels, ["+1 KiB", "+1.25 KiB", "+1.5 KiB", "+1.75 KiB"]);
+});
+
+test("scale maps bytes to pixels and back", () => {
+  const sc = scale(1000, 3000, 100, 400);
+  assert.equal(sc.px(1000), 100);
+  assert.equal(sc.px(3000), 500);
+  assert.equal(sc.byte(300), 2000);
+});
+
+test("laneWindow: the lanes visible at a scroll position, clamped to the lane count", () => {
+  assert.deepEqual(laneWindow(0, 100, 20, 1000), [0, 5]);
+  assert.deepEqual(laneWindow(30, 100, 20, 1000), [1, 7]);
+  assert.deepEqual(laneWindow(19990, 100, 20, 1000), [999, 1000]);
+  assert.deepEqual(laneWindow(0, 100, 20, 2), [0, 2]);
+});
+
+// lane 0: [0, 100) wide; lane 1: three bars out of order, one overlapping; lane 2: empty
+const start = new Float64Array([0, 50, 10, 30, 40]);
+const stop = new Float64Array([100, 60, 20, 45, 40]);
+const lane = new Uint32Array([0, 1, 1, 1, 1]);
+
+test("laneIndex groups bars per lane sorted by start, with a running max of stops", () => {
+  const ix = laneIndex(lane, start, stop, 3);
+  assert.deepEqual(Array.from(ix.first), [0, 1, 5, 5]);
+  assert.deepEqual(Array.from(ix.order), [0, 2, 3, 4, 1]);
+  assert.deepEqual(Array.from(ix.maxStop.subarray(1, 5)), [20, 45, 45, 60]);
+  assert.deepEqual(laneRange(ix, start, 1, 21, 29), [2, 2]); // nothing reaches [21, 29)
+  assert.deepEqual(laneRange(ix, start, 1, 0, 1000), [1, 5]);
+  assert.deepEqual(laneRange(ix, start, 1, 44, 46), [2, 4]); // [30, 45) and the empty bar at 40
+});
+
+test("hitBar: the bar under a byte, the narrowest when bars overlap, tolerance for thin bars", () => {
+  const ix = laneIndex(lane, start, stop, 3);
+  assert.equal(hitBar(ix, start, stop, 0, 99.5, 0), 0);
+  assert.equal(hitBar(ix, start, stop, 0, 100, 0), -1); // half-open
+  assert.equal(hitBar(ix, start, stop, 1, 15, 0), 2);
+  assert.equal(hitBar(ix, start, stop, 1, 25, 0), -1);
+  assert.equal(hitBar(ix, start, stop, 1, 25, 6), 2); // 5 bytes from both: the narrower wins
+  assert.equal(hitBar(ix, start, stop, 1, 26, 6), 3); // 4 bytes from [30, 45), 6 from [10, 20)
+  assert.equal(hitBar(ix, start, stop, 1, 40.5, 1), 3); // inside [30, 45) beats 0.5 from the empty bar
+  assert.equal(hitBar(ix, start, stop, 1, 46, 0), -1);
+  assert.equal(hitBar(ix, start, stop, 2, 10, 5), -1);
+  assert.equal(hitBar(ix, start, stop, 7, 10, 5), -1); // past the last lane
+  assert.equal(hitBar(ix, start, stop, -1, 10, 5), -1);
+});
+
+test("hitBar finds the bar at a byte among 100,000 bars on one lane", () => {
+  const n = 100000, s = new Float64Array(n), e = new Float64Array(n), l = new Uint32Array(n);
+  for (let i = 0; i < n; i++) { s[i] = 16 * (n - 1 - i); e[i] = s[i] + 16; }
+  const ix = laneIndex(l, s, e, 1);
+  assert.equal(hitBar(ix, s, e, 0, 16 * 12345 + 3, 0), n - 1 - 12345);
+});
+
+test("dragWindow: a drag becomes a byte window, a click (few pixels) does not", () => {
+  const sc = scale(0, 16000, 100, 800);
+  assert.deepEqual(dragWindow(sc, 300, 500), [4000, 8000]);
+  assert.deepEqual(dragWindow(sc, 500, 300), [4000, 8000]);
+  assert.equal(dragWindow(sc, 300, 303), null);
+  assert.deepEqual(dragWindow(sc, 0, 200), [0, 2000]); // clamped to the plot area
+});
+
+test("barRect clips to the window and keeps thin bars visible", () => {
+  const sc = scale(100, 200, 0, 100);
+  assert.deepEqual(barRect(sc, 150, 160), [50, 10]);
+  assert.deepEqual(barRect(sc, 50, 120), [0, 20]);
+  assert.equal(barRect(sc, 0, 50), null);
+  assert.deepEqual(barRect(sc, 150, 150.1, 1.5), [50, 1.5]);
+});
+
+test("tooltip: name, dtype[shape], stride, offset, byte range, footprint, relation", () => {
+  const d = {
+    names: ["qkv.weight", "q.weight", "wte.weight", "lm_head.weight"],
+    geom: ["48, 16;16, 1;0", "16, 16;16, 1;0", "64, 16;16, 1;0", "64, 16;16, 1;0"],
+    dtype: new Uint8Array([0, 0, 0, 0]), dtypes: ["float32"],
+    start: new Float64Array([0, 0, 0]), stop: new Float64Array([3072, 1024, 4096]),
+    fpct: new Float32Array([1, 0.5, 1]), flags: new Uint8Array([0, 1 | 2 | 64, 0]),
+    storageOf: new Int32Array([1, 1, 0]), barView: new Uint32Array([0, 1, 2]),
+    tieFirst: new Uint32Array([0, 0, 0, 1]), ties: new Uint32Array([3]),
+    rel: new Uint8Array([4, 1, 0, 0]), relTo: new Uint32Array([1, 1, 0, 0]),
+  };
+  assert.deepEqual(tooltip(d, 0), [
+    "qkv.weight", "float32[48, 16] · stride (16, 1) · offset 0", "bytes [0 B, 3 KiB) · 3 KiB · storage #1",
+    "footprint 100% of its span", "contains q.weight (selected)"]);
+  const q = tooltip(d, 1);
+  assert.equal(q[3], "footprint 50% of its span (strided, with gaps)");
+  assert.equal(q[4], "shares bytes with a view not shown (filtered out)");
+  assert.equal(q[5], "selected");
+  assert.deepEqual(barViews(d, 2), [2, 3]);
+  assert.equal(tooltip(d, 2)[0], "wte.weight ≡ lm_head.weight");
+});
