@@ -6,9 +6,10 @@ Deterministic: no storage addresses, only indices, sizes, names and byte offsets
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -76,13 +77,7 @@ def storage_noun(layout: Layout) -> str:
 def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
-    n = len(layout)
-    lines = [
-        f"{n} tensor{'s' * (n != 1)} on {len(storages)} {storage_noun(layout)}{'s' * (len(storages) != 1)}"
-        + (f" ({layout.source})" if layout.source else ""),
-        f"unique bytes {format_bytes(layout.unique_nbytes)} · sum of views "
-        f"{format_bytes(layout.naive_nbytes)} · storages {format_bytes(layout.storage_nbytes)}",
-    ]
+    lines = header_lines(layout)
     if storages:
         lines.append("(= a view that reads every byte of its storage)")
     for s in storages:
@@ -113,6 +108,17 @@ def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str
             lines.append(f"  {sk.name}: {sk.reason}")
     lines.extend(metadata_lines(layout.metadata))
     return "\n".join(lines)
+
+
+def header_lines(layout: Layout) -> list[str]:
+    """How many tensors on how many storages, and the three byte totals."""
+    n, ns = len(layout), len(layout.storages)
+    return [
+        f"{n} tensor{'s' * (n != 1)} on {ns} {storage_noun(layout)}{'s' * (ns != 1)}"
+        + (f" ({layout.source})" if layout.source else ""),
+        f"unique bytes {format_bytes(layout.unique_nbytes)} · sum of views "
+        f"{format_bytes(layout.naive_nbytes)} · storages {format_bytes(layout.storage_nbytes)}",
+    ]
 
 
 def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]:
@@ -150,8 +156,8 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
     return ["metadata:", *lines] if lines else []
 
 
-_NOT_IN_TEXT = ("record_offsets", "values_omitted")  # the storage labels name the records; the
-# omitted count is written on the values line
+_NOT_IN_TEXT = ("record_offsets", "values_omitted", "modules")  # the storage labels name the
+# records; the omitted count is written on the values line; the module facts feed the tree
 
 
 def _values_not_in_contents(metadata: Mapping[str, object]) -> dict:
@@ -178,3 +184,77 @@ def _brief(value: object, width: int = 160) -> str:
     else:
         text = str(value)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+#: Most lines of the summary ``print(layout)`` writes for a layout too large to list in full.
+SCREEN_LINES = 60
+
+
+def fits_screen(layout: Layout, by: str = "storage", max_views: int = 12) -> str | None:
+    """The full listing when it has at most :data:`SCREEN_LINES` lines, else None (decided from
+    counts first, so a large layout's listing is never built just to be thrown away)."""
+    if len(layout) + len(layout.storages) + len(layout.skipped) > 2 * SCREEN_LINES:
+        return None
+    text = layout_text(layout, by=by, max_views=max_views)
+    return text if text.count("\n") < SCREEN_LINES else None
+
+
+def compact_text(layout: Layout, by: str = "storage") -> str:
+    """A summary that fits a screen for any model: totals, ties and shared groups, the largest
+    modules (bytes counted once), skipped values and a pointer to the full listing."""
+    from tensorviz.core.tree import model_tree
+    from tensorviz.core.treetext import format_count, tree_lines
+
+    tree = model_tree(layout)
+    root = tree.root
+    lines = header_lines(layout)
+    kinds = f"{root.nparams} parameters, {root.nbuffers} buffers" if tree.has_modules else f"{root.ntensors} tensors"
+    lines.append(
+        f"{kinds} · {format_count(root.numel)} elements (counted once) · "
+        f"{', '.join(root.dtypes) or 'no dtype'} · {', '.join(root.devices) or 'no device'}"
+    )
+    lines += _capped("names whose bytes are counted under another name", list(_borrowers(tree)), 5)
+    shared, how = shown_shared(layout, by)
+    groups = [f"{{{_names_brief(g.names)}}} bytes [{g.start}, {g.stop})" for g in shared]
+    lines += _capped(f"shared groups ({how})", groups, 4)
+    tail = _capped("skipped", [f"{sk.name}: {sk.reason}" for sk in layout.skipped], 3)
+    tail += _capped("metadata", [m.strip() for m in metadata_lines(layout.metadata)[1:]], 4)
+    tail.append("full listing: layout.to_text(full=True) · module tree: layout.tree()")
+    budget = SCREEN_LINES - len(lines) - len(tail) - 1
+    lines.append("largest modules (bytes counted once; % of unique bytes):")
+    lines += ["  " + line for line in _fitting_tree(tree, tree_lines, budget)]
+    return "\n".join(lines + tail)
+
+
+def _fitting_tree(tree, tree_lines, budget: int) -> list[str]:
+    """The deepest tree view (at most 5 children a node) that fits ``budget`` lines."""
+    for depth in (6, 5, 4, 3, 2, 1):
+        lines = tree_lines(tree, depth=depth, max_children=5)
+        if len(lines) <= budget:
+            return lines
+    return tree_lines(tree, depth=1, max_children=max(2, budget - 1))[:budget]
+
+
+def _borrowers(tree) -> Iterator[str]:
+    """``name relation owner`` for every name that reads bytes counted under an earlier name."""
+    from tensorviz.core.treetext import RELATION_WORDS
+
+    for node in tree.nodes():
+        if node.counted_in:
+            relation, owner = node.counted_in
+            here = f" ({format_bytes(node.nbytes)} counted here)" if node.nbytes else ""
+            yield f"{node.path} {RELATION_WORDS.get(relation, relation)} {owner}{here}"
+
+
+def _names_brief(names: tuple[str, ...], limit: int = 4) -> str:
+    more = f", … {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _capped(title: str, items: list[str], limit: int) -> list[str]:
+    """A titled list of at most ``limit`` lines, the rest counted ("… 7 more")."""
+    if not items:
+        return [f"{title}: none"] if title.startswith("shared") else []
+    shown = items if len(items) <= limit else items[: limit - 1]
+    rest = [f"  … {len(items) - len(shown)} more"] if len(shown) < len(items) else []
+    return [f"{title}: {len(items)}", *(f"  {terminal(item)}" for item in shown), *rest]

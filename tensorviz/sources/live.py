@@ -22,6 +22,7 @@ import torch
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.modules import module_facts
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
 
@@ -286,8 +287,8 @@ class _Collector:
             dt = self._dtypes[t.dtype] = (str(t.dtype).removeprefix("torch."), t.element_size())
         return dt
 
-    def layout(self, source: str) -> Layout:
-        return Layout._from_rows(self.rows, self.skipped, source=source)
+    def layout(self, source: str, metadata: dict | None = None) -> Layout:
+        return Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
 
 
 def collect(items: Any, source: str = "") -> Layout:
@@ -310,4 +311,6 @@ def analyze_object(obj: Any) -> Layout:
     c = _Collector()
     with gc_paused():
         c.walk(obj, "")
-        return c.layout(type(obj).__name__)
+        # Submodule classes and buffer names, for the module tree (tensorviz.core.tree).
+        metadata = {"modules": module_facts(obj)} if isinstance(obj, torch.nn.Module) else None
+        return c.layout(type(obj).__name__, metadata)

@@ -1,0 +1,289 @@
+"""The module tree of a Layout: what is in a model and where its memory goes.
+
+Pure Python + numpy (no torch). Names split on "." into prefixes -- for a live module these are
+exactly its submodules, whose class names the collector records in ``layout.metadata["modules"]``
+together with which names are buffers. Every prefix gets totals: tensors, parameters and
+buffers, elements, bytes, dtypes, devices, files and skipped values.
+
+**Bytes are counted once.** Each byte is attributed to the *first* name, in source order, whose
+footprint reads it (for a module: state-dict order, so a tied ``lm_head.weight`` that comes after
+``embed_tokens.weight`` owns nothing). Later names that read the same bytes own only what no
+earlier name read; they are marked as sharing with their partners (``Node.partners``), and a
+prefix whose tensors read bytes owned outside it reports them as ``shared_nbytes``. Hence the
+root's ``nbytes`` is ``layout.unique_nbytes`` and the children of any node add up to it.
+Bytes of a storage that no view reads (unreferenced) belong to no prefix.
+
+>>> import torch, tensorviz as tv
+>>> w = torch.zeros(10, 4)
+>>> t = model_tree(tv.analyze({"emb.weight": w, "head.weight": w, "head.bias": torch.zeros(10)}))
+>>> [(n.path, n.nbytes, n.shared_nbytes) for n in t.root.children]
+[('emb', 160, 0), ('head', 40, 160)]
+>>> t.find("head.weight").partners
+('emb.weight',)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tensorviz.core import footprint as fp
+
+if TYPE_CHECKING:
+    from tensorviz.core.layout import Layout
+    from tensorviz.core.records import TensorView
+
+__all__ = ["Node", "ModelTree", "model_tree"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One prefix (a module) or one tensor name, with totals over every tensor under it.
+
+    ``nbytes`` counts the bytes attributed to this prefix (see the module docstring) and
+    ``numel`` the elements in them (so a tied weight's elements are counted once, where its
+    bytes are); ``shared_nbytes`` the distinct bytes its tensors read that are attributed
+    elsewhere.
+    ``kind`` is the module's class name when known, else ``"parameter"``, ``"buffer"``,
+    ``"buffer (not saved)"``, ``"tensor"`` or ``"skipped"`` for a name, ``""`` for a plain prefix.
+    For a tensor, ``partners`` are the names whose bytes intersect its own and ``counted_in`` is
+    ``(relation, name)`` of the earlier name that owns (some of) its bytes, e.g.
+    ``("identical", "embed.weight")`` for a tied weight, or ``()``.
+    """
+
+    path: str
+    kind: str
+    children: tuple[Node, ...]
+    ntensors: int
+    nparams: int
+    nbuffers: int
+    numel: int
+    nbytes: int
+    shared_nbytes: int
+    fraction: float
+    dtypes: tuple[str, ...]
+    devices: tuple[str, ...]
+    files: tuple[str, ...]
+    nskipped: int
+    partners: tuple[str, ...] = ()
+    counted_in: tuple[str, str] = ()
+    view: TensorView | None = field(default=None, repr=False)
+    reason: str = ""
+
+    @property
+    def name(self) -> str:
+        """The last part of the path (``"(model)"`` for the root)."""
+        return self.path.rpartition(".")[2] if self.path else "(model)"
+
+    @property
+    def depth(self) -> int:
+        return self.path.count(".") + 1 if self.path else 0
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.view is not None or self.kind == "skipped"
+
+    @property
+    def tied(self) -> bool:
+        """A tensor whose bytes are all counted under an earlier name."""
+        return self.view is not None and self.nbytes == 0 and self.shared_nbytes > 0
+
+    def walk(self, depth: int | None = None) -> Iterator[Node]:
+        """This node and its descendants, depth first, largest first; ``depth`` levels below."""
+        yield self
+        if depth is None or depth > 0:
+            for c in self.children:
+                yield from c.walk(None if depth is None else depth - 1)
+
+
+@dataclass(frozen=True)
+class ModelTree:
+    """The tree (:attr:`root`) plus the layout-wide totals it was measured against."""
+
+    root: Node
+    total_nbytes: int
+    storage_nbytes: int
+    has_modules: bool
+
+    def find(self, path: str) -> Node:
+        """The node of a prefix or tensor name (KeyError naming the nearest existing prefix)."""
+        node = self.root
+        for part in path.split(".") if path else ():
+            nxt = next((c for c in node.children if c.name == part), None)
+            if nxt is None:
+                where = f"under {node.path!r}" if node.path else "at the top"
+                raise KeyError(f"no module or tensor {path!r}: {part!r} is not {where}") from None
+            node = nxt
+        return node
+
+    def nodes(self, depth: int | None = None) -> Iterator[Node]:
+        return self.root.walk(depth)
+
+    def to_text(self, depth: int | None = None, max_children: int | None = None) -> str:
+        """One line per module or tensor, largest first (see :mod:`tensorviz.core.treetext`)."""
+        from tensorviz.core.treetext import tree_text
+
+        return tree_text(self, depth, max_children)
+
+    def __str__(self) -> str:
+        return self.to_text(depth=3, max_children=8)
+
+
+def model_tree(layout: Layout) -> ModelTree:
+    """The module tree of a layout (see the module docstring for how bytes are attributed)."""
+    views = layout.views
+    own, distinct_groups, partners, counted = _attribution(layout)
+    mods = layout.metadata.get("modules")
+    mods = mods if isinstance(mods, Mapping) else {}
+    classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
+    buffers = set(mods.get("buffers", ()))
+    unsaved = set(mods.get("not_saved", ()))
+    acc = _Acc()
+    for i, v in enumerate(views):
+        kind = _role(v.name, bool(mods), buffers, unsaved)
+        acc.add_view(v, kind, own[i], partners.get(v.name, ()), counted.get(v.name, ()))
+    for sk in layout.skipped:
+        acc.add_skipped(sk.name, sk.reason)
+    shared = _shared_per_prefix(layout, distinct_groups, own)
+    total = sum(own)
+    root = acc.freeze("", classes, shared, total)
+    return ModelTree(root, total, layout.storage_nbytes, bool(mods))
+
+
+def _role(name: str, live: bool, buffers: set, unsaved: set) -> str:
+    if not live:
+        return "tensor"
+    if name in unsaved:
+        return "buffer (not saved)"
+    return "buffer" if name in buffers else "parameter"
+
+
+def _attribution(layout: Layout) -> tuple[list[int], list[tuple[str, ...]], dict, dict]:
+    """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
+    per shared name its partners (names whose bytes intersect its own); per name that does not
+    own all it reads, ``(relation, first earlier partner)``."""
+    views = layout.views
+    own = [v.footprint_nbytes for v in views]
+    pos = {v.name: i for i, v in enumerate(views)}
+    groups = [g.names for g in layout.shared("overlap")]
+    partners: dict[str, tuple[str, ...]] = {}
+    for names in groups:
+        seen = fp.EMPTY
+        runs = [layout.footprint_runs(n) for n in names]
+        for name, r in zip(names, runs):
+            own[pos[name]] = fp.total(r) - fp.intersection_nbytes(r, seen)
+            seen = fp.union(seen, r)
+        partners.update(_partners(names, runs))
+    counted = {}
+    for names in groups:
+        for name in names:
+            earlier = [p for p in partners[name] if pos[p] < pos[name]]
+            if earlier and own[pos[name]] < views[pos[name]].footprint_nbytes:
+                counted[name] = (layout.relation(name, earlier[0]), earlier[0])
+    return own, groups, partners, counted
+
+
+def _partners(names: tuple[str, ...], runs: list, limit: int = 64) -> dict[str, tuple[str, ...]]:
+    """Per name, the names whose footprints intersect its own (for a group over ``limit``
+    names, every other name of the group: pairwise checks would be quadratic)."""
+    if len(names) > limit:
+        return {n: tuple(m for m in names if m != n) for n in names}
+    return {
+        n: tuple(m for m, rm in zip(names, runs) if m != n and fp.intersection_nbytes(rn, rm))
+        for n, rn in zip(names, runs)
+    }
+
+
+def _prefixes(name: str) -> list[str]:
+    parts = name.split(".")
+    return [".".join(parts[:k]) for k in range(len(parts) + 1)]
+
+
+def _shared_per_prefix(layout: Layout, groups: list[tuple[str, ...]], own: list[int]) -> dict[str, int]:
+    """Per prefix, distinct bytes its names read minus the bytes attributed to it, for every
+    prefix holding a name of a shared group (elsewhere there is nothing shared)."""
+    pos = {n: i for i, n in enumerate(layout.names)}
+    shared: dict[str, int] = {}
+    for names in groups:
+        members: dict[str, list[str]] = {}
+        for name in names:
+            for p in _prefixes(name):
+                members.setdefault(p, []).append(name)
+        for p, inside in members.items():
+            distinct = fp.total(fp.union(*(layout.footprint_runs(n) for n in inside)))
+            mine = sum(own[pos[n]] for n in inside)
+            shared[p] = shared.get(p, 0) + distinct - mine
+    return shared
+
+
+def _file_name(ident: str) -> str:
+    """The file a file storage is in: a safetensors file's path, or a torch checkpoint's path
+    before its ``:data/N`` record suffix."""
+    head, sep, tail = ident.rpartition(":")
+    return os.path.basename(head if sep and "data/" in tail else ident)
+
+
+class _Acc:
+    """Mutable totals per prefix while walking the views once."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, list] = {}
+        self.kids: dict[str, dict[str, None]] = {}
+        self.leaf: dict[str, tuple] = {}
+
+    def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
+        chain = _prefixes(name)
+        for parent, child in zip(chain, chain[1:]):
+            self.kids.setdefault(parent, {})[child] = None
+        for p in chain:
+            s = self.stats.get(p)
+            if s is None:
+                s = self.stats[p] = [0, 0, 0, 0, 0, set(), set(), set(), 0]
+            s[0] += 1 - skipped
+            s[1] += role == "parameter"
+            s[2] += role.startswith("buffer")
+            s[3] += numel
+            s[4] += nbytes
+            for target, item in zip(s[5:8], sets):
+                if item:
+                    target.add(item)
+            s[8] += skipped
+
+    def add_view(self, v: TensorView, role: str, own: int, partners: tuple, counted: tuple) -> None:
+        file = _file_name(str(v.storage[1])) if v.device == "file" else ""
+        self._bump(v.name, own // v.itemsize if v.itemsize else 0, own, role, (v.dtype, v.device, file), 0)
+        self.leaf[v.name] = (role, v, partners, counted, "")
+
+    def add_skipped(self, name: str, reason: str) -> None:
+        self._bump(name, 0, 0, "skipped", ("", "", ""), 1)
+        self.leaf.setdefault(name, ("skipped", None, (), (), reason))
+
+    def freeze(self, path: str, classes: Mapping, shared: Mapping[str, int], total: int) -> Node:
+        if path not in self.stats:  # an empty layout
+            return Node(path, str(classes.get(path, "")), (), 0, 0, 0, 0, 0, 0, 0.0, (), (), (), 0)
+        kids = [self.freeze(c, classes, shared, total) for c in self.kids.get(path, {})]
+        kids.sort(key=lambda n: -n.nbytes)  # stable: equal sizes keep source order
+        n, npar, nbuf, numel, nbytes, dtypes, devices, files, nskip = self.stats[path]
+        kind, view, partners, counted, reason = self.leaf.get(path, ("", None, (), (), ""))
+        return Node(
+            path=path,
+            kind=str(classes.get(path, kind)) if path in classes else kind,
+            children=tuple(kids),
+            ntensors=n,
+            nparams=npar,
+            nbuffers=nbuf,
+            numel=numel,
+            nbytes=nbytes,
+            shared_nbytes=shared.get(path, 0),
+            fraction=nbytes / total if total else 0.0,
+            dtypes=tuple(sorted(dtypes)),
+            devices=tuple(sorted(devices)),
+            files=tuple(sorted(files)),
+            nskipped=nskip,
+            partners=partners,
+            counted_in=counted,
+            view=view,
+            reason=reason,
+        )
