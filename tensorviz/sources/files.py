@@ -51,14 +51,14 @@ from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.rows import gc_paused
 from tensorviz.sources.dcp import analyze_dcp, is_dcp_folder
-from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS
+from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, open_regular
 from tensorviz.sources.safetensors import (
     SAFETENSORS_DTYPES,
     HeaderEntry,
     SafetensorsHeader,
     read_safetensors_header,
 )
-from tensorviz.sources.shards import analyze_files, analyze_index, sniff
+from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, same_spelling, sniff
 
 __all__ = [
     "analyze_path",
@@ -94,7 +94,7 @@ def analyze_path(path: str | os.PathLike) -> Layout:
     >>> layout["lm_head.weight"].start, layout.metadata["header"]   # doctest: +SKIP
     """
     p = os.fspath(path)
-    if not os.path.exists(p):
+    if not os.path.lexists(p):  # a dangling link or a link loop is reported as what it is
         raise FileNotFoundError(f"no such file or folder: {p!r}")
     # A big header makes hundreds of thousands of small acyclic objects; each collection they
     # would trigger scans every live object (~300k once torch is imported).
@@ -124,6 +124,10 @@ def _analyze_folder(path: str) -> Layout:
             if "model.safetensors.index.json" not in group:
                 raise FileFormatError(f"{path}: several indexes ({', '.join(group)}); pass the one to analyse")
             group = ["model.safetensors.index.json"]
+        for name in group:
+            outside = leaves_folder(path, os.path.join(path, name))
+            if outside:
+                raise FileFormatError(f"{path}: {outside}")
         used = set(group) | set(_index_shards(os.path.join(path, group[0])) if kind == "index" else ())
         ignored = [e for e in weights if e not in used]
         extra = {"ignored_files": ignored} if ignored else {}
@@ -153,8 +157,8 @@ def _weight_groups(files: list[str]) -> tuple[tuple[str, list[str]], ...]:
 def _index_shards(index: str) -> list[str]:
     """The shard names an index lists (empty when it cannot be read; analysis then reports why)."""
     try:
-        with open(index, "rb") as f:
+        with open_regular(index) as f:
             wm = json.loads(f.read(MAX_HEADER_BYTES)).get("weight_map", {})
-        return [v for v in wm.values() if isinstance(v, str)]
-    except (ValueError, AttributeError, RecursionError):
+        return [same_spelling(v) for v in wm.values() if isinstance(v, str)]
+    except (ValueError, AttributeError, RecursionError, OSError):  # FileFormatError is a ValueError
         return []

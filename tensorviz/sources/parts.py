@@ -208,7 +208,7 @@ def not_regular(mode: int) -> str | None:
 def _refuse(path: str, kind: str) -> FileFormatError:
     return FileFormatError(
         f"{path}: is {kind}, not a regular file; tensorviz reads only regular files "
-        f"(reading {kind} could block forever or never end)"
+        f"(reading it could block forever or never end)"
     )
 
 

@@ -20,8 +20,11 @@ from tensorviz.sources.parts import (
     TORCH_EXTS,
     ZIP_MAGIC,
     Part,
+    check_regular,
     merge,
+    open_regular,
     parse_json,
+    read_exactly,
     row_nbytes,
     row_span,
     short,
@@ -36,15 +39,15 @@ def sniff(path: str) -> str:
         return "index"
     if low.endswith(".safetensors"):
         return "safetensors"
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head = f.read(16)
     if head[:4] in ZIP_MAGIC or head[:1] == b"\x80" or low.endswith(TORCH_EXTS):
         return "torch"
     if len(head) > 8 and head[8:9] == b"{":
         return "safetensors"
-    raise FileFormatError(
-        f"{path}: not a file tensorviz knows (starts with {head[:8]!r}); expected a .safetensors "
-        f"file, a *.index.json, a model folder or a torch zip checkpoint (.pt/.pth/.bin)"
+    raise FileFormatError(  # the bytes are not quoted: they are the contents of some other file
+        f"{path}: not a file tensorviz knows (neither a safetensors header nor a zip archive); "
+        f"expected a .safetensors file, a *.index.json, a model folder or a torch zip checkpoint (.pt/.pth/.bin)"
     )
 
 
@@ -68,6 +71,7 @@ def analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any]
     obj, wm = _read_index(path)
     folder = os.path.dirname(path)
     names_in: dict[str, list[str]] = {}
+    wm = {name: same_spelling(shard) for name, shard in wm.items()}  # "s1" and "./s1" are one file
     for name, shard in wm.items():
         names_in.setdefault(shard, []).append(name)
     shards = list(names_in)
@@ -87,11 +91,11 @@ def analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any]
 
 def _read_index(path: str) -> tuple[dict, dict[str, str]]:
     """The index object and its weight_map, checked to map names to shard file names."""
-    size = os.path.getsize(path)
-    if size > MAX_HEADER_BYTES:
-        raise FileFormatError(f"{path}: {size} bytes is over the {MAX_HEADER_BYTES}-byte limit for an index")
-    with open(path, "rb") as f:
-        obj = parse_json(path, f.read(), "index")
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_HEADER_BYTES:
+            raise FileFormatError(f"{path}: {size} bytes is over the {MAX_HEADER_BYTES}-byte limit for an index")
+        obj = parse_json(path, read_exactly(path, f, size, "index"), "index")
     wm = obj.get("weight_map") if isinstance(obj, dict) else None
     if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
         raise FileFormatError(
@@ -101,6 +105,13 @@ def _read_index(path: str) -> tuple[dict, dict[str, str]]:
     return obj, wm
 
 
+def same_spelling(shard: str) -> str:
+    """One spelling of a shard's file name: ``./s1``, ``s1`` and ``a//s1`` name one file."""
+    if "/" not in shard and "\\" not in shard:
+        return shard
+    return os.path.normpath(shard.replace("\\", "/")).replace(os.sep, "/")
+
+
 def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
     if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
         raise FileFormatError(
@@ -108,12 +119,38 @@ def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
             f"index's folder; shards must sit next to the index"
         )
     p = os.path.join(folder, shard)
-    if not os.path.isfile(p):
-        raise FileFormatError(
-            f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard "
-            f"{shard!r}, but {p} does not exist; download the missing shard"
-        )
+    where = f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard {shard!r}"
+    if not os.path.lexists(p):
+        raise FileFormatError(f"{where}, but {p} does not exist; download the missing shard")
+    try:
+        check_regular(p)
+    except (FileFormatError, FileNotFoundError) as err:
+        raise FileFormatError(f"{where}, but {err}") from None
+    outside = leaves_folder(folder, p)
+    if outside:
+        raise FileFormatError(f"{where}, but {outside}")
     return p
+
+
+def leaves_folder(folder: str, path: str) -> str | None:
+    """Why ``path`` (in ``folder``) is not contained in it, in words; None when it is.
+
+    A symbolic link may lead anywhere inside the folder; in a Hugging Face cache snapshot
+    (``.../snapshots/REV``) also into the repository's own ``blobs/``, where the hub keeps the
+    files that snapshots link to. Anything else is not followed: an index from the internet
+    must not make tensorviz read (and describe) files elsewhere on this machine.
+    """
+    root = os.path.realpath(folder or ".")
+    real = os.path.realpath(path)
+    roots = [root]
+    if os.path.basename(os.path.dirname(root)) == "snapshots":
+        roots.append(os.path.join(os.path.dirname(os.path.dirname(root)), "blobs"))
+    if any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots):
+        return None
+    return (
+        f"{path} is a symbolic link that leads out of its folder (to {real!r}); tensorviz does not "
+        f"follow links out of a model folder (copy the file in if you trust it)"
+    )
 
 
 def _check_weight_map(
