@@ -12,7 +12,6 @@ import os
 import struct
 import sys
 import zipfile
-from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -20,10 +19,9 @@ import torch
 from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo
-from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, short
-
-_MAX_LEAVES = 2_000_000
-_MAX_VALUES = 50
+from tensorviz.sources.ckpt_walk import MAX_VALUES, check_pickle_ops, walk
+from tensorviz.sources.ckpt_walk import SCAN_FROM as _SCAN_FROM
+from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, open_regular, short
 
 #: {byte offset of a record's data in the file: (record name, size)}
 Records = dict[int, tuple[str, int]]
@@ -31,84 +29,111 @@ Records = dict[int, tuple[str, int]]
 
 def torch_part(path: str) -> Part:
     """The views of a torch zip checkpoint, keyed by the records that hold their storages."""
-    records = _zip_records(path)
     saved_on: dict[int, str] = {}
 
     def keep_storage(storage: Any, location: str) -> Any:
         saved_on[storage._cdata] = location  # where it was saved from; we keep the mapped bytes
         return storage
 
-    obj = _torch_load(path, keep_storage)
+    with open_regular(path) as f:
+        records, pickle = _zip_records(path, f)
+        check_pickle_ops(path, pickle)
+        del pickle
+        # torch opens the file by name: name the one already open (and checked), not the path,
+        # which may have been swapped for a FIFO since.
+        by_fd = f"/proc/self/fd/{f.fileno()}"
+        obj = _torch_load(path, by_fd if os.path.exists(by_fd) else path, keep_storage)
     try:
-        tensors, values, contents = _walk_checkpoint(path, obj)
-        return _torch_views(path, tensors, values, contents, records, saved_on)
+        tensors, values, contents, n_values = walk(path, obj)
+        return _torch_views(path, tensors, values, n_values, contents, records, saved_on)
     finally:
         del obj  # drops the last reference to the mapping
 
 
 # -- the zip archive -------------------------------------------------------------------------------
-def _zip_records(path: str) -> Records:
-    """{byte offset of the record's data: (record name, size)} for every ``data/N`` record."""
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if not head:
-            raise FileFormatError(f"{path}: the file is empty (0 bytes); not a torch checkpoint")
-        if head[:1] == b"\x80":
-            raise FileFormatError(
-                f"{path}: a legacy (pre-1.6, non-zip) torch checkpoint; loading one reads every "
-                f"tensor, so tensorviz does not. Re-save it with torch.save(obj, path) (zip format)"
-            )
-        if head[:4] not in ZIP_MAGIC:
-            raise FileFormatError(
-                f"{path}: not a torch zip checkpoint (starts with {head!r}); expected a file written by torch.save"
-            )
-        try:
-            with zipfile.ZipFile(f) as zf:
-                return _scan_zip(path, f, zf)
-        except (
-            zipfile.BadZipFile,
-            zipfile.LargeZipFile,
-            OSError,
-            ValueError,
-            EOFError,
-            NotImplementedError,
-            RuntimeError,
-            struct.error,
-        ) as err:
-            raise FileFormatError(
-                f"{path}: a damaged zip archive ({one_line(err)}); the checkpoint is truncated or corrupt"
-            ) from None
+def _zip_records(path: str, f: Any) -> tuple[Records, bytes]:
+    """Every ``data/N`` record ({byte offset of its data: (record name, size)}), and the pickle."""
+    head = f.read(8)
+    if not head:
+        raise FileFormatError(f"{path}: the file is empty (0 bytes); not a torch checkpoint")
+    if head[:1] == b"\x80":
+        raise FileFormatError(
+            f"{path}: a legacy (pre-1.6, non-zip) torch checkpoint; loading one reads every "
+            f"tensor, so tensorviz does not. Re-save it with torch.save(obj, path) (zip format)"
+        )
+    if head[:4] not in ZIP_MAGIC:  # its bytes are not quoted: they are some other file's contents
+        raise FileFormatError(
+            f"{path}: not a torch zip checkpoint (it does not start like a zip archive); "
+            f"expected a file written by torch.save"
+        )
+    try:
+        with zipfile.ZipFile(f) as zf:
+            _check_byteorder(path, f, zf)
+            return _scan_zip(path, f, zf)
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        OSError,
+        ValueError,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,
+        struct.error,
+    ) as err:
+        if isinstance(err, FileFormatError):
+            raise
+        raise FileFormatError(
+            f"{path}: a damaged zip archive ({one_line(err)}); the checkpoint is truncated or corrupt"
+        ) from None
 
 
-def _scan_zip(path: str, f: Any, zf: zipfile.ZipFile) -> Records:
+def _record_bytes(f: Any, info: zipfile.ZipInfo, n: int) -> bytes:
+    """The first ``n`` stored bytes of a record, read at its offset (no CRC check, no inflating)."""
+    f.seek(info.header_offset + 26)
+    name_len, extra_len = struct.unpack("<HH", f.read(4))
+    f.seek(info.header_offset + 30 + name_len + extra_len)
+    return f.read(min(n, info.compress_size))
+
+
+def _check_byteorder(path: str, f: Any, zf: zipfile.ZipFile) -> None:
+    """First of all: a checkpoint saved big-endian is refused as such (whatever else is wrong)."""
+    for info in zf.infolist():
+        parts = info.filename.split("/")
+        if len(parts) == 2 and parts[1] == "byteorder" and info.compress_type == zipfile.ZIP_STORED:
+            order = _record_bytes(f, info, 16).decode("ascii", "replace").strip("\x00\n ")
+            if order in ("big", "little") and order != sys.byteorder:
+                raise FileFormatError(
+                    f"{path}: saved {order}-endian, not supported: loading it would byte-swap (read) "
+                    f"every tensor on this {sys.byteorder}-endian machine"
+                )
+
+
+def _scan_zip(path: str, f: Any, zf: zipfile.ZipFile) -> tuple[Records, bytes]:
     records: Records = {}
+    pickle = b""
     for info in zf.infolist():
         parts = info.filename.split("/")
         if len(parts) >= 2 and parts[1] in ("constants.pkl", "code"):
             raise UnsafeCheckpointError(_unsafe_reason(path, "TorchScript"))
-        if parts[-1] == "data.pkl" and len(parts) == 2 and info.file_size > MAX_HEADER_BYTES:
-            raise FileFormatError(
-                f"{path}: its pickle claims {info.file_size} bytes, over the "
-                f"{MAX_HEADER_BYTES}-byte limit tensorviz reads"
-            )
-        if parts[-1] == "byteorder" and len(parts) == 2 and info.file_size <= 16:
-            order = zf.read(info).decode("ascii", "replace")
-            if order != sys.byteorder:
+        if parts[-1] == "data.pkl" and len(parts) == 2:
+            if info.file_size > MAX_HEADER_BYTES:
                 raise FileFormatError(
-                    f"{path}: saved {order}-endian; loading would byte-swap (read) "
-                    f"every tensor on this {sys.byteorder}-endian machine"
+                    f"{path}: its pickle claims {info.file_size} bytes, over the "
+                    f"{MAX_HEADER_BYTES}-byte limit tensorviz reads"
                 )
+            if info.file_size >= _SCAN_FROM:
+                pickle = zf.read(info)  # counted before loading (see ckpt_walk.check_pickle_ops)
         if len(parts) == 3 and parts[1] == "data":
             f.seek(info.header_offset + 26)
             name_len, extra_len = struct.unpack("<HH", f.read(4))
             records[info.header_offset + 30 + name_len + extra_len] = ("data/" + parts[2], info.file_size)
-    return records
+    return records, pickle
 
 
 # -- loading, safely -------------------------------------------------------------------------------
-def _torch_load(path: str, keep_storage: Any) -> Any:
+def _torch_load(path: str, source: str, keep_storage: Any) -> Any:
     try:
-        return torch.load(path, weights_only=True, mmap=True, map_location=keep_storage)
+        return torch.load(source, weights_only=True, mmap=True, map_location=keep_storage)
     except Exception as err:  # noqa: BLE001 - torch reports every problem differently
         text = str(err)
         if "Weights only load failed" in text or "TorchScript" in text or "weights_only" in text:
@@ -138,66 +163,12 @@ def _unsafe_reason(path: str, text: str) -> str:
     )
 
 
-# -- walking what was loaded -----------------------------------------------------------------------
-def _walk_checkpoint(path: str, obj: Any) -> tuple[list[tuple[str, torch.Tensor]], dict[str, str], dict[str, str]]:
-    """Tensors (with their path names), other values (as short text), and a top-level summary."""
-    tensors: list[tuple[str, torch.Tensor]] = []
-    values: dict[str, str] = {}
-    per_top: dict[str, int] = {}  # tensors under each top-level key (keys may contain dots)
-    seen: dict[int, str] = {}
-    stack: list[tuple[str, str, Any]] = [("", "", obj)]
-    leaves = 0
-    while stack:
-        name, top, value = stack.pop()
-        leaves += 1
-        if leaves > _MAX_LEAVES:
-            raise FileFormatError(
-                f"{path}: more than {_MAX_LEAVES} values in the checkpoint; "
-                f"refusing to walk it (hostile or not a state dict)"
-            )
-        if isinstance(value, torch.Tensor):
-            tensors.append((name or "tensor", value))
-            per_top[top] = per_top.get(top, 0) + 1
-            continue
-        children = _children(value)
-        if children is None:
-            values[name or "value"] = short(value)
-        elif id(value) in seen:
-            values[name] = f"<same object as {seen[id(value)] or 'the root'}>"
-        else:
-            seen[id(value)] = name
-            stack.extend(reversed([(f"{name}.{k}" if name else str(k), top or str(k), v) for k, v in children]))
-    return tensors, values, _contents(obj, len(tensors), per_top, values)
-
-
-def _children(value: Any) -> list[tuple[Any, Any]] | None:
-    """The items to descend into, or None for a leaf (a number, string, list of numbers...)."""
-    if isinstance(value, Mapping):
-        return list(value.items())
-    if isinstance(value, (list, tuple)) and any(isinstance(v, (torch.Tensor, Mapping, list, tuple)) for v in value):
-        return list(enumerate(value))
-    return None
-
-
-def _contents(obj: Any, n_tensors: int, per_top: dict[str, int], values: dict[str, str]) -> dict[str, str]:
-    """What the top level holds besides tensors: wrappers with their tensor counts, and values."""
-    if not isinstance(obj, Mapping):
-        return {} if isinstance(obj, torch.Tensor) else {"": f"{type(obj).__name__} with {n_tensors} tensors"}
-    out = {}
-    for k, v in obj.items():
-        if isinstance(v, torch.Tensor):
-            continue  # a flat state dict: its tensors are the layout
-        k = str(k)
-        n = per_top.get(k, 0)
-        out[k] = f"{n} tensor{'s' * (n != 1)}" if n else values.get(k) or f"{type(v).__name__} without tensors"
-    return out
-
-
 # -- re-keying to the file's records ---------------------------------------------------------------
 def _torch_views(
     path: str,
     tensors: list[tuple[str, torch.Tensor]],
     values: dict[str, str],
+    n_values: int,
     contents: dict[str, str],
     records: Records,
     saved_on: dict[int, str],
@@ -226,7 +197,7 @@ def _torch_views(
         for v in layout.views
     ]
     notes = {v.name: v.note for v in layout.views if v.note}
-    meta.update(_values_meta(values))
+    meta.update(_values_meta(values, n_values))
     problems = []
     if any(info.device == "meta" for info in infos.values()):
         problems.append(
@@ -304,11 +275,11 @@ def _record_names(tensors: list[torch.Tensor], records: Records) -> dict[int, tu
     return {}
 
 
-def _values_meta(values: dict[str, str]) -> dict[str, Any]:
-    """The first ``_MAX_VALUES`` non-tensor values, and how many more there were."""
+def _values_meta(values: dict[str, str], n_values: int) -> dict[str, Any]:
+    """The first ``MAX_VALUES`` non-tensor values, and how many more there were."""
     if not values:
         return {}
-    meta: dict[str, Any] = {"values": dict(list(values.items())[:_MAX_VALUES])}
-    if len(values) > _MAX_VALUES:
-        meta["values_omitted"] = len(values) - _MAX_VALUES
+    meta: dict[str, Any] = {"values": values}
+    if n_values > MAX_VALUES:
+        meta["values_omitted"] = n_values - MAX_VALUES
     return meta
