@@ -38,13 +38,14 @@ from tensorviz.core.storages import StorageFacts
 from tensorviz.core.sweep import components, ranked, sweep
 from tensorviz.core.table import Table, objects
 from tensorviz.core.table import build as build_table
+from tensorviz.core.textfacts import TextFacts
 
 __all__ = ["Layout", "RELATIONS", "as_layout"]
 
 _NAME = itemgetter(0)
 
 
-class Layout(StorageFacts, GroupFacts):
+class Layout(StorageFacts, GroupFacts, TextFacts):
     """Every named view of a set of tensors, grouped by the storage it reads.
 
     Immutable: all public attributes are tuples of frozen records; derived answers are cached.
@@ -346,30 +347,6 @@ class Layout(StorageFacts, GroupFacts):
     def storage_nbytes(self) -> int:
         """Sum of the storages' sizes: what ``torch.save`` writes."""
         return sum(self._table.nbytes.tolist())
-
-    def to_text(self, by: GroupBy = "storage", max_views: int | None = None, full: bool | None = None) -> str:
-        """A plain-text summary: storages with their views and coverage, shared groups, skips.
-
-        ``full=None`` (what ``print(layout)`` writes) lists everything when that fits in 60
-        lines, else writes a compact summary (totals, ties, shared groups, the largest modules);
-        ``full=True`` always lists every storage and view, ``full=False`` always summarises.
-        ``max_views`` caps the views listed per storage (default 12; all when ``full=True``).
-        """
-        from tensorviz.core import summary
-
-        if full:
-            return summary.layout_text(self, by=by, max_views=len(self) if max_views is None else max_views)
-        text = None if full is False else summary.fits_screen(self, by, 12 if max_views is None else max_views)
-        return text if text is not None else summary.compact_text(self, by=by)
-
-    def tree(self):
-        """The module tree: totals per prefix, bytes counted once (see :mod:`tensorviz.core.tree`)."""
-        from tensorviz.core.tree import model_tree
-
-        return self._cached("tree", lambda: model_tree(self))
-
-    def __str__(self) -> str:
-        return self.to_text()
 
     def __repr__(self) -> str:
         shared = len(self.shared("storage"))
