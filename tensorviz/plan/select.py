@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from tensorviz.core.names import search
+
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
     from tensorviz.plan.model import DiagramOptions
@@ -84,7 +86,7 @@ def _any_view_kept(
     sp = layout.view_spans()
     kept = np.ones(sp.start.size, dtype=bool)
     if rx is not None:
-        kept &= np.fromiter((rx.search(n) is not None for n in layout.names), bool, sp.start.size)
+        kept &= np.fromiter((search(rx, n) for n in layout.names), bool, sp.start.size)
     if opts.only_shared and opts.by != "storage":
         kept &= layout.group_sizes(opts.by)[layout.group_index(opts.by)] >= 2
     if opts.byte_range is not None:
