@@ -95,8 +95,8 @@ def check(obj: nn.Module | dict, doc: dict, rank: int) -> tuple[int, list[str]]:
         if not np.array_equal(got, want):
             bad.append(f"{name}@rank{rank}: view addresses {got.tolist()}, to_local() holds {want.tolist()}")
         storage = doc["storages"][views[pieces[0]]["storage_index"]]
-        shape = ", ".join(map(str, full.shape))
-        if storage["nbytes"] != full.numel() * full.element_size() or f"[{shape}])" not in storage["label"]:
+        shape = "×".join(map(str, full.shape)) or "scalar"
+        if storage["nbytes"] != full.numel() * full.element_size() or not storage["label"].endswith(f" {shape}"):
             bad.append(
                 f"{name}: global tensor {storage['label']}, {storage['nbytes']} bytes vs full_tensor() [{shape}]"
             )

@@ -175,3 +175,16 @@ def test_truncated_file_is_reported(single):
             expected.append(f"{name}: bytes [{place.offset}, {end}) lie past the end of __0_0.distcp (4000 bytes)")
     layout = tv.analyze(single)
     assert len(expected) == 2 and layout.metadata["problems"] == expected
+
+
+def test_dcp_chunks_coloured_by_the_rank_that_saved_them():
+    layout = tv.analyze(os.path.join(worker_run(4), "tp_dcp"))
+    d = tv.diagram(layout, by="rank", max_lanes=100)
+    colour = {bar.names[0]: bar.color for bar in d.bars}
+    assert colour["0.weight[4:8, 0:8]"] == colour["__2_0.distcp:0.weight[4:8, 0:8]"] == colour["2.weight[4:8, 0:8]"]
+    assert colour["0.weight[4:8, 0:8]"] != colour["0.weight[0:4, 0:8]"]
+    assert (
+        len({colour[f"__{r}_0.distcp:0.weight[{a}:{a + 4}, 0:8]"] for r, a in ((0, 0), (1, 8), (2, 4), (3, 12))}) == 4
+    )
+    with pytest.raises(tv.TensorvizError, match="a DCP folder records no mesh"):
+        tv.diagram(layout, by="mesh:dp")

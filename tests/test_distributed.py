@@ -82,7 +82,7 @@ def test_builder_places_fsdp_over_tp_shards_and_keeps_ties():
     # Replicate over tp: ranks 0 and 1 hold the same bytes; Shard over dp: 0 and 2 do not
     assert layout.relation("bias@rank0", "bias@rank1") == "identical"
     assert layout.relation("bias@rank0", "bias@rank2") == "disjoint"
-    labels = ["emb.weight = head.weight (global float32[16, 8])", "bias (global float32[8])"]
+    labels = ["emb.weight = head.weight · global 16×8", "bias · global 8"]
     assert [s.label for s in layout.storages] == labels
     assert len(layout) == 4 * 3  # a view per rank and name; the global tensors are storages
     assert layout.storages[0].device == "global" and layout.storages[0].nbytes == 512
@@ -172,7 +172,7 @@ def test_fsdp_tied_embedding_is_one_global_tensor_with_uneven_shards(world):
         assert views[f"embed.weight@rank{r}"]["storage"] == views[f"head.weight@rank{r}"]["storage"]
     storage = doc["storages"][views["head.weight@rank0"]["storage_index"]]
     assert storage["key"] == ["global", "embed.weight"] and storage["nbytes"] == 11 * 6 * 4
-    assert storage["label"] == "embed.weight = head.weight (global float32[11, 6])"
+    assert storage["label"] == "embed.weight = head.weight · global 11×6"
     rows = {2: [6, 5], 4: [3, 3, 3, 2]}[world]
     assert [views[f"embed.weight@rank{r}"]["shape"][0] for r in range(world)] == rows
     assert [views[f"head.weight@rank{r}"]["start"] for r in range(world)] == [sum(rows[:r]) * 24 for r in range(world)]
@@ -200,3 +200,34 @@ def test_interleaved_and_2d_placements_on_4_ranks():
     assert [views[f"hsdp@rank{r}"]["offset"] for r in range(4)] == [0, 10, 0, 10]
     assert [views[f"strided2d@rank{r}"]["offset"] for r in range(4)] == [0, 6, 3, 9]
     assert views["cols3@rank3"]["shape"] == [2, 0] and views["cols3@rank3"]["nbytes"] == 0
+
+
+# -- "by rank" and "by mesh dimension": storage lanes, bars coloured by shard ---------------------------
+def _tp_layout():
+    w = ("d", ("w",), "float32", 4, (16, 8), 0, (("SS", 0, 2), ("S", 0)))
+    b = ("d", ("b",), "float32", 4, (8,), 0, (("S", 0), ("R",)))
+    return _layout([w, b])
+
+
+@pytest.mark.parametrize(
+    ("by", "key"), [("rank", lambda r: r), ("mesh:dp", lambda r: r // 2), ("mesh:tp", lambda r: r % 2)]
+)
+def test_diagram_colours_shards_by_rank_or_mesh_coordinate(by, key):
+    d = tv.diagram(_tp_layout(), by=by)
+    colours = {bar.names[0]: bar.color for bar in d.bars}
+    assert len(colours) == 8
+    for a, ca in colours.items():
+        for b, cb in colours.items():
+            ra, rb = int(a.split("@rank")[1]), int(b.split("@rank")[1])
+            assert (ca == cb) == (key(ra) == key(rb)), (by, a, b)
+    assert d.by == "storage" and d.options.color_by == by
+    assert [lane.label for lane in d.lanes if lane.kind == "storage"][0].startswith("storage #0 · w · global 16×8")
+
+
+def test_shard_groupings_say_when_they_do_not_apply():
+    with pytest.raises(
+        tv.TensorvizError, match=r"by='mesh:pp': no mesh dimension of that name; this layout has 'mesh:dp', 'mesh:tp'"
+    ):
+        tv.diagram(_tp_layout(), by="mesh:pp")
+    with pytest.raises(tv.TensorvizError, match=r"by='rank' colours the shards .* this layout is not sharded"):
+        tv.diagram({"a": torch.zeros(2)}, by="rank")

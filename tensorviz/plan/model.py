@@ -62,6 +62,7 @@ class DiagramOptions:
     max_lanes: int = 40
     show_unreferenced: bool = True
     expand_simple: bool = False
+    color_by: str = ""  # "rank" or "mesh:<dim>": bars coloured by shard (see tensorviz.plan.ranks)
 
 
 @dataclass(frozen=True)

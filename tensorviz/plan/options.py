@@ -12,6 +12,7 @@ import numpy as np
 
 from tensorviz.core.layout import Layout
 from tensorviz.plan.model import DiagramOptionError, DiagramOptions
+from tensorviz.plan.ranks import SHARD_BYS, shard_grouping
 
 __all__ = ["normalise", "BYS"]
 
@@ -34,8 +35,14 @@ def normalise(
     Raises:
         DiagramOptionError: an option is out of range.
     """
+    color_by = ""
+    if isinstance(by, str) and (by in SHARD_BYS or by.startswith("mesh:")):
+        # Shards keep the storage lanes (one block per global tensor), coloured by rank/coordinate.
+        by, color_by = "storage", shard_grouping(layout, by)
     if by not in BYS:
-        raise DiagramOptionError(f"by must be one of {BYS}, got {by!r}")
+        raise DiagramOptionError(
+            f"by must be one of {BYS}, or {SHARD_BYS[0]!r} / 'mesh:<dim>' for a sharded model, got {by!r}"
+        )
     if names is not None:
         try:
             re.compile(names)
@@ -63,5 +70,13 @@ def normalise(
     if not isinstance(max_lanes, (int, np.integer)) or max_lanes < 3:
         raise DiagramOptionError(f"max_lanes must be an integer >= 3, got {max_lanes!r}")
     return DiagramOptions(
-        by, names, storages, bool(only_shared), byte_range, int(max_lanes), bool(show_unreferenced), bool(expand_simple)
+        by,
+        names,
+        storages,
+        bool(only_shared),
+        byte_range,
+        int(max_lanes),
+        bool(show_unreferenced),
+        bool(expand_simple),
+        color_by,
     )

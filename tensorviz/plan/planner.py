@@ -26,6 +26,7 @@ from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterp
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import assign_colors
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
+from tensorviz.plan.ranks import shard_keys
 from tensorviz.plan.select import Selection, file_indices, select, shared_count
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
@@ -218,6 +219,9 @@ class _Planner:
         bars: list[Bar] = []
         blocks: list[Block] = []
         self._first = self._first_names(sources)
+        if self.opts.color_by:  # by rank / mesh coordinate: a bar takes its shard's key
+            keys = shard_keys(self.layout, self.opts.color_by)
+            self._first = {n: keys.get(n, f) for n, f in self._first.items()}
         self._colors = assign_colors([self._first[p.names[0]] for src in sources for p in src.protos])
         for src, cap in zip(sources, caps):
             blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))

@@ -246,7 +246,7 @@ class _Builder:
             return []
         shape = _ints(getattr(meta, "size", None), self.path, f"{fqn!r}: size")
         key = ("global", fqn)
-        self.rows.labels[key] = f"{fqn} (global {dtype}[{', '.join(map(str, shape))}])"
+        self.rows.labels[key] = f"{fqn} · global {'×'.join(map(str, shape)) or 'scalar'}"
         strides, nbytes = _contiguous(shape), _numel(shape) * itemsize
         out = []
         for c in getattr(meta, "chunks", None) or ():

@@ -298,7 +298,7 @@ class _Builder:
         numel = 1
         for n in shape:
             numel *= n
-        self.rows.labels[key] = f"{' = '.join(names)} (global {dtype}[{', '.join(map(str, shape))}])"
+        self.rows.labels[key] = global_label(names, shape)
         self.globals[key] = (key, "global", numel * itemsize, self.rows.labels[key])
 
     def _shard(
@@ -375,6 +375,11 @@ def _shard_note(placements: tuple, mesh: tuple, coord: tuple, ranges: tuple, pie
             f"{ranges[split[0]]}" + (f", shown as {pieces} views" if pieces > 1 else "")
         )
     return "; ".join(parts)
+
+
+def global_label(names: tuple, shape: tuple) -> str:
+    """A global tensor's storage label: its names and shape, short enough for a lane title."""
+    return f"{' = '.join(names)} · global {'×'.join(map(str, shape)) or 'scalar'}"
 
 
 def _dim_names(mesh: tuple) -> tuple[str, ...]:

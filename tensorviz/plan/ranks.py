@@ -1,0 +1,74 @@
+"""Colour by rank or by mesh coordinate: the "by rank" and "by mesh dimension" diagram groupings.
+
+Pure; reads only ``layout.metadata``. A distributed layout (``tv.analyze(obj, group=...)``)
+lists every shard view's rank and mesh coordinate in ``metadata["shards"]``; a DCP folder names
+the rank that saved each chunk in its file name (``__R_0.distcp``). The diagram then keeps its
+storage lanes (one block per global tensor or file) and gives every bar the colour of its
+rank, or of its coordinate along one mesh dimension (``by="mesh:dp"``: the shards that differ
+only in other dimensions share a colour). Names still carry the rank (``@rankR``), so colour
+never carries the meaning alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tensorviz.core.layout import Layout
+from tensorviz.plan.model import DiagramOptionError
+
+__all__ = ["SHARD_BYS", "shard_grouping", "shard_keys"]
+
+#: Groupings that colour shards (besides ``"mesh:<dimension name>"``).
+SHARD_BYS = ("rank",)
+
+_SAVER = re.compile(r"^__(\d+)_\d+\.distcp$")
+
+
+def shard_grouping(layout: Layout, by: str) -> str:
+    """Check that ``by`` ("rank" or "mesh:<dim>") applies to ``layout``; return it.
+
+    Raises:
+        DiagramOptionError: not a sharded layout, or no mesh dimension of that name.
+    """
+    meta = layout.metadata
+    fmt = meta.get("format")
+    if fmt not in ("distributed", "dcp"):
+        raise DiagramOptionError(
+            f"by={by!r} colours the shards of a sharded model (tv.analyze(obj, group=...)) or of a DCP "
+            f"checkpoint folder; this layout is {fmt or 'not sharded'}: use by='storage', 'span' or 'overlap'"
+        )
+    if by == "rank":
+        return by
+    dims = sorted({d for m in meta.get("meshes", ()) for d in m.get("dim_names", ())})
+    if fmt == "dcp" or by.removeprefix("mesh:") not in dims:
+        have = ", ".join(f"'mesh:{d}'" for d in dims) or "none: a DCP folder records no mesh"
+        raise DiagramOptionError(f"by={by!r}: no mesh dimension of that name; this layout has {have}")
+    return by
+
+
+def shard_keys(layout: Layout, by: str) -> dict[str, str]:
+    """``{view name: colour key}`` ("rank 2", "dp=1") for every view with a rank or coordinate."""
+    meta = layout.metadata
+    if meta.get("format") == "dcp":
+        return _saver_keys(meta)
+    shards = meta.get("shards") or {}
+    if by == "rank":
+        return {name: f"rank {s['rank']}" for name, s in shards.items()}
+    dim = by.removeprefix("mesh:")
+    meshes = meta.get("meshes") or []
+    out = {}
+    for name, s in shards.items():
+        mesh = meshes[s["mesh"]] if s.get("mesh") is not None else None
+        if mesh is not None and dim in mesh["dim_names"]:
+            out[name] = f"{dim}={s['coord'][mesh['dim_names'].index(dim)]}"
+    return out
+
+
+def _saver_keys(meta: dict) -> dict[str, str]:
+    """A DCP chunk's colour key: the rank in its file's name (chunk views and file views)."""
+    out = {}
+    for name, chunk in (meta.get("chunks") or {}).items():
+        m = _SAVER.match(str(chunk.get("file") or ""))
+        if m:
+            out[name] = out[f"{chunk['file']}:{name}"] = f"rank {int(m.group(1))}"
+    return out
