@@ -106,7 +106,17 @@ def save_check(obj: Any, **options: Any):
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------
 def _layout_mimebundle(layout: Layout, include: Any = None, exclude: Any = None) -> dict:
-    return show(layout)._repr_mimebundle_(include=include, exclude=exclude)
+    bundle = show(layout)._repr_mimebundle_(include=include, exclude=exclude)
+    if "text/html" in bundle and any("." in n for n in layout.names):  # a tree deeper than a list
+        bundle["text/html"] += _tree_html(layout.tree(), title=True)
+    return bundle
+
+
+def _tree_html(tree: Any, title: bool = False) -> str:
+    from tensorviz.render.tree_html import tree_html
+
+    html = tree_html(tree)
+    return f"<details open><summary>module tree</summary>{html}</details>" if title else html
 
 
 def _layout_plot(layout: Layout, by: str = "storage", **options: Any):
@@ -126,3 +136,4 @@ hooks.register("layout.mimebundle", _layout_mimebundle)
 hooks.register("layout.plot", _layout_plot)
 hooks.register("layout.save_check", save_check)
 hooks.register("diagram.text", _diagram_text)
+hooks.register("tree.html", _tree_html)

@@ -2,11 +2,13 @@
 
 Prints the text summary (storages, views, shared groups, file metadata); ``--json`` writes the
 layout as JSON with a stable, versioned schema (see :func:`layout_to_json`), ``--png``/``--html``
-write the diagram and ``--save-check`` adds what each saver would do. Bad input exits with
+write the diagram, ``--save-check`` adds what each saver would do, ``--tree [--depth N]`` prints the
+module tree instead (bytes counted once per module) and ``--full`` lists every storage. Bad input exits with
 status 1 and one line on stderr, never a traceback; usage errors exit with 2.
 
     $ tensorviz model.safetensors
     $ tensorviz ckpt.pt --by span --json ties.json --png layout.png
+    $ tensorviz model.safetensors.index.json --tree --depth 3
     $ python -m tensorviz some/model_dir --save-check
 """
 
@@ -146,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-views", type=_count, default=12, metavar="N", help="views listed per storage in the text (default: 12)"
     )
+    p.add_argument("--full", action="store_true", help="list every storage even when the listing is long")
+    p.add_argument("--tree", action="store_true", help="print the module tree (bytes counted once per module) instead")
+    p.add_argument("--depth", type=_count, metavar="N", help="with --tree: levels of the tree shown (default: all)")
     return p
 
 
@@ -181,8 +186,14 @@ def _run(args: argparse.Namespace) -> int:
 
     layout = analyze_path(args.path)
     json_to_stdout = args.json == "-"
-    if not json_to_stdout:
-        print(layout.to_text(by=args.by, max_views=args.max_views))
+    if args.depth is not None and not args.tree:
+        raise ValueError("--depth sets the levels of --tree; add --tree (tensorviz PATH --tree --depth 2)")
+    if json_to_stdout:
+        pass
+    elif args.tree:
+        print(layout.tree().to_text(depth=args.depth))
+    else:
+        print(layout.to_text(by=args.by, max_views=args.max_views, full=args.full or None))
     if args.save_check:
         from tensorviz.savecheck.report import save_check
 

@@ -168,3 +168,43 @@ def test_small_layouts_print_in_full_and_full_true_lists_every_view():
     summary = layout.to_text(full=False)
     assert "names whose bytes are counted under another name: 14" in summary
     assert "  v1 inside v0\n" in summary and "  … 10 more" in summary
+
+
+def test_tree_html_is_escaped_collapsible_and_scriptless():
+    hostile = {"<img src=x onerror=alert(1)>.w": torch.zeros(3), "a.b&c": torch.zeros(2)}
+    layout = tv.analyze(hostile)
+    html_text = layout.tree()._repr_mimebundle_()["text/html"]
+    assert "<img" not in html_text and "&lt;img src=x onerror=alert(1)&gt;" in html_text
+    assert "b&amp;c" in html_text and "<script" not in html_text.lower()
+    assert html_text.count('type="checkbox"') == 3  # the root and the two prefixes can fold
+    bundle = layout._repr_mimebundle_()
+    assert bundle["text/html"].endswith("</details>") and "module tree" in bundle["text/html"]
+    flat = tv.analyze({"w": torch.zeros(2)})._repr_mimebundle_()["text/html"]
+    assert "module tree" not in flat  # a flat list of names has no tree to show
+
+
+def test_tree_html_rows_give_the_numbers_and_marks():
+    from tensorviz.render.tree_html import tree_html
+
+    html_text = tree_html(tv.analyze(TiedLM(vocab=50, dim=16)).tree())
+    assert "3.1 KiB" in html_text and "96.2%" in html_text  # wte: 3200 of 3328 bytes
+    assert "↔ tied to wte.weight (counted there)" in html_text
+    assert 'class="tvt-shared" style="width:96.15%"' in html_text  # lm_head reads wte's bytes
+
+
+def test_cli_tree_and_depth(tmp_path, capsys):
+    from tensorviz.cli import main
+
+    path = tmp_path / "m.safetensors"
+    save_file({"enc.l0.w": torch.zeros(4, 4), "enc.l1.w": torch.zeros(2), "head.w": torch.zeros(3)}, path)
+    assert main([str(path), "--tree", "--depth", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "(model)       84 B 100.0%     21 elements",
+        "├─ enc        72 B  85.7%     18",
+        "└─ head       12 B  14.3%      3",
+    ]
+    assert main([str(path), "--depth", "1"]) == 1
+    assert "--depth sets the levels of --tree; add --tree" in capsys.readouterr().err
+    assert main([str(path), "--tree"]) == 0
+    assert "│  ├─ l0         64 B  76.2%     16" in capsys.readouterr().out

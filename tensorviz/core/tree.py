@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tensorviz.core import footprint as fp
+from tensorviz.core import hooks
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
@@ -129,6 +130,10 @@ class ModelTree:
 
     def __str__(self) -> str:
         return self.to_text(depth=3, max_children=8)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        """Text and a collapsible HTML tree (no JavaScript; see :mod:`tensorviz.render.tree_html`)."""
+        return {"text/plain": str(self), "text/html": hooks.call("tree.html", self)}
 
 
 def model_tree(layout: Layout) -> ModelTree:
