@@ -109,9 +109,14 @@ def scenario(name: str, obj, out: str, rank: int, save: bool = True) -> None:
 
     import tensorviz as tv
     from tensorviz.cli import layout_to_json
+    from tensorviz.sources.distributed import gather
 
     layout = tv.analyze(obj, group=True)
     doc = layout_to_json(layout)
+    record = gather(obj)  # the same exchange again, kept as JSON (rebuilt by the test)
+    if rank == 0:
+        with open(os.path.join(out, f"{name}.exchange.json"), "w") as f:
+            json.dump(record, f)
     n, bad = check(obj, doc, rank)
     with open(os.path.join(out, f"{name}.rank{rank}.json"), "w") as f:
         json.dump({"checked": n, "failures": bad, "layout": doc}, f)

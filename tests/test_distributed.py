@@ -8,14 +8,17 @@ its own shards against ``to_local()`` and ``full_tensor()``.
 from __future__ import annotations
 
 import itertools
+import json
+import os
 
 import pytest
 import torch
-from dist_runs import rank_results
+from dist_runs import rank_results, worker_run
 
 import tensorviz as tv
+from tensorviz.cli import layout_to_json
 from tensorviz.core.errors import TensorvizError
-from tensorviz.sources.distributed import build_layout
+from tensorviz.sources.distributed import build_layout, layout_from_record
 from tensorviz.sources.placements import coordinate, shard_ranges, shard_views
 
 # -- placements: the arithmetic against DTensor's own split (its private helper is the oracle) -------
@@ -158,6 +161,16 @@ def test_every_rank_gets_the_same_layout_and_its_shards_are_true(world, scenario
     meta = results[0]["layout"]["metadata"]
     assert meta["problems"] == [] and meta["world_size"] == world
     assert meta["exchange"]["distinct_descriptions"] == 1
+
+
+@pytest.mark.parametrize(("world", "scenario"), [(2, "fsdp"), (4, "tp")])
+def test_exchange_record_rebuilds_the_same_layout_after_json(world, scenario):
+    with open(os.path.join(worker_run(world), f"{scenario}.exchange.json")) as f:
+        record = json.load(f)
+    rebuilt = layout_to_json(layout_from_record(record))
+    assert rebuilt == rank_results(world, scenario)[0]["layout"]
+    with pytest.raises(TensorvizError, match="not an exchange record"):
+        layout_from_record({"shared": []})
 
 
 def _views(world, scenario):
