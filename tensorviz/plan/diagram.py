@@ -55,6 +55,7 @@ def diagram(
     max_lanes: int = 40,
     show_unreferenced: bool = True,
     expand_simple: bool = False,
+    overview: bool | None = None,
 ) -> Diagram:
     """Plan the bar diagram of a layout.
 
@@ -71,6 +72,10 @@ def diagram(
         show_unreferenced: draw the bytes of each storage that no view reads.
         expand_simple: draw storages whose single view is the whole storage, instead of
             collapsing them into one summary line.
+        overview: plan an overview of every selected storage (``Diagram.overview``: a grid
+            of cells sized by bytes, coloured by how views share each storage). None (the
+            default): when lanes cannot show them all -- from 1,000 storages, or when more
+            storages than ``max_lanes`` leave some out.
 
     Returns:
         An immutable :class:`Diagram`.
@@ -85,7 +90,9 @@ def diagram(
     ['wte ≡ head']
     """
     layout = as_layout(layout_or_obj)
-    opts = normalise(layout, by, names, storages, only_shared, byte_range, max_lanes, show_unreferenced, expand_simple)
+    opts = normalise(
+        layout, by, names, storages, only_shared, byte_range, max_lanes, show_unreferenced, expand_simple, overview
+    )
     return plan(layout, opts)
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from tensorviz.core import hooks
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.units import format_bytes
 from tensorviz.plan.colors import PALETTE, assign_colors, color_for
+
+if TYPE_CHECKING:
+    from tensorviz.plan.overview import Overview
 
 __all__ = [
     "Diagram",
@@ -63,6 +66,7 @@ class DiagramOptions:
     show_unreferenced: bool = True
     expand_simple: bool = False
     color_by: str = ""  # "rank" or "mesh:<dim>": bars coloured by shard (see tensorviz.plan.ranks)
+    overview: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -230,7 +234,10 @@ class BarColumns(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class Diagram:
-    """What to draw: blocks of lanes of bars, plus header, summary and byte range. Immutable."""
+    """What to draw: blocks of lanes of bars, plus header, summary and byte range. Immutable.
+
+    ``overview`` (a :class:`~tensorviz.plan.overview.Overview`, or None) shows every storage
+    selected, when the lanes cannot (see the ``overview`` option of :func:`diagram`)."""
 
     by: str
     options: DiagramOptions
@@ -241,6 +248,7 @@ class Diagram:
     header: Header
     byte_range: tuple[int, int] | None
     hidden_storages: int = 0
+    overview: Overview | None = None
 
     @cached_property
     def x_range(self) -> tuple[int, int]:

@@ -29,6 +29,7 @@ def normalise(
     max_lanes: int,
     show_unreferenced: bool,
     expand_simple: bool,
+    overview: bool | None = None,
 ) -> DiagramOptions:
     """The checked, normalised options (storage indices as a tuple of ints, ...).
 
@@ -52,7 +53,7 @@ def normalise(
                 f"escape special characters with re.escape(...)"
             ) from None
     if storages is not None:
-        n = len(layout.storages)
+        n = len(layout.storage_stats().nbytes)
         bad = [i for i in storages if not isinstance(i, (int, np.integer)) or not 0 <= i < n]
         if bad:
             raise DiagramOptionError(
@@ -69,6 +70,8 @@ def normalise(
         byte_range = (lo, hi)
     if not isinstance(max_lanes, (int, np.integer)) or max_lanes < 3:
         raise DiagramOptionError(f"max_lanes must be an integer >= 3, got {max_lanes!r}")
+    if overview is not None and not isinstance(overview, (bool, np.bool_)):
+        raise DiagramOptionError(f"overview must be True, False or None (automatic), got {overview!r}")
     return DiagramOptions(
         by,
         names,
@@ -79,4 +82,5 @@ def normalise(
         bool(show_unreferenced),
         bool(expand_simple),
         color_by,
+        None if overview is None else bool(overview),
     )

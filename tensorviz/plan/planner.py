@@ -26,6 +26,7 @@ from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterp
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import assign_colors
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
+from tensorviz.plan.overview import AUTO_STORAGES, Overview, overview
 from tensorviz.plan.ranks import shard_keys
 from tensorviz.plan.select import Selection, file_indices, select, shared_count
 
@@ -130,7 +131,15 @@ class _Planner:
             sources = [
                 self._source(self.layout.storage(s), self.layout.storage_views(s)) for s in order[:shown].tolist()
             ]
-        return self._emit(sources[:shown], caps, collapsed, hidden=len(order) - shown)
+        hidden = len(order) - shown
+        ov = overview(self.layout, sel.order) if self._wants_overview(len(sel.order), hidden) else None
+        return self._emit(sources[:shown], caps, collapsed, hidden, ov)
+
+    def _wants_overview(self, selected: int, hidden: int) -> bool:
+        """As asked, else when lanes leave storages out or there are thousands of them."""
+        if self.opts.overview is not None:
+            return self.opts.overview
+        return hidden > 0 or selected >= AUTO_STORAGES
 
     def _needs(self, order: np.ndarray, interesting: np.ndarray | bool) -> list[int] | None:
         """Lanes the leading storages ask for, from counts alone (see :func:`_need`): a row per
@@ -214,7 +223,9 @@ class _Planner:
         return sel.order[sel.interesting], summary
 
     # -- step 5: emit ---------------------------------------------------------------------
-    def _emit(self, sources: list[_Source], caps: list[int], collapsed: Summary | None, hidden: int) -> Diagram:
+    def _emit(
+        self, sources: list[_Source], caps: list[int], collapsed: Summary | None, hidden: int, ov: Overview | None
+    ) -> Diagram:
         lanes: list[Lane] = []
         bars: list[Bar] = []
         blocks: list[Block] = []
@@ -226,9 +237,9 @@ class _Planner:
         for src, cap in zip(sources, caps):
             blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))
         if hidden:
-            lanes.append(
-                Lane(f"… {hidden:,} more storage{'s' * (hidden != 1)}", "more-storages", -1, -1, 0, hidden=hidden)
-            )
+            where = " (all in the overview)" if ov is not None else ""
+            text = f"… {hidden:,} more storage{'s' * (hidden != 1)}{where}"
+            lanes.append(Lane(text, "more-storages", -1, -1, 0, hidden=hidden))
         if collapsed is not None:
             lanes.append(Lane(collapsed.text, "summary", -1, -1, collapsed.nbytes, hidden=collapsed.count))
         return Diagram(
@@ -241,6 +252,7 @@ class _Planner:
             self._header(),
             self.opts.byte_range,
             hidden,
+            ov,
         )
 
     def _header(self) -> Header:

@@ -33,6 +33,7 @@ import numpy as np
 
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
 from tensorviz.render._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
+from tensorviz.render._mpl_overview import draw_overview, overview_inches
 from tensorviz.render._mpl_text import (
     LABEL_BUDGET,
     LANE_CHARS,
@@ -88,6 +89,8 @@ def figure_size(d: Diagram, width: float | None = None) -> tuple[float, float, f
     plot_h = float(np.clip(n * _INCH_PER_LANE, 0.62, _MAX_PLOT_INCHES))
     left = _left_margin(d, plot_h, width)[0]
     bottom = 0.95 if legend_entries(d) else 0.62
+    if d.overview is not None:  # the overview panel goes under the lanes
+        bottom += overview_inches(d.overview, width or 10.0)
     return (width or 10.0), plot_h + bottom + _TOP, left, bottom
 
 
@@ -152,6 +155,8 @@ def render(
             fig.set_size_inches(w, h, forward=True)
         ax = fig.add_axes((left / w, bottom / h, 1 - (left + 0.3) / w, 1 - (bottom + _TOP) / h))
         ax.tensorviz_label_chars = _left_margin(diagram, h - bottom - _TOP, width)[1]
+        if diagram.overview is not None:
+            draw_overview(diagram.overview, fig, 0.0, overview_inches(diagram.overview, w))
     fig = ax.figure
     _draw(diagram, ax)
     literal_texts(fig)  # names are data, never mathtext

@@ -83,6 +83,8 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
     for lane in d.lanes:
         if lane.block < 0:
             lines.append(lane.label)
+    if d.overview is not None:
+        lines.append(d.overview.text)
     return "\n".join(lines)
 
 
