@@ -13,7 +13,7 @@ shared ones are labelled. Renderers draw it from these columns (see
 >>> import torch, tensorviz as tv
 >>> w = torch.zeros(64)
 >>> ov = tv.diagram({"w": w, "tied": w, "x": torch.zeros(8)}, overview=True).overview
->>> [KINDS[k] for k in ov.kind], ov.cells.sum() == ov.cells_total
+>>> [KINDS[k] for k in ov.kind], int(ov.cells.sum()) == ov.cells_total
 (['tied', 'simple'], True)
 """
 

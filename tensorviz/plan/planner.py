@@ -28,7 +28,7 @@ from tensorviz.plan.colors import assign_colors
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
 from tensorviz.plan.overview import AUTO_STORAGES, Overview, overview
 from tensorviz.plan.ranks import shard_keys
-from tensorviz.plan.select import Selection, file_indices, select, shared_count
+from tensorviz.plan.select import Selection, file_headers, file_indices, select, shared_count, storage_reasons
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
 
@@ -36,38 +36,6 @@ __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
 def plan(layout: Layout, opts: DiagramOptions) -> Diagram:
     """Plan the diagram of ``layout`` (options already checked by ``diagram()``)."""
     return _Planner(layout, opts).plan()
-
-
-def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: bool = False) -> tuple[str, ...]:
-    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous.
-
-    A ``whole_file`` (a safetensors file, every tensor of it on the one storage) is not
-    "shared" for holding several tensors; "overlapping" says when two of them share bytes.
-    """
-    if not views:
-        return ("partial",) if storage.nbytes else ()
-    reasons = []
-    if len(views) > 1 and not whole_file:
-        reasons.append("shared")
-    if storage.unreferenced_nbytes and storage.nbytes:
-        reasons.append("partial")
-    if len(views) > 1 and sum(v.footprint_nbytes for v in views) > storage.covered_nbytes:
-        reasons.append("overlapping")
-    if any(not v.is_contiguous for v in views):
-        reasons.append("non-contiguous")
-    return tuple(reasons)
-
-
-def file_headers(layout: Layout) -> dict[tuple, tuple[int, int]]:
-    """``{storage key: (0, 8 + header length)}`` for the safetensors files of a layout."""
-    spans = layout.metadata.get("header")
-    if not isinstance(spans, dict):
-        return {}
-    return {
-        ("file", path): (int(ab[0]), int(ab[1]))
-        for path, ab in spans.items()
-        if isinstance(ab, (tuple, list)) and len(ab) == 2
-    }
 
 
 _NFIELDS: dict[type, int] = {}

@@ -18,16 +18,51 @@ import numpy as np
 from tensorviz.core.names import search
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from tensorviz.core.layout import Layout
+    from tensorviz.core.records import Storage, TensorView
     from tensorviz.plan.model import DiagramOptions
 
-__all__ = ["Selection", "select", "interesting", "shared_count", "file_indices"]
+__all__ = ["Selection", "select", "interesting", "shared_count", "file_indices", "file_headers", "storage_reasons"]
+
+
+def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: bool = False) -> tuple[str, ...]:
+    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous.
+
+    A ``whole_file`` (a safetensors file, every tensor of it on the one storage) is not
+    "shared" for holding several tensors; "overlapping" says when two of them share bytes.
+    """
+    if not views:
+        return ("partial",) if storage.nbytes else ()
+    reasons = []
+    if len(views) > 1 and not whole_file:
+        reasons.append("shared")
+    if storage.unreferenced_nbytes and storage.nbytes:
+        reasons.append("partial")
+    if len(views) > 1 and sum(v.footprint_nbytes for v in views) > storage.covered_nbytes:
+        reasons.append("overlapping")
+    if any(not v.is_contiguous for v in views):
+        reasons.append("non-contiguous")
+    return tuple(reasons)
+
+
+def file_headers(layout: Layout) -> dict[tuple, tuple[int, int]]:
+    """``{storage key: (0, 8 + header length)}`` for the safetensors files of a layout."""
+    spans = layout.metadata.get("header")
+    if not isinstance(spans, dict):
+        return {}
+    return {
+        ("file", path): (int(ab[0]), int(ab[1]))
+        for path, ab in spans.items()
+        if isinstance(ab, (tuple, list)) and len(ab) == 2
+    }
 
 
 class Selection(NamedTuple):
     """The storages to draw: ``order`` (storage indices, interesting ones first, then larger,
     then by index) and ``interesting`` (per entry of ``order``: it has a reason to be drawn,
-    see :func:`tensorviz.plan.planner.storage_reasons`)."""
+    see :func:`storage_reasons`)."""
 
     order: np.ndarray
     interesting: np.ndarray
@@ -45,7 +80,7 @@ def file_indices(layout: Layout, keys: frozenset) -> np.ndarray:
 
 
 def interesting(layout: Layout, whole_file: np.ndarray) -> np.ndarray:
-    """Per storage: :func:`~tensorviz.plan.planner.storage_reasons` is not empty (vectorised)."""
+    """Per storage: :func:`storage_reasons` is not empty (vectorised)."""
     st = layout.storage_stats()
     many = st.views > 1
     partial = (st.nbytes - st.covered > 0) & (st.nbytes > 0)
