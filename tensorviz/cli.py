@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
+from tensorviz.core.names import terminal, unicode_safe
 
-__all__ = ["main", "build_parser", "layout_to_json", "JSON_SCHEMA", "JSON_SCHEMA_VERSION"]
+__all__ = ["main", "build_parser", "layout_to_json", "json_text", "JSON_SCHEMA", "JSON_SCHEMA_VERSION"]
 
 JSON_SCHEMA = "tensorviz.layout"
 JSON_SCHEMA_VERSION = 1
@@ -119,6 +122,35 @@ def _plain(x: Any) -> Any:
     return str(x)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def json_text(doc: Any) -> str:
+    """Strict JSON text of ``doc`` (RFC 8259, ASCII): a float that is not finite is written as
+    a string (``"nan"``, ``"inf"``), never ``NaN``/``Infinity``, and a lone surrogate in a
+    name as U+FFFD (strict parsers refuse its escape).
+    """
+    try:
+        text = json.dumps(doc, indent=1, allow_nan=False)
+    except ValueError:  # a NaN or an infinity
+        text = None
+    if text is None or _SURROGATE_ESCAPE.search(text):
+        text = json.dumps(_strict(doc), indent=1, allow_nan=False)
+    return text
+
+
+def _strict(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {unicode_safe(str(k)): _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, str):
+        return unicode_safe(x)
+    return x
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     p = argparse.ArgumentParser(
@@ -175,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
-        print(f"tensorviz: error: {_one_line(err)}", file=sys.stderr)
+        print(f"tensorviz: error: {terminal(_one_line(err))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -200,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
         report = save_check(layout).to_text()
         print(report, file=sys.stderr if json_to_stdout else sys.stdout)
     if args.json:
-        text = json.dumps(layout_to_json(layout), indent=1)
+        text = json_text(layout_to_json(layout))
         if json_to_stdout:
             print(text)
         else:
@@ -213,14 +245,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.html:
         from tensorviz.render.show import show
 
-        _write(args.html, show(layout, by=args.by).to_html().encode())
+        _write(args.html, unicode_safe(show(layout, by=args.by).to_html()).encode())
     return 0
 
 
 def _write(path: str, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
-    print(f"wrote {path} ({len(data)} bytes)", file=sys.stderr)
+    print(f"wrote {terminal(path)} ({len(data)} bytes)", file=sys.stderr)
 
 
 _EXTRAS = {"matplotlib": "plot", "PIL": "plot", "ipywidgets": "widgets", "safetensors": "files"}

@@ -76,15 +76,15 @@ def test_diagram_filter_uses_the_bounded_search():
     assert sorted(n for b in d.bars for n in b.names) == ["attn.weight"]
 
 
-MATH_NAMES = ["$\\undefined$", "$\\frac{a}{b}$", "price $5 and $6", "lone\ud800"]
+MATH_NAMES = ["$\\undefined$", "$\\frac{a}{b}$", "price $5 and $6", "lone\ud800", "esc\x1b[2J\u202e"]
 
 
 def test_math_and_surrogate_names_are_drawn_literally():
-    w = torch.zeros(16)
+    w = torch.zeros(20)
     layout = tv.analyze({n: w[i : i + 4] for i, n in enumerate(MATH_NAMES)})
     fig = render(diagram(layout, expand_simple=True))
     drawn = texts(fig, "lane-label") + texts(fig, "bar-label")
-    assert "$\\frac{a}{b}$" in drawn and "lone\ufffd" in drawn
+    assert "$\\frac{a}{b}$" in drawn and "lone\\ud800" in drawn and "esc\\x1b[2J\\u202e" in drawn
     assert all(not t.get_parse_math() for t in fig.findobj(lambda a: hasattr(a, "get_parse_math")))
     png = png_bytes(fig)  # drawing must not raise (mathtext would, on \undefined)
     assert png[:4] == b"\x89PNG"
@@ -96,3 +96,69 @@ def test_explain_panel_draws_names_literally():
     shown = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_parse_math"))]
     assert "$\\undefined$" in shown and "$x^2$" in shown
     assert png_bytes(fig)[:4] == b"\x89PNG"
+
+
+def test_drawable_keeps_newlines_and_escapes_the_rest():
+    assert names.drawable("a\nb\x1b") == "a\nb\\x1b"
+    plain = "plain"
+    assert names.drawable(plain) is plain
+
+
+# -- the command line -------------------------------------------------------------------------
+SPOOF = {
+    "evil\x1b[2J\x1b]0;pwned\x07": "evil\\x1b[2J\\x1b]0;pwned\\x07",
+    "a\nstorage #9 fake 1 GiB": "a\\nstorage #9 fake 1 GiB",
+    "bidi\u202eexe.txt": "bidi\\u202eexe.txt",
+    "zw\u200bx": "zw\\u200bx",
+}
+
+
+def _spoof_file(tmp_path):
+    import json
+    import struct
+
+    header = {n: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]} for i, n in enumerate(SPOOF)}
+    raw = json.dumps(header).encode()
+    path = tmp_path / "names.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(4 * len(SPOOF)))
+    return path
+
+
+def test_cli_text_escapes_control_characters_visibly(tmp_path, capsys):
+    from tensorviz.cli import main
+
+    assert main([str(_spoof_file(tmp_path)), "--save-check"]) == 0
+    out = capsys.readouterr().out
+    assert all(ch.isprintable() or ch == "\n" for ch in out)
+    lines = out.splitlines()
+    for shown in SPOOF.values():
+        assert sum(shown in line for line in lines) >= 1
+    assert not any(line.startswith("storage #9") for line in lines)  # no forged line
+
+
+def test_cli_error_message_is_escaped(tmp_path, capsys):
+    from tensorviz.cli import main
+
+    path = tmp_path / "e\x1b[31m.safetensors"
+    path.write_bytes(b"")
+    assert main([str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "e\\x1b[31m.safetensors: the file is empty" in err and "\x1b" not in err
+
+
+def test_cli_json_is_strict_and_surrogates_are_replaced(tmp_path, capsys):
+    import json
+
+    from tensorviz.cli import json_text, main
+
+    path = tmp_path / "sur.pt"
+    torch.save({"sur\ud800": torch.zeros(2)}, path)
+    assert main([str(path), "--json", "-", "--png", str(tmp_path / "s.png"), "--html", str(tmp_path / "s.html")]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
+    assert [v["name"] for v in doc["views"]] == ["sur\ufffd"]
+    assert "\\ud800" not in out
+    assert "sur\ufffd" in (tmp_path / "s.html").read_text("utf-8")
+    assert json_text({"x": float("nan"), "y": [float("inf"), -float("inf")], "n": 1.5}) == (
+        '{\n "x": "nan",\n "y": [\n  "inf",\n  "-inf"\n ],\n "n": 1.5\n}'
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["terminal", "unicode_safe", "elide", "FILTER_CAP", "filter_text", "search"]
+__all__ = ["terminal", "drawable", "unicode_safe", "elide", "FILTER_CAP", "filter_text", "search"]
 
 # C0 and C1 controls, DEL; bidi embeddings/overrides/isolates and marks; zero-width characters,
 # word joiner, BOM; line and paragraph separators; lone surrogates.
@@ -36,6 +36,14 @@ def terminal(text: str) -> str:
     'w\\\\x1b[31m\\\\nStorage #9'
     """
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def drawable(text: str) -> str:
+    """Like :func:`terminal`, but newlines stay (a drawn text may have several lines): for
+    pictures, where a control character has no glyph and a bidi override would reorder."""
+    if not _UNSAFE.search(text):
+        return text
+    return "\n".join(terminal(line) for line in text.split("\n"))
 
 
 def unicode_safe(text: str) -> str:

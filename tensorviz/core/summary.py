@@ -107,7 +107,7 @@ def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str
         for sk in layout.skipped:
             lines.append(f"  {sk.name}: {sk.reason}")
     lines.extend(metadata_lines(layout.metadata))
-    return "\n".join(lines)
+    return "\n".join(map(terminal, lines))  # a name is data: it can neither end a line nor restyle one
 
 
 def header_lines(layout: Layout) -> list[str]:
@@ -223,7 +223,7 @@ def compact_text(layout: Layout, by: str = "storage") -> str:
     budget = SCREEN_LINES - len(lines) - len(tail) - 1
     lines.append("largest modules (bytes counted once; % of unique bytes):")
     lines += ["  " + line for line in _fitting_tree(tree, tree_lines, budget)]
-    return "\n".join(lines + tail)
+    return "\n".join(map(terminal, lines + tail))
 
 
 def _fitting_tree(tree, tree_lines, budget: int) -> list[str]:

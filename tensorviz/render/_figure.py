@@ -40,17 +40,19 @@ class TensorvizFigure(Figure):
 
 def literal_texts(fig: Figure) -> Figure:
     """Make every text of ``fig`` literal: names are data, so ``$\\frac{a}{b}$`` is drawn as
-    typed, not as mathtext (``$\\undefined$`` would raise when drawn), and a lone surrogate
-    is drawn as U+FFFD. Call it once the texts exist, before drawing; returns ``fig``."""
+    typed, not as mathtext (``$\\undefined$`` would raise when drawn), and control, bidi and
+    zero-width characters and lone surrogates are drawn as visible escapes (``\\x1b``,
+    ``\\u202e``). Call it once the texts exist, before drawing; returns ``fig``."""
     from matplotlib.text import Text
 
-    from tensorviz.core.names import unicode_safe
+    from tensorviz.core.names import drawable
 
     for text in fig.findobj(Text):
         text.set_parse_math(False)
         raw = text.get_text()
-        if unicode_safe(raw) is not raw:
-            text.set_text(unicode_safe(raw))
+        shown = drawable(raw)
+        if shown is not raw:
+            text.set_text(shown)
     return fig
 
 

@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.html import report_html
 from tensorviz.savecheck.outcomes import renames
@@ -106,7 +107,7 @@ def report_text(report: SaveReport, fixes: bool = True) -> str:
         lines += _ties_text(report.ties)
     lines.append("")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in report.versions))
-    return "\n".join(lines)
+    return "\n".join(map(terminal, lines))  # names are data: no control character reaches a terminal
 
 
 def _ties_text(ties) -> list[str]:
