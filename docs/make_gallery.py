@@ -17,6 +17,7 @@ from tensorviz.render.mpl import png_bytes, to_png
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from bench_render import many_storages  # noqa: E402  (the same 5,000 storages the bench times)
+from bench_scale import flat_buffers, many_small  # noqa: E402  (the shapes of the scale curve)
 
 HERE = Path(__file__).resolve().parent
 
@@ -124,9 +125,19 @@ def diagrams(out: Path) -> None:
     write(out, "flat_5000_views.png", to_png(tv.diagram(flat, by="overlap")))
     write(out, "flat_5000_views_zoom.png", to_png(tv.diagram(flat, by="overlap", byte_range=(0, 16384))))
     write(out, "storages_5000.png", to_png(tv.diagram(many_storages())))
+    overviews(out)
     write(out, "overlap_interleaved.png", to_png(tv.diagram(interleaved_qkv(), by="overlap")))
     with tempfile.TemporaryDirectory() as tmp:
         write(out, "safetensors_file.png", to_png(tv.diagram(tv.analyze(safetensors_file(Path(tmp))))))
+
+
+def overviews(out: Path) -> None:
+    """Pictures at the scale of large checkpoints: lanes for the first storages, and under
+    them the overview of every storage (cells sized by bytes, coloured by sharing)."""
+    big = tv.analyze(many_small(100_000))
+    write(out, "overview_100k.png", to_png(tv.diagram(big)))
+    write(out, "overview_100k_narrow.png", to_png(tv.diagram(big, max_lanes=12), width=6))
+    write(out, "overview_flat_64k.png", to_png(tv.diagram(flat_buffers(64_000), max_lanes=16)))
 
 
 def panels(out: Path) -> None:

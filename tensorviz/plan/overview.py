@@ -137,7 +137,7 @@ def _cells(nbytes: np.ndarray) -> np.ndarray:
     """One cell per storage, plus a share of ``extra`` cells in proportion to its bytes (so a
     storage ten times larger looks larger; the smallest still has its cell)."""
     n = nbytes.size
-    extra = min(max(4 * n, 8000), max(1_200_000 - n, 0))
+    extra = min(max(n, 8000), max(1_200_000 - n, 0))
     total = int(nbytes.sum())
     if not total:
         return np.ones(n, dtype=np.int64)

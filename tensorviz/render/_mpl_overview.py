@@ -33,7 +33,7 @@ KIND_COLORS = {
 }
 UNREFERENCED = ("#e6e6e6", "#cfcfcf")
 _MARGIN = 0.3  # inches left and right of the grid
-_TITLE = 0.5  # inches above the grid (gap to the lanes' legend, then the title)
+_TITLE = 0.62  # inches above the grid (gap to the lanes' legend, then the title)
 _LABEL_ROW = 0.17  # inches per line of the label list
 _DPI = 100
 
@@ -114,10 +114,10 @@ def _title(ov: Overview, ax: Axes) -> None:
         f"every storage, in order: {n:,} storage{'s' * (n != 1)}, cells sized by bytes",
         loc="left",
         fontsize=8.5,
-        pad=8,
+        pad=17,
     )
     title.set_gid("overview-title")
-    ax.legend(handles=handles, loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=len(handles), fontsize=7,
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=len(handles), fontsize=7,
               frameon=False, handlelength=1.2, borderaxespad=0.1, columnspacing=1.0)  # fmt: skip
 
 
