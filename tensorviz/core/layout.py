@@ -162,7 +162,7 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
 
     @property
     def _nstores(self) -> int:
-        return len(self._table.keys)
+        return len(self._table.nbytes)
 
     # -- basic access -------------------------------------------------------------------
     @property
@@ -185,7 +185,7 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
             t = self._table
             s = int(t.sidx[i])
             v = records[i] = view_record(
-                self._rows[i], t.keys[s], t.devices[s], t.geos[t.gid[i]], int(t.start[i]), self._raw.notes.get(i, "")
+                self._rows[i], t.key(s), t.devices[s], t.geos[t.gid[i]], int(t.start[i]), self._raw.notes.get(i, "")
             )
         return v
 

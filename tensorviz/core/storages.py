@@ -196,5 +196,5 @@ def _storage_record(layout, s: int) -> Storage:
     whole = t.dense[members] & (t.start[members] == 0) & (t.stop[members] == nbytes) & (t.stop[members] > 0)
     complete = names if whole.all() and names else tuple(layout._names_array[members[whole]].tolist())
     covered = int(layout._sweep().covered[s])
-    values = (t.keys[s], s, t.devices[s], nbytes, names, covered, nbytes - covered, complete, t.labels[s])
+    values = (t.key(s), s, t.devices[s], nbytes, names, covered, nbytes - covered, complete, t.labels[s])
     return record(Storage, (*values, bool(t.exact[members].all())))

@@ -31,6 +31,8 @@ class Table:
     ``itemsize``, ``start``/``stop`` (span in bytes), ``gid`` (index into ``geos``), ``dense``
     (footprint == span, exact), ``exact``. Per storage (in order of first appearance, then the
     storages no view reads): ``keys``, ``devices``, ``labels`` (lists) and ``nbytes`` (numpy).
+    ``keys`` are made on first use from each storage's token and device: a picture or the
+    overlap groups of 1M storages need no key tuple (64 bytes each).
     """
 
     __slots__ = (
@@ -43,7 +45,8 @@ class Table:
         "geos",
         "dense",
         "exact",
-        "keys",
+        "tokens",
+        "_keys",
         "devices",
         "labels",
         "nbytes",
@@ -52,6 +55,20 @@ class Table:
     def __init__(self, **columns: object) -> None:
         for name, value in columns.items():
             setattr(self, name, value)
+
+    @property
+    def keys(self) -> list:
+        """Storage keys: ``(device, token)``, or the token itself when it is a key tuple."""
+        if self._keys is None:
+            self._keys = _keys(self.devices, self.tokens)
+        return self._keys
+
+    def key(self, s: int) -> tuple:
+        """The key of storage ``s`` alone (without making every key)."""
+        if self._keys is not None:
+            return self._keys[s]
+        token = self.tokens[s]
+        return token if type(token) is tuple else (self.devices[s], token)
 
     def geometry(self, i: int) -> fp.Geometry:
         """The Geometry of view ``i``."""
@@ -74,7 +91,7 @@ def build(
     n = len(rows)
     tokens = list(map(_TOKEN, rows))
     sidx, firsts = _first_ranks(tokens)
-    keys, devices, nbytes = _stores([rows[i] for i in firsts], labels)
+    tokens, devices, nbytes = _stores([rows[i] for i in firsts])
     gid, geos = _geometries(rows, geometries, make)
     offset = np.fromiter(map(_OFFSET, rows), np.int64, n)
     itemsize = np.fromiter(map(_ITEMSIZE, map(_DTYPE, rows)), np.int64, n)
@@ -82,9 +99,9 @@ def build(
     reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
     dense = np.fromiter((g.dense for g in geos), bool, len(geos))
     exact = np.fromiter((g.exact for g in geos), bool, len(geos))
-    keys += [e[0] for e in extra]
+    tokens += [e[0] for e in extra]  # a key tuple stands for itself
     devices += [e[1] for e in extra]
-    return Table(
+    table = Table(
         sidx=sidx,
         offset=offset,
         itemsize=itemsize,
@@ -94,11 +111,14 @@ def build(
         geos=geos,
         dense=dense[gid],
         exact=exact[gid],
-        keys=keys,
+        tokens=tokens,
+        _keys=None,
         devices=devices,
-        labels=[labels.get(k, "") for k in keys] if labels else [""] * len(keys),
+        labels=None,
         nbytes=np.concatenate((nbytes, np.array([e[2] for e in extra], dtype=np.int64))) if extra else nbytes,
     )
+    table.labels = [labels.get(k, "") for k in table.keys] if labels else [""] * len(tokens)
+    return table
 
 
 def _first_ranks(tokens: list) -> tuple[np.ndarray, list[int]]:
@@ -133,20 +153,22 @@ def _first_seen(keys: Iterable, n: int) -> tuple[np.ndarray, list[int], list]:
     return np.searchsorted(rows, at), rows.tolist(), list(first)
 
 
-def _stores(firsts: list[tuple], labels: dict) -> tuple[list, list[str], np.ndarray]:
-    """Key, device name and size of each storage, from the first row that reads it."""
+def _stores(firsts: list[tuple]) -> tuple[list, list[str], np.ndarray]:
+    """Token, device name and size of each storage, from the first row that reads it."""
     devs = list(map(_DEVICE, firsts))
     if devs and devs.count(devs[0]) == len(devs):  # the usual case: one device
         devices = [str(devs[0])] * len(devs)
     else:
         names = {d: str(d) for d in set(devs)}
         devices = list(map(names.__getitem__, devs))
-    tokens = list(map(_TOKEN, firsts))
+    return list(map(_TOKEN, firsts)), devices, np.fromiter(map(_NBYTES, firsts), np.int64, len(firsts))
+
+
+def _keys(devices: list[str], tokens: list) -> list:
+    """Storage keys: ``(device, storage id)``; a token that is a tuple is the key itself."""
     if tuple not in set(map(type, tokens)):
-        keys = list(zip(devices, tokens))
-    else:
-        keys = [t if type(t) is tuple else (d, t) for d, t in zip(devices, tokens)]
-    return keys, devices, np.fromiter(map(_NBYTES, firsts), np.int64, len(firsts))
+        return list(zip(devices, tokens))
+    return [t if type(t) is tuple else (d, t) for d, t in zip(devices, tokens)]
 
 
 def _geometries(rows: Sequence[tuple], cache: dict, make) -> tuple[np.ndarray, list[fp.Geometry]]:
