@@ -256,23 +256,30 @@ def _record_names(tensors: list[torch.Tensor], records: Records) -> dict[int, tu
     """{storage id: (record name, record size, file offset)} by matching addresses to record offsets.
 
     Every storage of an mmap-loaded checkpoint is a slice of one mapping of the whole file, so
-    ``data_ptr - file_offset`` is the same base for all of them; we find that base and check it.
+    ``data_ptr - file_offset`` is the same base for all of them; we find that base and check it:
+    every storage must land on a record that holds it (a record no walked tensor uses, say a
+    tensor used as a dict key, must not shift the match).
     """
-    ptrs: dict[int, int] = {}
+    ptrs: dict[int, tuple[int, int]] = {}
     for t in tensors:
         if t.device.type == "cpu":
             st = t.untyped_storage()
             if st.nbytes():
-                ptrs[torch._C._storage_id(t)] = st.data_ptr()
+                ptrs[torch._C._storage_id(t)] = (st.data_ptr(), st.nbytes())
     if not ptrs or not records:
         return {}
     offsets = sorted(records)
-    lowest = min(ptrs.values())
-    for off in offsets[:4]:
-        base = lowest - off
-        if all((p - base) in records for p in ptrs.values()):
-            return {sid: (*records[p - base], p - base) for sid, p in ptrs.items()}
+    lowest = min(p for p, _ in ptrs.values())
+    for exact in (True, False):
+        for off in offsets[:8]:
+            base = lowest - off
+            if all(_holds(records.get(p - base), n, exact) for p, n in ptrs.values()):
+                return {sid: (*records[p - base], p - base) for sid, (p, _) in ptrs.items()}
     return {}
+
+
+def _holds(record: tuple[str, int] | None, nbytes: int, exact: bool) -> bool:
+    return record is not None and (record[1] == nbytes if exact else True)
 
 
 def _values_meta(values: dict[str, str], n_values: int) -> dict[str, Any]:

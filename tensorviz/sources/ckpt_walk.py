@@ -163,6 +163,7 @@ class _Walk:
         self.top_values: dict[str, str] = {}
         self.seen: dict[int, str | None] = {}  # id -> name, kept for the first containers only
         self.leaves = 0
+        self.elided: set[str] = set()  # elided tensor names given so far
 
     def visit(self, name: str, top: str, value: Any, depth: int) -> Iterator[tuple[Any, Any]] | None:
         """Record ``value``; returns its children to walk, if any."""
@@ -170,7 +171,7 @@ class _Walk:
         if self.leaves > MAX_LEAVES:
             raise TooLargeError(f"{self.path}: more than {MAX_LEAVES:,} values in the checkpoint; refusing to walk it")
         if isinstance(value, torch.Tensor):
-            name = name or "tensor"
+            name = self._unique(name or "tensor")
             _check_tensor(self.path, name, value)
             self.tensors.append((name, value))
             if len(self.tensors) > MAX_VIEWS:
@@ -192,6 +193,15 @@ class _Walk:
             return None
         self.seen[id(value)] = name if len(self.seen) < _NAMED_CONTAINERS else None
         return children
+
+    def _unique(self, name: str) -> str:
+        """An elided name made unique: two long paths may share their start and end."""
+        if len(name) < NAME_CAP or "…" not in name:
+            return name
+        if name in self.elided:
+            name = f"{name} #{len(self.tensors)}"
+        self.elided.add(name)
+        return name
 
     def _value(self, name: str, depth: int, text: str) -> None:
         self.n_values += 1

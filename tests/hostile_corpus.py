@@ -1,0 +1,313 @@
+"""The hostile-file corpus: builders of each file, and a runner that opens each one in a child
+process with an address-space limit and a timeout, recording time and peak memory.
+
+``build(folder)`` writes every case and returns ``{case id: path}``; ``python
+tests/hostile_corpus.py FOLDER`` (what the test and ``bench/bench_hostile.py`` start) imports
+tensorviz once, then forks one child per case: the child sets ``RLIMIT_AS`` and an alarm, runs
+``tv.analyze`` and reports one JSON line (outcome, seconds, peak RSS above the parent's).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+import sys
+import time
+import zipfile
+
+#: Time and memory a case may take (the child is killed past them).
+TIMEOUT_S = 20
+AS_HEADROOM = 2 << 30  # address space allowed above the runner's own when it forks
+
+F32 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+
+
+# -- builders --------------------------------------------------------------------------------------
+def st_bytes(text: bytes | str, data: int = 8, length: int | None = None) -> bytes:
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    return struct.pack("<Q", len(raw) if length is None else length) + raw + bytes(data)
+
+
+def hdr(**entries: str) -> str:
+    """A header's JSON text from entries written as raw JSON text."""
+    return "{" + ",".join(f'"{k}":{v}' for k, v in entries.items()) + "}"
+
+
+def _entry(extra: str = "", shape: str = "[2]", offsets: str = "[0,8]", dtype: str = "F32") -> str:
+    return f'{{"dtype":"{dtype}","shape":{shape},"data_offsets":{offsets}{extra}}}'
+
+
+def _save(obj) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _small_ckpt() -> bytes:
+    import torch
+
+    return _save({"w": torch.arange(4.0)})
+
+
+def _rezip(data: bytes, replace: dict[str, bytes], deflate: tuple[str, ...] = ()) -> bytes:
+    """The same archive with some records replaced (by suffix), optionally compressed."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            suffix = info.filename.split("/", 1)[1]
+            kind = zipfile.ZIP_DEFLATED if suffix in deflate else zipfile.ZIP_STORED
+            dst.writestr(info.filename, replace.get(suffix, src.read(info)), compress_type=kind)
+    return out.getvalue()
+
+
+def _pickle_of(data: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        return z.read(next(n for n in z.namelist() if n.endswith("/data.pkl")))
+
+
+def _wrapped(before: bytes, after: bytes) -> bytes:
+    """A checkpoint whose pickle is ``{"w": tensor}`` with ``before``/``after`` opcodes around it."""
+    base = _small_ckpt()
+    pkl = _pickle_of(base)
+    assert pkl[:2] == b"\x80\x02" and pkl[-1:] == b"."
+    return _rezip(base, {"data.pkl": b"\x80\x02" + before + pkl[2:-1] + after + b"."})
+
+
+def _patched(obj, old: bytes, new: bytes) -> bytes:
+    data = _save(obj)
+    pkl = _pickle_of(data)
+    assert old in pkl and len(old) == len(new)
+    return _rezip(data, {"data.pkl": pkl.replace(old, new)})
+
+
+def _with_tensor(body: bytes) -> bytes:
+    """A checkpoint whose pickle is a list: ``{"w": tensor}`` first, then what ``body``
+    appends (``T`` in ``body`` reads the tensor from its memo slot)."""
+    base = _small_ckpt()
+    pkl = _pickle_of(base)
+    assert pkl[-5:-3] == b"Rq", pkl[-8:]  # ... REDUCE BINPUT <tensor> SETITEM STOP
+    get = b"h" + pkl[-3:-2]  # BINGET of the tensor's memo slot
+    return _rezip(base, {"data.pkl": b"\x80\x02]" + pkl[2:-1] + b"a" + body.replace(b"T", get) + b"."})
+
+
+def _deep_with_tensor_each_level(depth: int) -> bytes:
+    """Lists ``depth`` deep, each also holding the tensor (names grow with depth)."""
+    return _with_tensor(b"]Ta" * depth + b"a" * depth)
+
+
+def _many_refs(n: int) -> bytes:
+    """One tensor referenced ``n`` times from one list (2 bytes a reference)."""
+    return _with_tensor((b"(" + b"T" * 1000 + b"e") * (n // 1000))
+
+
+def _memo_key_dicts(key_len: int, copies: int) -> bytes:
+    """One ``key_len``-character key (memoized once) in ``copies`` dicts, each with the tensor."""
+    first = b"}X" + struct.pack("<I", key_len) + b"k" * key_len + b"r\x00\x00\x01\x00Ts"
+    again = b"}j\x00\x00\x01\x00Ts"
+    return _with_tensor(b"(" + first + again * (copies - 1) + b"e")
+
+
+def _many_empty_lists(n: int) -> bytes:
+    base = _small_ckpt()
+    inner = _pickle_of(base)[2:-1]
+    return _rezip(base, {"data.pkl": b"\x80\x02]" + b"]a" * n + inner + b"a."})
+
+
+def _fifo(path: str) -> None:
+    os.mkfifo(path)
+
+
+def _socket(path: str) -> None:
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(path)
+    s.close()
+
+
+def _index(folder: str, name: str, wm: dict[str, str]) -> str:
+    path = os.path.join(folder, name)
+    with open(path, "w") as f:
+        json.dump({"weight_map": wm}, f)
+    return path
+
+
+def build(folder: str) -> dict[str, str]:  # noqa: PLR0915 - one line per case reads best
+    """Write every case into ``folder``; returns {case id: path to analyse}."""
+    import torch
+
+    cases: dict[str, str] = {}
+
+    def put(case: str, name: str, data: bytes) -> None:
+        path = os.path.join(folder, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        cases[case] = path
+
+    def special(case: str, name: str, make) -> None:
+        path = os.path.join(folder, name)
+        make(path)
+        cases[case] = path
+
+    # 1. only regular files
+    special("fifo-safetensors", "fifo.safetensors", _fifo)
+    special("fifo-pt", "fifo.pt", _fifo)
+    special("fifo-index", "fifo.index.json", _fifo)
+    special("fifo-no-extension", "fifo", _fifo)
+    special("socket", "sock.safetensors", _socket)
+    special("dev-zero-index", "zero.index.json", lambda p: os.symlink("/dev/zero", p))
+    special("dev-zero-safetensors", "zero.safetensors", lambda p: os.symlink("/dev/zero", p))
+    special("link-loop", "loop.safetensors", lambda p: os.symlink(os.path.basename(p), p))
+    special("dangling-link", "gone.pt", lambda p: os.symlink("nowhere.pt", p))
+    shards = os.path.join(folder, "shards")
+    os.mkdir(shards)
+    with open(os.path.join(shards, "s1.safetensors"), "wb") as f:
+        f.write(st_bytes(hdr(w=_entry())))
+    with open(os.path.join(shards, "s2.safetensors"), "wb") as f:
+        f.write(st_bytes(hdr(v=_entry())))
+    os.mkfifo(os.path.join(shards, "pipe.safetensors"))
+    os.symlink("l1.safetensors", os.path.join(shards, "l1.safetensors"))
+    os.symlink("/dev/zero", os.path.join(shards, "zero.safetensors"))
+    os.symlink("/etc/passwd", os.path.join(shards, "passwd.safetensors"))
+    cases["shard-fifo"] = _index(shards, "a.index.json", {"w": "pipe.safetensors"})
+    cases["shard-link-loop"] = _index(shards, "b.index.json", {"w": "l1.safetensors"})
+    cases["shard-device"] = _index(shards, "c.index.json", {"w": "zero.safetensors"})
+    cases["shard-leaves-folder"] = _index(shards, "d.index.json", {"w": "passwd.safetensors"})
+    cases["shard-two-spellings"] = _index(shards, "e.index.json", {"w": "s1.safetensors", "v": "./s2.safetensors"})
+    cases["shard-same-file-twice"] = _index(shards, "f.index.json", {"w": "./s1.safetensors", "w2": "s1.safetensors"})
+    with open("/etc/passwd", "rb") as f:
+        put("text-file-as-safetensors", "passwd.safetensors", f.read(4096))
+
+    # 3. exactly as strict as safetensors
+    put("bom", "bom.safetensors", st_bytes(b"\xef\xbb\xbf" + (hdr(w=_entry())).encode()))
+    put("utf16", "utf16.safetensors", st_bytes((hdr(w=_entry())).encode("utf-16")))
+    put("raw-surrogate", "rawsur.safetensors", st_bytes(b'{"w\xed\xa0\x80":' + _entry().encode() + b"}"))
+    put("lone-surrogate-escape", "lonesur.safetensors", st_bytes(hdr(**{"w\\ud800": _entry()})))
+    put("nan-extra", "nan.safetensors", st_bytes(hdr(w=_entry(',"x":NaN'))))
+    put("number-out-of-range", "big.safetensors", st_bytes(hdr(w=_entry(',"x":1e400'))))
+    put("dim-2-64", "dim64.safetensors", st_bytes(hdr(w=_entry(shape=f"[{2**64},0]", offsets="[0,0]")), 0))
+    put("shape-overflow", "ovf.safetensors", st_bytes(hdr(w=_entry(shape="[4294967296,4294967296,0]", offsets="[0,0]")), 0))  # fmt: skip
+    put("zero-size-inside", "zin.safetensors", st_bytes(hdr(a=_entry(), z=_entry(shape="[0]", offsets="[4,4]"))))  # fmt: skip
+    put("gap", "gap.safetensors", st_bytes(hdr(w=_entry(offsets="[4,12]")), 12))
+    put("trailing-bytes", "trail.safetensors", st_bytes(hdr(w=_entry()), 9))
+    put("minus-zero-offset", "m0.safetensors", st_bytes(hdr(w=_entry(offsets="[-0,8]"))))
+    put("nesting-128", "deep.safetensors", st_bytes(hdr(w=_entry(',"x":' + "[" * 126 + "]" * 126))))
+    put("f4-mid-byte", "f4.safetensors", st_bytes(hdr(q=_entry(dtype="F4", shape="[3]", offsets="[0,2]")), 2))
+    put("list-form-entry", "list.safetensors", st_bytes('{"w":["F32",[2],[0,8]]}'))
+    put("dim-2-64-minus-1", "dimmax.safetensors", st_bytes(hdr(w=_entry(shape=f"[{2**64 - 1},0]", offsets="[0,0]")), 0))  # fmt: skip
+
+    # 2. pickles: linear time and memory
+    put("pt-deep-20000", "deep.pt", _wrapped(b"]" * 20_000, b"a" * 20_000))
+    put("pt-deep-tensor-each-level", "deeptensors.pt", _deep_with_tensor_each_level(20_000))
+    put("pt-memo-key-10MB-x300", "memokey.pt", _memo_key_dicts(10_000_000, 300))
+    put("pt-2M-refs", "refs2m.pt", _many_refs(2_000_000))
+    put("pt-200k-refs", "refs200k.pt", _many_refs(200_000))
+    put("pt-5M-empty-lists", "lists.pt", _many_empty_lists(5_000_000))
+    put("pt-huge-int-key", "intkey.pt", _save({10**300: torch.zeros(2), "ok": torch.zeros(1)}))
+    put("pt-tensor-key", "tkey.pt", _save({torch.zeros(1): torch.zeros(2)}))
+    put("pt-10MB-string-value", "strval.pt", _save({"w": torch.zeros(2), "note": "x" * 10_000_000}))
+    put("pt-300k-top-values", "vals.pt", _save({"w": torch.zeros(2), **{f"v{i}": i for i in range(300_000)}}))
+    put("pt-control-names", "ctrl.pt", _save({"e\x1b[2J": torch.zeros(2), "n\nstorage #9": torch.zeros(1)}))
+    put("pt-zip-bomb-pickle", "bomb.pt", _rezip(_small_ckpt(), {"data.pkl": bytes(60_000_000)}, deflate=("data.pkl",)))
+    # 6. pickled tensor attributes
+    t = torch.zeros(4)
+    t.Untyped_storage = 5
+    put("pt-attr-untyped-storage", "attr1.pt", _patched({"w": t}, b"Untyped_storage", b"untyped_storage"))
+    t = torch.zeros(4)
+    t.Element_size = 0
+    put("pt-attr-element-size", "attr2.pt", _patched({"w": t}, b"Element_size", b"element_size"))
+    t = torch.zeros(4)
+    t.harmless = 1
+    put("pt-attr-harmless", "attr3.pt", _save({"w": t}))
+    # 8. big-endian
+    put("pt-big-endian", "be.pt", _rezip(_small_ckpt(), {"byteorder": b"big"}))
+    be = _small_ckpt()
+    i = be.find(b"little")
+    put("pt-big-endian-bad-crc", "be2.pt", be[:i] + b"big\x00\x00\x00" + be[i + 6 :])
+    return cases
+
+
+# -- the runner ------------------------------------------------------------------------------------
+def _vm_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _summary(layout) -> dict:
+    return {
+        "ok": True,
+        "views": len(layout.views),
+        "storages": len(layout.storages),
+        "skipped": len(layout.skipped),
+        "names": list(layout.names[:4]),
+        "max_name": max((len(n) for n in layout.names), default=0),
+        "values": len(layout.metadata.get("values", {})),
+    }
+
+
+def _child(path: str, w: int, as_limit: int) -> None:
+    import tensorviz as tv
+    from tensorviz.core.errors import TensorvizError
+
+    resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
+    signal.alarm(TIMEOUT_S)
+    rss0 = _vm_kib("VmRSS")
+    t0 = time.perf_counter()
+    try:
+        out = _summary(tv.analyze(path))
+    except TensorvizError as err:
+        out = {"ok": False, "error": type(err).__name__, "message": str(err)[:2000]}
+    except BaseException as err:  # noqa: BLE001 - a raw crash is what the corpus looks for
+        out = {"ok": False, "error": "RAW " + type(err).__name__, "message": str(err)[:2000]}
+    out["seconds"] = time.perf_counter() - t0
+    out["rss_mb"] = round((_vm_kib("VmHWM") - rss0) / 1024, 1)  # peak above the child's start
+    os.write(w, json.dumps(out).encode())
+
+
+def run_case(path: str) -> dict:
+    """Analyse ``path`` in a forked child (address-space limit, alarm); its outcome and costs."""
+    as_limit = _vm_kib("VmSize") * 1024 + AS_HEADROOM
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(r)
+        try:
+            _child(path, w, as_limit)
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 65536):
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if not chunks:
+        return {"ok": False, "error": f"KILLED (status {status}: timeout or memory)", "seconds": None, "rss_mb": None}
+    return json.loads(b"".join(chunks))
+
+
+def main(folder: str) -> None:
+    import torch
+
+    import tensorviz as tv
+
+    torch.set_num_threads(1)  # no thread pool to inherit across fork
+    tv.analyze({"warm": torch.zeros(2)})  # import what every case needs, once
+    with open(os.path.join(folder, "cases.json")) as f:
+        cases = json.load(f)
+    for case, path in cases.items():
+        out = run_case(path)
+        out["case"] = case
+        print(json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,134 @@
+"""The second hostile corpus (issue 11): FIFOs, devices, links, strict safetensors headers,
+pickles built to blow up time and memory, lying tensor attributes, big-endian checkpoints.
+
+Each file is analysed in its own forked child with an address-space limit and an alarm (see
+``tests/hostile_corpus.py``); each must end in a named TensorvizError or the correct answer.
+Memory above the child's start is checked against the 300 MB budget; time is only bounded by
+the kill timeout (no timed assertion) and printed, with the worst case, for the record
+(``bench/bench_hostile.py`` prints the full table).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import hostile_corpus  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+
+FFE, TLE, UCE = "FileFormatError", "TooLargeError", "UnsafeCheckpointError"
+REGULAR = "not a regular file; tensorviz reads only regular files"
+
+#: case -> (error class, message fragment) or ("ok", {summary field: value})
+EXPECTED: dict[str, tuple[str, object]] = {
+    "fifo-safetensors": (FFE, f"fifo.safetensors: is a FIFO (named pipe), {REGULAR}"),
+    "fifo-pt": (FFE, f"fifo.pt: is a FIFO (named pipe), {REGULAR}"),
+    "fifo-index": (FFE, f"fifo.index.json: is a FIFO (named pipe), {REGULAR}"),
+    "fifo-no-extension": (FFE, f"fifo: is a FIFO (named pipe), {REGULAR}"),
+    "socket": (FFE, f"sock.safetensors: is a socket, {REGULAR}"),
+    "dev-zero-index": (FFE, f"zero.index.json: is a character device, {REGULAR}"),
+    "dev-zero-safetensors": (FFE, f"zero.safetensors: is a character device, {REGULAR}"),
+    "link-loop": (FFE, "loop.safetensors: is a symbolic link loop"),
+    "dangling-link": (FFE, "gone.pt: is a symbolic link to 'nowhere.pt', which does not exist"),
+    "shard-fifo": (
+        FFE,
+        f"in shard 'pipe.safetensors', but {{d}}/shards/pipe.safetensors: is a FIFO (named pipe), {REGULAR}",
+    ),
+    "shard-link-loop": (FFE, "in shard 'l1.safetensors', but {d}/shards/l1.safetensors: is a symbolic link loop"),
+    "shard-device": (
+        FFE,
+        f"in shard 'zero.safetensors', but {{d}}/shards/zero.safetensors: is a character device, {REGULAR}",
+    ),
+    "shard-leaves-folder": (
+        FFE,
+        "passwd.safetensors is a symbolic link that leads out of its folder (to '/etc/passwd')",
+    ),
+    "shard-two-spellings": ("ok", {"views": 2, "storages": 2, "names": ["w", "v"]}),
+    "shard-same-file-twice": ("ok", {"views": 1, "storages": 1, "skipped": 1}),
+    "text-file-as-safetensors": (FFE, "passwd.safetensors: its first 8 bytes are not a safetensors header length"),
+    "bom": (FFE, "bom.safetensors: the header starts with a UTF-8 byte-order mark"),
+    "utf16": (FFE, "utf16.safetensors: the header is UTF-16 or UTF-32 text"),
+    "raw-surrogate": (FFE, "it holds a raw UTF-16 surrogate, which UTF-8 forbids (byte 3)"),
+    "lone-surrogate-escape": (FFE, "the header escapes a lone surrogate ('\\ud800'"),
+    "nan-extra": (FFE, "NaN is not JSON (safetensors refuses NaN and Infinity)"),
+    "number-out-of-range": (FFE, "the number 1e400 is beyond a 64-bit float"),
+    "dim-2-64": (FFE, "tensor 'w': shape holds 18446744073709551616, 2^64 or more"),
+    "shape-overflow": (FFE, "the element count of shape [4294967296, 4294967296, 0] overflows 64 bits"),
+    "zero-size-inside": (FFE, "tensor 'z': data_offsets [4, 4] a zero-size tensor placed inside tensor 'a' [0, 8]"),
+    "gap": (FFE, "tensor 'w': 4 bytes at the start of the data section belong to no tensor"),
+    "trailing-bytes": (FFE, "the last 1 bytes belong to no tensor"),
+    "minus-zero-offset": (FFE, "data_offsets must be [begin, end] with non-negative integers, got [-0.0, 8]"),
+    "nesting-128": (FFE, "an extra key nests arrays and objects more than 127 deep"),
+    "f4-mid-byte": (FFE, "F4[3] is 12 bits, which does not end on a byte boundary"),
+    "list-form-entry": ("ok", {"views": 1, "names": ["w"]}),
+    "dim-2-64-minus-1": ("ok", {"views": 1, "names": ["w"]}),
+    "pt-deep-20000": ("ok", {"views": 1, "max_name": 300}),
+    "pt-deep-tensor-each-level": ("ok", {"views": 20_001, "storages": 1}),
+    "pt-memo-key-10MB-x300": ("ok", {"views": 301, "storages": 1, "max_name": 300}),
+    "pt-2M-refs": (TLE, "its pickle builds more than 2,000,000 objects (4,004,164 bytes of pickle)"),
+    "pt-200k-refs": (TLE, "more than 150,000 tensor references in the checkpoint"),
+    "pt-5M-empty-lists": (TLE, "its pickle builds more than 2,000,000 objects (10,000,164 bytes of pickle)"),
+    "pt-huge-int-key": ("ok", {"views": 2, "names": ["<int of 997 bits>", "ok"]}),
+    "pt-tensor-key": ("ok", {"views": 1, "names": ["<Tensor>"]}),
+    "pt-10MB-string-value": ("ok", {"views": 1, "values": 1}),
+    "pt-300k-top-values": ("ok", {"views": 1, "values": 50}),
+    "pt-control-names": ("ok", {"views": 2, "names": ["e\x1b[2J", "n\nstorage #9"]}),
+    "pt-zip-bomb-pickle": (UCE, "torch's weights-only unpickler refused it (Unsupported operand 0)"),
+    "pt-attr-untyped-storage": (FFE, "tensor 'w': its pickle sets 'untyped_storage' on the tensor"),
+    "pt-attr-element-size": (FFE, "tensor 'w': its pickle sets 'element_size' on the tensor"),
+    "pt-attr-harmless": ("ok", {"views": 1, "names": ["w"]}),
+    "pt-big-endian": (FFE, "be.pt: saved big-endian, not supported"),
+    "pt-big-endian-bad-crc": (FFE, "be2.pt: saved big-endian, not supported"),
+}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("corpus"))
+    cases = hostile_corpus.build(folder)
+    with open(os.path.join(folder, "cases.json"), "w") as f:
+        json.dump(cases, f)
+    run = subprocess.run(
+        [sys.executable, os.path.join(HERE, "hostile_corpus.py"), folder],
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = {d["case"]: d for d in map(json.loads, run.stdout.splitlines())}
+    worst_t = max(out.values(), key=lambda d: d["seconds"] or 0)
+    worst_m = max(out.values(), key=lambda d: d["rss_mb"] or 0)
+    print(
+        f"\nhostile corpus: {len(out)} files; worst time {worst_t['seconds']:.2f} s ({worst_t['case']}), "
+        f"worst RSS +{worst_m['rss_mb']} MB ({worst_m['case']})"
+    )
+    return folder, out
+
+
+def test_every_built_case_has_an_expectation(results):
+    _, out = results
+    assert set(out) == set(EXPECTED) and len(EXPECTED) >= 40
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_hostile_case(results, case):
+    folder, out = results
+    got = out[case]
+    kind, want = EXPECTED[case]
+    if kind == "ok":
+        assert got["ok"], got
+        for field, value in want.items():
+            assert got[field] == value, (field, got)
+    else:
+        assert not got["ok"] and got["error"] == kind, got
+        assert want.format(d=folder) in got["message"], got["message"]
+        assert "\n" not in got["message"]
+    assert got["rss_mb"] <= 300, got  # the memory budget, above the child's start
