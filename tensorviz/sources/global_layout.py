@@ -79,6 +79,8 @@ class _Builder:
         self.done: set[tuple] = set()
         self.places: dict[tuple, tuple] = {}
         self.globals: dict[tuple, tuple] = {}
+        self.order: dict[str, int] = {}  # first appearance of each global tensor
+        self.pending: list[tuple] = []  # (tensor order, rank, row, note, shard metadata)
 
     def add(self, ranks: list[int], desc: dict) -> None:
         meshes = [self._mesh(m) for m in desc["meshes"]]
@@ -165,15 +167,25 @@ class _Builder:
         if found is None:
             found = self.places[k] = _place(shape, placements, mesh, rank)
         views, coord, note = found
+        order = self.order.setdefault(names[0], len(self.order))
         for n in names:
             for k, (shp, strd, off) in enumerate(views):
                 vname = f"{n}@rank{rank}" + (f"#{k}" if len(views) > 1 else "")
-                if note:
-                    self.rows.notes[len(self.rows.rows)] = note
-                self.rows.rows.append((vname, key, "global", numel * itemsize, (dtype, itemsize), shp, strd, off, None))
-                self.shards[vname] = {"tensor": names[0], "rank": rank, "mesh": mesh_index, "coord": coord}
+                row = (vname, key, "global", numel * itemsize, (dtype, itemsize), shp, strd, off, None)
+                shard = {"tensor": names[0], "rank": rank, "mesh": mesh_index, "coord": coord}
+                self.pending.append((order, rank, row, note, shard))
+
+    def _rows(self) -> None:
+        """Rows in tensor order, then rank order (descriptions arrive grouped by rank set)."""
+        self.pending.sort(key=lambda p: (p[0], p[1]))  # stable: names and pieces keep their order
+        for _, _, row, note, shard in self.pending:
+            if note:
+                self.rows.notes[len(self.rows.rows)] = note
+            self.rows.rows.append(row)
+            self.shards[row[0]] = shard
 
     def layout(self, per_rank: dict, source: str, stats: dict) -> Layout:
+        self._rows()
         problems = [p for r in sorted(per_rank) for p in per_rank[r]["problems"]]
         meta = {
             "format": "distributed",
