@@ -164,6 +164,8 @@ def build(folder: str) -> dict[str, str]:  # noqa: PLR0915 - one line per case r
     special("dev-zero-safetensors", "zero.safetensors", lambda p: os.symlink("/dev/zero", p))
     special("link-loop", "loop.safetensors", lambda p: os.symlink(os.path.basename(p), p))
     special("dangling-link", "gone.pt", lambda p: os.symlink("nowhere.pt", p))
+    os.mkdir(os.path.join(folder, "dcp"))
+    special("dcp-metadata-fifo", os.path.join("dcp", ".metadata"), _fifo)
     shards = os.path.join(folder, "shards")
     os.mkdir(shards)
     with open(os.path.join(shards, "s1.safetensors"), "wb") as f:

@@ -36,6 +36,7 @@ EXPECTED: dict[str, tuple[str, object]] = {
     "socket": (FFE, f"sock.safetensors: is a socket, {REGULAR}"),
     "dev-zero-index": (FFE, f"zero.index.json: is a character device, {REGULAR}"),
     "dev-zero-safetensors": (FFE, f"zero.safetensors: is a character device, {REGULAR}"),
+    "dcp-metadata-fifo": (FFE, f"dcp/.metadata: is a FIFO (named pipe), {REGULAR}"),
     "link-loop": (FFE, "loop.safetensors: is a symbolic link loop"),
     "dangling-link": (FFE, "gone.pt: is a symbolic link to 'nowhere.pt', which does not exist"),
     "shard-fifo": (

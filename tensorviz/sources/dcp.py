@@ -34,6 +34,7 @@ from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.parts import open_regular, read_exactly
 
 __all__ = ["analyze_dcp", "read_dcp_metadata", "is_dcp_folder", "MAX_METADATA_BYTES"]
 
@@ -166,13 +167,13 @@ def read_dcp_metadata(folder: str) -> Any:
         FileFormatError: the file is not a DCP metadata pickle.
     """
     path = os.path.join(folder, ".metadata")
-    size = os.path.getsize(path)
-    if size > MAX_METADATA_BYTES:
-        raise FileFormatError(
-            f"{path}: {size} bytes is over the {MAX_METADATA_BYTES}-byte limit for a DCP .metadata file"
-        )
-    with open(path, "rb") as f:
-        data = f.read()
+    with open_regular(path) as f:  # never a FIFO or a device: those would block or never end
+        size = os.fstat(f.fileno()).st_size
+        if size > MAX_METADATA_BYTES:
+            raise FileFormatError(
+                f"{path}: {size} bytes is over the {MAX_METADATA_BYTES}-byte limit for a DCP .metadata file"
+            )
+        data = read_exactly(path, f, size, "metadata")
     unpickler = _MetadataUnpickler(io.BytesIO(data))
     unpickler.path = path
     try:

@@ -246,7 +246,8 @@ def open_regular(path: str) -> Iterator[BinaryIO]:
     ``fstat`` (it may have been swapped in between). Callers read with explicit sizes.
     """
     check_regular(path)
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+    flags |= getattr(os, "O_NONBLOCK", 0)  # (Windows has none, and no FIFOs to open)
     try:
         fd = os.open(path, flags)
     except OSError as err:
