@@ -80,14 +80,15 @@ def analyze(obj: Any, *, group: Any = None) -> Layout:
     return analyze_object(obj)
 
 
-def explain(*tensors: Any, names: Any = None, width: float | None = None):
-    """Teaching figure: how each view's logical indices map onto its storage's cells.
+def explain(*tensors: Any, names: Any = None, width: float | None = None, region: Any = None):
+    """Teaching figure: how each view's logical indices map onto its storage's cells (a large
+    tensor is drawn as its corner, or as ``region``).
 
     See :func:`tensorviz.render.explain.explain` (imported on first use: it needs torch).
     """
     from tensorviz.render.explain import explain as _explain
 
-    return _explain(*tensors, names=names, width=width)
+    return _explain(*tensors, names=names, width=width, region=region)
 
 
 def explore(obj: Any, **options: Any):

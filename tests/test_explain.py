@@ -135,12 +135,69 @@ def test_large_storage_shows_only_the_window_the_views_reach():
     assert (strip.lo, strip.hi) == (5000, 5010)
 
 
-def test_errors_name_the_limit():
-    with pytest.raises(TooLargeError, match=f"MAX_ELEMENTS={MAX_ELEMENTS}.*'big' has 1,000"):
-        explain_plan(torch.zeros(1000), names=["big"])
+def test_a_big_weight_is_drawn_as_its_corner_with_real_addresses():
+    w = torch.zeros(4096, 4096)
+    (strip,) = explain_plan(w, w.t(), names=["w", "w.t()"]).strips
+    a, b = strip.views
+    assert (a.shape, a.stride, a.offset, a.shown) == ((8, 8), (4096, 1), 0, "[:8, :8] of [4096, 4096]")
+    assert a.addresses.tolist() == [[4096 * i + j for j in range(8)] for i in range(8)]
+    assert b.addresses.tolist() == [[i + 4096 * j for j in range(8)] for i in range(8)]
+    assert strip.segments == tuple((4096 * i, 4096 * i + 8) for i in range(8)) and strip.cells == 64
+    assert (strip.lo, strip.hi) == (0, 7 * 4096 + 8)
+    assert strip.readers().tolist() == [2] * 64  # both views read every drawn cell
+    fig = tv.explain(w, names=["w"])
+    words = texts(fig)
+    assert "showing [:8, :8] of [4096, 4096]" in words
+    assert (
+        "storage #0: 67,108,864 bytes, cells = float32 elements (4 B), showing 64 cells in 8 runs of [0, 28,680) (gaps cut)"
+        in words
+    )
+    assert [w for w in words if w.startswith("cell ")] == [f"cell {4096 * i}" for i in range(8)]
+    assert layer(fig, "grid-0").tensorviz_owner.tolist() == [4096 * i + j for i in range(8) for j in range(8)]
+
+
+def test_region_chooses_another_part():
+    w = torch.zeros(4096, 4096)
+    (strip,) = explain_plan(w, names=["w"], region=(slice(100, 102), slice(8, 16, 2))).strips
+    (v,) = strip.views
+    assert (v.shape, v.stride, v.offset, v.shown) == (
+        (2, 4),
+        (4096, 2),
+        100 * 4096 + 8,
+        "[100:102, 8:16:2] of [4096, 4096]",
+    )
+    assert v.addresses.tolist() == [[409608, 409610, 409612, 409614], [413704, 413706, 413708, 413710]]
+    assert strip.segments == ((409608, 409615), (413704, 413711))  # a 1-cell gap stays, hatched
+    with pytest.raises(
+        TooLargeError,
+        match=f"MAX_ELEMENTS={MAX_ELEMENTS} elements per view; the region \\[100:200, :\\] of \\[4096, 4096\\] of 'w' has 409,600",
+    ):
+        explain_plan(w, names=["w"], region=(slice(100, 200),))
+    with pytest.raises(TensorvizError, match="region entries are slices or ints"):
+        explain_plan(w, region=("a",))
+    with pytest.raises(TensorvizError, match="3 entries for a view with 2 dimensions"):
+        explain_plan(w, region=(0, 0, 0))
+
+
+def test_far_apart_views_share_one_strip_with_the_gap_cut():
     big = torch.zeros(10_000)
-    with pytest.raises(TooLargeError, match=f"MAX_CELLS={MAX_CELLS}"):
-        explain_plan(big[:4], big[-4:])
+    (strip,) = explain_plan(big[:4], big[-4:], names=["head", "tail"]).strips
+    assert strip.segments == ((0, 4), (9996, 10_000)) and strip.window().tolist() == [
+        0,
+        1,
+        2,
+        3,
+        9996,
+        9997,
+        9998,
+        9999,
+    ]
+
+
+def test_errors_name_the_limit():
+    far = torch.zeros(4096).as_strided((16, 16), (256, 2))  # 16 runs of 31 cells
+    with pytest.raises(TooLargeError, match=f"MAX_CELLS={MAX_CELLS}.*read 496 cells in 16 runs"):
+        explain_plan(far)
     with pytest.raises(TensorvizError, match="at least one tensor"):
         tv.explain()
     with pytest.raises(TensorvizError, match="2 names for 1 tensors"):
@@ -148,7 +205,7 @@ def test_errors_name_the_limit():
     with pytest.raises(TensorvizError, match="explain cannot draw"):
         explain_plan(torch.zeros(2, 2).to_sparse())
     with pytest.raises(ValueError):  # TooLargeError is a ValueError too
-        tv.explain(torch.zeros(300))
+        tv.explain(far)
 
 
 def test_scalar_empty_and_3d():

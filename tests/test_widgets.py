@@ -349,7 +349,9 @@ def test_relations_are_counted_past_the_first_few():
 
 def test_explain_action(shown):
     x = torch.arange(24.0).reshape(4, 6)
-    ex = explore({"x": x, "cols": x[:, ::2], "big": torch.zeros(300)})
+    # 16 rows of every other element, 256 elements apart: more storage cells than a strip draws
+    far = torch.zeros(4096).as_strided((16, 16), (256, 2))
+    ex = explore({"x": x, "cols": x[:, ::2], "big": far})
     assert ex.explain_pane.selected_index is None  # closed until asked
     ex.explain_button.click()
     assert ex.explain_pane.selected_index == 0
@@ -364,7 +366,7 @@ def test_explain_action(shown):
     ex.explain_button.click()
     assert ex.explain_message.value.startswith(
         '<span class="tvz-error">Too large to explain cell by cell: '
-        "explain draws at most MAX_ELEMENTS=256 elements per view"
+        "explain draws at most MAX_CELLS=256 storage cells per strip"
     )
     assert ex.explain_picture.layout.display == "none"
 

@@ -22,14 +22,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from tensorviz.core.errors import TensorvizError, TooLargeError
+from tensorviz.plan.corner import part
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
+    from tensorviz.core.records import TensorView
 
 __all__ = ["layout_plan", "names_for", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
 
@@ -54,6 +56,7 @@ class ExplainedView:
     addresses: np.ndarray  # int64, shape == self.shape, in strip cells
     formula: str
     color: str
+    shown: str = ""  # for a part of a larger view: which part, e.g. "[:8, :8] of [4096, 4096]"
 
     @property
     def reads(self) -> np.ndarray:
@@ -68,7 +71,9 @@ class ExplainedView:
 
 @dataclass(frozen=True, eq=False)
 class Strip:
-    """One storage: the cell window drawn ``[lo, hi)`` (cells of ``cell_bytes`` bytes)."""
+    """One storage: the cells drawn, ``[lo, hi)`` or, when the views read far-apart places of a
+    large storage (a corner of a big matrix), the runs ``segments`` (cells of ``cell_bytes``
+    bytes); the cells between runs are not drawn."""
 
     storage: int
     nbytes: int
@@ -76,24 +81,41 @@ class Strip:
     lo: int
     hi: int
     views: tuple[ExplainedView, ...]
+    segments: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.segments:
+            object.__setattr__(self, "segments", ((self.lo, self.hi),))
 
     @property
     def cells(self) -> int:
-        return self.hi - self.lo
+        """Cells drawn (gaps between segments not counted)."""
+        return sum(b - a for a, b in self.segments)
+
+    def window(self) -> np.ndarray:
+        """The storage cell number of each drawn cell, in order."""
+        return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in self.segments])
+
+    def index(self, cells: np.ndarray) -> np.ndarray:
+        """Position of storage cells among the drawn cells (cells must be drawn)."""
+        starts = np.array([a for a, _ in self.segments], dtype=np.int64)
+        before = np.concatenate(([0], np.cumsum([b - a for a, b in self.segments])))
+        seg = np.searchsorted(starts, cells, side="right") - 1
+        return before[seg] + np.asarray(cells, dtype=np.int64) - starts[seg]
 
     def readers(self) -> np.ndarray:
-        """Per cell of the window, how many views read it."""
+        """Per drawn cell, how many views read it."""
         out = np.zeros(self.cells, dtype=np.int64)
         for v in self.views:
-            out[span_cells(v, self.cell_bytes) - self.lo] += 1
+            out[self.index(span_cells(v, self.cell_bytes))] += 1
         return out
 
     def reuse(self) -> np.ndarray:
-        """Per cell, the most times a single view reads it (1 = once, 0 = never)."""
+        """Per drawn cell, the most times a single view reads it (1 = once, 0 = never)."""
         out = np.zeros(self.cells, dtype=np.int64)
         for v in self.views:
             cells, counts = np.unique(span_cells(v, self.cell_bytes, unique=False), return_counts=True)
-            np.maximum.at(out, cells - self.lo, counts)
+            np.maximum.at(out, self.index(cells), counts)
         return out
 
 
@@ -119,27 +141,49 @@ def formula(offset: int, stride: Sequence[int]) -> str:
     return "addr = " + " + ".join(terms)
 
 
-def layout_plan(layout: Layout) -> ExplainPlan:
+def layout_plan(layout: Layout, region: Any = None) -> ExplainPlan:
     """:func:`explain_plan` from an analysed layout (metadata only, no tensors needed).
 
     The explorer uses it: it keeps layouts, never tensors. Strip ``storage`` numbers are the
-    layout's storage indices. Same limits and errors as :func:`explain_plan`.
+    layout's storage indices. A view over :data:`MAX_ELEMENTS` elements is drawn as its corner
+    (see :mod:`tensorviz.plan.corner`); ``region`` (slices, as in ``t[region]``) picks the part
+    of every view to draw instead.
+
+    Raises:
+        TooLargeError: a region over :data:`MAX_ELEMENTS` elements, or views reaching more than
+            :data:`MAX_CELLS` storage cells.
     """
-    for v in layout.views:
-        n = v.numel
-        if n > MAX_ELEMENTS:
-            raise TooLargeError(
-                f"explain draws at most MAX_ELEMENTS={MAX_ELEMENTS} elements per view; "
-                f"{v.name!r} has {n:,} (shape {tuple(v.shape)}). Explain a small slice, "
-                f"e.g. t[:4, :4], or use tv.show(...) for large tensors"
-            )
     strips = []
     palette = iter(_VIEW_COLORS * (1 + len(layout.views) // len(_VIEW_COLORS)))
     for s in layout.storages:
-        views = layout.storage_views(s.key)
+        views = [_drawn(v, region) for v in layout.storage_views(s.key)]
         if views:
             strips.append(_strip(s.index, s.nbytes, views, palette))
     return ExplainPlan(tuple(strips))
+
+
+class _Drawn(NamedTuple):
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    itemsize: int
+    shown: str
+
+
+def _drawn(v: TensorView, region: Any) -> _Drawn:
+    """The part of a view the panel draws: all of it when small, else a corner or ``region``."""
+    if region is None and v.numel <= MAX_ELEMENTS:
+        return _Drawn(v.name, v.dtype, tuple(v.shape), tuple(v.stride), v.offset, v.itemsize, "")
+    shape, stride, offset, text = part(v.shape, v.stride, v.offset, region)
+    n = math.prod(shape)
+    if n > MAX_ELEMENTS:
+        raise TooLargeError(
+            f"explain draws at most MAX_ELEMENTS={MAX_ELEMENTS} elements per view; the region "
+            f"{text} of {v.name!r} has {n:,}. Choose a smaller region, e.g. region=(slice(0, 8), slice(0, 8))"
+        )
+    return _Drawn(v.name, v.dtype, shape, stride, offset, v.itemsize, text)
 
 
 def names_for(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
@@ -155,40 +199,49 @@ def names_for(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
     return names
 
 
-def _strip(index: int, nbytes: int, views, palette) -> Strip:
+def _strip(index: int, nbytes: int, views: list[_Drawn], palette) -> Strip:
     cell = math.gcd(*[v.itemsize for v in views])
-    explained = []
-    for v in views:
-        idx = np.indices(v.shape, dtype=np.int64) if v.shape else np.zeros((0,), dtype=np.int64)
-        elems = (
-            v.offset + sum((idx[k] * st for k, st in enumerate(v.stride)), np.int64(0))
-            if v.shape
-            else np.array(v.offset, dtype=np.int64)
-        )
-        addresses = np.asarray(elems * (v.itemsize // cell), dtype=np.int64)
-        explained.append(
-            ExplainedView(
-                v.name,
-                v.dtype,
-                tuple(v.shape),
-                tuple(v.stride),
-                v.offset,
-                v.itemsize,
-                addresses,
-                formula(v.offset, v.stride),
-                next(palette),
-            )
-        )
+    explained = [_explained(v, cell, next(palette)) for v in views]
     total = nbytes // cell
     if total <= MAX_CELLS:
-        lo, hi = 0, total
-    else:
-        spans = [(v.start // cell, v.stop // cell) for v in views if not v.is_empty]
-        lo, hi = (min(a for a, _ in spans), max(b for _, b in spans)) if spans else (0, 0)
-        if hi - lo > MAX_CELLS:
-            raise TooLargeError(
-                f"explain draws at most MAX_CELLS={MAX_CELLS} storage cells per strip; "
-                f"the views of storage #{index} reach {hi - lo:,} cells "
-                f"([{lo:,}, {hi:,}) in {cell}-byte cells). Explain views closer together"
-            )
-    return Strip(index, nbytes, cell, lo, hi, tuple(explained))
+        return Strip(index, nbytes, cell, 0, total, tuple(explained))
+    reads = np.unique(np.concatenate([span_cells(v, cell) for v in explained] + [np.zeros(0, np.int64)]))
+    if reads.size == 0:
+        return Strip(index, nbytes, cell, 0, 0, tuple(explained))
+    lo, hi = int(reads[0]), int(reads[-1]) + 1
+    if hi - lo <= MAX_CELLS:
+        return Strip(index, nbytes, cell, lo, hi, tuple(explained))
+    segments = _segments(reads)
+    drawn = sum(b - a for a, b in segments)
+    if drawn > MAX_CELLS:
+        raise TooLargeError(
+            f"explain draws at most MAX_CELLS={MAX_CELLS} storage cells per strip; the views of "
+            f"storage #{index} read {drawn:,} cells in {len(segments)} runs ([{lo:,}, {hi:,}) in "
+            f"{cell}-byte cells). Explain fewer views or a smaller region"
+        )
+    return Strip(index, nbytes, cell, lo, hi, tuple(explained), segments)
+
+
+#: Unread cells between two read runs that are still drawn (hatched) rather than cut out.
+GAP_CELLS = 8
+
+
+def _segments(reads: np.ndarray) -> tuple[tuple[int, int], ...]:
+    """Runs of read cells, neighbours closer than :data:`GAP_CELLS` joined (sorted ``reads``)."""
+    cut = np.flatnonzero(np.diff(reads) > GAP_CELLS + 1) + 1
+    starts = np.concatenate(([0], cut))
+    stops = np.concatenate((cut, [reads.size]))
+    return tuple((int(reads[a]), int(reads[b - 1]) + 1) for a, b in zip(starts, stops))
+
+
+def _explained(v: _Drawn, cell: int, color: str) -> ExplainedView:
+    idx = np.indices(v.shape, dtype=np.int64) if v.shape else np.zeros((0,), dtype=np.int64)
+    elems = (
+        v.offset + sum((idx[k] * st for k, st in enumerate(v.stride)), np.int64(0))
+        if v.shape
+        else np.array(v.offset, dtype=np.int64)
+    )
+    addresses = np.asarray(elems * (v.itemsize // cell), dtype=np.int64)
+    return ExplainedView(
+        v.name, v.dtype, v.shape, v.stride, v.offset, v.itemsize, addresses, formula(v.offset, v.stride), color, v.shown
+    )
