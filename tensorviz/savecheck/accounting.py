@@ -71,15 +71,27 @@ def byte_counts(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[st
     else:
         b.written = sum(_nbytes(v) for v in run.written.values())
     for st in live:
-        every = fp.union(*[sub.footprint_runs(n) for n in st.names])
-        kept = fp.union(*[sub.footprint_runs(n) for n in sources.get(st.key, ())])
-        b.lost += fp.total(every) - fp.total(kept)
-        b.distinct += fp.total(kept)
+        lost, distinct = _storage_bytes(st, sub, sources.get(st.key, ()))
+        b.lost += lost
+        b.distinct += distinct
     b.lost += _unrestored_nbytes(run, sub)
     if saver == "torch.save":
         b.distinct = b.written
         b.lost += _freed_nbytes(run, sub)
     return b
+
+
+def _storage_bytes(st: Any, sub: Layout, kept_names) -> tuple[int, int]:
+    """Bytes of one storage lost, and kept, when only ``kept_names`` come back. Footprint unions
+    only where some names are kept and others not (the common cases are read off the storage)."""
+    if not kept_names:
+        return st.covered_nbytes, 0
+    kept = set(kept_names)
+    if kept.issuperset(st.names) or not kept.isdisjoint(st.complete_names):
+        return 0, st.covered_nbytes
+    every = fp.union(*[sub.footprint_runs(n) for n in st.names])
+    kept_runs = fp.union(*[sub.footprint_runs(n) for n in kept])
+    return fp.total(every) - fp.total(kept_runs), fp.total(kept_runs)
 
 
 def _nbytes(v: Any) -> int:

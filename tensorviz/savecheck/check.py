@@ -47,6 +47,8 @@ class Subject:
     real_state_dict: Any = None  # only used by torch.save's own dry run, dropped after it
     pretrained: Any = None  # the transformers model, only while its verdict is computed
     has_meta_parameters: bool = False
+    memo: dict = field(default_factory=dict)  # library answers every saver of this check shares
+    sub_layouts: dict = field(default_factory=dict)  # frozenset(names given) -> their layout
     key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
     ties: Any = None
     notes: list[str] = field(default_factory=list)
@@ -55,10 +57,14 @@ class Subject:
 def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
     subject = _subject(obj)
     verdicts = []
-    for saver in wanted:
-        v = _evaluate(saver, subject)
-        if v is not None:
-            verdicts.append(v)
+    token = sv.CHECK_MEMO.set({})
+    try:
+        for saver in wanted:
+            v = _evaluate(saver, subject)
+            if v is not None:
+                verdicts.append(v)
+    finally:
+        sv.CHECK_MEMO.reset(token)
     subject.real_state_dict = subject.pretrained = None
     from tensorviz.savecheck.fixes import attach_fixes
 
@@ -285,9 +291,9 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
         if s.key_problem and saver != "torch.save":
             raise sv.Unavailable(s.key_problem)
         if saver == "safetensors.save_file":
-            run = sv.evaluate_save_file(sd)
+            run = sv.evaluate_save_file(sd, s.memo)
         elif saver == "safetensors.save_model":
-            run = sv.evaluate_save_model(sd)
+            run = sv.evaluate_save_model(sd, s.memo)
         elif saver == "torch.save":
             run = svt.evaluate_torch_save(sd, s.real_state_dict)
         elif saver == "transformers.save_pretrained":
@@ -295,7 +301,7 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
                 return None
             run = hf.evaluate_save_pretrained(s.pretrained, sd)
         elif saver == "accelerate.save":
-            run = hf.evaluate_accelerate_save(sd, s.ordered)
+            run = hf.evaluate_accelerate_save(sd, s.ordered, s.memo)
         else:
             if s.kind != "module":
                 return None
@@ -322,8 +328,19 @@ def _problems(run: sv.Run, b: acc.Bytes) -> list[str]:
     return sorted((label for label, on in flags if on), key=OUTCOMES.index)
 
 
+def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
+    """The layout of the names a saver was given: the subject's own when it is all of them, and
+    built once per set of names (every saver of one check gets the same names)."""
+    key = frozenset(given)
+    if key not in s.sub_layouts:
+        names = [n for n in given if n in s.layout]
+        whole = len(names) == len(s.layout.views)
+        s.sub_layouts[key] = s.layout if whole else _sub(s.layout, names)
+    return s.sub_layouts[key]
+
+
 def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
-    sub = _sub(s.layout, [n for n in run.given if n in s.layout])
+    sub = _given_layout(s, run.given)
     kept, cloned, sources = acc.written_names(run, s.layout)
     b = acc.byte_counts(saver, run, sub, sources)
     problems = _problems(run, b)

@@ -16,11 +16,15 @@ Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it impo
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import importlib
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from tensorviz.savecheck.standin import Opaque, StandIn, _WouldReadData
 
@@ -120,24 +124,57 @@ def _only_standins(sd: dict[str, Any], saver: str) -> None:
             )
 
 
-def _anchor(run: Run, sd: dict[str, Any], module: str, name: str) -> None:
-    """Record the groups a library's sharing check reports (or the error it raises)."""
+def _anchor(run: Run, sd: dict[str, Any], module: str, name: str, memo: dict | None = None) -> None:
+    """Record the groups a library's sharing check reports (or the error it raises); ``memo``
+    keeps them for the other savers of the same check (they are given the same dict)."""
     fn = _helper(module, name)
     run.anchor_name = f"{module}.{name}"
+    if memo is not None and (module, name) in memo:
+        run.anchor, run.anchor_error = memo[module, name]
+        return
     tensors = {k: v for k, v in sd.items() if isinstance(v, StandIn)}
     try:
         run.anchor = [frozenset(g) for g in fn(tensors)]
     except Exception as e:  # noqa: BLE001 - the library's own failure is a finding
         _guard(e)
         run.anchor_error = _err(e)
+    if memo is not None:
+        memo[module, name] = (run.anchor, run.anchor_error)
 
 
 # -- safetensors -------------------------------------------------------------------------------
 _ST = "safetensors.torch"
 
 
+#: Answers shared by the savers of one check (several hand safetensors the very same tensors).
+#: A context variable: each thread (and each check) sees only its own.
+CHECK_MEMO: contextvars.ContextVar[dict | None] = contextvars.ContextVar("tensorviz_check_memo", default=None)
+
+
+def memoised(kind: str, sd: dict[str, Any], extra: Any, compute: Any) -> Any:
+    """``compute()``, or its earlier result for the same names, objects and ``extra`` in this check."""
+    memo = CHECK_MEMO.get()
+    if memo is None:
+        return compute()
+    values = tuple(sd.values())
+    key = (kind, tuple(sd), tuple(map(id, values)), extra)
+    if key not in memo:  # the entry keeps the values alive: no id is reused while the check runs
+        try:
+            memo[key] = (compute(), None, values)
+        except Exception as e:  # noqa: BLE001 - the same failure again for the same input
+            memo[key] = (None, e, values)
+    value, error, _ = memo[key]
+    if error is not None:
+        raise error
+    return value
+
+
 def _check_save_file(sd: dict[str, Any]) -> None:
     """Raise exactly what ``safetensors.torch.save_file(sd, ...)`` raises before writing, if anything."""
+    memoised("save_file", sd, None, lambda: _check_save_file_once(sd))
+
+
+def _check_save_file_once(sd: dict[str, Any]) -> None:
     _helper(_ST, "_evaluate_tensors_for_save")(_own_opaques(sd))  # type, sparse and sharing checks
     flatten = _helper(_ST, "_flatten_as_ptr")
     sizes = _helper(_ST, "_SIZE")
@@ -191,10 +228,10 @@ def _save_file_into(run: Run, sd: dict[str, Any], metadata: dict[str, str] | Non
     run.files.append(("model.safetensors", dict(sd), metadata))
 
 
-def evaluate_save_file(sd: dict[str, Any]) -> Run:
+def evaluate_save_file(sd: dict[str, Any], memo: dict | None = None) -> Run:
     """``safetensors.torch.save_file(state_dict, path)``."""
     run = Run(tuple(sd))
-    _anchor(run, sd, _ST, "_find_shared_tensors")
+    _anchor(run, sd, _ST, "_find_shared_tensors", memo)
     try:
         _save_file_into(run, dict(sd), None)
     except Unavailable:
@@ -208,7 +245,7 @@ def evaluate_save_file(sd: dict[str, Any]) -> Run:
 _SAVE_MODEL_HINT = " Or use save_model(..., force_contiguous=True), read the docs for potential caveats."
 
 
-def evaluate_save_model(sd: dict[str, Any]) -> Run:
+def evaluate_save_model(sd: dict[str, Any], memo: dict | None = None) -> Run:
     """``safetensors.torch.save_model(model, path)``, step by step as safetensors writes it.
 
     Read from safetensors' own ``save_model`` (bindings/python/py_src/safetensors/torch.py,
@@ -218,7 +255,7 @@ def evaluate_save_model(sd: dict[str, Any]) -> Run:
     ``ValueError`` from it gets the library's hint appended. Nothing of safetensors is swapped.
     """
     run = Run(tuple(sd))
-    _anchor(run, sd, _ST, "_find_shared_tensors")
+    _anchor(run, sd, _ST, "_find_shared_tensors", memo)
     remove_duplicates = _helper(_ST, "_remove_duplicate_names")
     _only_standins(sd, "save_model")
     with _library_failure(run):
@@ -266,24 +303,47 @@ _ST_DTYPES = [
     ("bool", "BOOL"),
 ]
 _ST_RANK = {name: (i, code) for i, (name, code) in enumerate(_ST_DTYPES)}
+_ST_BY_DTYPE = {getattr(torch, name): i for i, (name, _) in enumerate(_ST_DTYPES) if hasattr(torch, name)}
 
 
 def safetensors_file_nbytes(tensors: dict[str, Any], metadata: dict[str, str] | None) -> int | None:
+    """Exact size of the safetensors file these tensors make (see :func:`_file_nbytes`)."""
+    extra = None if metadata is None else tuple(metadata.items())
+    return memoised("file_nbytes", tensors, extra, lambda: _file_nbytes(tensors, metadata))
+
+
+def _file_nbytes(tensors: dict[str, Any], metadata: dict[str, str] | None) -> int | None:
     """Exact size of the safetensors file these tensors make: 8 + padded JSON header + data.
 
-    None when a dtype is not one whose header code tensorviz knows.
+    The header is ``{"__metadata__":{...},NAME:{"dtype":CODE,"shape":[...],"data_offsets":[a,b]},...}``,
+    compact, tensors in safetensors' order (descending dtype, then name); its length is summed
+    entry by entry. None when a dtype is not one whose header code tensorviz knows.
     """
     entries = []
     for name, t in tensors.items():
-        dtype = str(t.dtype).removeprefix("torch.")
-        if dtype not in _ST_RANK:
+        rank = _ST_BY_DTYPE.get(t.dtype)
+        if rank is None:
             return None
-        entries.append((_ST_RANK[dtype][0], name, _ST_RANK[dtype][1], list(t.shape), t.nelement() * t.element_size()))
-    entries.sort()
-    header: dict[str, Any] = {} if metadata is None else {"__metadata__": metadata}
+        entries.append((rank, name, t))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    n = 2 + max(len(entries) + (metadata is not None) - 1, 0)  # braces, commas
+    if metadata is not None:
+        n += len('"__metadata__":') + _json_len(metadata)
     offset = 0
-    for _, name, code, shape, nbytes in entries:
-        header[name] = {"dtype": code, "shape": shape, "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    n = len(json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode())
+    for rank, name, t in entries:
+        a = offset
+        offset += t.nelement() * t.element_size()
+        shape = ",".join(map(str, t.shape))
+        n += _json_len(name) + _ENTRY_FIXED + len(_ST_DTYPES[rank][1]) + len(shape) + len(str(a)) + len(str(offset))
     return 8 + (n + 7) // 8 * 8 + offset
+
+
+_ENTRY_FIXED = len(':{"dtype":"' + '","shape":[' + '],"data_offsets":[' + "," + "]}")
+_PLAIN_NAME = re.compile(r"[ -~]*").fullmatch  # printable ASCII: JSON adds only quotes, escapes " and \\
+
+
+def _json_len(x: Any) -> int:
+    """Bytes of ``x`` as compact JSON in UTF-8 (as the safetensors header writes it)."""
+    if isinstance(x, str) and _PLAIN_NAME(x):
+        return len(x) + 2 + x.count('"') + x.count("\\")
+    return len(json.dumps(x, ensure_ascii=False, separators=(",", ":")).encode())

@@ -115,6 +115,8 @@ def _revert_conversion(run: Run, model: Any, sd: dict[str, Any]) -> dict[str, An
         revert = _helper("transformers.core_model_loading", "revert_weight_conversion")
     except Unavailable:
         return sd
+    if _no_conversions(revert, model):
+        return sd
     metas: dict[int, Any] = {}
     twins = {k: v.meta_twin(metas) for k, v in sd.items()}
     owners: dict[int, list[str]] = collections.defaultdict(list)
@@ -141,6 +143,16 @@ def _revert_conversion(run: Run, model: Any, sd: dict[str, Any]) -> dict[str, An
     run.carried.extend(k for k in sd if k not in result)
     _attribute(run, revert, model, twins)
     return result
+
+
+def _no_conversions(revert: Any, model: Any) -> bool:
+    """The library's own quick escape: with no conversion for this model it hands back the very
+    dict it was given (asked with an empty one, so no twin is made for nothing)."""
+    probe: dict[str, Any] = {}
+    try:
+        return revert(model, probe) is probe
+    except Exception:  # noqa: BLE001 - then the full run says what fails
+        return False
 
 
 def _attribute(run: Run, revert: Any, model: Any, twins: dict[str, Any]) -> None:
@@ -173,6 +185,22 @@ def _owner(names: list[str], sd: dict[str, Any], t: Any) -> str:
 
 
 def _shards(sd: dict[str, Any], pattern: str, max_size: str) -> dict[str, list[str]]:
+    """huggingface_hub's ``split_torch_state_dict_into_shards`` plan (file name -> tensor names).
+
+    Its rule (huggingface_hub/serialization/_base.py, ``split_state_dict_into_shards_factory``):
+    strings are skipped, each storage is counted once at its full size (meta tensors each count),
+    and while the total stays within ``max_size`` everything goes into one file named with an empty
+    suffix. That common case is read off the stand-ins; a larger model asks the library itself.
+    """
+    parse = _helper("huggingface_hub.serialization._base", "parse_size_to_int")
+    seen: set[int] = set()
+    total = 0
+    for v in sd.values():
+        if isinstance(v, StandIn) and (v.device.type == "meta" or id(v.untyped_storage()) not in seen):
+            seen.add(id(v.untyped_storage()))
+            total += v.untyped_storage().nbytes()
+    if total <= parse(max_size):
+        return {pattern.format(suffix=""): [k for k, v in sd.items() if not isinstance(v, str)]}
     split = _helper("huggingface_hub", "split_torch_state_dict_into_shards")
     try:
         return dict(split(sd, filename_pattern=pattern, max_shard_size=max_size).filename_to_tensors)
@@ -244,7 +272,7 @@ _PLAIN_NOTE = (
 )
 
 
-def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
+def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool, memo: dict | None = None) -> Run:
     """``accelerate.utils.save(state_dict, path, safe_serialization=True)``.
 
     accelerate only de-duplicates an ``OrderedDict`` (what ``model.state_dict()`` returns); a
@@ -257,7 +285,7 @@ def evaluate_accelerate_save(sd: dict[str, Any], ordered: bool) -> Run:
         if len(cleaned) < len(sd):
             run.notes.append("accelerate deletes the names it drops from the very dict you pass (in place)")
         if not ordered:
-            _anchor(run, sd, _ST, "_find_shared_tensors")
+            _anchor(run, sd, _ST, "_find_shared_tensors", memo)
         _save_file_into(run, cleaned, {"format": "pt"})
     run.dropped = _dropped(run, sd)
     return run
