@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -267,18 +268,25 @@ class Diagram:
         >>> tv.diagram({"x": x, "col": x[:, 0]}).columns.sparse.tolist()
         [False, True]
         """
-        bars = self.bars
+        bars, n = self.bars, len(self.bars)
         colors = tuple(sorted({b.color for b in bars}))
         index = {c: i for i, c in enumerate(colors)}
-        ints = np.array([(b.start, b.stop, b.lane, index[b.color]) for b in bars], dtype=np.int64).reshape(-1, 4)
-        flags = np.array(
-            [
-                (b.runs is not None, b.overlaps_other, b.non_contiguous, b.reinterpreted, b.expanded, b.empty)
-                for b in bars
-            ],
-            dtype=bool,
-        ).reshape(-1, 6)
-        return BarColumns(*ints.T, colors, *flags.T)
+
+        def column(get, dtype) -> np.ndarray:  # one pass per column: no tuple per bar to collect
+            return np.fromiter(map(get, bars), dtype, n)
+
+        return BarColumns(
+            column(attrgetter("start"), np.int64),
+            column(attrgetter("stop"), np.int64),
+            column(attrgetter("lane"), np.int64),
+            column(lambda b: index[b.color], np.int64),
+            colors,
+            column(lambda b: b.runs is not None, bool),
+            *(
+                column(attrgetter(f), bool)
+                for f in ("overlaps_other", "non_contiguous", "reinterpreted", "expanded", "empty")
+            ),
+        )
 
     @property
     def unreferenced(self) -> dict[int, np.ndarray]:

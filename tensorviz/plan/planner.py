@@ -21,6 +21,7 @@ from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import search
 from tensorviz.core.records import Storage, TensorView
+from tensorviz.core.rows import gc_paused
 from tensorviz.core.units import format_bytes
 from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
 from tensorviz.plan.budget import allocate
@@ -34,8 +35,14 @@ __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
 
 
 def plan(layout: Layout, opts: DiagramOptions) -> Diagram:
-    """Plan the diagram of ``layout`` (options already checked by ``diagram()``)."""
-    return _Planner(layout, opts).plan()
+    """Plan the diagram of ``layout`` (options already checked by ``diagram()``).
+
+    The cyclic collector is paused meanwhile (see :func:`~tensorviz.core.rows.gc_paused`): the
+    bars are thousands of small acyclic records, and each collection it would start walks
+    every object of the caller (a state dict of 100k tensors) -- most of the planning time.
+    """
+    with gc_paused():
+        return _Planner(layout, opts).plan()
 
 
 _NFIELDS: dict[type, int] = {}

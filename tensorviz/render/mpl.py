@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensorviz.core.rows import gc_paused
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
 from tensorviz.render._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
 from tensorviz.render._mpl_overview import draw_overview, overview_inches
@@ -158,7 +159,8 @@ def render(
         if diagram.overview is not None:
             draw_overview(diagram.overview, fig, 0.0, overview_inches(diagram.overview, w))
     fig = ax.figure
-    _draw(diagram, ax)
+    with gc_paused():  # thousands of paths: no collector pass over the caller's objects per few hundred
+        _draw(diagram, ax)
     literal_texts(fig)  # names are data, never mathtext
     fig.tensorviz_diagram = diagram
     ax.tensorviz_diagram = diagram
