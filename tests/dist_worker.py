@@ -140,6 +140,18 @@ def fsdp_model(world: int) -> nn.Module:
     return m
 
 
+def hsdp_model() -> nn.Module:
+    """HSDP: FSDP2 on a 2-D mesh shards over "shard" and replicates over "replicate"."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
+    m = TinyLM()
+    arange_params(m)
+    fully_shard(m, mesh=mesh)
+    return m
+
+
 def tp_model() -> nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -188,6 +200,7 @@ def run(rank: int, world: int, out: str, port: int) -> None:
         scenario("placements", placements(world), out, rank, save=False)
         if world == 4:
             scenario("tp", tp_model(), out, rank)
+            scenario("hsdp", hsdp_model(), out, rank)
     finally:
         dist.destroy_process_group()
 

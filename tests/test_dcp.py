@@ -69,7 +69,9 @@ def _check_against_dcp(folder: str) -> int:
     return n
 
 
-@pytest.mark.parametrize(("world", "scenario", "chunks"), [(2, "fsdp", 23 * 2 - 1), (4, "fsdp", 0), (4, "tp", 14)])
+@pytest.mark.parametrize(
+    ("world", "scenario", "chunks"), [(2, "fsdp", 23 * 2 - 1), (4, "fsdp", 0), (4, "tp", 14), (4, "hsdp", 0)]
+)
 def test_sharded_runs_read_back_chunk_by_chunk(world, scenario, chunks):
     folder = os.path.join(worker_run(world), f"{scenario}_dcp")
     n = _check_against_dcp(folder)

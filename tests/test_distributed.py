@@ -153,7 +153,7 @@ def test_group_without_torch_distributed_says_how_to_start_it():
 )
 def test_every_rank_gets_the_same_layout_and_its_shards_are_true(world, scenario):
     results = rank_results(world, scenario)
-    expected = {"fsdp": 23, "placements": 5 if world == 2 else 8, "tp": 4}[scenario]
+    expected = {"fsdp": 23, "hsdp": 23, "placements": 5 if world == 2 else 8, "tp": 4}[scenario]
     for rank, r in enumerate(results):
         assert r["failures"] == [], f"rank {rank}: {r['failures']}"
         assert r["checked"] == expected
@@ -194,6 +194,32 @@ def test_fsdp_tied_embedding_is_one_global_tensor_with_uneven_shards(world):
     assert norm == ([[3], [3]] if world == 2 else [[2], [2], [2], [0]])
     # the plain buffer: each rank's own copy of the whole tensor
     assert [views[f"positions@rank{r}"]["start"] for r in range(world)] == [0] * world
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_fsdp_padding_shows_in_each_ranks_storage_bytes(world):
+    """FSDP2 pads every rank's shard to ceil(rows / world) rows; a short last shard is padded."""
+    import dist_worker
+
+    params = list({id(p): p for p in dist_worker.TinyLM().parameters()}.values())
+    ranks = rank_results(world, "fsdp")[0]["layout"]["metadata"]["ranks"]
+    for r in range(world):
+        local = padded = 20  # the plain buffer "positions": 5 float32, not sharded
+        for p in params:
+            rows, per_row = p.shape[0], p.numel() // p.shape[0] * 4
+            size = -(-rows // world)
+            local += max(0, min(size, rows - r * size)) * per_row
+            padded += size * per_row
+        assert ranks[str(r)] == {"local_bytes": local, "storage_bytes": padded}
+    assert ranks[str(world - 1)]["local_bytes"] < ranks[str(world - 1)]["storage_bytes"]
+
+
+def test_hsdp_replicates_over_one_mesh_dim_and_shards_over_the_other():
+    views = _views(4, "hsdp")
+    assert views["embed.weight@rank0"]["note"] == "(R, S(0)) on mesh replicate=2 x shard=2, at (replicate=0, shard=0)"
+    # ranks 0 and 2 (shard=0) hold rows 0-5 of 11, ranks 1 and 3 rows 6-10
+    assert [views[f"embed.weight@rank{r}"]["start"] for r in range(4)] == [0, 144, 0, 144]
+    assert [views[f"head.weight@rank{r}"]["shape"] for r in range(4)] == [[6, 6], [5, 6], [6, 6], [5, 6]]
 
 
 def test_tp_over_fsdp_on_2x2_mesh():
