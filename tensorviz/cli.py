@@ -158,12 +158,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show where the tensors of a checkpoint live, reading only its metadata "
         "(safetensors header, index, or torch.load(weights_only=True, mmap=True)).",
     )
-    p.add_argument("path", help="a .safetensors file, a *.index.json, a model folder or a .pt/.pth/.bin")
+    p.add_argument(
+        "path", help="a .safetensors file, a *.index.json, a model folder, a .pt/.pth/.bin or a DCP checkpoint folder"
+    )
     p.add_argument(
         "--by",
-        choices=_GROUPINGS,
+        choices=(*_GROUPINGS, "rank"),
         default="storage",
-        help="grouping for the shared groups and the diagram (default: storage)",
+        help="grouping for the shared groups and the diagram (default: storage); 'rank' colours the "
+        "chunks of a torch.distributed.checkpoint folder by the rank that saved them (text: by storage)",
     )
     p.add_argument("--png", metavar="OUT", help="write the diagram as a PNG (needs matplotlib)")
     p.add_argument("--html", metavar="OUT", help="write a static HTML page of the diagram")
@@ -225,7 +228,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.tree:
         print(layout.tree().to_text(depth=args.depth))
     else:
-        print(layout.to_text(by=args.by, max_views=args.max_views, full=args.full or None))
+        text_by = "storage" if args.by == "rank" else args.by  # rank is a colouring of storage lanes
+        print(layout.to_text(by=text_by, max_views=args.max_views, full=args.full or None))
     if args.save_check:
         from tensorviz.savecheck.report import save_check
 

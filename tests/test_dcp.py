@@ -121,6 +121,11 @@ def test_cli_json_of_a_dcp_folder(single, tmp_path, capsys):
     assert doc["metadata"]["format"] == "dcp"
     assert [v["name"] for v in doc["views"] if v["device"] == "global"] == ["w[0:2, 0:3]", "b[0:4]"]
     assert "w[0:2, 0:3]" in capsys.readouterr().out
+    png = tmp_path / "ranks.png"
+    assert cli_main([single, "--by", "rank", "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "storage #0 w · global 2×3 24 B: 1 view" in capsys.readouterr().out
+    assert cli_main([str(tmp_path), "--by", "rank"]) == 1  # not a checkpoint folder
 
 
 def test_reading_imports_no_torch(single):
