@@ -77,3 +77,16 @@ def test_name_pattern_matches_only_the_module():
     panel.select("a")
     rx = re.compile(panel.name_pattern())
     assert [n for n in ("a", "a.w", "ab.w") if rx.search(n)] == ["a", "a.w"]
+
+
+def test_choosing_a_module_filters_the_explorers_diagram():
+    ex = tv.explore(TiedLM())
+    assert ex.tree_panel is not None and ex.panel.children == (ex.tree_panel,)
+    before = ex.tensor_list.options
+    ex.tree_panel.rows.value = "ln"  # a click on the ln row
+    assert ex.name_filter.value == r"^ln(\.|$)" and ex.state.names == r"^ln(\.|$)"
+    assert sorted(ex.tensor_list.options) == ["ln.bias", "ln.weight"] and ex.last_error is None
+    ex.tree_panel.whole_button.click()
+    assert ex.name_filter.value == "" and ex.tensor_list.options == before
+    flat = tv.explore({"w": torch.zeros(2)})
+    assert flat.tree_panel is None and flat.panel.layout.display == "none"

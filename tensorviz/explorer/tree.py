@@ -51,9 +51,9 @@ class TreePanel(W.VBox):
 
     selected = traitlets.Unicode("").tag(sync=False)
 
-    def __init__(self, layout: Layout, **kwargs):
+    def __init__(self, tensor_layout: Layout, **kwargs):
         super().__init__(**kwargs)
-        self.tree: ModelTree = layout.tree()
+        self.tree: ModelTree = tensor_layout.tree()
         self._nodes = {n.path: n for n in self.tree.nodes()}
         self.expanded: set[str] = {""}
         self._refreshing = False

@@ -88,8 +88,8 @@ class Explorer(ExplorerControls, W.VBox):
     Attributes (the controls, for scripting and tests): ``by_toggle``, ``name_filter``,
     ``only_shared_box``, ``unreferenced_box``, ``storage_picker``, ``zoom``, ``expand_box``, ``tensor_list``,
     ``explain_button``; the outputs: ``canvas`` (a :class:`~tensorviz.explorer.canvas.DiagramCanvas`),
-    ``status_line``, ``details``, ``explain_pane``, ``save_pane``; ``panel``, an empty slot left of
-    the diagram (:meth:`set_panel`). ``selected`` is the list of selected names, synced both ways
+    ``status_line``, ``details``, ``explain_pane``, ``save_pane``; ``panel``, the slot left of
+    the diagram (:meth:`set_panel`), holding ``tree_panel`` (the model map) when names nest. ``selected`` is the list of selected names, synced both ways
     with clicks in the diagram and the tensor list. ``state`` and ``diagram`` describe what is
     shown now (``png`` is the static picture of that state); ``tensor_layout`` is the analysed
     :class:`~tensorviz.core.layout.Layout` (``layout`` is the ipywidgets CSS layout);
@@ -120,6 +120,7 @@ class Explorer(ExplorerControls, W.VBox):
         self.state = state
         self._current: Render | None = None
         self._wire()
+        self._add_tree_panel()
         self._refresh(state)  # not guarded: a first render that fails raises to the caller
 
     def _wire(self) -> None:
@@ -138,6 +139,21 @@ class Explorer(ExplorerControls, W.VBox):
         self.explain_button.on_click(self._on_explain)
         if self.save_pane is not None:
             self.save_pane.observe(self._on_save_opened, names="selected_index")
+
+    def _add_tree_panel(self) -> None:
+        """The model map (:mod:`tensorviz.explorer.tree`) left of the diagram when names nest;
+        choosing a module there filters the diagram to its tensors."""
+        self.tree_panel = None
+        if any("." in n for n in self.tensor_layout.names):
+            from tensorviz.explorer.tree import TreePanel
+
+            self.tree_panel = TreePanel(self.tensor_layout, layout=W.Layout(width="380px"))
+            self.tree_panel.observe(self._on_module, names="selected")
+            self.set_panel(self.tree_panel)
+
+    @_guarded("filtering to a module")
+    def _on_module(self, change: dict) -> None:
+        self.name_filter.value = self.tree_panel.name_pattern()
 
     @traitlets.validate("selected")
     def _check_selected(self, proposal: dict) -> list[str]:
