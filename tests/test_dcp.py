@@ -195,3 +195,27 @@ def test_dcp_chunks_coloured_by_the_rank_that_saved_them():
     )
     with pytest.raises(tv.TensorvizError, match="a DCP folder records no mesh"):
         tv.diagram(layout, by="mesh:dp")
+
+
+def test_hostile_sizes_and_repeated_chunks(tmp_path, single):
+    md = FileSystemReader(single).read_metadata()
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    md.state_dict_metadata["w"].size = torch.Size([2**40, 2**20])
+    (folder / ".metadata").write_bytes(pickle.dumps(md))
+    with pytest.raises(FileFormatError, match=r"'w' has size \[1099511627776, 1048576\]: .* bytes is over 2\*\*48"):
+        tv.analyze(str(folder))
+    md = FileSystemReader(single).read_metadata()
+    md.state_dict_metadata["w"].chunks[0].offsets = torch.Size([-1, 0])
+    (folder / ".metadata").write_bytes(pickle.dumps(md))
+    with pytest.raises(
+        FileFormatError, match=r"'w': chunk offsets is \(-1, 0\), not a list of integers in \[0, 2\*\*48\)"
+    ):
+        tv.analyze(str(folder))
+    md = FileSystemReader(single).read_metadata()
+    chunks = md.state_dict_metadata["w"].chunks
+    chunks.append(chunks[0])
+    (folder / ".metadata").write_bytes(pickle.dumps(md))
+    layout = tv.analyze(str(folder))
+    assert [v.name for v in layout.views].count("w[0:2, 0:3]") == 1
+    assert [s.name for s in layout.skipped] == ["w[0:2, 0:3]", "__0_0.distcp:w[0:2, 0:3]"]

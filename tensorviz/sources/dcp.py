@@ -38,6 +38,9 @@ from tensorviz.sources.parts import open_regular, read_exactly
 
 __all__ = ["analyze_dcp", "read_dcp_metadata", "is_dcp_folder", "MAX_METADATA_BYTES"]
 
+#: Largest size, offset or byte count accepted from ``.metadata`` (256 TiB): byte spans stay in int64.
+_LIMIT = 1 << 48
+
 #: A ``.metadata`` larger than this is refused before reading (a million chunks is ~200 MiB).
 MAX_METADATA_BYTES = 1 << 30
 
@@ -207,6 +210,7 @@ class _Builder:
     def __init__(self, folder: str, md: Any) -> None:
         self.folder, self.md = folder, md
         self.rows, self.skipped, self.problems = Rows(), [], []
+        self.rows.unique = False  # a hostile file may repeat a chunk: the repeat is skipped
         self.path = os.path.join(folder, ".metadata")
         self.places = _places(self.path, md)
         self.chunks: dict[str, dict] = {}
@@ -249,6 +253,8 @@ class _Builder:
         key = ("global", fqn)
         self.rows.labels[key] = f"{fqn} · global {'×'.join(map(str, shape)) or 'scalar'}"
         strides, nbytes = _contiguous(shape), _numel(shape) * itemsize
+        if nbytes >= _LIMIT:
+            raise FileFormatError(f"{self.path}: {fqn!r} has size {list(shape)}: {nbytes} bytes is over 2**48")
         out = []
         for c in getattr(meta, "chunks", None) or ():
             offs = _ints(getattr(c, "offsets", None), self.path, f"{fqn!r}: chunk offsets")
@@ -316,8 +322,9 @@ def _places(path: str, md: Any) -> dict:
 
 def _ints(value: Any, path: str, what: str) -> tuple[int, ...]:
     """A tuple of non-negative ints from the metadata, or a FileFormatError naming it."""
-    if not isinstance(value, (tuple, list)) or not all(type(x) is int and x >= 0 for x in value):
-        raise FileFormatError(f"{path}: {what} is {value!r}, not a list of non-negative integers")
+    if not isinstance(value, (tuple, list)) or not all(type(x) is int and 0 <= x < _LIMIT for x in value):
+        shown = repr(value) if len(repr(value)) < 200 else repr(value)[:200] + "…"
+        raise FileFormatError(f"{path}: {what} is {shown}, not a list of integers in [0, 2**48)")
     return tuple(value)
 
 

@@ -73,6 +73,7 @@ class _Builder:
     def __init__(self, keep: set[int] | None = None) -> None:
         self.keep = keep
         self.rows, self.skipped, self.problems = Rows(), [], []
+        self.rows.unique = False  # "a@rank0" could also be a tensor's own name: a repeat is skipped
         self.meshes: list[tuple] = []
         self.tensors: dict[str, dict] = {}
         self.shards: dict[str, dict] = {}
