@@ -106,7 +106,14 @@ def main() -> None:
     many = tv.analyze(many_storages())
     run_case("A. one storage, 10,000 views (by storage, 40 lanes)", flat, args.repeat)
     run_case("A'. one storage, 10,000 views (by overlap, packed)", flat, args.repeat, by="overlap")
-    run_case("B. 5,000 storages, every one a lane (all drawn)", many, args.repeat, expand_simple=True, overview=False, max_lanes=1_000_000)
+    run_case(
+        "B. 5,000 storages, every one a lane (all drawn)",
+        many,
+        args.repeat,
+        expand_simple=True,
+        overview=False,
+        max_lanes=1_000_000,
+    )
 
 
 if __name__ == "__main__":

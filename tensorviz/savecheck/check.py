@@ -29,6 +29,7 @@ from tensorviz.savecheck import savers_torch as svt
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
+from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained, is_peft_model
 from tensorviz.savecheck.standin import from_tensor, from_view, opaque
 from tensorviz.savecheck.verdicts import SaveReport, Verdict
 
@@ -46,6 +47,7 @@ class Subject:
     ordered: bool
     real_state_dict: Any = None  # only used by torch.save's own dry run, dropped after it
     pretrained: Any = None  # the transformers model, only while its verdict is computed
+    peft: Any = None  # the PeftModel, likewise
     has_meta_parameters: bool = False
     memo: dict = field(default_factory=dict)  # library answers every saver of this check shares
     sub_layouts: dict = field(default_factory=dict)  # frozenset(names given) -> their layout
@@ -65,7 +67,7 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
                 verdicts.append(v)
     finally:
         sv.CHECK_MEMO.reset(token)
-    subject.real_state_dict = subject.pretrained = None
+    subject.real_state_dict = subject.pretrained = subject.peft = None
     from tensorviz.savecheck.fixes import attach_fixes
 
     verdicts = attach_fixes(verdicts, subject)
@@ -112,6 +114,8 @@ def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
     subject.ties = module_ties(obj, layout)
     if _is_pretrained(obj):
         subject.pretrained = obj
+    if is_peft_model(obj):
+        subject.peft = obj
     return subject
 
 
@@ -260,6 +264,7 @@ def _library(saver: str) -> str:
         "safetensors.save_model": "safetensors",
         "torch.save": "torch",
         "transformers.save_pretrained": "transformers",
+        "peft.save_pretrained": "peft",
         "accelerate.save": "accelerate",
         "Accelerator.save_model": "accelerate",
     }[saver]
@@ -282,8 +287,10 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
     library = _library(saver)
     if not library:
         return None  # not installed
-    if (saver == "transformers.save_pretrained" and s.pretrained is None) or (
-        saver == "Accelerator.save_model" and s.kind != "module"
+    if (
+        (saver == "transformers.save_pretrained" and s.pretrained is None)
+        or (saver == "peft.save_pretrained" and s.peft is None)
+        or (saver == "Accelerator.save_model" and s.kind != "module")
     ):
         return None  # not applicable
     sd = s.standins
@@ -300,6 +307,8 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
             if s.pretrained is None:
                 return None
             run = hf.evaluate_save_pretrained(s.pretrained, sd)
+        elif saver == "peft.save_pretrained":
+            run = evaluate_peft_save_pretrained(s.peft, sd)
         elif saver == "accelerate.save":
             run = hf.evaluate_accelerate_save(sd, s.ordered, s.memo)
         else:

@@ -76,6 +76,8 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
             "no code can save meta tensors: they have no data. Materialise first "
             "(model.to_empty(device='cpu') then load or initialise real weights), then check again"
         ]
+    if v.saver not in _SAVE:
+        return [], [f"tensorviz has no code fix for {v.saver}"]
     freed = [n for n, t in s.standins.items() if isinstance(t, StandIn) and t.is_freed()]
     if freed:
         return [], [

@@ -13,6 +13,7 @@ SAVERS = {
     "safetensors.save_model": "safetensors.torch.save_model({model}, path)",
     "torch.save": "torch.save({sd}, path)",
     "transformers.save_pretrained": "{model}.save_pretrained(directory)",
+    "peft.save_pretrained": "{model}.save_pretrained(directory)  # a PeftModel: the adapter only",
     "accelerate.save": "accelerate.utils.save({sd}, path, safe_serialization=True)",
     "Accelerator.save_model": "Accelerator().save_model({model}, directory)",
 }
