@@ -28,7 +28,7 @@ from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import assign_colors
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
 from tensorviz.plan.overview import AUTO_STORAGES, Overview, overview
-from tensorviz.plan.ranks import shard_keys
+from tensorviz.plan.ranks import shard_colour_keys
 from tensorviz.plan.select import Selection, file_headers, file_indices, select, shared_count, storage_reasons
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
@@ -204,10 +204,7 @@ class _Planner:
         lanes: list[Lane] = []
         bars: list[Bar] = []
         blocks: list[Block] = []
-        self._first = self._first_names(sources)
-        if self.opts.color_by:  # by rank / mesh coordinate: a bar takes its shard's key
-            keys = shard_keys(self.layout, self.opts.color_by)
-            self._first = {n: keys.get(n, f) for n, f in self._first.items()}
+        self._first = shard_colour_keys(self.layout, self.opts.color_by, self._first_names(sources))
         self._colors = assign_colors([self._first[p.names[0]] for src in sources for p in src.protos])
         for src, cap in zip(sources, caps):
             blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))

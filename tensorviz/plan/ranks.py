@@ -16,7 +16,7 @@ import re
 from tensorviz.core.layout import Layout
 from tensorviz.plan.model import DiagramOptionError
 
-__all__ = ["SHARD_BYS", "shard_grouping", "shard_keys"]
+__all__ = ["SHARD_BYS", "shard_grouping", "shard_keys", "shard_colour_keys"]
 
 #: Groupings that colour shards (besides ``"mesh:<dimension name>"``).
 SHARD_BYS = ("rank",)
@@ -62,6 +62,15 @@ def shard_keys(layout: Layout, by: str) -> dict[str, str]:
         if mesh is not None and dim in mesh["dim_names"]:
             out[name] = f"{dim}={s['coord'][mesh['dim_names'].index(dim)]}"
     return out
+
+
+def shard_colour_keys(layout: Layout, by: str, first: dict[str, str]) -> dict[str, str]:
+    """The planner's colour keys (name -> first name of its group), with each shard's key
+    ("rank 2", "dp=1") instead when ``by`` is set; views without one keep their group's key."""
+    if not by:
+        return first
+    keys = shard_keys(layout, by)
+    return {n: keys.get(n, f) for n, f in first.items()}
 
 
 def _saver_keys(meta: dict) -> dict[str, str]:
