@@ -36,6 +36,7 @@ bench: $(STAMP)
 
 gallery: $(STAMP)
 	$(BIN)/python docs/make_gallery.py
+	$(BIN)/python docs/make_tree_gallery.py
 
 notebooks: $(STAMP)
 	$(BIN)/python tools/build_notebooks.py

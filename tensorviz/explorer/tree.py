@@ -36,8 +36,10 @@ MAX_BARS = 12
 _NBSP = "\u00a0"
 _CSS = """<style>
 .tvt-panel select{font-family:var(--jp-code-font-family,monospace);font-size:12px;}
-.tvt-mem{font-family:var(--jp-code-font-family,monospace);font-size:12px;}
-.tvt-mem .row{display:grid;grid-template-columns:230px 1fr 80px 56px;column-gap:8px;align-items:center;}
+</style>"""
+_MEMORY_CSS = """<style>
+.tvt-mem{font-family:var(--jp-code-font-family,monospace);font-size:12px;color:var(--jp-content-font-color1,#222);}
+.tvt-mem .row{display:grid;grid-template-columns:260px 1fr 80px 56px;column-gap:8px;align-items:center;}
 .tvt-mem .bar{height:11px;background:var(--jp-layout-color3,#e0e0e0);}
 .tvt-mem .bar i{display:inline-block;height:100%;vertical-align:top;background:var(--jp-brand-color1,#1976d2);}
 .tvt-mem .bar i.sh{background:repeating-linear-gradient(45deg,#e65100 0 3px,transparent 3px 6px);}
@@ -192,7 +194,7 @@ def memory_html(node: Node, total: int) -> str:
         f"{format_count(node.numel)} elements · bar = share of this module, bytes counted once; "
         f"hatched = read here, counted under another name</span>"
     )
-    return f'<div class="tvt-mem">{head}{"".join(rows)}</div>'
+    return f'{_MEMORY_CSS}<div class="tvt-mem"><div>{head}</div>{"".join(rows)}</div>'
 
 
 def _bar_row(name: str, kind: str, nbytes: int, shared: int, scale: int) -> str:
