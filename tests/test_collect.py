@@ -118,15 +118,17 @@ def test_collect_and_iter_named_values():
     assert [n for n, _ in iter_named_values(FusedQKV())][:2] == ["qkv.weight", "qkv.bias"]
 
 
-def test_storage_identity_is_the_storage_not_the_address():
+def test_storage_identity_is_the_memory_keyed_by_its_first_storage():
     arr = np.zeros(6, dtype=np.float32)
     one, two = torch.from_numpy(arr), torch.from_numpy(arr)
     assert one.data_ptr() == two.data_ptr()
     layout = tv.analyze({"one": one, "two": two, "view": one[2:]})
-    assert layout.relation("one", "two") == "unrelated"
+    assert layout.relation("one", "two") == "identical"  # two storage objects, one memory
     assert layout.relation("one", "view") == "contains"
-    assert len(layout.storages) == 2
-    assert layout["one"].storage == ("cpu", one.untyped_storage()._cdata) == ("cpu", torch._C._storage_id(one))
+    assert len(layout.storages) == 1
+    assert layout["two"].storage == ("cpu", one.untyped_storage()._cdata) == ("cpu", torch._C._storage_id(one))
+    alone = torch.zeros(2)
+    assert tv.analyze({"a": alone}).storages[0].key == ("cpu", torch._C._storage_id(alone))
 
 
 def test_parameters_and_plain_subclasses_are_analysed():

@@ -74,12 +74,25 @@ def storage_noun(layout: Layout) -> str:
     return "file" if n and len(whole_files(layout)) == n else "storage"
 
 
+def memory_words(parts: object) -> str:
+    """Words for a memory made of several storage objects (``((byte offset, nbytes), ...)``).
+
+    >>> memory_words(((0, 40), (16, 24)))
+    ', one memory of 2 storage objects at bytes [0, 40) [16, 40)'
+    """
+    if not parts:
+        return ""
+    where = " ".join(f"[{a}, {a + n})" for a, n in parts)
+    return f", one memory of {len(parts)} storage objects at bytes {where}"
+
+
 def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
     lines = header_lines(layout)
     if storages:
         lines.append("(= a view that reads every byte of its storage)")
+    objects = layout.metadata.get("storage_objects") or {}
     for s in storages:
         cov = f"{format_bytes(s.covered_nbytes)} read"
         if s.unreferenced_nbytes:
@@ -88,7 +101,7 @@ def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str
         exact = f" ({s.nbytes} B)" if s.nbytes >= 1024 else ""
         bound = "" if s.exact else " (upper bound: a footprint over the run budget)"
         lines.append(
-            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}: "
+            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}{memory_words(objects.get(s.key))}: "
             f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}{bound}"
         )
         views = layout.storage_views(s.key)
@@ -156,8 +169,9 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
     return ["metadata:", *lines] if lines else []
 
 
-_NOT_IN_TEXT = ("record_offsets", "values_omitted", "modules")  # the storage labels name the
-# records; the omitted count is written on the values line; the module facts feed the tree
+_NOT_IN_TEXT = ("record_offsets", "values_omitted", "modules", "storage_objects")  # the storage labels
+# name the records; the omitted count is written on the values line; the module facts feed the
+# tree; storage objects are written on their storage's line
 
 
 def _values_not_in_contents(metadata: Mapping[str, object]) -> dict:

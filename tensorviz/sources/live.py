@@ -3,8 +3,10 @@
 The only module that touches torch internals. It never reads tensor data, never copies, never
 calls ``.cpu()``, and keeps no reference to a tensor once the layout is built.
 
-Storage identity is the storage object itself, keyed ``(device, torch._C._storage_id(t))`` -- not
-``data_ptr()``, which is 0 for every meta and fake tensor and can repeat across storages.
+Storage identity is the memory (:mod:`tensorviz.sources.memory`): on devices with addresses,
+storage objects whose ``[data_ptr, data_ptr + nbytes)`` ranges overlap are one memory; elsewhere
+(meta and fake tensors, whose ``data_ptr()`` is 0) it is the storage object itself, keyed
+``(device, torch._C._storage_id(t))``.
 
 Speed matters (a state dict can hold 100k tensors): plain tensors take a short path that reads
 each attribute once and shares per-dtype, per-device and per-(shape, stride) facts; anything
@@ -22,6 +24,7 @@ import torch
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.memory import memories, rekey
 from tensorviz.sources.modules import module_facts
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
@@ -189,6 +192,7 @@ class _Collector:
         self.skipped: list[Skipped] = []
         self._dtypes: dict[torch.dtype, tuple[str, int]] = {}
         self._path: set[int] = set()
+        self.spans: dict[int, tuple[int, int]] = {}  # storage id: (address or 0, nbytes)
 
     # -- walking containers ---------------------------------------------------------------
     def walk(self, obj: Any, prefix: str) -> None:
@@ -213,7 +217,7 @@ class _Collector:
     def _walk_items(self, items: Any, prefix: str) -> None:
         """The hot loop: plain strided tensors are recorded inline; all else goes the careful way."""
         pre = f"{prefix}." if prefix else ""
-        dtypes, append = self._dtypes, self.rows.rows.append
+        dtypes, append, spans = self._dtypes, self.rows.rows.append, self.spans
         for key, t in items:
             if type(key) is not str:
                 key = self._key_text(key)
@@ -230,7 +234,10 @@ class _Collector:
                     except Exception:  # noqa: BLE001 - the careful path says what went wrong
                         self._add_careful(name, t)
                         continue
-                    append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None))
+                    sid, nbytes = st._cdata, st.nbytes()
+                    append((name, sid, st.device, nbytes, dt, shape, stride, offset, None))
+                    if sid not in spans:
+                        spans[sid] = (st.data_ptr(), nbytes)
                 else:
                     self._add_careful(name, t)
             elif isinstance(t, _CONTAINERS):
@@ -266,7 +273,9 @@ class _Collector:
         if reason is not None:
             return reason
         dt = self._dtype(value)
-        ident, nbytes = _storage_id(value), value.untyped_storage().nbytes()
+        st = value.untyped_storage()
+        ident, nbytes = _storage_id(value), st.nbytes()
+        address = 0 if _is_fake(value) or value.device.type == "meta" else st.data_ptr()
         shape, stride, offset = tuple(value.shape), tuple(value.stride()), value.storage_offset()
         if not all(type(x) is int for x in (*shape, *stride, offset, nbytes)):
             # Never int() a SymInt: that would add a guard to the caller's shape environment.
@@ -278,6 +287,7 @@ class _Collector:
         if note:
             self.rows.notes[len(self.rows.rows)] = note
         self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None))
+        self.spans.setdefault(ident, (address, nbytes))
         return None
 
     def _dtype(self, t: torch.Tensor) -> tuple[str, int]:
@@ -288,7 +298,15 @@ class _Collector:
         return dt
 
     def layout(self, source: str, metadata: dict | None = None) -> Layout:
-        return Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
+        """The Layout of the rows, storage objects over one memory keyed as that memory."""
+        rows, found = self.rows, memories(self.spans, self.rows.rows)
+        metadata = dict(metadata or {})
+        if found:
+            rows.rows = rekey(rows.rows, found, rows.notes)
+            metadata["storage_objects"] = {
+                (m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m, _ in found.values()
+            }
+        return Layout._from_rows(rows, self.skipped, source=source, metadata=metadata)
 
 
 def collect(items: Any, source: str = "") -> Layout:

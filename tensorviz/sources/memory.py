@@ -1,0 +1,151 @@
+"""Memory identity: storage objects whose address ranges overlap are one memory.
+
+Two ``torch.UntypedStorage`` objects can hold the same bytes: ``torch.from_numpy`` twice on one
+array, ``torch.frombuffer`` twice on one buffer, ``t.set_(s.untyped_storage()[a:b])``, or
+numpy views of one array each turned into a tensor. On devices with real addresses every
+storage covers ``[data_ptr, data_ptr + nbytes)``; storages whose ranges overlap (transitively)
+are one *memory*, keyed like its first storage in source order, whose bytes are counted from
+its lowest address. Storages with no address (meta and fake tensors, empty and freed storages,
+devices without a flat address space) keep their own identity.
+
+Numpy only: the collector hands over each storage object's ``(address, nbytes)``; one sort of
+those ranges finds the memories, so the common case (no aliasing) costs O(n log n) in numpy
+and rewrites no row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
+
+import numpy as np
+
+__all__ = ["ADDRESSED", "Memory", "memories", "rekey"]
+
+#: Device types whose ``data_ptr`` is a real address in one flat space per device.
+ADDRESSED = frozenset({"cpu", "cuda", "mps", "xpu"})
+
+_TOKEN = itemgetter(1)
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One memory made of two or more storage objects.
+
+    ``device`` is its device's name, ``token`` the storage id that keys it (its first storage
+    in source order), ``nbytes``
+    its extent from the lowest to one past the highest address, ``parts`` each storage
+    object's ``(storage id, byte offset in the memory, nbytes)`` in address order.
+    """
+
+    device: str
+    token: int
+    nbytes: int
+    parts: tuple[tuple[int, int, int], ...]
+
+
+def memories(spans: dict[int, tuple[int, int]], rows: list[tuple]) -> dict[int, tuple[Memory, int]]:
+    """``{storage id: (its memory, its byte offset in the memory)}`` for every storage object
+    that shares its memory with another one; empty when none does.
+
+    ``spans`` maps each storage id to ``(address, nbytes)`` in order of first appearance
+    (address 0: none); ``rows`` are the collector's rows (see :class:`tensorviz.core.rows.Rows`),
+    read for devices only when two storage objects overlap. One sort of the storages' ranges.
+
+    >>> r = lambda sid: ("x", sid, "cpu", 16, ("uint8", 1), (16,), (1,), 0, None)
+    >>> found = memories({7: (1000, 16), 8: (1008, 16), 9: (1024, 4)}, [r(7), r(8), r(9)])
+    >>> found[8]
+    (Memory(device='cpu', token=7, nbytes=24, parts=((7, 0, 16), (8, 8, 16))), 8)
+    >>> 9 in found
+    False
+    """
+    n = len(spans)
+    if n < 2:
+        return {}
+    flat = chain.from_iterable(spans.values())
+    try:
+        ptr, size = np.fromiter(flat, np.int64, 2 * n).reshape(n, 2).T
+    except OverflowError:  # an address past 2**63 (none seen in practice)
+        ptr, size = np.array(list(spans.values()), dtype=np.uint64).reshape(n, 2).T
+    live = np.flatnonzero((ptr != 0) & (size > 0))
+    if live.size < 2:
+        return {}
+    order = live[np.argsort(ptr[live], kind="stable")]
+    p = ptr[order]
+    reach = np.maximum.accumulate(p + size[order])
+    # A storage starts a new run of overlapping ranges when it begins at or past every earlier end.
+    new = np.flatnonzero(np.r_[True, p[1:] >= reach[:-1]])
+    if new.size == order.size:
+        return {}
+    tokens = np.fromiter(spans, np.int64, n)
+    bounds = np.r_[new, order.size]
+    runs = [order[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()) if b - a > 1]
+    devices = _devices(rows, set(tokens[np.concatenate(runs)].tolist()))
+    found: dict[int, tuple[Memory, int]] = {}
+    for run in runs:  # runs of two or more storage objects: rare
+        by_device: dict[str, list[tuple[int, int, int, int]]] = {}
+        for i in run.tolist():  # (first appearance, storage id, address, nbytes), address order
+            t = int(tokens[i])
+            by_device.setdefault(devices[t], []).append((i, t, *spans[t]))
+        for device, members in by_device.items():
+            if device.split(":")[0] in ADDRESSED:
+                _merge(device, members, found)
+    return found
+
+
+def _devices(rows: list[tuple], tokens: set[int]) -> dict[int, str]:
+    """The device name of each storage id in ``tokens``."""
+    out: dict[int, str] = {}
+    for row in rows:
+        if row[1] in tokens and row[1] not in out:
+            out[row[1]] = str(row[2])
+    return out
+
+
+def _merge(device: str, members: list[tuple[int, int, int, int]], found: dict[int, tuple[Memory, int]]) -> None:
+    """The memories of one device's storages ``(first appearance, id, address, nbytes)`` in
+    address order (after splitting by device, a run may fall apart)."""
+    run: list[tuple[int, int, int, int]] = []
+    reach = -1
+    for m in [*members, None]:
+        if m is None or (run and m[2] >= reach):
+            if len(run) > 1:
+                _add(device, run, found)
+            run, reach = [], -1
+        if m is not None:
+            run.append(m)
+            reach = max(reach, m[2] + m[3])
+
+
+def _add(device: str, run: list[tuple[int, int, int, int]], found: dict[int, tuple[Memory, int]]) -> None:
+    base = run[0][2]
+    parts = tuple((t, ptr - base, nbytes) for _, t, ptr, nbytes in run)
+    stop = max(ptr + nbytes for _, _, ptr, nbytes in run)
+    memory = Memory(device=device, token=min(run)[1], nbytes=stop - base, parts=parts)
+    for t, delta, _ in parts:
+        found[t] = (memory, delta)
+
+
+def rekey(rows: list[tuple], found: dict[int, tuple[Memory, int]], notes: dict[int, str]) -> list[tuple]:
+    """``rows`` with every row of a shared memory keyed by the memory, sized as it, and its
+    byte start and element offset counted from the memory's lowest address; other rows are
+    kept as they are. A view starting between two elements of its dtype keeps its storage
+    object's offset and gets a note in ``notes`` (by row), as safetensors files do."""
+    if not found:
+        return rows
+    tokens = np.fromiter(map(_TOKEN, rows), np.int64, len(rows))
+    hit = np.flatnonzero(np.isin(tokens, np.fromiter(found, np.int64, len(found))))
+    out = list(rows)
+    for i in hit.tolist():
+        row = rows[i]
+        memory, delta = found[row[1]]
+        itemsize = row[4][1]
+        start = delta + (row[7] * itemsize if row[8] is None else row[8])
+        offset, odd = divmod(start, itemsize) if itemsize else (row[7], 0)
+        if odd:
+            offset = row[7]
+            note = f"starts at byte {start} of its memory, not a multiple of itemsize {itemsize}"
+            notes[i] = f"{notes[i]}; {note}" if i in notes else note
+        out[i] = (row[0], memory.token, row[2], memory.nbytes, row[4], row[5], row[6], offset, start)
+    return out
