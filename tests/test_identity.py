@@ -283,17 +283,18 @@ def test_empty_and_freed_storages_keep_their_identity():
 
 
 def test_memories_are_found_in_one_sort():
-    def row(sid, device="cpu"):
-        return ("x", sid, device, 10, ("uint8", 1), (10,), (1,), 0, None)
+    def row(sid, ptr, n, device="cpu"):
+        return ("x", sid, device, n, ("uint8", 1), (n,), (1,), 0, None, ptr)
 
-    spans = {1: (100, 10), 2: (300, 5), 3: (105, 10), 4: (114, 2), 5: (116, 4), 6: (100, 10), 7: (0, 10)}
-    rows = [row(1), row(2), row(3), row(4), row(5), row(6, "meta"), row(7)]
-    found = memories(spans, rows)
-    # 5 touches 4's end without sharing a byte; meta has no flat address space; 7 has no address
+    rows = [row(1, 100, 10), row(2, 300, 5), row(3, 105, 10), row(1, 100, 10), row(4, 114, 2), row(5, 116, 4)]
+    rows += [row(6, 100, 10, "meta"), row(7, 0, 10), row(8, 104, 0)]
+    found = memories(rows)
+    # 5 touches 4's end without sharing a byte; meta has no flat address space; 7 has no
+    # address; 8 is empty
     assert sorted(found) == [1, 3, 4]
     memory, delta = found[4]
     assert (memory.token, memory.nbytes, memory.parts, delta) == (1, 16, ((1, 0, 10), (3, 5, 10), (4, 14, 2)), 14)
-    assert memories({1: (100, 10)}, rows[:1]) == {}
+    assert memories([r[:9] for r in rows]) == {}  # rows without addresses: storage identity
 
 
 @pytest.mark.parametrize("n", [1, 2, 1000])

@@ -157,8 +157,8 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
     @property
     def _table(self) -> Table:
         """Columns of every view and storage (see :mod:`tensorviz.core.table`)."""
-        raw = self._raw
-        return self._cached("table", lambda: build_table(self._rows, raw.geometries, raw.labels, raw.extra))
+        raw, meta = self._raw, self._metadata  # the source's deferred step runs first (Rows.finished)
+        return self._cached("table", lambda: build_table(raw.finished(meta), raw.geometries, raw.labels, raw.extra))
 
     @property
     def _nstores(self) -> int:
@@ -201,6 +201,7 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
     @property
     def metadata(self) -> dict[str, object]:
         """Extra facts from the source (a safetensors ``__metadata__``, checkpoint wrapper keys...)."""
+        self._raw.finished(self._metadata)  # the source's deferred step may add facts
         return dict(self._metadata)
 
     @property

@@ -6,7 +6,7 @@ Pure Python; no records are built here (see :mod:`tensorviz.core.records`).
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from tensorviz.core import footprint as fp
@@ -25,10 +25,14 @@ class Rows:
     lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row.
     Set ``unique`` to False when names may repeat (flattened nested containers). Building
     records for 100k views costs more than reading their metadata, so :class:`Layout` groups
-    storages and derives geometries and records on first use.
+    storages and derives geometries and records on first use. ``finish``, if set, is a source's
+    deferred step that the Layout runs once (:meth:`finished`) before anything is derived: it
+    may rewrite rows in place and notes (names and order kept) and returns metadata to add
+    (live tensors: storage objects over one memory, :mod:`tensorviz.sources.memory`). Rows
+    may carry fields past the ninth for it; the core reads the first nine.
     """
 
-    __slots__ = ("rows", "notes", "labels", "extra", "geometries", "unique")
+    __slots__ = ("rows", "notes", "labels", "extra", "geometries", "unique", "finish")
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
@@ -37,6 +41,14 @@ class Rows:
         self.extra: list[tuple] = []
         self.geometries: dict[tuple, fp.Geometry] = {}
         self.unique = True
+        self.finish: Callable[[Rows], dict] | None = None
+
+    def finished(self, metadata: dict) -> list[tuple]:
+        """The rows after the deferred step, run on the first call; its facts go to ``metadata``."""
+        step, self.finish = self.finish, None
+        if step is not None:
+            metadata.update(step(self))
+        return self.rows
 
     def geometry(self, shape: Sequence[int], stride: Sequence[int]) -> fp.Geometry:
         """The shared :class:`~tensorviz.core.footprint.Geometry` of a shape and stride."""
@@ -79,5 +91,5 @@ def drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
         if i in rows.notes:
             out.notes[len(out.rows)] = rows.notes[i]
         out.rows.append(row)
-    out.labels, out.extra, out.geometries = rows.labels, rows.extra, rows.geometries
+    out.labels, out.extra, out.geometries, out.finish = rows.labels, rows.extra, rows.geometries, rows.finish
     return out, skipped + tuple(extra)

@@ -24,7 +24,7 @@ import torch
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
-from tensorviz.sources.memory import memories, rekey
+from tensorviz.sources.memory import finish
 from tensorviz.sources.modules import module_facts
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
@@ -192,7 +192,6 @@ class _Collector:
         self.skipped: list[Skipped] = []
         self._dtypes: dict[torch.dtype, tuple[str, int]] = {}
         self._path: set[int] = set()
-        self.spans: dict[int, tuple[int, int]] = {}  # storage id: (address or 0, nbytes)
 
     # -- walking containers ---------------------------------------------------------------
     def walk(self, obj: Any, prefix: str) -> None:
@@ -217,7 +216,7 @@ class _Collector:
     def _walk_items(self, items: Any, prefix: str) -> None:
         """The hot loop: plain strided tensors are recorded inline; all else goes the careful way."""
         pre = f"{prefix}." if prefix else ""
-        dtypes, append, spans = self._dtypes, self.rows.rows.append, self.spans
+        dtypes, append = self._dtypes, self.rows.rows.append
         for key, t in items:
             if type(key) is not str:
                 key = self._key_text(key)
@@ -234,10 +233,7 @@ class _Collector:
                     except Exception:  # noqa: BLE001 - the careful path says what went wrong
                         self._add_careful(name, t)
                         continue
-                    sid, nbytes = st._cdata, st.nbytes()
-                    append((name, sid, st.device, nbytes, dt, shape, stride, offset, None))
-                    if sid not in spans:
-                        spans[sid] = (st.data_ptr(), nbytes)
+                    append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, st.data_ptr()))
                 else:
                     self._add_careful(name, t)
             elif isinstance(t, _CONTAINERS):
@@ -286,8 +282,7 @@ class _Collector:
         self.rows.geometry(shape, stride)  # fails here, not later, on odd metadata
         if note:
             self.rows.notes[len(self.rows.rows)] = note
-        self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None))
-        self.spans.setdefault(ident, (address, nbytes))
+        self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None, address))
         return None
 
     def _dtype(self, t: torch.Tensor) -> tuple[str, int]:
@@ -298,15 +293,10 @@ class _Collector:
         return dt
 
     def layout(self, source: str, metadata: dict | None = None) -> Layout:
-        """The Layout of the rows, storage objects over one memory keyed as that memory."""
-        rows, found = self.rows, memories(self.spans, self.rows.rows)
-        metadata = dict(metadata or {})
-        if found:
-            rows.rows = rekey(rows.rows, found, rows.notes)
-            metadata["storage_objects"] = {
-                (m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m, _ in found.values()
-            }
-        return Layout._from_rows(rows, self.skipped, source=source, metadata=metadata)
+        """The Layout of the rows; on first use it keys storage objects over one memory as that
+        memory (:func:`tensorviz.sources.memory.finish`)."""
+        self.rows.finish = finish
+        return Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
 
 
 def collect(items: Any, source: str = "") -> Layout:

@@ -8,25 +8,27 @@ are one *memory*, keyed like its first storage in source order, whose bytes are 
 its lowest address. Storages with no address (meta and fake tensors, empty and freed storages,
 devices without a flat address space) keep their own identity.
 
-Numpy only: the collector hands over each storage object's ``(address, nbytes)``; one sort of
-those ranges finds the memories, so the common case (no aliasing) costs O(n log n) in numpy
-and rewrites no row.
+Numpy only: the collector's rows carry each storage object's address as a tenth field; one sort
+of the rows' ranges finds the memories, so the common case (no aliasing) costs O(n log n) in
+numpy and rewrites no row. The work runs when the Layout is first asked a question
+(:attr:`tensorviz.core.rows.Rows.finish`), not during ``analyze``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
 from operator import itemgetter
 
 import numpy as np
 
-__all__ = ["ADDRESSED", "Memory", "memories", "rekey"]
+from tensorviz.core.rows import Rows
+
+__all__ = ["ADDRESSED", "Memory", "finish", "memories", "rekey"]
 
 #: Device types whose ``data_ptr`` is a real address in one flat space per device.
 ADDRESSED = frozenset({"cpu", "cuda", "mps", "xpu"})
 
-_TOKEN = itemgetter(1)
+_TOKEN, _NBYTES, _ADDRESS = itemgetter(1), itemgetter(3), itemgetter(9)
 
 
 @dataclass(frozen=True)
@@ -45,62 +47,66 @@ class Memory:
     parts: tuple[tuple[int, int, int], ...]
 
 
-def memories(spans: dict[int, tuple[int, int]], rows: list[tuple]) -> dict[int, tuple[Memory, int]]:
+def finish(rows: Rows) -> dict[str, object]:
+    """Key every row of a shared memory as that memory (see :func:`rekey`); the metadata to add:
+    ``{"storage_objects": {memory key: ((byte offset, nbytes) of each storage object, ...)}}``
+    when some memory has several storage objects. Run by the Layout on first use
+    (``Rows.finish``), so ``analyze`` itself pays only for reading each storage's address."""
+    found = memories(rows.rows)
+    if not found:
+        return {}
+    rows.rows[:] = rekey(rows.rows, found, rows.notes)  # in place: the Layout holds this list
+    shared = {(m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m, _ in found.values()}
+    return {"storage_objects": shared}
+
+
+def memories(rows: list[tuple]) -> dict[int, tuple[Memory, int]]:
     """``{storage id: (its memory, its byte offset in the memory)}`` for every storage object
     that shares its memory with another one; empty when none does.
 
-    ``spans`` maps each storage id to ``(address, nbytes)`` in order of first appearance
-    (address 0: none); ``rows`` are the collector's rows (see :class:`tensorviz.core.rows.Rows`),
-    read for devices only when two storage objects overlap. One sort of the storages' ranges.
+    ``rows`` are collector rows ``(name, storage id, device, storage nbytes, ..., address)``
+    (:class:`tensorviz.core.rows.Rows` with a tenth field; address 0: none). One sort of the
+    rows' ranges; devices are read only where two storage objects overlap.
 
-    >>> r = lambda sid: ("x", sid, "cpu", 16, ("uint8", 1), (16,), (1,), 0, None)
-    >>> found = memories({7: (1000, 16), 8: (1008, 16), 9: (1024, 4)}, [r(7), r(8), r(9)])
+    >>> r = lambda sid, ptr: ("x", sid, "cpu", 16, ("uint8", 1), (16,), (1,), 0, None, ptr)
+    >>> found = memories([r(7, 1000), r(8, 1008), r(9, 1032), r(7, 1000)])
     >>> found[8]
     (Memory(device='cpu', token=7, nbytes=24, parts=((7, 0, 16), (8, 8, 16))), 8)
     >>> 9 in found
     False
     """
-    n = len(spans)
-    if n < 2:
+    n = len(rows)
+    if n < 2 or len(rows[0]) < 10:
         return {}
-    flat = chain.from_iterable(spans.values())
     try:
-        ptr, size = np.fromiter(flat, np.int64, 2 * n).reshape(n, 2).T
+        ptr = np.fromiter(map(_ADDRESS, rows), np.int64, n)
     except OverflowError:  # an address past 2**63 (none seen in practice)
-        ptr, size = np.array(list(spans.values()), dtype=np.uint64).reshape(n, 2).T
+        ptr = np.fromiter(map(_ADDRESS, rows), np.uint64, n)
+    size = np.fromiter(map(_NBYTES, rows), ptr.dtype, n)
     live = np.flatnonzero((ptr != 0) & (size > 0))
     if live.size < 2:
         return {}
     order = live[np.argsort(ptr[live], kind="stable")]
     p = ptr[order]
     reach = np.maximum.accumulate(p + size[order])
-    # A storage starts a new run of overlapping ranges when it begins at or past every earlier end.
+    # A row starts a new run of overlapping ranges when it begins at or past every earlier end.
     new = np.flatnonzero(np.r_[True, p[1:] >= reach[:-1]])
     if new.size == order.size:
         return {}
-    tokens = np.fromiter(spans, np.int64, n)
+    tokens = np.fromiter(map(_TOKEN, rows), np.int64, n)[order]
+    several = np.flatnonzero(np.minimum.reduceat(tokens, new) != np.maximum.reduceat(tokens, new))
     bounds = np.r_[new, order.size]
-    runs = [order[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()) if b - a > 1]
-    devices = _devices(rows, set(tokens[np.concatenate(runs)].tolist()))
     found: dict[int, tuple[Memory, int]] = {}
-    for run in runs:  # runs of two or more storage objects: rare
-        by_device: dict[str, list[tuple[int, int, int, int]]] = {}
-        for i in run.tolist():  # (first appearance, storage id, address, nbytes), address order
-            t = int(tokens[i])
-            by_device.setdefault(devices[t], []).append((i, t, *spans[t]))
+    for m in several.tolist():  # runs of two or more storage objects: rare
+        by_device: dict[str, dict[int, tuple[int, int, int, int]]] = {}
+        for i in order[bounds[m] : bounds[m + 1]].tolist():  # address order
+            row = rows[i]
+            # (first row, storage id, address, nbytes) of each storage object, by device
+            by_device.setdefault(str(row[2]), {}).setdefault(row[1], (i, row[1], row[9], row[3]))
         for device, members in by_device.items():
             if device.split(":")[0] in ADDRESSED:
-                _merge(device, members, found)
+                _merge(device, [members[t] for t in sorted(members, key=lambda t: members[t][2])], found)
     return found
-
-
-def _devices(rows: list[tuple], tokens: set[int]) -> dict[int, str]:
-    """The device name of each storage id in ``tokens``."""
-    out: dict[int, str] = {}
-    for row in rows:
-        if row[1] in tokens and row[1] not in out:
-            out[row[1]] = str(row[2])
-    return out
 
 
 def _merge(device: str, members: list[tuple[int, int, int, int]], found: dict[int, tuple[Memory, int]]) -> None:
@@ -147,5 +153,5 @@ def rekey(rows: list[tuple], found: dict[int, tuple[Memory, int]], notes: dict[i
             offset = row[7]
             note = f"starts at byte {start} of its memory, not a multiple of itemsize {itemsize}"
             notes[i] = f"{notes[i]}; {note}" if i in notes else note
-        out[i] = (row[0], memory.token, row[2], memory.nbytes, row[4], row[5], row[6], offset, start)
+        out[i] = (row[0], memory.token, row[2], memory.nbytes, row[4], row[5], row[6], offset, start, row[9])
     return out
