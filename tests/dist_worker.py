@@ -191,6 +191,24 @@ def placements(world: int) -> dict:
     return out
 
 
+def subgroup(out: str, rank: int) -> None:
+    """tv.analyze(..., group=pg) over ranks 1 and 3 only: ranks 0 and 2 take no part."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    import tensorviz as tv
+    from tensorviz.cli import layout_to_json
+
+    dp = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))["dp"]  # [0, 2] or [1, 3]
+    group = dist.new_group([1, 3])  # every rank creates it; only its members use it
+    if rank in (1, 3):
+        x = distribute_tensor(torch.arange(10.0).view(5, 2), dp, [Shard(0)])
+        layout = tv.analyze({"buf": torch.zeros(3), "x": x}, group=group)
+        with open(os.path.join(out, f"subgroup.rank{rank}.json"), "w") as f:
+            json.dump(layout_to_json(layout), f)
+    dist.barrier()
+
+
 def run(rank: int, world: int, out: str, port: int) -> None:
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -201,6 +219,7 @@ def run(rank: int, world: int, out: str, port: int) -> None:
         if world == 4:
             scenario("tp", tp_model(), out, rank)
             scenario("hsdp", hsdp_model(), out, rank)
+            subgroup(out, rank)
     finally:
         dist.destroy_process_group()
 

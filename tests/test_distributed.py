@@ -222,6 +222,21 @@ def test_hsdp_replicates_over_one_mesh_dim_and_shards_over_the_other():
     assert [views[f"head.weight@rank{r}"]["shape"] for r in range(4)] == [[6, 6], [5, 6], [6, 6], [5, 6]]
 
 
+def test_analyze_over_a_subgroup_of_two_of_four_ranks():
+    out = worker_run(4)
+    docs = []
+    for rank in (1, 3):
+        with open(os.path.join(out, f"subgroup.rank{rank}.json")) as f:
+            docs.append(json.load(f))
+    assert docs[0] == docs[1]
+    assert not os.path.exists(os.path.join(out, "subgroup.rank0.json"))
+    views = {v["name"]: v for v in docs[0]["views"]}
+    assert list(views) == ["buf@rank1", "buf@rank3", "x@rank1", "x@rank3"]
+    assert [views["x@rank1"]["shape"], views["x@rank3"]["shape"], views["x@rank3"]["start"]] == [[3, 2], [2, 2], 24]
+    assert docs[0]["metadata"]["world_size"] == 2
+    assert docs[0]["metadata"]["meshes"] == [{"shape": [2], "ranks": [1, 3], "dim_names": ["dp"]}]
+
+
 def test_tp_over_fsdp_on_2x2_mesh():
     views = _views(4, "tp")
     assert [views[f"0.weight@rank{r}"]["start"] for r in range(4)] == [0, 256, 128, 384]
