@@ -214,3 +214,12 @@ def test_scalar_empty_and_3d():
     words = texts(fig)
     assert "addr = 0" in words and "addr = 0 + 12·i + 4·j + 1·k" in words
     assert layer(fig, "grid-0-s2").tensorviz_owner.tolist() == list(range(24))
+
+
+def test_key_fits_the_narrowest_figure():
+    b = torch.arange(3.0)
+    fig = tv.explain(b, b.expand(4, 3), names=["b", "b.expand(4, 3)"])
+    fig.canvas.draw()
+    width = fig.get_window_extent().x1
+    keys = [t for t in fig.axes[0].texts if t.get_text().startswith(("▶ offset", "bold border"))]
+    assert len(keys) == 2 and all(t.get_window_extent().x1 <= width for t in keys)

@@ -245,9 +245,9 @@ def _draw_key(ax: Axes, y: float, wide: bool = False) -> float:
     """What the marks mean, so no mark rests on colour alone (a second line when some element
     spans several cells)."""
     lines = [
-        "▶ offset (first element)   ×n cell read n times by one view   grey hatched: no view reads it   "
-        "bold border: a reused cell   number = storage cell"
-    ]
+        "▶ offset (first element)   ×n cell read n times by one view   grey hatched: no view reads it",
+        "bold border: a reused cell   number = storage cell",
+    ]  # two lines: one would be cut in the narrowest (6-inch) figure
     if wide:
         lines.append(
             "an element wider than a cell shows its first cell's number; its other cells are the stripes beside it"
