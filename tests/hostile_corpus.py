@@ -203,6 +203,10 @@ def build(folder: str) -> dict[str, str]:  # noqa: PLR0915 - one line per case r
     put("list-form-entry", "list.safetensors", st_bytes('{"w":["F32",[2],[0,8]]}'))
     put("dim-2-64-minus-1", "dimmax.safetensors", st_bytes(hdr(w=_entry(shape=f"[{2**64 - 1},0]", offsets="[0,0]")), 0))  # fmt: skip
 
+    big = {f"model.layers.{i // 10}.attn.q_proj.weight.{i}": [2 * i, 2 * i + 2] for i in range(80_000)}
+    text = "{" + ",".join(f'"{k}":{_entry(shape="[1]", offsets=str(o), dtype="F16")}' for k, o in big.items()) + "}"
+    put("valid-9MB-header-80k-tensors", "big80k.safetensors", st_bytes(text.replace(" ", ""), 160_000))
+
     # 2. pickles: linear time and memory
     put("pt-deep-20000", "deep.pt", _wrapped(b"]" * 20_000, b"a" * 20_000))
     put("pt-deep-tensor-each-level", "deeptensors.pt", _deep_with_tensor_each_level(20_000))

@@ -435,3 +435,46 @@ def test_unknown_file_kind(tmp_path):
     path.write_bytes(b"\x00" * 32)
     with pytest.raises(FileFormatError, match=r"weights.dat: not a file tensorviz knows"):
         tv.analyze(path)
+
+
+# -- containment: links out of a model folder ----------------------------------------------------
+def test_hugging_face_cache_links_into_blobs_are_followed(tmp_path):
+    """A hub cache snapshot links each file to ../../blobs/<hash>: that is not leaving the folder."""
+    repo = tmp_path / "models--org--name"
+    (repo / "blobs").mkdir(parents=True)
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (repo / "blobs" / "h1").write_bytes(st({"w": F32_2}))
+    (repo / "blobs" / "h2").write_text(json.dumps({"weight_map": {"w": "model-1.safetensors"}}))
+    os.symlink("../../blobs/h1", snap / "model-1.safetensors")
+    os.symlink("../../blobs/h2", snap / "model.safetensors.index.json")
+    layout = tv.analyze(snap)
+    assert layout.names == ("w",) and "problems" not in layout.metadata
+    assert tv.analyze(snap / "model.safetensors.index.json").names == ("w",)
+
+
+def test_folder_weights_linking_out_of_the_folder_are_refused(tmp_path):
+    outside = tmp_path / "elsewhere.safetensors"
+    outside.write_bytes(st({"w": F32_2}))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    os.symlink(outside, folder / "model.safetensors")
+    with pytest.raises(FileFormatError) as info:
+        tv.analyze(folder)
+    assert "model.safetensors is a symbolic link that leads out of its folder" in str(info.value)
+    assert repr(str(outside)) in str(info.value)
+    os.unlink(folder / "model.safetensors")
+    os.symlink("../elsewhere.safetensors", folder / "model.safetensors")  # relative: the same
+    with pytest.raises(FileFormatError, match="leads out of its folder"):
+        tv.analyze(folder)
+
+
+def test_links_inside_the_folder_are_followed_and_one_file_is_one_shard(tmp_path):
+    (tmp_path / "real.safetensors").write_bytes(st({"w": F32_2}))
+    os.symlink("real.safetensors", tmp_path / "alias.safetensors")
+    path = tmp_path / "i.index.json"
+    path.write_text(json.dumps({"weight_map": {"w": "./alias.safetensors", "v": "alias.safetensors"}}))
+    layout = tv.analyze(path)
+    assert layout.names == ("w",) and len(layout.storages) == 1
+    assert layout.metadata["index"]["shards"] == ["alias.safetensors"]
+    assert [s.name for s in layout.skipped] == ["v"]

@@ -36,7 +36,7 @@ MAX_VALUES = 50
 #: Pickles up to this size are loaded as they are (they hold at most this many opcodes) ...
 SCAN_FROM = 1_000_000
 #: ... larger ones first have their opcodes counted: each builds or stores at most one object.
-MAX_OPS = 2_000_000
+MAX_OPS = 1_500_000
 
 _NAMED_CONTAINERS = 10_000  # containers whose names "<same object as ...>" can quote
 
@@ -46,7 +46,7 @@ Walked = tuple[list[tuple[str, torch.Tensor]], dict[str, str], dict[str, str], i
 # -- before loading: the pickle's size in opcodes --------------------------------------------------
 def _opcode_table() -> tuple[list[int | None], list[int], list[bool]]:
     """Per opcode byte: argument size (or length-field size), argument kind, and whether free."""
-    free_ops = {"PROTO", "FRAME", "STOP", "MARK", "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"}
+    free_ops = {"PROTO", "FRAME", "STOP", "MARK"}  # a memo put costs a dict entry: counted
     sizes: list[int | None] = [None] * 256
     kinds, free = [0] * 256, [False] * 256
     by_n = {
@@ -108,7 +108,7 @@ def check_pickle_ops(path: str, data: bytes) -> None:
         raise TooLargeError(
             f"{path}: its pickle builds more than {MAX_OPS:,} objects ({len(data):,} bytes of pickle); "
             f"tensorviz refuses to load it (the work limit for a checkpoint's metadata). A state dict "
-            f"needs about 20 per tensor: is this a state dict?"
+            f"needs about 30 per tensor: is this a state dict?"
         )
 
 
@@ -151,6 +151,10 @@ def _check_tensor(path: str, name: str, t: torch.Tensor) -> None:
         )
 
 
+class _Said(str):
+    """A value's description already written (not a value to describe)."""
+
+
 class _Walk:
     """The state of one walk: what was found so far, and the work limits."""
 
@@ -184,12 +188,11 @@ class _Walk:
         children = _children(value)
         if children is not None and id(value) in self.seen:
             first = self.seen[id(value)]
-            self._value(
-                name, depth, "<the same object again>" if first is None else f"<same object as {first or 'the root'}>"
-            )
+            again = "<the same object again>" if first is None else f"<same object as {first or 'the root'}>"
+            self._value(name, depth, _Said(again))
             return None
         if children is None:
-            self._value(name, depth, short(value))
+            self._value(name, depth, value)
             return None
         self.seen[id(value)] = name if len(self.seen) < _NAMED_CONTAINERS else None
         return children
@@ -203,12 +206,16 @@ class _Walk:
         self.elided.add(name)
         return name
 
-    def _value(self, name: str, depth: int, text: str) -> None:
+    def _value(self, name: str, depth: int, value: Any) -> None:
+        """Count a value; describe it (bounded work) only if it is among those kept."""
         self.n_values += 1
-        if len(self.values) < MAX_VALUES:
-            self.values[name or "value"] = text
-        if depth == 1 and len(self.top_values) < MAX_VALUES:
-            self.top_values[name] = text
+        keep, top = len(self.values) < MAX_VALUES, depth == 1 and len(self.top_values) < MAX_VALUES
+        if keep or top:
+            text = str(value) if isinstance(value, _Said) else short(value)
+            if keep:
+                self.values[name or "value"] = text
+            if top:
+                self.top_values[name] = text
 
 
 def walk(path: str, obj: Any) -> Walked:
