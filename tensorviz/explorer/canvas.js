@@ -1,7 +1,7 @@
 // The tensorviz diagram canvas (anywidget front-end). Python's Diagram arrives as binary columns;
 // this file only draws it and handles hover, click, drag-zoom and scrolling in the browser.
 // Pure helpers live in geometry.js (prepended to this file by the Python side).
-import { column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+import { column, lines, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const KIND = { storage: 0, view: 1, simple: 2, more: 3, moreStorages: 4, summary: 5 };
@@ -112,7 +112,7 @@ function render({ model, el }) {
       g.fillRect(Math.min(drag.x0, drag.x1), AXIS_H, Math.abs(drag.x1 - drag.x0), height - AXIS_H);
     }
     const nL = d.laneKind.length;
-    $(".tvz-cv-foot").textContent = `lanes ${nL ? first + 1 : 0}–${last} of ${nL.toLocaleString()}${last - first < nL ? " (scroll for more)" : ""} · ` +
+    $(".tvz-cv-foot").textContent = `lanes ${(nL ? first + 1 : 0).toLocaleString()}–${last.toLocaleString()} of ${nL.toLocaleString()}${last - first < nL ? " (scroll for more)" : ""} · ` +
       `bytes [${formatBytes(lo)}, ${formatBytes(hi)})${view ? " zoomed: double-click to reset" : " · drag across the bars to zoom"}`;
     root.dataset.firstLane = first; root.dataset.lastLane = last;
     root.dataset.drawMs = (performance.now() - t0).toFixed(2);
@@ -140,7 +140,7 @@ function render({ model, el }) {
     g.font = (kind === KIND.storage ? "bold " : "") + "11px sans-serif";
     g.textBaseline = "middle";
     g.save(); g.beginPath(); g.rect(0, y, lw, LANE_H); g.clip();
-    g.fillText(laneLabel(d, l), 4, y + LANE_H / 2);
+    g.fillText(fitText(laneLabel(d, l), lw - 8, (t) => g.measureText(t).width), 4, y + LANE_H / 2);
     g.restore();
     g.save(); g.beginPath(); g.rect(sc.x0 - 1, y, sc.width + 2, LANE_H); g.clip();
     if (kind === KIND.storage || kind === KIND.summary) {
@@ -181,7 +181,7 @@ function render({ model, el }) {
       g.fillStyle = fill; g.fillRect(r[0], y + 3, r[1], LANE_H - 6);
     }
     g.globalAlpha = 1;
-    if (flags & 2) { g.setLineDash([3, 2]); g.strokeStyle = "#d62728"; g.lineWidth = 1; g.strokeRect(r[0] + 0.5, y + 3.5, r[1] - 1, LANE_H - 7); g.setLineDash([]); }
+    if ((flags & 2) && r[1] > 6) { g.setLineDash([3, 2]); g.strokeStyle = "#d62728"; g.lineWidth = 1; g.strokeRect(r[0] + 0.5, y + 3.5, r[1] - 1, LANE_H - 7); g.setLineDash([]); }
     if (code === 1 || (code > 1 && SHARES_BYTES(code)) || i === hover) {
       g.lineWidth = 2; g.strokeStyle = code === 1 ? "#000" : i === hover ? "#1f5fbf" : "#e07000";
       g.strokeRect(r[0] + 1, y + 2, Math.max(r[1] - 2, 1), LANE_H - 4); g.lineWidth = 1;
@@ -248,7 +248,12 @@ function render({ model, el }) {
     schedule();
   }
   function onDbl() { view = null; model.set("zoom", []); model.save_changes(); schedule(); }
-  function onData() { d = decodeAll(model); readSelection(); const z = model.get("zoom"); view = z && z.length === 2 ? z : null; sizes(); legend(); schedule(); }
+  function onData() {
+    d = decodeAll(model); readSelection();
+    const z = model.get("zoom"); view = z && z.length === 2 ? z : null;
+    sizes(); legend(); draw();
+    root.dataset.revision = model.get("revision");
+  }
   function onSel() { readSelection(); legend(); schedule(); }
 
   // For tests and benchmarks (Playwright): where a name is drawn, a canvas pixel, the plot box.
@@ -284,6 +289,7 @@ function render({ model, el }) {
   const ro = new ResizeObserver(() => { const w = Math.floor(root.clientWidth) - 2; if (w !== width) { sizes(); draw(); } });
   ro.observe(root);
   sizes(); legend(); draw();
+  root.dataset.revision = model.get("revision");
   return () => { ro.disconnect(); window.removeEventListener("mouseup", onUp); model.off("change:revision", onData); model.off("change:rel", onSel); model.off("change:selected", onSel); };
 }
 

@@ -36,6 +36,19 @@ function trim(s) {
   return s.includes(".") ? s.replace(/0+$/, "").replace(/\.$/, "") : s;
 }
 
+// `text` shortened in the middle to fit `maxW` pixels ("model.layers.0…gate_proj.weight"),
+// keeping the end (the most telling part of a dotted name); `measure(s)` gives a width.
+export function fitText(text, maxW, measure) {
+  if (measure(text) <= maxW) return text;
+  let lo = 0, hi = text.length;
+  while (lo < hi) {  // the most characters kept that still fit
+    const mid = (lo + hi + 1) >> 1, head = Math.ceil(mid * 0.4);
+    if (measure(text.slice(0, head) + "…" + text.slice(text.length - (mid - head))) <= maxW) lo = mid; else hi = mid - 1;
+  }
+  const head = Math.ceil(lo * 0.4);
+  return text.slice(0, head) + "…" + text.slice(text.length - (lo - head));
+}
+
 export function hex(n) {
   return "0x" + Math.round(n).toString(16);
 }

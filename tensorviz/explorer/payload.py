@@ -120,8 +120,9 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
         fpct[i] = bar.nbytes / span if span > 0 else 0.0
     opts = diagram.options
     if opts.names is not None or opts.only_shared or opts.byte_range is not None:  # else every reader is drawn
+        drawn: dict[int, np.ndarray] = {}
         for i in np.flatnonzero(cols.overlaps_other):
-            if _partner_hidden(diagram, bars[i]):
+            if _partner_hidden(diagram, bars[i], drawn):
                 flags[i] |= 1 << 6
     for i, bar in enumerate(bars):
         if not bar.exact:
@@ -144,12 +145,23 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
     }
 
 
-def _partner_hidden(diagram: Any, bar: Any) -> bool:
+def _partner_hidden(diagram: Any, bar: Any, cache: dict[int, np.ndarray]) -> bool:
     """True when some bytes this bar shares are read by no other *drawn* bar of its block."""
     if bar.overlap_runs is None or not len(bar.overlap_runs):
         return False
-    drawn = diagram.blocks[bar.block].overlap_runs
+    drawn = _drawn_overlaps(diagram, bar.block, cache)
     return fp.intersection_nbytes(bar.overlap_runs, drawn) < fp.total(bar.overlap_runs)
+
+
+def _drawn_overlaps(diagram: Any, block: int, cache: dict[int, np.ndarray]) -> np.ndarray:
+    """Bytes of a block read by two or more of its drawn bars (``cache``: per block)."""
+    if block not in cache:
+        from tensorviz.plan.bars import depth_runs
+
+        bars = [diagram.bars[i] for i in diagram.blocks[block].bars]
+        runs = [b.runs if b.runs is not None else np.array([[b.start, b.stop]]) for b in bars if not b.empty]
+        cache[block] = depth_runs(runs, 2)
+    return cache[block]
 
 
 def simplify(runs: np.ndarray, max_runs: int) -> np.ndarray:

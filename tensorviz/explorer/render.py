@@ -44,6 +44,7 @@ class Renderer:
         self.cache: OrderedDict[ExplorerState, Render] = OrderedDict()
         self.pictures: OrderedDict[ExplorerState, tuple[Any, bytes]] = OrderedDict()
         self.misses = 0
+        self.cache_size = _CACHE_SIZE  # states kept (0: plan every change, as the bench does)
 
     def get(self, state: ExplorerState) -> tuple[Render, bool]:
         """The render of ``state`` and whether it came from the cache."""
@@ -57,7 +58,7 @@ class Renderer:
         d = diagram(self.layout, max_lanes=ALL_LANES, **state.diagram_options())
         out = Render(d, 1000 * (time.perf_counter() - t0))
         self.misses += 1
-        _remember(self.cache, state, out)
+        _remember(self.cache, state, out, self.cache_size)
         return out, False
 
     def picture(self, state: ExplorerState) -> tuple[Any, bytes]:
@@ -74,13 +75,13 @@ class Renderer:
         d = diagram(self.layout, max_lanes=self.max_lanes, **state.diagram_options())
         render(d, figure=self.figure, width=self.width)
         out = (d, png_bytes(self.figure, dpi=self.dpi, compress_level=1))
-        _remember(self.pictures, state, out)
+        _remember(self.pictures, state, out, self.cache_size)
         return out
 
 
-def _remember(cache: OrderedDict, key: Any, value: Any) -> None:
+def _remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
     cache[key] = value
-    if len(cache) > _CACHE_SIZE:
+    while len(cache) > size:
         cache.popitem(last=False)
 
 

@@ -3,7 +3,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
-  tooltip, barViews,
+  tooltip, barViews, fitText,
 } from "../../tensorviz/explorer/geometry.js";
 
 test("column copies an unaligned DataView into an aligned typed array", () => {
@@ -127,4 +127,13 @@ test("tooltip: name, dtype[shape], stride, offset, byte range, footprint, relati
   assert.equal(q[5], "selected");
   assert.deepEqual(barViews(d, 2), [2, 3]);
   assert.equal(tooltip(d, 2)[0], "wte.weight ≡ lm_head.weight");
+});
+
+test("fitText keeps both ends of a long name, in the width given", () => {
+  const w = (t) => t.length * 6; // 6 px per character
+  assert.equal(fitText("lm_head.weight", 200, w), "lm_head.weight");
+  const out = fitText("model.layers.0.mlp.gate_proj.weight", 120, w);
+  assert.equal(out, "model.la…proj.weight"); // 20 characters: 8, the ellipsis, 11
+  assert.ok(w(out) <= 120);
+  assert.equal(fitText("abc", 0, w), "…");
 });

@@ -1,0 +1,160 @@
+"""The diagram canvas's Python side: the Diagram as binary columns, relations to the selection,
+and the explorer's selection synced both ways (driven in-process through traits)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("anywidget")
+
+import tensorviz as tv  # noqa: E402
+from tensorviz.explorer.canvas import DiagramCanvas, esm_source  # noqa: E402
+from tensorviz.explorer.payload import FLAGS, RELATIONS, payload, relations, simplify  # noqa: E402
+from tensorviz.explorer.render import ALL_LANES  # noqa: E402
+from tensorviz.explorer.widget import explore  # noqa: E402
+
+
+def col(p: dict, key: str, dtype: str) -> list:
+    return np.frombuffer(p[key], dtype).tolist()
+
+
+def text(p: dict, key: str) -> list[str]:
+    return p[key].decode("utf-8").split("\n")
+
+
+@pytest.fixture
+def strided():
+    x = torch.zeros(4, 6)  # 96 bytes
+    return {"x": x, "row": x[1], "col": x[:, 1], "t": x.t(), "half": torch.zeros(8)[:4]}
+
+
+def test_payload_columns_are_the_plan(strided):
+    lay = tv.analyze(strided)
+    d = tv.diagram(lay, max_lanes=ALL_LANES)
+    p = payload(d, lay)
+    assert text(p, "names") == ["x", "row", "col", "t", "half"]
+    assert col(p, "bar_start", "<f8") == [b.start for b in d.bars] == [0, 24, 4, 0, 0]
+    assert col(p, "bar_stop", "<f8") == [b.stop for b in d.bars] == [96, 48, 80, 96, 16]
+    assert col(p, "bar_lane", "<u4") == [b.lane for b in d.bars]
+    assert [p["colors"][i] for i in col(p, "bar_color", "u1")] == [b.color for b in d.bars]
+    assert p["bar_view"] == b"" and p["tie_first"] == b""  # bar i draws view i, no ties
+    assert text(p, "geom") == ["4, 6;6, 1;0", "6;1;6", "4;6;1", "6, 4;1, 6;0", "4;1;0"]
+    assert p["dtypes"] == ["float32"] and col(p, "dtype", "u1") == [0] * 5
+    flags = col(p, "bar_flags", "u1")
+    sparse, overlaps, noncontig = (1 << FLAGS.index(f) for f in ("sparse", "overlaps_other", "non_contiguous"))
+    assert [bool(f & sparse) for f in flags] == [False, False, True, False, False]
+    assert [bool(f & overlaps) for f in flags] == [True, True, True, True, False]
+    assert [bool(f & noncontig) for f in flags] == [False, False, True, True, False]
+    # col reads 4 of the 19 elements of its span [4, 80): 16 B of 76
+    assert np.frombuffer(p["bar_fpct"], "<f4")[2] == pytest.approx(16 / 76)
+    assert col(p, "run_bar", "<u4") == [2] * 4
+    assert np.frombuffer(p["runs"], "<f8").reshape(-1, 2).tolist() == [[4, 8], [28, 32], [52, 56], [76, 80]]
+    kinds = col(p, "lane_kind", "u1")
+    assert kinds == [0, 1, 1, 1, 1, 0, 1]  # storage x: 4 views; storage half: partial, drawn
+    assert text(p, "lane_labels") == [d.lanes[0].label, "", "", "", "", d.lanes[5].label, ""]
+    assert col(p, "block_nbytes", "<f8") == [96, 32]
+    # marks: bytes read by >= 2 bars on storage #0's lane, the unread half of storage #1
+    marks = list(zip(col(p, "mark_kind", "u1"), col(p, "mark_lane", "<u4"), col(p, "mark_start", "<f8")))
+    assert (1, 0, 0.0) in marks and (0, 5, 16.0) in marks
+    assert p["x_range"] == [0.0, 96.0]
+
+
+def test_span_groups_send_their_tied_names():
+    w = torch.zeros(4, 4)
+    lay = tv.analyze({"wte": w, "head": w, "other": w[1]})
+    p = payload(tv.diagram(lay, by="span", max_lanes=ALL_LANES), lay)
+    assert text(p, "names") == ["wte", "head", "other"]
+    assert col(p, "bar_view", "<u4") == [0, 2]  # bar 1 draws view 2
+    assert col(p, "tie_first", "<u4") == [0, 1, 1] and col(p, "ties", "<u4") == [1]
+
+
+def test_partner_hidden_when_the_filter_drops_the_other_reader(strided):
+    lay = tv.analyze(strided)
+    hidden = 1 << FLAGS.index("partner_hidden")
+    p = payload(tv.diagram(lay, names="^row$", max_lanes=ALL_LANES), lay)
+    assert text(p, "names") == ["row"] and col(p, "bar_flags", "u1")[0] & hidden
+    p = payload(tv.diagram(lay, names="^(row|x)$", max_lanes=ALL_LANES), lay)
+    # row's shared bytes are all read by x too; x shares its other bytes with t, filtered out
+    assert [f & hidden for f in col(p, "bar_flags", "u1")] == [hidden, 0]
+
+
+def test_relations_match_layout_relation(strided):
+    lay = tv.analyze(strided)
+    names = [v.name for v in lay.views]
+    for sel in names:
+        code, to = relations(lay, names, [sel])
+        want = ["selected" if n == sel else lay.relation(n, sel) for n in names]
+        got = [RELATIONS[c] if c else "unrelated" for c in code]
+        assert got == want, sel
+        assert all(names[t] == sel for t, c in zip(to, code) if c)
+
+
+def test_relations_to_several_selected_keep_the_closest():
+    x = torch.zeros(16)
+    lay = tv.analyze({"x": x, "a": x[:8], "b": x[8:], "a2": x[2:4]})
+    code, to = relations(lay, ["x", "a", "b", "a2"], ["a", "b"])
+    assert [RELATIONS[c] for c in code] == ["contains", "selected", "selected", "within"]
+    assert to.tolist() == [1, 1, 2, 1]  # x contains a (the first selected of equal rank)
+    assert relations(lay, ["x"], ["not-drawn"])[0].tolist() == [0]
+
+
+def test_simplify_bounds_the_runs_and_covers_them():
+    runs = np.array([[i * 10, i * 10 + 3] for i in range(1000)])
+    out = simplify(runs, 64)
+    assert len(out) <= 65 and out[0, 0] == 0 and out[-1, 1] == 9993
+    starts = np.searchsorted(out[:, 0], runs[:, 0], side="right") - 1
+    assert (out[starts, 1] >= runs[:, 1]).all()  # every run lies inside a merged one
+    assert simplify(runs[:5], 64) is not None and simplify(runs[:5], 64).tolist() == runs[:5].tolist()
+
+
+def test_esm_is_one_module_without_imports():
+    src = esm_source()
+    assert "import {" not in src and "export default { render }" in src
+    assert src.index("export function hitBar") < src.index("function render(")
+
+
+def test_payload_bytes_per_bar_with_short_names():
+    flat = torch.zeros(4 * 5000)
+    views = {"flat": flat, **{f"v{i}": flat[4 * i : 4 * i + 4] for i in range(5000)}}
+    lay = tv.analyze(views)
+    c = DiagramCanvas()
+    sent = c.show(tv.diagram(lay, max_lanes=ALL_LANES), lay)
+    assert sent / 5001 <= 64, sent / 5001
+    assert c.revision == 1 and len(c.drawn_names) == 5001
+
+
+# -- the explorer's selection -----------------------------------------------------------------------
+def test_selected_syncs_list_canvas_and_details(strided):
+    ex = explore(strided, snapshot=False)
+    ex.selected = ["row"]
+    assert ex.tensor_list.value == ("row",) and ex.canvas.selected == ["row"]
+    assert "<b>row</b>" in ex.details.value
+    code = np.frombuffer(ex.canvas.rel, "u1")
+    assert [RELATIONS[c] for c in code] == ["contains", "selected", "overlaps", "contains", ""]
+    ex.canvas.selected = ["col", "t"]  # as a shift-click in the browser does
+    assert ex.selected == ["col", "t"] and ex.tensor_list.value == ("col", "t")
+    ex.tensor_list.value = ("x",)
+    assert ex.selected == ["x"] and ex.canvas.selected == ["x"]
+    ex.name_filter.value = "^(row|col)$"  # x leaves the picture: the selection drops it
+    assert ex.selected == [] and ex.canvas.selected == [] and ex.canvas.drawn_names == ["row", "col"]
+
+
+def test_selecting_a_name_not_drawn_says_why(strided):
+    ex = explore(strided, names="^row$", snapshot=False)
+    with pytest.raises(Exception, match=r"'col' is not in the picture now .*clear the name filter"):
+        ex.selected = ["col"]
+    with pytest.raises(KeyError, match="nope"):
+        ex.selected = ["nope"]
+    assert ex.selected == []
+
+
+def test_controls_that_change_nothing_are_disabled_and_say_why():
+    ex = explore({"a": torch.zeros(4), "b": torch.zeros(8)}, snapshot=False)
+    assert ex.only_shared_box.disabled and ex.unreferenced_box.disabled and ex.expand_box.disabled
+    assert "no storage is shared" in ex.inert_hint.value and "no unreferenced bytes" in ex.inert_hint.value
+    x = torch.zeros(8)
+    ex = explore({"x": x, "h": x[:4], "solo": torch.zeros(2)}, snapshot=False)
+    assert not ex.only_shared_box.disabled and not ex.expand_box.disabled
+    assert ex.canvas.caption == "2 of 3 tensors shown (+ 1 simple storage, 8 B, folded into one row)"
