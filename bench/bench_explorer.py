@@ -1,194 +1,225 @@
-"""How long does one explorer control change take on a 1,000-tensor model?
+"""The explorer measured in a real browser (JupyterLab + headless Chromium, Playwright), next to the
+previous PNG explorer in the same run.
 
-For each control (grouping, name filter, only shared, unreferenced bytes, expand simple,
-storage, byte-range zoom) the bench sets the control's value the way a browser click does
-(``widget.value = ...``; the redraw runs synchronously in the observer) and times until the new
-PNG is in the ``ipywidgets.Image``. The render cache is cleared before each change, so every
-measured change draws; cache hits are measured separately. Prints median and p95 in milliseconds
-per control, then the "group by" changes done naively in the same run: re-analyse the model,
-plan the diagram, draw it on a fresh pyplot figure, save the PNG and close the figure.
+1. control change on a 1,000-tensor model (bench_analyze's synthetic state dict): click a
+   grouping button / press Enter in the name filter, until the canvas has drawn the new plan
+   (its ``data-revision`` changes), timed inside the page (``performance.now``). The render cache is off (``cache_size = 0``): every change plans.
+   Peer: the PNG path the explorer used before (plan with 40 lanes, matplotlib, PNG into an
+   ``ipywidgets.Image``), clicked the same way, until the new ``<img>`` has loaded.
+2. hover and drag-zoom frame cost with 100,000 bars on ONE lane (100,000 disjoint slices of a
+   storage, grouped by overlap): event handler time + canvas draw time, per mouse move.
+3. first display of a Llama-70B-sized model on ``meta``: cell run -> canvas drawn (browser wall
+   clock), beside the kernel-side time of ``tv.explore`` and of the PNG path's first picture.
+4. payload bytes per drawn bar (the binary columns + names) vs the PNG's bytes per drawn bar.
 
-Two models, both ~1,000 named tensors, metadata only (meta device / tiny storages):
-
-* ``gpt2-meta``   -- a transformers GPT-2 on the meta device, 83 blocks, tied embeddings;
-* ``synthetic``   -- bench_analyze's state dict: blocks of 4 plain params, a tied pair, a fused
-                     qkv with q/k row views, a transpose (or a column slice) -- sharing everywhere.
-
-Target (issue 4): a control change produces the new image in well under 300 ms.
-
-    .venv/bin/python bench/bench_explorer.py [--repeat 15]
+Needs Chromium (``make browser-deps``) and playwright. Run: ``.venv/bin/python bench/bench_explorer.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import io
 import statistics
+import sys
+import tempfile
 import time
-from collections.abc import Callable
-from typing import Any
+from pathlib import Path
 
-import matplotlib
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the JupyterLab/Chromium helpers of the browser tests
 
-matplotlib.use("Agg")
+from labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook  # noqa: E402
 
-import torch  # noqa: E402
-from bench_analyze import synthetic_state_dict  # noqa: E402  (bench/ is on sys.path when run)
-
-import tensorviz as tv  # noqa: E402
-from tensorviz.explorer.widget import explore  # noqa: E402
-
-
-def gpt2_meta(n_layer: int = 83):
-    from transformers import GPT2Config, GPT2LMHeadModel
-    from transformers.utils import logging
-
-    logging.set_verbosity_error()
-    cfg = GPT2Config(
-        vocab_size=512, n_positions=64, n_embd=64, n_layer=n_layer, n_head=4, bos_token_id=0, eos_token_id=0
-    )
-    with torch.device("meta"):
-        return GPT2LMHeadModel(cfg)
+SETUP = f"""\
+import sys, time
+sys.path.insert(0, {str(HERE)!r})
+import torch, ipywidgets as W
+import tensorviz as tv
+from bench_analyze import synthetic_state_dict
+from tensorviz.explorer.render import Renderer
+from tensorviz.explorer.state import ExplorerState
 
 
-def changes(ex, repeat: int) -> dict[str, list[Callable[[], None]]]:
-    """Per control, ``repeat`` value changes (the cache is cleared before each: all are misses)."""
-    lay = ex.tensor_layout
-    shared = [s.index for s in lay.storages if len(s.names) > 1]
-    if len(shared) < repeat + 1:
-        shared = [s.index for s in lay.storages]
+class PngExplorer(W.VBox):
+    '''The previous explorer's redraw path: plan (40 lanes), matplotlib, PNG into an Image.'''
 
-    def set_value(widget, value):
-        return lambda: setattr(widget, "value", value)
+    def __init__(self, layout):
+        self.r = Renderer(layout, dpi=100, max_lanes=40, width=None)
+        self.r.cache_size = 0
+        self.toggle = W.ToggleButtons(options=["storage", "span", "overlap"])
+        self.img = W.Image(format="png")
+        self.img.add_class("old-png")
+        super().__init__([self.toggle, self.img])
+        self.toggle.observe(self.draw, names="value")
+        self.draw()
 
-    def flip(widget):
-        return lambda: setattr(widget, "value", not widget.value)
-
-    bys = ("span", "overlap", "storage")
-    plans = {
-        "group by": [set_value(ex.by_toggle, bys[k % 3]) for k in range(repeat)],
-        "name filter": [set_value(ex.name_filter, rf"\.{k}\.|layers\.{k}\b") for k in range(repeat)],
-        "only shared": [flip(ex.only_shared_box) for _ in range(repeat)],
-        "unreferenced": [flip(ex.unreferenced_box) for _ in range(repeat)],
-        "expand simple": [flip(ex.expand_box) for _ in range(repeat)],
-        "storage": [set_value(ex.storage_picker, shared[k % len(shared)]) for k in range(1, repeat + 1)],
-        "zoom": [lambda k=k: _zoom(ex, k) for k in range(repeat)],
-    }
-    return plans
+    def draw(self, change=None):
+        self.img.value = self.r.picture(ExplorerState(by=self.toggle.value))[1]
 
 
-def _zoom(ex, k: int) -> None:
-    n = len(ex.zoom.options)
-    ex.zoom.index = (k % (n // 3), n - 2 - (k % (n // 3)))
+sd = synthetic_state_dict(1000)
+ex = tv.explore(sd, snapshot=False)
+ex._renderer.cache_size = 0
+ex"""
+OLD = "old = PngExplorer(tv.analyze(sd))\nold"
+BIG = """\
+flat = torch.zeros(4 * 100_000)
+big = tv.explore({f"v{i}": flat[4 * i : 4 * i + 4] for i in range(100_000)}, by="overlap", snapshot=False)
+big"""
+LLAMA = """\
+from transformers import LlamaConfig, LlamaForCausalLM
+cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8, vocab_size=128256)
+with torch.device("meta"):
+    llama = LlamaForCausalLM(cfg)
+print("BUILT")"""
+LLAMA_EXPLORE = """\
+t0 = time.perf_counter(); ex70 = tv.explore(llama, snapshot=False); t_new = time.perf_counter() - t0
+r = Renderer(ex70.tensor_layout, dpi=100, max_lanes=40, width=None)
+t0 = time.perf_counter(); png70 = r.picture(ExplorerState())[1]; t_old = time.perf_counter() - t0
+print(f"KERNEL explore {1000 * t_new:.0f} ms, PNG path first picture {1000 * t_old:.0f} ms")
+ex70"""
+REPORT = """\
+ex.name_filter.value = ""
+def per_bar(e):
+    return e.payload_nbytes / max(len(e.diagram.bars), 1)
+for label, e in (("1k synthetic", ex), ("100k one lane", big), ("llama-70B meta", ex70)):
+    capped, png = e._renderer.picture(e.state)
+    print(f"PAYLOAD {label}: {len(e.diagram.bars):,} bars, {e.payload_nbytes:,} B = {per_bar(e):.1f} B/bar;"
+          f" PNG {len(png):,} B for {len(capped.bars):,} drawn bars = {len(png) / max(len(capped.bars), 1):.0f} B/bar")"""
 
-
-def time_changes(ex, plan: list[Callable[[], None]]) -> list[float]:
-    out = []
-    for act in plan:
-        ex.clear_cache()
-        before = ex.png
-        t0 = time.perf_counter()
-        act()
-        out.append(1000 * (time.perf_counter() - t0))
-        assert ex.last_error is None, ex.last_traceback
-        assert ex.png is not before, "no redraw happened"
-    return out
-
-
-def breakdown(ex, repeat: int = 5) -> str:
-    """Median ms of the three steps of one redraw: plan the diagram, draw it, encode the PNG
-    (with :func:`png_bytes` at ``compress_level=1``, as the explorer does)."""
-    from matplotlib.figure import Figure
-
-    from tensorviz.render.mpl import png_bytes, render
-
-    fig, steps = Figure(), {"plan": [], "draw": [], "png": []}
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        d = tv.diagram(ex.tensor_layout, by="storage")
-        t1 = time.perf_counter()
-        render(d, figure=fig)
-        t2 = time.perf_counter()
-        png_bytes(fig, dpi=100, compress_level=1)
-        t3 = time.perf_counter()
-        for k, dt in zip(steps, (t1 - t0, t2 - t1, t3 - t2)):
-            steps[k].append(1000 * dt)
-    return (
-        ", ".join(f"{k} {statistics.median(v):.0f} ms" for k, v in steps.items())
-        + f" ({len(d.lanes)} lanes, {len(d.bars)} bars)"
-    )
-
-
-def naive(obj: Any, options: dict[str, Any]) -> bytes:
-    """What a first-try callback does: analyse again, new pyplot figure, save, close."""
-    import matplotlib.pyplot as plt
-
-    from tensorviz.render.mpl import render
-
-    d = tv.diagram(tv.analyze(obj), **options)
-    fig = plt.figure()
-    render(d, figure=fig)  # sized to the diagram
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
-    return buf.getvalue()
+FRAMES = """async ([root, kind, n]) => {
+  const canvas = root.querySelector("canvas"), r = canvas.getBoundingClientRect(), box = root.tvz.plot();
+  const y = box.top + 30, out = [];
+  const fire = (type, x) => canvas.dispatchEvent(new MouseEvent(type, {clientX: x, clientY: y, bubbles: true, button: 0}));
+  if (kind === "drag") fire("mousedown", box.left + 2);
+  for (let k = 0; k < n; k++) {
+    const x = box.left + 4 + (box.width - 8) * ((k * 37) % n) / n;
+    const t0 = performance.now(); fire("mousemove", x); const t1 = performance.now();
+    await new Promise(requestAnimationFrame);
+    out.push(t1 - t0 + Number(root.dataset.drawMs));
+  }
+  if (kind === "drag") window.dispatchEvent(new MouseEvent("mouseup", {clientX: box.left + box.width / 2, clientY: y}));
+  return out;
+}"""
 
 
 def stats(ms: list[float]) -> str:
     s = sorted(ms)
     p95 = s[min(len(s) - 1, round(0.95 * (len(s) - 1)))]
-    return f"median {statistics.median(s):6.1f} ms   p95 {p95:6.1f} ms   (n={len(s)})"
+    return f"median {statistics.median(s):7.1f} ms   p95 {p95:7.1f} ms   (n={len(s)})"
 
 
-def bench(name: str, obj: Any, repeat: int) -> None:
-    t0 = time.perf_counter()
-    ex = explore(obj, snapshot=False)
-    first = 1000 * (time.perf_counter() - t0)
-    lay = ex.tensor_layout
-    print(
-        f"\n== {name}: {len(lay)} tensors on {len(lay.storages)} storages; "
-        f"tv.explore() incl. analyze + first render {first:.0f} ms"
-    )
-    every: list[float] = []
-    per: dict[str, list[float]] = {}
-    for control, plan in changes(ex, repeat).items():
-        per[control] = ms = time_changes(ex, plan)
-        every += ms
-        print(f"  {control:<14} {stats(ms)}")
-        if control == "name filter":
-            ex.name_filter.value = ""  # the next controls act on the whole model again
-    print(f"  {'ALL CHANGES':<14} {stats(every)}")
-    print("  where the time goes (whole model, by storage): " + breakdown(ex))
-    hits = []
-    for by in ("storage", "span", "overlap") * repeat:  # states seen before: cache hits
-        ex.name_filter.value = ""
-        t0 = time.perf_counter()
-        ex.by_toggle.value = by
-        hits.append(1000 * (time.perf_counter() - t0))
-    print(f"  {'cached state':<14} {stats(hits)}")
-    naive_ms = []
-    for k in range(max(3, repeat // 2)):  # the "group by" changes above, done naively
-        t0 = time.perf_counter()
-        naive(obj, dict(by=("span", "overlap", "storage")[k % 3]))
-        naive_ms.append(1000 * (time.perf_counter() - t0))
-    print(f"  {'naive group by':<14} {stats(naive_ms)}  (re-analyse + plan + new pyplot figure + PNG)")
-    mine = statistics.median(per["group by"])
-    print(
-        f"  group by: explorer {mine:.0f} ms vs naive {statistics.median(naive_ms):.0f} ms "
-        f"({statistics.median(naive_ms) / mine:.1f}x); a cached state is "
-        f"{statistics.median(naive_ms) / statistics.median(hits):.0f}x faster than naive"
-    )
+# In the page: click, then wait (MutationObserver) until the canvas says it drew a new revision,
+# or the old explorer's <img> has loaded a new PNG; performance.now() on both sides.
+CLICK_CANVAS = """async ([root, button]) => {
+  const t0 = performance.now(), before = root.dataset.revision;
+  const done = new Promise((ok, fail) => {
+    const mo = new MutationObserver(() => { if (root.dataset.revision !== before) { mo.disconnect(); ok(); } });
+    mo.observe(root, {attributes: true, attributeFilter: ["data-revision"]});
+    setTimeout(() => fail(new Error("no redraw within 30 s")), 30000);
+  });
+  button.click();
+  await done;
+  return performance.now() - t0;
+}"""
+ENTER_CANVAS = CLICK_CANVAS.replace("button.click();", "button.dispatchEvent(new Event('change', {bubbles: true}));")
+CLICK_PNG = """async ([img, button]) => {
+  const t0 = performance.now(), before = img.src;
+  const done = new Promise((ok, fail) => {
+    setTimeout(() => fail(new Error("no new picture within 30 s")), 30000);
+    const check = () => (img.src !== before && img.complete ? ok() : requestAnimationFrame(check));
+    img.addEventListener("load", () => img.src !== before && ok());
+    requestAnimationFrame(check);
+  });
+  button.click();
+  await done;
+  return performance.now() - t0;
+}"""
+
+
+def canvas_changes(page, ex, repeat: int) -> tuple[list[float], list[float]]:
+    root = ex.locator(".tvz-cv").element_handle()
+    group, names = [], []
+    for k in range(repeat):
+        button = ex.get_by_role("button", name=("exact span", "overlap", "storage")[k % 3], exact=True)
+        group.append(page.evaluate(CLICK_CANVAS, [root, button.element_handle()]))
+    box = ex.get_by_placeholder("name regex, e.g. attn|mlp")
+    for k in range(repeat):
+        box.evaluate("(el, v) => { el.value = v; }", rf"layers\.{k}\.|p{k % 4}")
+        names.append(page.evaluate(ENTER_CANVAS, [root, box.element_handle()]))
+    box.evaluate("el => { el.value = ''; el.dispatchEvent(new Event('change', {bubbles: true})); }")
+    return group, names
+
+
+def png_changes(page, repeat: int) -> list[float]:
+    old = page.locator(".jp-OutputArea-output .widget-vbox:has(img.old-png)").first
+    img = old.locator("img.old-png").element_handle()
+    out = []
+    for k in range(repeat):
+        button = old.get_by_role("button", name=("span", "overlap", "storage")[k % 3], exact=True)
+        out.append(page.evaluate(CLICK_PNG, [img, button.element_handle()]))
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=15, help="changes timed per control")
+    ap.add_argument("--repeat", type=int, default=21, help="changes timed per control")
     args = ap.parse_args()
-    torch.manual_seed(0)
-    bench("gpt2-meta", gpt2_meta(), args.repeat)
-    gc.collect()
-    bench("synthetic", synthetic_state_dict(1000), args.repeat)
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=300_000)
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        root, side = Path(tmp, "root"), Path(tmp, "side")
+        root.mkdir(), side.mkdir()
+        write_notebook(root, "bench.ipynb", [SETUP, OLD, BIG, LLAMA, LLAMA_EXPLORE, REPORT])
+        with lab_server(root, side, Path(tmp, "logs")) as lab:
+            browser = p.chromium.launch(executable_path=chromium(), headless=True, args=CHROME_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(300_000)
+            open_notebook(page, lab, "bench.ipynb")
+            for cell in (1, 2):
+                run_cell(page, cell)
+            explorers = page.locator(".jp-OutputArea-output .tvz-explorer")
+            expect(explorers.nth(0).locator(".tvz-cv canvas")).to_be_visible()
+            expect(page.locator("img.old-png")).to_be_visible()
+            ex = explorers.nth(0)
+            group, names = canvas_changes(page, ex, args.repeat)
+            old = png_changes(page, args.repeat)
+            print("== 1,000-tensor model: click -> picture updated in the browser (render cache off)")
+            print(f"  canvas: group by     {stats(group)}")
+            print(f"  canvas: name filter  {stats(names)}")
+            print(
+                f"  PNG explorer: group  {stats(old)}   ({statistics.median(old) / statistics.median(group):.1f}x the canvas)"
+            )
+
+            run_cell(page, 3)
+            big = explorers.nth(1)
+            expect(big.locator(".tvz-cv canvas")).to_be_visible()
+            big.scroll_into_view_if_needed()
+            handle = big.locator(".tvz-cv").element_handle()
+            print("== 100,000 bars on one lane: handler + draw per mouse move")
+            for kind in ("hover", "drag"):
+                print(f"  {kind:<6} {stats(page.evaluate(FRAMES, [handle, kind, 120]))}")
+
+            expect(run_cell(page, 4)).to_contain_text("BUILT")
+            t0 = time.perf_counter()
+            run_cell(page, 5)
+            out = page.locator(".jp-Cell").nth(5).locator('[data-mime-type="application/vnd.jupyter.stdout"]')
+            expect(explorers.nth(2).locator(".tvz-cv canvas")).to_be_visible()
+            page.wait_for_function(
+                "el => el.dataset.revision", arg=explorers.nth(2).locator(".tvz-cv").element_handle()
+            )
+            wall = 1000 * (time.perf_counter() - t0)
+            expect(out).to_contain_text("KERNEL")
+            print(f"== Llama-70B-sized on meta: cell run -> canvas drawn {wall:.0f} ms (browser wall clock)")
+            print("  " + out.inner_text().strip().splitlines()[0])
+            run_cell(page, 6)
+            report = page.locator(".jp-Cell").nth(6).locator('[data-mime-type="application/vnd.jupyter.stdout"]')
+            expect(report).to_contain_text("llama-70B")
+            print("== payload")
+            for line in report.inner_text().strip().splitlines():
+                print("  " + line)
+            browser.close()
 
 
 if __name__ == "__main__":

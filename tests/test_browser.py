@@ -241,6 +241,7 @@ def test_canvas_scrolls_to_the_last_of_100k_lanes(lab, page):
     lanes = ex.locator(".tvz-cv").evaluate("el => el.tvz.lanes()")
     assert lanes == 100_002  # the storage extent and a lane per view
     scroller = ex.locator(".tvz-cv-scroll")
+    scroller.scroll_into_view_if_needed()
     scroller.evaluate("el => { el.scrollTop = el.scrollHeight; }")
     foot = ex.locator(".tvz-cv-foot")
     expect(foot).to_contain_text("–100,002 of 100,002")

@@ -150,7 +150,13 @@ function render({ model, el }) {
     }
     drawMarks(l, y);
     const [a, b] = laneRange(d.index, d.start, l, sc.lo, sc.hi);
-    for (let j = a; j < b; j++) drawBar(d.index.order[j], y, any);
+    let covered = -Infinity;  // thin bars under pixels already drawn add nothing: skip them
+    for (let j = a; j < b; j++) {
+      const i = d.index.order[j], x1 = sc.px(d.stop[i]);
+      if (x1 - sc.px(d.start[i]) < 1 && x1 <= covered && i !== hover && !isMarked(i)) continue;
+      drawBar(i, y, any);
+      covered = Math.max(covered, Math.max(x1, sc.px(d.start[i]) + 1.5));
+    }
     g.restore();
   }
 
@@ -163,6 +169,10 @@ function render({ model, el }) {
       if (d.markKind[m] === 1) g.fillRect(r[0], y + LANE_H - 6, r[1], 4);
       else g.fillRect(r[0], y + 5, r[1], LANE_H - 10);
     }
+  }
+
+  function isMarked(i) {
+    return rel && rel.length > 0 && rel[d.barView.length ? d.barView[i] : i] > 0;
   }
 
   function drawBar(i, y, any) {

@@ -11,9 +11,8 @@ import html
 import ipywidgets as W
 
 from tensorviz.core.layout import Layout
-from tensorviz.core.units import format_bytes
 from tensorviz.explorer.state import GROUPINGS, ExplorerState
-from tensorviz.explorer.text import details_html, offset_label, title, zoom_points
+from tensorviz.explorer.text import byte_text, details_html, offset_label, title, zoom_points
 
 _CSS = """<style>
 .tvz-explorer { gap: 4px; max-width: 1600px; min-width: 0; }
@@ -260,5 +259,5 @@ def _storage_options(layout: Layout) -> list[tuple[str, int]]:
     for s in layout.storages:
         first = s.names[0] if s.names else "no views"
         more = f" +{len(s.names) - 1}" if len(s.names) > 1 else ""
-        opts.append((f"#{s.index} {first}{more} · {format_bytes(s.nbytes)}", s.index))
+        opts.append((f"#{s.index} {first}{more} · {byte_text(s.nbytes)}", s.index))
     return opts

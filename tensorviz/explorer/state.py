@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tensorviz.core.layout import Layout
+from tensorviz.explorer.text import byte_text
 
 #: Toggle labels and the ``by=`` value each one selects.
 GROUPINGS = (("storage", "storage"), ("exact span", "span"), ("overlap", "overlap"))
@@ -59,7 +60,7 @@ class ExplorerState:
             parts.append(f"storage #{self.storage}")
         if self.byte_range is not None:
             lo, hi = self.byte_range
-            parts.append(f"bytes [{lo:#x}, {hi:#x})")
+            parts.append(f"bytes [{byte_text(lo)}, {byte_text(hi)})")
         return ", ".join(parts)
 
 
@@ -120,7 +121,7 @@ def control_problem(state: ExplorerState, layout: Layout) -> str | None:
         lo, hi = state.byte_range
         if lo == hi and layout.storages[state.storage].nbytes:
             return (
-                f"the byte range [{lo:#x}, {hi:#x}) is empty: drag the two handles apart; "
+                f"the byte range [{byte_text(lo)}, {byte_text(hi)}) is empty: drag the two handles apart; "
                 f"the picture still shows the previous range."
             )
     return None

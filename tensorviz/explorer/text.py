@@ -6,28 +6,44 @@ Everything here returns plain text, or HTML whose every user string is escaped.
 from __future__ import annotations
 
 import html
+import math
+from decimal import ROUND_HALF_UP, Decimal
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import TensorView
-from tensorviz.core.units import format_bytes
 
 _RELATIONS_SHOWN = 12  # details pane: relations listed one by one, the rest counted
 _ZOOM_POINTS = 256  # the byte-range slider has at most this many steps (+1 stop)
-_BINARY = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def byte_text(n: float) -> str:
+    """The explorer's one byte format (axis, slider, status, title; the canvas's ``formatBytes``
+    is the same): binary units, at most 4 significant digits. Hex appears only in details.
+
+    >>> byte_text(0), byte_text(1023), byte_text(1536), byte_text(4000), byte_text(3 << 30)
+    ('0 B', '1023 B', '1.5 KiB', '3.906 KiB', '3 GiB')
+    """
+    sign, a = ("-" if n < 0 else ""), abs(float(n))
+    for unit, size in _UNITS:
+        if a >= size:
+            v = a / size
+            digits = max(0, 3 - int(math.floor(math.log10(v))))
+            # half up on the exact binary value, as JavaScript's toFixed rounds (15.625 -> 15.63)
+            text = str(Decimal(v).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+            if "." in text:
+                text = text.rstrip("0").rstrip(".")
+            return f"{sign}{text} {unit}"
+    return f"{sign}{int(Decimal(a).quantize(Decimal(1), rounding=ROUND_HALF_UP))} B"
 
 
 def offset_label(n: int) -> str:
-    """A byte offset in the largest binary unit that writes it exactly in <= 2 decimals.
+    """A slider stop's label: :func:`byte_text`.
 
     >>> offset_label(0), offset_label(1536), offset_label(1056), offset_label(3 << 30)
-    ('0 B', '1.5 KiB', '1056 B', '3 GiB')
+    ('0 B', '1.5 KiB', '1.031 KiB', '3 GiB')
     """
-    for unit, size in _BINARY:
-        if n >= size and (n * 100) % size == 0:
-            return f"{n / size:g} {unit}"
-    if n < 1 << 20:
-        return f"{n} B"
-    return "≈" + format_bytes(n, 2)
+    return byte_text(n)
 
 
 def zoom_points(nbytes: int) -> list[int]:
@@ -46,9 +62,9 @@ def zoom_points(nbytes: int) -> list[int]:
 
 
 def span_text(start: int, stop: int) -> str:
-    """``[0xfa0, 0x1f40) = [3.9 KiB, 7.8 KiB), 3.9 KiB (4000 B)``."""
+    """``[0xfa0, 0x1f40) = [3.906 KiB, 7.813 KiB), 3.906 KiB (4000 B)``."""
     n = stop - start
-    return f"[{start:#x}, {stop:#x}) = [{format_bytes(start)}, {format_bytes(stop)}), {format_bytes(n)} ({n} B)"
+    return f"[{start:#x}, {stop:#x}) = [{byte_text(start)}, {byte_text(stop)}), {byte_text(n)} ({n} B)"
 
 
 # -- the details pane -------------------------------------------------------------------------
@@ -86,7 +102,7 @@ def view_facts(layout: Layout, name: str) -> list[tuple[str, str]]:
         ("footprint", density),
         (
             "storage",
-            f"#{s.index} {s.label or s.device}, {format_bytes(s.nbytes)} ({s.nbytes} B), "
+            f"#{s.index} {s.label or s.device}, {byte_text(s.nbytes)} ({s.nbytes} B), "
             f"{len(s.names)} view{'s' * (len(s.names) != 1)}",
         ),
         ("relations", relations_text(layout, v)),
@@ -146,5 +162,5 @@ def title(layout: Layout) -> str:
     src = f" ({layout.source})" if layout.source else ""
     return (
         f"tensorviz explorer{src}: {n} tensor{'s' * (n != 1)} on {s} storage{'s' * (s != 1)} · "
-        f"unique {format_bytes(layout.unique_nbytes)} · storages {format_bytes(layout.storage_nbytes)}"
+        f"unique {byte_text(layout.unique_nbytes)} · storages {byte_text(layout.storage_nbytes)}"
     )
