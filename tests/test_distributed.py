@@ -132,6 +132,17 @@ def test_builder_submeshes_union_and_disagreement():
         )
 
 
+def test_builder_skips_a_non_tensor_once_and_lists_shown_ranks_in_order():
+    col0, col1 = ((2,), (0, 2), ("dp",)), ((2,), (1, 3), ("dp",))
+    e, x = ("d", ("w",), "float32", 4, (4,), 0, (("S", 0),)), ("x", "step", "not a tensor (int)")
+    facts = {r: {"local_bytes": 0, "storage_bytes": 0, "problems": []} for r in range(4)}
+    shared = [([0, 2], {"meshes": [col0], "entries": [e, x]}), ([1, 3], {"meshes": [col1], "entries": [e, x]})]
+    layout = build_layout(shared, facts, "t", {})
+    assert [(s.name, s.reason) for s in layout.skipped] == [("step", "not a tensor (int)")]
+    assert layout.metadata["tensors"]["w"]["ranks"] == [0, 1, 2, 3]
+    assert [v.name for v in layout.views] == ["w@rank0", "w@rank1", "w@rank2", "w@rank3"]
+
+
 def test_builder_shows_only_the_ranks_asked_for():
     w = ("d", ("w",), "float32", 4, (16, 8), 0, (("SS", 0, 2), ("S", 0)))
     desc = {"meshes": [MESH_2X2], "entries": [w]}

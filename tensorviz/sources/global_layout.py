@@ -78,6 +78,7 @@ class _Builder:
         self.tensors: dict[str, dict] = {}
         self.shards: dict[str, dict] = {}
         self.done: set[tuple] = set()
+        self.skipped_names: set[str] = set()
         self.places: dict[tuple, tuple] = {}
         self.globals: dict[tuple, tuple] = {}
         self.order: dict[str, int] = {}  # first appearance of each global tensor
@@ -87,7 +88,8 @@ class _Builder:
         meshes = [self._mesh(m) for m in desc["meshes"]]
         for e in desc["entries"]:
             if e[0] == "x":
-                if e[1] not in {s.name for s in self.skipped}:
+                if e[1] not in self.skipped_names:
+                    self.skipped_names.add(e[1])
                     self.skipped.append(Skipped(e[1], e[2]))
             elif e[0] == "d":
                 mesh = self.meshes[meshes[e[5]]]
@@ -187,6 +189,8 @@ class _Builder:
 
     def layout(self, per_rank: dict, source: str, stats: dict) -> Layout:
         self._rows()
+        for info in self.tensors.values():
+            info["ranks"].sort()
         problems = [p for r in sorted(per_rank) for p in per_rank[r]["problems"]]
         meta = {
             "format": "distributed",
