@@ -76,15 +76,16 @@ def test_diagram_filter_uses_the_bounded_search():
     assert sorted(n for b in d.bars for n in b.names) == ["attn.weight"]
 
 
-MATH_NAMES = ["$\\undefined$", "$\\frac{a}{b}$", "price $5 and $6", "lone\ud800", "esc\x1b[2J\u202e"]
+MATH_NAMES = ["$\\undefined$", "$\\frac{a}{b}$", "price $5 and $6", "lone\ud800", "esc\x1b[2J\u202e", "nl\nstorage #9"]
 
 
 def test_math_and_surrogate_names_are_drawn_literally():
-    w = torch.zeros(20)
+    w = torch.zeros(24)
     layout = tv.analyze({n: w[i : i + 4] for i, n in enumerate(MATH_NAMES)})
     fig = render(diagram(layout, expand_simple=True))
     drawn = texts(fig, "lane-label") + texts(fig, "bar-label")
     assert "$\\frac{a}{b}$" in drawn and "lone\\ud800" in drawn and "esc\\x1b[2J\\u202e" in drawn
+    assert "nl\\nstorage #9" in drawn  # a newline in a name is shown, not obeyed
     assert all(not t.get_parse_math() for t in fig.findobj(lambda a: hasattr(a, "get_parse_math")))
     png = png_bytes(fig)  # drawing must not raise (mathtext would, on \undefined)
     assert png[:4] == b"\x89PNG"

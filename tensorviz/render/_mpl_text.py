@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
 from tensorviz.render.text import truncate_label
@@ -122,7 +123,8 @@ def lane_label(d: Diagram, i: int, chars: int = LANE_CHARS) -> str:
     """A row's label in at most ``chars`` characters; a storage row adds its unreferenced bytes
     on a second line."""
     lane = d.lanes[i]
-    text = storage_text(lane.label, chars) if lane.kind == "storage" else truncate_label(lane.label, chars)
+    label = terminal(lane.label)  # a name is one line of text: a newline in it is shown, not obeyed
+    text = storage_text(label, chars) if lane.kind == "storage" else truncate_label(label, chars)
     if lane.kind == "storage":
         block = d.blocks[lane.block]
         if block.unreferenced_nbytes and d.options.show_unreferenced:
@@ -170,7 +172,7 @@ def draw_bar_labels(d: Diagram, ax: Axes) -> None:
     candidates = candidates[crowded[c.lane[candidates]]].tolist() if len(live) else []
     if not candidates:
         return
-    labels = [d.bars[i].label for i in candidates]
+    labels = [terminal(d.bars[i].label) for i in candidates]
     suffix = common_suffix(labels[:2000])
     ambiguous = shared_tails(labels, suffix)
     lo, hi = d.x_range
@@ -180,7 +182,7 @@ def draw_bar_labels(d: Diagram, ax: Axes) -> None:
         b = d.bars[i]
         a, z = max(b.start, lo), min(b.stop, hi)
         fits = int((z - a) * per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
-        text = short_label(b.label, fits, suffix, ambiguous) if fits >= 1 else None
+        text = short_label(terminal(b.label), fits, suffix, ambiguous) if fits >= 1 else None
         if text is None:
             continue
         # Above the overlap strip if the bar has one; white on dark bars, black on light ones.

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tensorviz.core.names import terminal
 from tensorviz.render.panel_grid import CELL, _add, _rects, draw_grids
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ def _draw_reach(
 
 
 def _short(name: str, n: int = 34) -> str:
+    name = terminal(name)  # one line, whatever the name holds
     return name if len(name) <= n else name[: n - 1] + "…"
 
 

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensorviz.core.names import terminal
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
@@ -98,7 +100,7 @@ def _draw_grid(
     rows, cols = _grid_shape(v)
     per = v.itemsize // strip.cell_bytes
     shape = ", ".join(map(str, v.shape))
-    ax.text(x0, y0 + 0.1, f"{v.name}", fontsize=9, fontweight="bold", color=v.color, va="center")
+    ax.text(x0, y0 + 0.1, terminal(v.name), fontsize=9, fontweight="bold", color=v.color, va="center")
     if v.shown:  # a part of a larger view: say which part
         ax.text(x0, y0 - 0.1, f"showing {v.shown}", fontsize=7.5, va="center", color="#b45309")
     ax.text(
