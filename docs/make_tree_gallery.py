@@ -67,7 +67,7 @@ def screenshot(html_text: str, out: Path, size: str) -> None:
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tree = tv.analyze(llama_70b()).tree()
-    screenshot(tree_html(tree, open_depth=2), out / "tree_llama70b.png", "1180,200")
+    screenshot(tree_html(tree, open_depth=3), out / "tree_llama70b.png", "1180,230")
     layer = tree.find("model.layers.0")
     memory = memory_html(tree.root.children[0], tree.total_nbytes) + "<br/>" + memory_html(layer, tree.total_nbytes)
     screenshot(memory, out / "memory_llama70b.png", "900,260")

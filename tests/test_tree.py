@@ -208,3 +208,11 @@ def test_cli_tree_and_depth(tmp_path, capsys):
     assert "--depth sets the levels of --tree; add --tree" in capsys.readouterr().err
     assert main([str(path), "--tree"]) == 0
     assert "│  ├─ l0         64 B  76.2%     16" in capsys.readouterr().out
+
+
+def test_tree_html_folds_alike_layers_into_one_row():
+    from tensorviz.render.tree_html import tree_html
+
+    html_text = tree_html(tv.analyze(nn.Sequential(*[nn.Linear(4, 4) for _ in range(6)])).tree())
+    assert "0 … 5 · 6 × Linear" in html_text and "80 B each; one shown" in html_text
+    assert html_text.count(">weight<") == 1  # the first layer stands for all six

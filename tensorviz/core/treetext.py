@@ -26,7 +26,7 @@ from tensorviz.core.units import format_bytes
 if TYPE_CHECKING:
     from tensorviz.core.tree import ModelTree, Node
 
-__all__ = ["tree_text", "tree_lines", "format_count"]
+__all__ = ["tree_text", "tree_lines", "format_count", "alike_runs", "RELATION_WORDS"]
 
 
 def format_count(n: int) -> str:
@@ -59,7 +59,7 @@ def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None
     rows.append((lead + _label(node), _numbers(node, root=not node.path)))
     if depth is not None and depth <= 0:
         return
-    kids = _runs(node.children)
+    kids = alike_runs(node.children)
     shown = kids if cap is None or len(kids) <= cap else kids[: cap - 1]
     rest = [c for run in kids[len(shown) :] for c in run]
     for i, run in enumerate(shown):
@@ -77,7 +77,7 @@ def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None
         rows.append((f"{indent}└─ … {len(rest)} more", f"{format_bytes(nbytes):>9} {share:6.1%}"))
 
 
-def _runs(children: tuple[Node, ...], least: int = 3) -> list[list[Node]]:
+def alike_runs(children: tuple[Node, ...], least: int = 3) -> list[list[Node]]:
     """Children split into runs; ``least`` or more alike modules in a row (the layers of a
     transformer: same class, bytes and elements) form one run, shown once."""
     out: list[list[Node]] = []

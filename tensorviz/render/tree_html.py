@@ -17,7 +17,7 @@ import html
 import itertools
 from typing import TYPE_CHECKING
 
-from tensorviz.core.treetext import RELATION_WORDS, format_count
+from tensorviz.core.treetext import RELATION_WORDS, alike_runs, format_count
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -70,9 +70,9 @@ def _node(node: Node, uid: str, open_depth: int, total: int) -> str:
         return f'<li><div class="tvt-leaf">{cells}</div></li>'
     ident = f"{uid}-{next(_IDS)}"
     checked = " checked" if node.depth < open_depth else ""
-    kids = node.children[:MAX_CHILDREN]
-    inner = "".join(_node(c, uid, open_depth, total) for c in kids)
-    rest = node.children[MAX_CHILDREN:]
+    runs = alike_runs(node.children)
+    inner = "".join(_run(run, uid, open_depth, total) for run in runs[:MAX_CHILDREN])
+    rest = [c for run in runs[MAX_CHILDREN:] for c in run]
     if rest:
         nbytes = sum(c.nbytes for c in rest)
         inner += (
@@ -81,6 +81,27 @@ def _node(node: Node, uid: str, open_depth: int, total: int) -> str:
         )
     return (
         f'<li><input type="checkbox" id="{ident}"{checked}/><label for="{ident}">{cells}</label><ul>{inner}</ul></li>'
+    )
+
+
+def _run(run: list[Node], uid: str, open_depth: int, total: int) -> str:
+    """One child, or a run of alike ones (a transformer's layers) as one row holding the first."""
+    if len(run) == 1:
+        return _node(run[0], uid, open_depth, total)
+    first, ident = run[0], f"{uid}-{next(_IDS)}"
+    nbytes = sum(n.nbytes for n in run)
+    label = f"{first.name} … {run[-1].name} · {len(run)} × {first.kind}"
+    cells = (
+        f'<span style="{_indent(first.depth, False)}">{html.escape(label)}</span>'
+        f'<span class="tvt-bar"><i style="width:{100 * nbytes / total if total else 0:.2f}%"></i></span>'
+        f'<span class="tvt-num">{format_bytes(nbytes)}</span>'
+        f'<span class="tvt-num">{sum(n.fraction for n in run):.1%}</span>'
+        f'<span class="tvt-num">{format_count(sum(n.numel for n in run))}</span>'
+        f'<span class="tvt-kind">{format_bytes(first.nbytes)} each; one shown</span>'
+    )
+    return (
+        f'<li><input type="checkbox" id="{ident}"/><label for="{ident}">{cells}</label>'
+        f"<ul>{_node(first, uid, open_depth, total)}</ul></li>"
     )
 
 
