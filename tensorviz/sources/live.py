@@ -68,28 +68,39 @@ def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     >>> [n for n, _ in iter_named_values({"a": torch.zeros(1), "b": [torch.zeros(1)], "c": {"d": 1}})]
     ['a', 'b.0', 'c.d']
     """
-    yield from _iter_named(obj, prefix, set())
-
-
-def _iter_named(obj: Any, prefix: str, path: set[int]) -> Iterator[tuple[str, Any]]:
     if isinstance(obj, torch.nn.Module):
         yield from _module_items(obj, prefix)
-    elif isinstance(obj, torch.Tensor):
-        yield (prefix or "tensor"), obj
     elif isinstance(obj, (Mapping, list, tuple)):
-        if id(obj) in path:  # a container holding itself: skipped here, as the collector does
-            return
-        path.add(id(obj))
-        items = obj.items() if isinstance(obj, Mapping) else enumerate(obj)
-        for key, value in items:
-            name = f"{prefix}.{key}" if prefix else str(key)
-            if isinstance(value, _CONTAINERS):
-                yield from _iter_named(value, name, path)
-            else:
-                yield name, value
-        path.discard(id(obj))
+        yield from _iter_nested(obj, prefix)
     else:
-        yield (prefix or type(obj).__name__), obj
+        yield (prefix or ("tensor" if isinstance(obj, torch.Tensor) else type(obj).__name__)), obj
+
+
+def _iter_nested(obj: Mapping | list | tuple, prefix: str) -> Iterator[tuple[str, Any]]:
+    """The leaves of nested containers, depth first, with a stack of iterators instead of
+    recursion (a dict nested 5,000 deep is valid Python). A container holding itself is
+    skipped where it repeats, as the collector does."""
+    path = {id(obj)}
+    stack = [(prefix, id(obj), _items(obj))]
+    while stack:
+        pre, ident, items = stack[-1]
+        for key, value in items:
+            name = f"{pre}.{key}" if pre else str(key)
+            if isinstance(value, torch.nn.Module):
+                yield from _module_items(value, name)
+            elif not isinstance(value, (Mapping, list, tuple)):
+                yield name, value
+            elif id(value) not in path:
+                path.add(id(value))
+                stack.append((name, id(value), _items(value)))
+                break
+        else:
+            stack.pop()
+            path.discard(ident)
+
+
+def _items(obj: Mapping | list | tuple) -> Iterator[tuple[Any, Any]]:
+    return iter(obj.items()) if isinstance(obj, Mapping) else enumerate(obj)
 
 
 def _module_items(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, Any]]:
@@ -195,8 +206,23 @@ class _Collector:
 
     # -- walking containers ---------------------------------------------------------------
     def walk(self, obj: Any, prefix: str) -> None:
+        """Record every leaf under ``obj``, depth first, with a stack of iterators instead of
+        recursion (a dict nested 5,000 deep is valid Python)."""
+        stack: list[tuple[Iterator, str, int | None]] = []
+        self._enter(obj, prefix, stack)
+        while stack:
+            items, pre, ident = stack[-1]
+            nested = self._walk_items(items, pre)
+            if nested is None:  # this container is done
+                stack.pop()
+                self._path.discard(ident)
+            else:
+                self._enter(nested[1], nested[0], stack)
+
+    def _enter(self, obj: Any, prefix: str, stack: list) -> None:
+        """Start walking ``obj``: push its items, or record it when it is a leaf."""
         if isinstance(obj, torch.nn.Module):
-            self._walk_items(_module_items(obj, ""), prefix)
+            stack.append((_module_items(obj, ""), prefix, None))
         elif isinstance(obj, torch.Tensor):
             self.add(prefix or "tensor", obj)
         elif id(obj) in self._path:
@@ -210,11 +236,14 @@ class _Collector:
             if prefix:  # flattened names from nested containers can collide ("a.b" vs a -> b)
                 self.rows.unique = False
             self._path.add(id(obj))
-            self._walk_items(obj.items() if isinstance(obj, Mapping) else enumerate(obj), prefix)
-            self._path.discard(id(obj))
+            stack.append((_items(obj), prefix, id(obj)))
 
-    def _walk_items(self, items: Any, prefix: str) -> None:
-        """The hot loop: plain strided tensors are recorded inline; all else goes the careful way."""
+    def _walk_items(self, items: Iterator, prefix: str) -> tuple[str, Any] | None:
+        """The hot loop: plain strided tensors are recorded inline; all else goes the careful way.
+
+        Stops at a nested container and returns ``(its name, it)`` (``items`` resumes after
+        it); returns None when ``items`` is exhausted.
+        """
         pre = f"{prefix}." if prefix else ""
         dtypes, append = self._dtypes, self.rows.rows.append
         for key, t in items:
@@ -237,9 +266,10 @@ class _Collector:
                 else:
                     self._add_careful(name, t)
             elif isinstance(t, _CONTAINERS):
-                self.walk(t, name)
+                return name, t
             else:
                 self._add_careful(name, t)
+        return None
 
     def _key_text(self, key: Any) -> str:
         """A non-string key as a name part (1 and "1" would collide, so names may repeat)."""
@@ -249,7 +279,10 @@ class _Collector:
     # -- one value, the careful way -------------------------------------------------------
     def add(self, name: str, value: Any) -> None:
         """Record one named value: a row for an analysable tensor, else a Skipped reason."""
-        self._walk_items(((name, value),), "")
+        if isinstance(value, _CONTAINERS):
+            self.walk(value, name)
+        else:
+            self._walk_items(iter(((name, value),)), "")
 
     def _add_careful(self, name: str, value: Any) -> None:
         try:
