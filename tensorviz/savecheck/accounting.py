@@ -43,19 +43,22 @@ class Bytes:
         return max(self.written - self.distinct, 0)
 
 
-def written_names(run: sv.Run, layout: Layout) -> tuple[list[str], list[str], dict[Any, list[str]]]:
-    """Names written, names written as copies, and per storage the given names they read from."""
+def written_names(run: sv.Run, storage_of: dict[str, Any]) -> tuple[list[str], list[str], dict[Any, list[str]]]:
+    """Names written, names written as copies, and per storage the given names they read from
+    (``storage_of`` maps each name of the layout to its storage key)."""
     kept, cloned, sources = [], [], collections.defaultdict(list)
     for name, value in run.written.items():
         src, copied = _source_name(name, value)
         kept.append(name)
         if copied:
             cloned.append(name)
-        if src in layout:
-            sources[layout[src].storage].append(src)
+        key = storage_of.get(src)
+        if key is not None:
+            sources[key].append(src)
     for src in (*run.carried, *run.ignored):  # written under another name, or rebuilt by the model
-        if src in layout:
-            sources[layout[src].storage].append(src)
+        key = storage_of.get(src)
+        if key is not None:
+            sources[key].append(src)
     return kept, cloned, sources
 
 

@@ -30,7 +30,7 @@ from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
 from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained, is_peft_model
-from tensorviz.savecheck.standin import from_tensor, from_view, opaque
+from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
 from tensorviz.savecheck.verdicts import SaveReport, Verdict
 
 __all__ = ["run_check", "Subject"]
@@ -51,6 +51,7 @@ class Subject:
     has_meta_parameters: bool = False
     memo: dict = field(default_factory=dict)  # library answers every saver of this check shares
     sub_layouts: dict = field(default_factory=dict)  # frozenset(names given) -> their layout
+    storage_of: dict | None = None  # name -> storage key, for every name of the layout
     key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
     ties: Any = None
     notes: list[str] = field(default_factory=list)
@@ -110,7 +111,8 @@ def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
 
     sd = obj.state_dict()
     subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=sd)
-    subject.has_meta_parameters = any(p.device.type == "meta" for p in obj.parameters())
+    meta = any(isinstance(t, StandIn) and t.device.type == "meta" for t in subject.standins.values())
+    subject.has_meta_parameters = meta and any(p.device.type == "meta" for p in obj.parameters())
     subject.ties = module_ties(obj, layout)
     if _is_pretrained(obj):
         subject.pretrained = obj
@@ -337,6 +339,13 @@ def _problems(run: sv.Run, b: acc.Bytes) -> list[str]:
     return sorted((label for label, on in flags if on), key=OUTCOMES.index)
 
 
+def _storage_of(s: Subject) -> dict[str, Any]:
+    """Each name of the subject's layout -> its storage key (made once per check)."""
+    if s.storage_of is None:
+        s.storage_of = {v.name: v.storage for v in s.layout.views}
+    return s.storage_of
+
+
 def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
     """The layout of the names a saver was given: the subject's own when it is all of them, and
     built once per set of names (every saver of one check gets the same names)."""
@@ -350,7 +359,7 @@ def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
 
 def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
     sub = _given_layout(s, run.given)
-    kept, cloned, sources = acc.written_names(run, s.layout)
+    kept, cloned, sources = acc.written_names(run, _storage_of(s))
     b = acc.byte_counts(saver, run, sub, sources)
     problems = _problems(run, b)
     notes = list(run.notes)

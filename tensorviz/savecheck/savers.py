@@ -134,7 +134,7 @@ def _anchor(run: Run, sd: dict[str, Any], module: str, name: str, memo: dict | N
         return
     tensors = {k: v for k, v in sd.items() if isinstance(v, StandIn)}
     try:
-        run.anchor = [frozenset(g) for g in fn(tensors)]
+        run.anchor = list(fn(tensors))  # sets of names, one per storage (never changed)
     except Exception as e:  # noqa: BLE001 - the library's own failure is a finding
         _guard(e)
         run.anchor_error = _err(e)

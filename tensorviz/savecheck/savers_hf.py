@@ -19,6 +19,7 @@ from tensorviz.savecheck.savers import (
     _library_failure,
     _only_standins,
     _save_file_into,
+    memoised,
 )
 from tensorviz.savecheck.standin import StandIn, from_meta
 
@@ -212,8 +213,9 @@ def _shards(sd: dict[str, Any], pattern: str, max_size: str) -> dict[str, list[s
 _ACC = "accelerate.utils.other"
 
 
-def _clean_for_safetensors(sd: dict[str, Any], id_storage: Any) -> tuple[dict[str, Any], list[str]]:
-    """accelerate's ``clean_state_dict_for_safetensors``, rule for rule, and the warning it logs.
+def _clean_for_safetensors(sd: dict[str, Any], id_storage: Any) -> tuple[dict[str, Any], list[str], list]:
+    """accelerate's ``clean_state_dict_for_safetensors``, rule for rule, the warning it logs, and
+    its groups by storage (the anchor).
 
     Read from accelerate's own function (src/accelerate/utils/other.py, 0.2x to 1.15): names are
     grouped by its ``id_tensor_storage`` (strings skipped, as bitsandbytes puts them there),
@@ -239,27 +241,25 @@ def _clean_for_safetensors(sd: dict[str, Any], id_storage: Any) -> tuple[dict[st
             f"Removed shared tensor {warn_names} while saving. This should be OK, but check by verifying "
             f"that you don't receive any warning while reloading"
         )
-    return {k: v.contiguous() if isinstance(v, StandIn) else v for k, v in state.items()}, logs
+    anchor = [frozenset(n for n in names if isinstance(sd[n], StandIn)) for names in ptrs.values()]
+    out = {k: v.contiguous() if isinstance(v, StandIn) else v for k, v in state.items()}
+    return out, logs, [g for g in anchor if g]
 
 
 def _accelerate_clean(run: Run, sd: dict[str, Any]) -> dict[str, Any]:
     _only_standins(sd, "accelerate")
     _helper(_ACC, "clean_state_dict_for_safetensors")  # the function whose rule is replayed must exist
     id_storage = _helper("accelerate.utils.modeling", "id_tensor_storage")
-    groups: dict[Any, list[str]] = collections.defaultdict(list)
-    for name, t in sd.items():
-        if isinstance(t, StandIn):
-            groups[id_storage(t)].append(name)
+    out, logs, anchor = memoised("accelerate_clean", sd, None, lambda: _clean_for_safetensors(sd, id_storage))
     run.anchor_name = "accelerate.utils.modeling.id_tensor_storage"
-    run.anchor = [frozenset(g) for g in groups.values()]
-    out, logs = _clean_for_safetensors(sd, id_storage)
+    run.anchor = list(anchor)
     run.logs.extend(logs)
     if len(out) < len(sd):
         run.notes.append(
             "dropped names are not in the file: they come back only if the model re-creates "
             "them (the same tie or view) before loading"
         )
-    return out
+    return dict(out)
 
 
 _ORDERED_NOTE = (

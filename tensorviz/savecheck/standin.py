@@ -65,7 +65,7 @@ class StandIn:
     / ``.clone()`` made a new storage.
     """
 
-    __slots__ = ("dtype", "device", "shape", "_stride", "_offset", "_storage", "source", "requires_grad")
+    __slots__ = ("dtype", "device", "shape", "_stride", "_offset", "_storage", "source", "requires_grad", "_reach")
     layout = torch.strided
     is_sparse = False
     is_quantized = False
@@ -82,10 +82,11 @@ class StandIn:
         source: str,
     ):
         self.dtype, self.device = dtype, device
-        self.shape = torch.Size(shape)
+        self.shape = shape if type(shape) is torch.Size else torch.Size(shape)
         self._stride, self._offset, self._storage = tuple(stride), int(offset), storage
         self.source = source
         self.requires_grad = False
+        self._reach = -1
 
     # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
     @property  # type: ignore[misc]
@@ -153,10 +154,13 @@ class StandIn:
 
     def reach_nbytes(self) -> int:
         """One past the last byte of its storage this view can address (0 when empty)."""
-        if self.nelement() == 0:
-            return 0
-        last = self._offset + sum((size - 1) * st for size, st in zip(self.shape, self._stride))
-        return (last + 1) * self.element_size()
+        if self._reach < 0:
+            if self.nelement() == 0:
+                self._reach = 0
+            else:
+                last = self._offset + sum((size - 1) * st for size, st in zip(self.shape, self._stride))
+                self._reach = (last + 1) * self.element_size()
+        return self._reach
 
     def is_freed(self) -> bool:
         """Its storage no longer holds the bytes it reads (``resize_(0)``, as FSDP does)."""
@@ -248,7 +252,7 @@ def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
     if st is None:
         raw = t.untyped_storage()
         st = storages[key] = StorageStandIn(raw.data_ptr(), raw.nbytes(), t.device, key)
-    return StandIn(t.dtype, t.device, tuple(t.shape), t.stride(), t.storage_offset(), st, name)
+    return StandIn(t.dtype, t.device, t.shape, t.stride(), t.storage_offset(), st, name)
 
 
 def from_meta(t: torch.Tensor, storage: StorageStandIn | None, device: torch.device, source: str) -> StandIn:
