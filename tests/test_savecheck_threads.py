@@ -17,6 +17,7 @@ import warnings
 
 import pytest
 import torch
+import zoo
 from models import FusedQKV, TiedLM, tiny_gpt2
 
 import tensorviz as tv
@@ -48,6 +49,7 @@ def _cases() -> dict[str, object]:
         "w_wt": collections.OrderedDict(w=w, wt=w.t()),
         "plain_shared": {"a": w, "b": w},
         "gpt2": tiny_gpt2(tied=True),
+        "mixtral": zoo.build("mixtral"),  # transformers' conversion step, on meta twins
     }
 
 
