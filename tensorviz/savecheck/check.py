@@ -3,8 +3,8 @@
 Step 1 (:func:`_subject`) turns the object into a layout, a ``{name: StandIn}`` state dict as
 each saver would receive it, and the module-only facts (ties, meta parameters) -- after which
 no tensor or module is referenced. Step 2 runs each saver's evaluation
-(:mod:`tensorviz._savers`). Step 3 (:func:`_verdict`) accounts bytes from the layout's exact
-footprints, lists misfires, and asks :mod:`tensorviz._save_plan` for fixes.
+(:mod:`tensorviz.savecheck.savers` and its siblings). Step 3 (:func:`_verdict`) accounts bytes from the layout's exact
+footprints, lists misfires, and asks :mod:`tensorviz.savecheck.fixes` for fixes.
 
 Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it imports torch at the top).
 """

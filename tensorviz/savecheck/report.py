@@ -2,7 +2,7 @@
 
 A dry run, metadata only: no file is written and no tensor byte is read. Each installed saver
 gets one :class:`Verdict`, decided by that library's own helper functions (run on data-free
-stand-ins, see :mod:`tensorviz._standin`), so the verdict follows the installed version. Beside
+stand-ins, see :mod:`tensorviz.savecheck.standin`), so the verdict follows the installed version. Beside
 it, tensorviz's exact reading of the bytes (from the :class:`~tensorviz.core.layout.Layout`) shows
 where the library's reasoning is wrong (``misfires``) and what each outcome costs in bytes,
 and every problem comes with code that fixes it (``fixes``), checked by the test-suite.
@@ -32,7 +32,8 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
     """What each installed saver would do with ``obj``: a dry run from metadata only.
 
     Args:
-        obj: an ``nn.Module`` (a transformers ``PreTrainedModel`` adds ``save_pretrained``), a
+        obj: an ``nn.Module`` (a transformers ``PreTrainedModel`` adds ``save_pretrained``, a peft
+            ``PeftModel`` its adapter-only ``save_pretrained``), a
             mapping of names to tensors (a state dict), a :class:`~tensorviz.core.layout.Layout`, or
             anything :func:`tensorviz.analyze` accepts (paths included).
         savers: keys of :data:`SAVERS` to check (default: every installed, applicable saver).

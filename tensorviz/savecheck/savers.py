@@ -1,11 +1,15 @@
 """What each saver would do, replayed with the installed libraries' own functions on stand-ins.
 
 Every ``evaluate_*`` function takes a ``{name: StandIn}`` state dict (see
-:mod:`tensorviz._standin`) and returns a :class:`Run`: the exception the library would raise
+:mod:`tensorviz.savecheck.standin`) and returns a :class:`Run`: the exception the library would raise
 (type and exact message), or the names and stand-ins it would write, the names it would drop,
 the groups its sharing check reported, and what it would log. No file is written and no tensor
-byte is read: the libraries' helpers only ever see stand-ins, and the steps that would touch
-data (serialising, ``.to("cpu")``) are replayed from their documented preconditions.
+byte is read: the libraries' metadata helpers see stand-ins, steps that run torch ops see meta
+twins (:meth:`StandIn.meta_twin`), tensors that are not plain strided ones are :class:`Opaque`
+records no library sees, and the steps that would touch data (serialising, ``.to("cpu")``) are
+replayed from their documented preconditions. Nothing of any library is swapped or patched:
+where a library function cannot run without a side effect (accelerate's logger), its rule is
+re-done here from its source, cited where it is.
 
 A missing or changed private helper raises :class:`Unavailable`; the caller reports
 "could not evaluate: ..." for that saver only.

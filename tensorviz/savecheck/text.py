@@ -1,4 +1,4 @@
-"""Plain text for a :class:`~tensorviz.savecheck.report.SaveReport` (the HTML lives in :mod:`tensorviz._save_html`)."""
+"""Plain text for a :class:`~tensorviz.savecheck.report.SaveReport` (the HTML lives in :mod:`tensorviz.savecheck.html`)."""
 
 from __future__ import annotations
 
