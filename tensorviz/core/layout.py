@@ -157,8 +157,17 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
     @property
     def _table(self) -> Table:
         """Columns of every view and storage (see :mod:`tensorviz.core.table`)."""
-        raw, meta = self._raw, self._metadata  # the source's deferred step runs first (Rows.finished)
-        return self._cached("table", lambda: build_table(raw.finished(meta), raw.geometries, raw.labels, raw.extra))
+        return self._cached("table", self._make_table)
+
+    def _make_table(self) -> Table:
+        raw = self._raw
+        rows = raw.finished(self._metadata)  # the source's deferred step runs first (Rows.finished)
+        table = build_table(rows, raw.geometries, raw.labels, raw.extra)
+        # The table and the names hold every fact of the rows: let the row tuples go (a tuple,
+        # a shape and a stride per view, ~250 bytes), and read names from the names tuple.
+        self._rows = self._names
+        raw.rows = []
+        return table
 
     @property
     def _nstores(self) -> int:
@@ -171,11 +180,13 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
         return self._cached("views", self._make_views)
 
     def _make_views(self) -> tuple[TensorView, ...]:
-        t, records, rows, notes = self._table, self._records, self._rows, self._raw.notes
-        keys, devices, geos = t.keys, t.devices, t.geos
-        for i, s, g, start in zip(range(len(rows)), t.sidx.tolist(), t.gid.tolist(), t.start.tolist()):
+        t, records, names, notes = self._table, self._records, self._names, self._raw.notes
+        keys, devices, geos, dtypes = t.keys, t.devices, t.geos, t.dtypes
+        columns = (t.sidx.tolist(), t.gid.tolist(), t.start.tolist(), t.did.tolist(), t.offset.tolist())
+        for i, (s, g, start, d, offset) in enumerate(zip(*columns)):
             if records[i] is None:
-                records[i] = view_record(rows[i], keys[s], devices[s], geos[g], start, notes.get(i, ""))
+                note = notes.get(i, "")
+                records[i] = view_record(names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note)
         return tuple(records)
 
     def _view(self, i: int) -> TensorView:
@@ -184,9 +195,10 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
         if v is None:
             t = self._table
             s = int(t.sidx[i])
-            v = records[i] = view_record(
-                self._rows[i], t.key(s), t.devices[s], t.geos[t.gid[i]], int(t.start[i]), self._raw.notes.get(i, "")
-            )
+            dtype, offset, start = t.dtypes[t.did[i]], int(t.offset[i]), int(t.start[i])
+            note = self._raw.notes.get(i, "")
+            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], t.geos[t.gid[i]], start, note)
+            records[i] = v
         return v
 
     @property

@@ -234,9 +234,18 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def view_record(row: tuple, key: StorageKey, device: str, geo: fp.Geometry, start: int, note: str) -> TensorView:
-    """The TensorView of a collector row, given its storage and Geometry."""
-    name, offset, (dtype, itemsize) = row[0], row[7], row[4]
+def view_record(
+    name: str,
+    dtype: tuple[str, int],
+    offset: int,
+    key: StorageKey,
+    device: str,
+    geo: fp.Geometry,
+    start: int,
+    note: str,
+) -> TensorView:
+    """The TensorView of one view: its name, ``(dtype name, itemsize)``, offset, storage and Geometry."""
+    dtype, itemsize = dtype
     return record(
         TensorView,
         (

@@ -28,7 +28,7 @@ class Table:
     """Columns of every view and storage of one layout.
 
     Per view (numpy, one entry per row): ``sidx`` (storage index), ``offset`` (elements),
-    ``itemsize``, ``start``/``stop`` (span in bytes), ``gid`` (index into ``geos``), ``dense``
+    ``did`` (index into ``dtypes``, the distinct ``(dtype name, itemsize)`` pairs), ``itemsize``, ``start``/``stop`` (span in bytes), ``gid`` (index into ``geos``), ``dense``
     (footprint == span, exact), ``exact``. Per storage (in order of first appearance, then the
     storages no view reads): ``keys``, ``devices``, ``labels`` (lists) and ``nbytes`` (numpy).
     ``keys`` are made on first use from each storage's token and device: a picture or the
@@ -38,6 +38,8 @@ class Table:
     __slots__ = (
         "sidx",
         "offset",
+        "did",
+        "dtypes",
         "itemsize",
         "start",
         "stop",
@@ -94,7 +96,8 @@ def build(
     tokens, devices, nbytes = _stores([rows[i] for i in firsts])
     gid, geos = _geometries(rows, geometries, make)
     offset = np.fromiter(map(_OFFSET, rows), np.int64, n)
-    itemsize = np.fromiter(map(_ITEMSIZE, map(_DTYPE, rows)), np.int64, n)
+    did, _, dtypes = _first_seen(map(_DTYPE, rows), n)
+    itemsize = np.fromiter(map(_ITEMSIZE, dtypes), np.int64, len(dtypes))[did]
     start = _starts(rows, offset, itemsize)
     reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
     dense = np.fromiter((g.dense for g in geos), bool, len(geos))
@@ -104,6 +107,8 @@ def build(
     table = Table(
         sidx=sidx,
         offset=offset,
+        did=did,
+        dtypes=dtypes,
         itemsize=itemsize,
         start=start,
         stop=start + reach[gid] * itemsize,
