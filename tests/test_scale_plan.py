@@ -195,3 +195,32 @@ def test_html_table_rows_name_each_group_as_the_group_records_do(by):
         assert row[5] == f"#{i}" + (
             f": with {', '.join(others[:3])}{', …' if len(others) > 3 else ''}" if others else ""
         )
+
+
+@pytest.mark.parametrize("tuple_tokens", [False, True])
+def test_table_read_in_chunks_and_released_equals_the_table_read_at_once(tuple_tokens):
+    from tensorviz.core.table import build
+
+    rng = random.Random(4)
+    rows = []
+    for i in range(500):
+        s = rng.randrange(60)
+        token = ("file", f"f{s}") if tuple_tokens and s % 3 == 0 else 1000 + s
+        dt = rng.choice([("float32", 4), ("int8", 1), ("float16", 2)])
+        shape = rng.choice([(4,), (2, 3), (0,), (3, 2)])
+        stride = (1,) if len(shape) == 1 else rng.choice([(3, 1), (1, 2)])
+        start = rng.choice([None, None, 64 * s])
+        rows.append((f"v{i}", token, rng.choice(["cpu", "meta"]), 4096, dt, shape, stride, rng.randrange(50), start))
+    whole = build(list(rows), {}, {}, [])
+    copy = list(rows)
+    parts = build(copy, {}, {}, [], release=True, chunk=37)
+    assert copy == [None] * len(rows)
+    for col in ("sidx", "offset", "did", "itemsize", "start", "stop", "gid", "dense", "exact", "nbytes"):
+        assert getattr(parts, col).tolist() == getattr(whole, col).tolist(), col
+    assert (parts.keys, parts.devices, parts.dtypes) == (whole.keys, whole.devices, whole.dtypes)
+    firsts = {}
+    for r in rows:
+        firsts.setdefault(r[1], r)
+    assert parts.keys == [t if type(t) is tuple else (d, t) for t, d in ((r[1], str(r[2])) for r in firsts.values())]
+    assert parts.start.tolist() == [r[7] * r[4][1] if r[8] is None else r[8] for r in rows]
+    assert parts.sidx.tolist() == [list(firsts).index(r[1]) for r in rows]

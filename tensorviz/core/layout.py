@@ -162,10 +162,12 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
     def _make_table(self) -> Table:
         raw = self._raw
         rows = raw.finished(self._metadata)  # the source's deferred step runs first (Rows.finished)
-        table = build_table(rows, raw.geometries, raw.labels, raw.extra)
-        # The table and the names hold every fact of the rows: let the row tuples go (a tuple,
-        # a shape and a stride per view, ~250 bytes), and read names from the names tuple.
-        self._rows = self._names
+        # The table and the names hold every fact of the rows: the table is read from the row
+        # tuples chunk by chunk, letting each go once read (a tuple, a shape and a stride per
+        # view, ~250 bytes), and names come from the names tuple from then on.
+        names = self._names
+        table = build_table(rows, raw.geometries, raw.labels, raw.extra, release=rows is self._rows)
+        self._rows = names
         raw.rows = []
         return table
 

@@ -83,22 +83,34 @@ def build(
     labels: dict,
     extra: Sequence[tuple],
     make: Callable[..., fp.Geometry] = fp.geometry,
+    release: bool = False,
+    chunk: int = 1 << 16,
 ) -> Table:
     """Columns of collector ``rows``; ``geometries`` caches one Geometry per ``(shape, stride)``.
+
+    Rows are read in chunks; with ``release`` each chunk's tuples are dropped from ``rows`` (a
+    list) once read, so the rows and their columns never all live at once.
 
     >>> t = build([("a", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)], {}, {}, [])
     >>> t.keys, t.sidx.tolist(), t.start.tolist(), t.stop.tolist()
     ([('cpu', 7)], [0], [8], [24])
     """
     n = len(rows)
-    tokens = list(map(_TOKEN, rows))
-    sidx, firsts = _first_ranks(tokens)
-    tokens, devices, nbytes = _stores([rows[i] for i in firsts])
-    gid, geos = _geometries(rows, geometries, make)
-    offset = np.fromiter(map(_OFFSET, rows), np.int64, n)
-    did, _, dtypes = _first_seen(map(_DTYPE, rows), n)
+    c = _Columns()
+    for at in range(0, n, chunk):
+        c.read(rows[at : at + chunk], at)
+        if release:
+            rows[at : at + chunk] = [None] * min(chunk, n - at)
+    sidx, firsts, tokens = c.storages()
+    devices = c.ranked("device", c.dev_first)[firsts].tolist()
+    names = [str(d) for d in c.dev_first]
+    devices = [names[d] for d in devices]
+    nbytes = c.column("nbytes")[firsts]
+    geos = [geometries.get(pair) or geometries.setdefault(pair, make(*pair)) for pair in c.geo_first]
+    gid, did, dtypes = c.ranked("gid", c.geo_first), c.ranked("did", c.dtype_first), list(c.dtype_first)
     itemsize = np.fromiter(map(_ITEMSIZE, dtypes), np.int64, len(dtypes))[did]
-    start = _starts(rows, offset, itemsize)
+    offset = c.column("offset")
+    start = np.where(c.column("given"), c.column("start"), offset * itemsize)
     reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
     dense = np.fromiter((g.dense for g in geos), bool, len(geos))
     exact = np.fromiter((g.exact for g in geos), bool, len(geos))
@@ -126,25 +138,67 @@ def build(
     return table
 
 
-def _first_ranks(tokens: list) -> tuple[np.ndarray, list[int]]:
-    """Per token its rank by first appearance, and the row of each rank's first appearance.
+class _Columns:
+    """Per-row columns read chunk by chunk (see :func:`build`): storage tokens (int64 while they
+    are all storage ids, else the objects), storage size, offset, given start, and the first row
+    of each row's device, ``(shape, stride)`` and dtype (first-row dicts kept across chunks)."""
 
-    Storage ids (ints) go through numpy's sort, anything else through :func:`_first_seen`.
-    """
-    n = len(tokens)
-    if n and set(map(type, tokens)) == {int}:
-        try:
-            ids = np.fromiter(tokens, np.int64, n)
-        except OverflowError:  # not a storage id after all; take the general path
-            pass
+    def __init__(self) -> None:
+        self.geo_first: dict = {}
+        self.dtype_first: dict = {}
+        self.dev_first: dict = {}
+        self.parts: dict[str, list] = {k: [] for k in ("token", "device", "nbytes", "gid", "did", "offset", "start")}
+        self.parts["given"] = []
+        self.objects = False  # some token is not a storage id: tokens stay objects
+
+    def read(self, part: Sequence[tuple], at: int) -> None:
+        k, p = len(part), self.parts
+        tokens = list(map(_TOKEN, part))
+        if not self.objects and set(map(type, tokens)) == {int}:
+            try:
+                tokens = np.fromiter(tokens, np.int64, k)
+            except OverflowError:  # not a storage id after all
+                self.objects = True
         else:
-            _, rows, inverse = np.unique(ids, return_index=True, return_inverse=True)
-            by_row = np.argsort(rows)
-            rank = np.empty_like(by_row)
-            rank[by_row] = np.arange(by_row.size)
-            return rank[inverse.reshape(-1)], rows[by_row].tolist()
-    rank, rows, _ = _first_seen(tokens, n)
-    return rank, rows
+            self.objects = True
+        p["token"].append(tokens)
+        p["device"].append(_first_rows(self.dev_first, map(_DEVICE, part), at, k))
+        p["nbytes"].append(np.fromiter(map(_NBYTES, part), np.int64, k))
+        p["gid"].append(_first_rows(self.geo_first, zip(map(_SHAPE, part), map(_STRIDE, part)), at, k))
+        p["did"].append(_first_rows(self.dtype_first, map(_DTYPE, part), at, k))
+        p["offset"].append(np.fromiter(map(_OFFSET, part), np.int64, k))
+        given = list(map(_START, part))
+        p["given"].append(np.fromiter((g is not None for g in given), bool, k))
+        p["start"].append(np.fromiter((0 if g is None else g for g in given), np.int64, k))
+
+    def column(self, name: str) -> np.ndarray:
+        parts = self.parts[name]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool if name == "given" else np.int64)
+
+    def ranked(self, name: str, first: dict) -> np.ndarray:
+        """Per row, the rank (by first appearance) of its value in column ``name`` (first rows)."""
+        rows = np.fromiter(first.values(), np.int64, len(first))
+        return np.searchsorted(rows, self.column(name))
+
+    def storages(self) -> tuple[np.ndarray, np.ndarray, list]:
+        """Per row its storage index (by first appearance), the first row of each storage and
+        its token. Storage ids go through numpy's sort, other tokens through a dict."""
+        parts = self.parts["token"]
+        if self.objects:
+            tokens = [t for part in parts for t in (part.tolist() if isinstance(part, np.ndarray) else part)]
+            rank, rows, distinct = _first_seen(tokens, len(tokens))
+            return rank, np.asarray(rows, dtype=np.int64), distinct
+        ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        _, rows, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        by_row = np.argsort(rows)
+        rank = np.empty_like(by_row)
+        rank[by_row] = np.arange(by_row.size)
+        return rank[inverse.reshape(-1)], rows[by_row], ids[rows[by_row]].tolist()
+
+
+def _first_rows(first: dict, keys, at: int, k: int) -> np.ndarray:
+    """Per key, the row where it first appeared (``first`` maps keys to rows, kept across chunks)."""
+    return np.fromiter(map(first.setdefault, keys, count(at)), np.int64, k)
 
 
 def _first_seen(keys: Iterable, n: int) -> tuple[np.ndarray, list[int], list]:
@@ -158,47 +212,11 @@ def _first_seen(keys: Iterable, n: int) -> tuple[np.ndarray, list[int], list]:
     return np.searchsorted(rows, at), rows.tolist(), list(first)
 
 
-def _stores(firsts: list[tuple]) -> tuple[list, list[str], np.ndarray]:
-    """Token, device name and size of each storage, from the first row that reads it."""
-    devs = list(map(_DEVICE, firsts))
-    if devs and devs.count(devs[0]) == len(devs):  # the usual case: one device
-        devices = [str(devs[0])] * len(devs)
-    else:
-        names = {d: str(d) for d in set(devs)}
-        devices = list(map(names.__getitem__, devs))
-    return list(map(_TOKEN, firsts)), devices, np.fromiter(map(_NBYTES, firsts), np.int64, len(firsts))
-
-
 def _keys(devices: list[str], tokens: list) -> list:
     """Storage keys: ``(device, storage id)``; a token that is a tuple is the key itself."""
     if tuple not in set(map(type, tokens)):
         return list(zip(devices, tokens))
     return [t if type(t) is tuple else (d, t) for d, t in zip(devices, tokens)]
-
-
-def _geometries(rows: Sequence[tuple], cache: dict, make) -> tuple[np.ndarray, list[fp.Geometry]]:
-    """Per row the index of its ``(shape, stride)`` Geometry, and those geometries."""
-    gid, _, pairs = _first_seen(zip(map(_SHAPE, rows), map(_STRIDE, rows)), len(rows))
-    geos = []
-    for pair in pairs:
-        geo = cache.get(pair)
-        if geo is None:
-            geo = cache[pair] = make(*pair)
-        geos.append(geo)
-    return gid, geos
-
-
-def _starts(rows: Sequence[tuple], offset: np.ndarray, itemsize: np.ndarray) -> np.ndarray:
-    """Byte start of each view: ``offset * itemsize`` unless the row gives it (files do)."""
-    given = list(map(_START, rows))
-    missing = given.count(None)
-    if missing == len(given):
-        return offset * itemsize
-    if missing == 0:
-        return np.fromiter(given, np.int64, len(given))
-    return np.fromiter(
-        (o * i if s is None else s for s, o, i in zip(given, offset.tolist(), itemsize.tolist())), np.int64, len(given)
-    )
 
 
 def objects(seq: Sequence) -> np.ndarray:
