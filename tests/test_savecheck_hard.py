@@ -106,7 +106,6 @@ def test_hard_inputs_judged_or_skipped_with_the_reason():
     assert "key 1 is a int, not a str" in r["mixed_keys"]["accelerate.save"].message
     assert r["mixed_keys"]["torch.save"].outcome == "ok"
     assert r["deep"]["torch.save"].error_type == "RecursionError"
-    assert any("recursion limit" in n for n in r["deep"].notes)
     assert "__torch_function__ raises RuntimeError" in r["raising_subclass"]["safetensors.save_file"].message
     assert r["raising_subclass"]["torch.save"].message == "this subclass refuses every torch function"
 
