@@ -90,7 +90,9 @@ def _subject(obj: Any) -> Subject:
         obj = analyze(obj)
     if isinstance(obj, Layout):
         return _layout_subject(obj)
-    layout, note = _analysed(obj)
+    from tensorviz.sources.live import analyze_object
+
+    layout = analyze_object(obj)
     if isinstance(obj, torch.nn.Module):
         subject = _module_subject(obj, layout)
     elif isinstance(obj, Mapping):
@@ -101,8 +103,6 @@ def _subject(obj: Any) -> Subject:
         sd = dict(iter_named_values(obj))
         subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), False, real_state_dict=sd)
         subject.notes.append("not a mapping: checked as the dict {name: tensor} with tensorviz's names")
-    if note:
-        subject.notes.append(note)
     return subject
 
 
@@ -132,20 +132,6 @@ def _mapping_subject(obj: Mapping, layout: Layout) -> Subject:
             f"names (safetensors, transformers, accelerate) on str keys only; only torch.save is checked"
         )
     return subject
-
-
-def _analysed(obj: Any) -> tuple[Layout, str]:
-    from tensorviz.sources.live import analyze_object
-
-    try:
-        return analyze_object(obj), ""
-    except RecursionError:  # containers nested deeper than Python's recursion limit
-        if not isinstance(obj, Mapping):
-            raise
-        top = {k: v for k, v in obj.items() if isinstance(v, torch.Tensor)}
-        return analyze_object(
-            top
-        ), "nested deeper than Python's recursion limit: only its top-level tensors are laid out"
 
 
 def _standins(sd: Mapping[str, Any]) -> dict[str, Any]:
