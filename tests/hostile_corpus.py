@@ -214,6 +214,7 @@ def build(folder: str) -> dict[str, str]:  # noqa: PLR0915 - one line per case r
     put("pt-2M-refs", "refs2m.pt", _many_refs(2_000_000))
     put("pt-200k-refs", "refs200k.pt", _many_refs(200_000))
     put("pt-5M-empty-lists", "lists.pt", _many_empty_lists(5_000_000))
+    put("pt-990k-objects-under-cap", "undercap.pt", _with_tensor(b"(" + b"]" * 990_000 + b"e"))
     put("pt-huge-int-key", "intkey.pt", _save({10**300: torch.zeros(2), "ok": torch.zeros(1)}))
     put("pt-tensor-key", "tkey.pt", _save({torch.zeros(1): torch.zeros(2)}))
     put("pt-10MB-string-value", "strval.pt", _save({"w": torch.zeros(2), "note": "x" * 10_000_000}))
