@@ -185,7 +185,8 @@ def test_marian_keys_ignored_on_save_are_not_lost():
     v = _report("marian")["transformers.save_pretrained"]
     assert v.ignored == tuple(k for k in model._keys_to_ignore_on_save if k in model.state_dict())
     assert v.ignored and v.outcome == "ok" and v.lost_nbytes == 0 and not set(v.ignored) & set(v.dropped)
-    assert any("ignored on save by the model's own rule" in n for n in v.notes)
+    assert any("_keys_to_ignore_on_save" in n for n in v.notes)
+    assert "ignored on save by the model's own rule: model." in _report("marian").to_text()
 
 
 def test_zoo_covers_the_kinds_the_issue_asks_for():
