@@ -22,7 +22,10 @@ sys.path.insert(0, HERE)
 
 import hostile_corpus  # noqa: E402
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(os, "mkfifo"), reason="needs POSIX fork and FIFOs"),
+]
 
 FFE, TLE, UCE = "FileFormatError", "TooLargeError", "UnsafeCheckpointError"
 REGULAR = "not a regular file; tensorviz reads only regular files"
