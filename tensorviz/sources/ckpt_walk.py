@@ -142,7 +142,7 @@ def _children(value: Any) -> Iterator[tuple[Any, Any]] | None:
 def _check_tensor(path: str, name: str, t: torch.Tensor) -> None:
     """Refuse a tensor whose pickled state shadows torch.Tensor's own attributes."""
     state = t.__dict__
-    lying = sorted(k for k in state if not isinstance(k, str) or hasattr(torch.Tensor, k))
+    lying = [k for k in state if not isinstance(k, str) or hasattr(torch.Tensor, k)]
     if lying:
         shown = ", ".join(short(k, 40) for k in lying[:4])
         raise FileFormatError(
