@@ -100,11 +100,12 @@ def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str
         name = s.label or s.device
         exact = f" ({s.nbytes} B)" if s.nbytes >= 1024 else ""
         bound = "" if s.exact else " (upper bound: a footprint over the run budget)"
+        views = layout.storage_views(s.key)
+        freed = ", freed: its views point past its end" if not s.nbytes and any(not v.is_empty for v in views) else ""
         lines.append(
-            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}{memory_words(objects.get(s.key))}: "
+            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}{memory_words(objects.get(s.key))}{freed}: "
             f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}{bound}"
         )
-        views = layout.storage_views(s.key)
         for v in views[:max_views]:
             mark = "=" if v.name in s.complete_names else "-"
             lines.append(f"  {mark} {view_line(v)}")

@@ -170,20 +170,26 @@ class _Drawn(NamedTuple):
     offset: int
     itemsize: int
     shown: str
+    shift: int = 0  # bytes from the storage's start to element 0 when not a whole number of elements
 
 
 def _drawn(v: TensorView, region: Any) -> _Drawn:
-    """The part of a view the panel draws: all of it when small, else a corner or ``region``."""
+    """The part of a view the panel draws: all of it when small, else a corner or ``region``.
+
+    Offsets count from the storage's first byte: a safetensors tensor's offset counts from the
+    data section, but its storage is the whole file (header first), so its start says where.
+    """
+    lead, shift = divmod(v.start - v.offset * v.itemsize, v.itemsize)
     if region is None and v.numel <= MAX_ELEMENTS:
-        return _Drawn(v.name, v.dtype, tuple(v.shape), tuple(v.stride), v.offset, v.itemsize, "")
-    shape, stride, offset, text = part(v.shape, v.stride, v.offset, region)
+        return _Drawn(v.name, v.dtype, tuple(v.shape), tuple(v.stride), v.offset + lead, v.itemsize, "", shift)
+    shape, stride, offset, text = part(v.shape, v.stride, v.offset + lead, region)
     n = math.prod(shape)
     if n > MAX_ELEMENTS:
         raise TooLargeError(
             f"explain draws at most MAX_ELEMENTS={MAX_ELEMENTS} elements per view; the region "
             f"{text} of {v.name!r} has {n:,}. Choose a smaller region, e.g. region=(slice(0, 8), slice(0, 8))"
         )
-    return _Drawn(v.name, v.dtype, shape, stride, offset, v.itemsize, text)
+    return _Drawn(v.name, v.dtype, shape, stride, offset, v.itemsize, text, shift)
 
 
 def names_for(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
@@ -200,9 +206,11 @@ def names_for(tensors: Sequence[Any], names: Sequence[str] | None) -> list[str]:
 
 
 def _strip(index: int, nbytes: int, views: list[_Drawn], palette) -> Strip:
-    cell = math.gcd(*[v.itemsize for v in views])
+    cell = math.gcd(*[v.itemsize for v in views], *[v.shift for v in views])
     explained = [_explained(v, cell, next(palette)) for v in views]
-    total = nbytes // cell
+    # Views of a freed storage (resize_(0)) read cells past its end: the strip reaches them too.
+    reach = max((int(span_cells(v, cell).max()) + 1 for v in explained if v.addresses.size), default=0)
+    total = max(nbytes // cell, reach)
     if total <= MAX_CELLS:
         return Strip(index, nbytes, cell, 0, total, tuple(explained))
     reads = np.unique(np.concatenate([span_cells(v, cell) for v in explained] + [np.zeros(0, np.int64)]))
@@ -241,7 +249,7 @@ def _explained(v: _Drawn, cell: int, color: str) -> ExplainedView:
         if v.shape
         else np.array(v.offset, dtype=np.int64)
     )
-    addresses = np.asarray(elems * (v.itemsize // cell), dtype=np.int64)
+    addresses = np.asarray(elems * (v.itemsize // cell) + v.shift // cell, dtype=np.int64)
     return ExplainedView(
         v.name, v.dtype, v.shape, v.stride, v.offset, v.itemsize, addresses, formula(v.offset, v.stride), color, v.shown
     )

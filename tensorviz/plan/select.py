@@ -28,14 +28,15 @@ __all__ = ["Selection", "select", "interesting", "shared_count", "file_indices",
 
 
 def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: bool = False) -> tuple[str, ...]:
-    """Why a storage is worth drawing: a subset of shared/partial/overlapping/non-contiguous.
+    """Why a storage is worth drawing: a subset of freed/shared/partial/overlapping/non-contiguous
+    ("freed": 0 bytes, yet views address bytes, as after ``t.untyped_storage().resize_(0)``).
 
     A ``whole_file`` (a safetensors file, every tensor of it on the one storage) is not
     "shared" for holding several tensors; "overlapping" says when two of them share bytes.
     """
     if not views:
         return ("partial",) if storage.nbytes else ()
-    reasons = []
+    reasons = ["freed"] if not storage.nbytes and any(not v.is_empty for v in views) else []
     if len(views) > 1 and not whole_file:
         reasons.append("shared")
     if storage.unreferenced_nbytes and storage.nbytes:
@@ -85,6 +86,7 @@ def interesting(layout: Layout, whole_file: np.ndarray) -> np.ndarray:
     many = st.views > 1
     partial = (st.nbytes - st.covered > 0) & (st.nbytes > 0)
     out = (many & ~whole_file) | partial | (many & (st.footprint_nbytes > st.covered)) | (st.non_contiguous > 0)
+    out |= (st.nbytes == 0) & (st.footprint_nbytes > 0)  # freed
     return np.where(st.views == 0, st.nbytes > 0, out)
 
 

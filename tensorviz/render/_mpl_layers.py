@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from tensorviz.plan.diagram import Diagram
 
-__all__ = ["draw_storage_layers", "draw_bar_layers", "STYLE", "HATCH_LIMIT", "RUN_BUDGET"]
+__all__ = ["draw_storage_layers", "draw_bar_layers", "past_end", "STYLE", "HATCH_LIMIT", "RUN_BUDGET"]
 
 RUN_BUDGET = 200_000  # most footprint polygons drawn; above it sub-pixel gaps are merged
 HATCH_LIMIT = 400  # most rectangles a layer hatches; above, a plain fill (a hatch would not show)
@@ -36,6 +36,8 @@ STYLE: dict[str, dict[str, Any]] = {
     "overlaps": dict(facecolor="white", edgecolor="#cc3311", hatch="xxx", linewidth=0.6),
     "expanded": dict(facecolor="none", edgecolor="#222222", hatch="....", linewidth=0),
     "reinterpreted": dict(facecolor="none", edgecolor="#222222", hatch="\\\\\\\\", linewidth=0),
+    # Bytes views address past their storage's end (a freed storage: resize_(0)): no memory there.
+    "past-end": dict(facecolor="#f4f4f4", edgecolor="#7a0177", hatch="++", linewidth=0.8, linestyle="--"),
 }
 _RECT_CODES = np.array([1, 2, 2, 2, 79], dtype=np.uint8)  # MOVETO, 3 x LINETO, CLOSEPOLY
 
@@ -107,9 +109,20 @@ def draw_storage_layers(d: Diagram, ax: Axes) -> None:
     verts = rect_vertices(np.zeros(len(rows)), sizes, [y for _, y in rows])
     edge = 0.8 if lane_px(ax) >= 4 else 0.0
     _add(ax, "extents", verts, owner, facecolors=_EXTENT, edgecolors=_EDGE, linewidths=edge)
+    _add_marks(ax, "past-end", *_rects_of([(past_end(d, bi), bi, y) for bi, y in rows]))
     for gid, attr in (("header", "header"), ("unreferenced", "unreferenced"), ("storage-overlaps", "overlap_runs")):
         _add_marks(ax, gid, *_rects_of([(getattr(d.blocks[bi], attr), bi, y) for bi, y in rows]))
     _draw_separators(d, ax)
+
+
+def past_end(d: Diagram, bi: int) -> np.ndarray:
+    """``[[nbytes, last byte any bar reaches]]`` of block ``bi`` when its bars reach past the
+    storage's end (a freed storage), else no run."""
+    block = d.blocks[bi]
+    if not block.bars:
+        return np.zeros((0, 2), dtype=np.int64)
+    top = int(d.columns.stop[list(block.bars)].max())
+    return np.array([[block.nbytes, top]] if top > block.nbytes else [], dtype=np.int64).reshape(-1, 2)
 
 
 def _draw_separators(d: Diagram, ax: Axes) -> None:

@@ -127,7 +127,9 @@ def lane_label(d: Diagram, i: int, chars: int = LANE_CHARS) -> str:
     text = storage_text(label, chars) if lane.kind == "storage" else truncate_label(label, chars)
     if lane.kind == "storage":
         block = d.blocks[lane.block]
-        if block.unreferenced_nbytes and d.options.show_unreferenced:
+        if "freed" in block.reasons:
+            text += "\nfreed"
+        elif block.unreferenced_nbytes and d.options.show_unreferenced:
             text += f"\n{format_bytes(block.unreferenced_nbytes)} unreferenced"
     return text
 
@@ -331,6 +333,7 @@ def legend_entries(d: Diagram) -> list[tuple[str, str]]:
         ("expanded", "expanded (stride 0)", c.expanded.any()),
         ("empty", "empty view (a tick at its offset)", c.empty.any()),
         ("reinterpreted", "other dtype", c.reinterpreted.any()),
+        ("past-end", "past its storage's end (freed)", any("freed" in b.reasons for b in blocks)),
     ]
     return [(mark, label) for mark, label, used in wanted if used]
 

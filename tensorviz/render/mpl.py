@@ -11,7 +11,8 @@ The Diagram itself is attached to the figure and the axes as ``tensorviz_diagram
 
 Layers (gids): ``extents`` (storage rows), ``header`` (a file's header bytes), ``unreferenced``
 (bytes no view reads, hatched), ``storage-overlaps`` (bytes read by two or more bars, on the
-storage row), ``spans`` (every bar's byte range), ``footprints`` (the exact runs inside
+storage row), ``past-end`` (bytes views address past their storage's end: a freed storage),
+``spans`` (every bar's byte range), ``footprints`` (the exact runs inside
 non-dense spans), ``overlaps`` (a white strip along the bottom of a bar, hatched, over the bytes
 another bar also reads), ``expanded``/``reinterpreted`` (hatched flag overlays), ``slivers``
 (a 1-pixel tick over each bar too narrow to see that has a row to itself), ``empty`` (a tick
@@ -78,7 +79,7 @@ _INCH_PER_CHAR = 0.068  # a lane label's character, on average
 _TOP = 0.42  # inches above the axes, for the header line
 _MAX_PLOT_INCHES = 14.0
 _MAX_WIDTH = 100.0  # inches: 10,000 pixels at 100 dpi
-_BLOCK_LAYERS = ("extents", "header", "unreferenced", "storage-overlaps")
+_BLOCK_LAYERS = ("extents", "header", "unreferenced", "storage-overlaps", "past-end")
 
 
 def figure_size(d: Diagram, width: float | None = None) -> tuple[float, float, float, float]:

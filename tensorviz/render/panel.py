@@ -84,6 +84,8 @@ def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) 
         window = ""
     else:
         window = f", showing cells [{strip.lo}, {strip.hi})"
+    if strip.hi * strip.cell_bytes > strip.nbytes:  # a freed storage: views read past its end
+        window += f"; cells from {strip.nbytes // strip.cell_bytes} on lie past its end (storage freed)"
     ax.text(
         0.15,
         y + 0.12,

@@ -23,7 +23,7 @@ import numpy as np
 
 from tensorviz.core.rows import Rows
 
-__all__ = ["ADDRESSED", "Memory", "finish", "memories", "rekey"]
+__all__ = ["ADDRESSED", "FREED", "Memory", "finish", "memories", "rekey"]
 
 #: Device types whose ``data_ptr`` is a real address in one flat space per device.
 ADDRESSED = frozenset({"cpu", "cuda", "mps", "xpu"})
@@ -47,17 +47,62 @@ class Memory:
     parts: tuple[tuple[int, int, int], ...]
 
 
+FREED = "storage freed: views point past its end"
+
+
 def finish(rows: Rows) -> dict[str, object]:
-    """Key every row of a shared memory as that memory (see :func:`rekey`); the metadata to add:
-    ``{"storage_objects": {memory key: ((byte offset, nbytes) of each storage object, ...)}}``
-    when some memory has several storage objects. Run by the Layout on first use
-    (``Rows.finish``), so ``analyze`` itself pays only for reading each storage's address."""
-    found = memories(rows.rows)
-    if not found:
+    """The live collector's deferred step (``Rows.finish``, run by the Layout on first use, so
+    ``analyze`` itself pays only for reading each storage's address).
+
+    Keys every row of a shared memory as that memory (see :func:`rekey`) and notes every
+    non-empty view of a freed storage (0 bytes, as ``t.untyped_storage().resize_(0)`` leaves
+    it: FSDP does so between steps). Returns the metadata to add: ``storage_objects``
+    (``{memory key: ((byte offset, nbytes) of each storage object, ...)}``) and ``problems``.
+    """
+    columns = _columns(rows.rows)
+    if columns is None:
         return {}
-    rows.rows[:] = rekey(rows.rows, found, rows.notes)  # in place: the Layout holds this list
-    shared = {(m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m, _ in found.values()}
-    return {"storage_objects": shared}
+    meta: dict[str, object] = {}
+    found = _memories(rows.rows, *columns)
+    if found:
+        rows.rows[:] = rekey(rows.rows, found, rows.notes)  # in place: the Layout holds this list
+        meta["storage_objects"] = {
+            (m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m, _ in found.values()
+        }
+    freed = _freed(rows, columns[1])
+    if freed:
+        meta["problems"] = freed
+    return meta
+
+
+def _columns(rows: list[tuple]) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(address, storage nbytes)`` of every row, or None for rows without addresses."""
+    n = len(rows)
+    if not n or len(rows[0]) < 10:
+        return None
+    try:
+        ptr = np.fromiter(map(_ADDRESS, rows), np.int64, n)
+    except OverflowError:  # an address past 2**63 (none seen in practice)
+        ptr = np.fromiter(map(_ADDRESS, rows), np.uint64, n)
+    return ptr, np.fromiter(map(_NBYTES, rows), ptr.dtype, n)
+
+
+def _freed(rows: Rows, size: np.ndarray) -> list[str]:
+    """Note each non-empty view of a 0-byte storage; one problem per such storage."""
+    by_storage: dict[int, list[str]] = {}
+    for i in np.flatnonzero(size == 0).tolist():
+        row = rows.rows[i]
+        if 0 not in row[5]:  # it addresses at least one element, past the end of no bytes
+            rows.notes[i] = f"{rows.notes[i]}; {FREED}" if i in rows.notes else FREED
+            by_storage.setdefault(row[1], []).append(row[0])
+    return [
+        f"{FREED} (0 bytes, as after t.untyped_storage().resize_(0)): {_names(names)}" for names in by_storage.values()
+    ]
+
+
+def _names(names: list[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 def memories(rows: list[tuple]) -> dict[int, tuple[Memory, int]]:
@@ -75,14 +120,12 @@ def memories(rows: list[tuple]) -> dict[int, tuple[Memory, int]]:
     >>> 9 in found
     False
     """
-    n = len(rows)
-    if n < 2 or len(rows[0]) < 10:
-        return {}
-    try:
-        ptr = np.fromiter(map(_ADDRESS, rows), np.int64, n)
-    except OverflowError:  # an address past 2**63 (none seen in practice)
-        ptr = np.fromiter(map(_ADDRESS, rows), np.uint64, n)
-    size = np.fromiter(map(_NBYTES, rows), ptr.dtype, n)
+    columns = _columns(rows)
+    return _memories(rows, *columns) if columns is not None else {}
+
+
+def _memories(rows: list[tuple], ptr: np.ndarray, size: np.ndarray) -> dict[int, tuple[Memory, int]]:
+    """:func:`memories` from the rows' address and size columns."""
     live = np.flatnonzero((ptr != 0) & (size > 0))
     if live.size < 2:
         return {}
@@ -93,7 +136,7 @@ def memories(rows: list[tuple]) -> dict[int, tuple[Memory, int]]:
     new = np.flatnonzero(np.r_[True, p[1:] >= reach[:-1]])
     if new.size == order.size:
         return {}
-    tokens = np.fromiter(map(_TOKEN, rows), np.int64, n)[order]
+    tokens = np.fromiter(map(_TOKEN, rows), np.int64, len(rows))[order]
     several = np.flatnonzero(np.minimum.reduceat(tokens, new) != np.maximum.reduceat(tokens, new))
     bounds = np.r_[new, order.size]
     found: dict[int, tuple[Memory, int]] = {}
