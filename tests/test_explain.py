@@ -148,10 +148,8 @@ def test_a_big_weight_is_drawn_as_its_corner_with_real_addresses():
     fig = tv.explain(w, names=["w"])
     words = texts(fig)
     assert "showing [:8, :8] of [4096, 4096]" in words
-    assert (
-        "storage #0: 67,108,864 bytes, cells = float32 elements (4 B), showing 64 cells in 8 runs of [0, 28,680) (gaps cut)"
-        in words
-    )
+    assert "storage #0: 67,108,864 bytes, cells = float32 elements (4 B)" in words
+    assert "showing 64 cells in 8 runs of cells [0, 28,680); the cells between runs are cut" in words
     assert [w for w in words if w.startswith("cell ")] == [f"cell {4096 * i}" for i in range(8)]
     assert layer(fig, "grid-0").tensorviz_owner.tolist() == [4096 * i + j for i in range(8) for j in range(8)]
 

@@ -42,6 +42,7 @@ def test_there_are_three_notebooks():
         "01_views_and_storages.ipynb",
         "02_debugging_weight_tying.ipynb",
         "03_exploring_a_checkpoint.ipynb",
+        "04_a_large_model_on_meta.ipynb",
         "05_sharded_models.ipynb",
     ]
 

@@ -78,8 +78,8 @@ def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None
 
 
 def alike_runs(children: tuple[Node, ...], least: int = 3) -> list[list[Node]]:
-    """Children split into runs; ``least`` or more alike modules in a row (the layers of a
-    transformer: same class, bytes and elements) form one run, shown once."""
+    """Children split into runs; ``least`` or more alike numbered modules in a row (the layers
+    of a transformer: same class, bytes and elements) form one run, shown once."""
     out: list[list[Node]] = []
     for child in children:
         prev = out[-1][0] if out else None
@@ -91,11 +91,9 @@ def alike_runs(children: tuple[Node, ...], least: int = 3) -> list[list[Node]]:
 
 
 def _alike(a: Node, b: Node) -> bool:
-    return (
-        bool(a.kind)
-        and not a.is_tensor
-        and (a.kind, a.nbytes, a.numel, a.ntensors) == (b.kind, b.nbytes, b.numel, b.ntensors)
-    )
+    """Numbered siblings (a ModuleList's layers) of one class with the same sizes."""
+    same = (a.kind, a.nbytes, a.numel, a.ntensors) == (b.kind, b.nbytes, b.numel, b.ntensors)
+    return same and bool(a.kind) and not a.is_tensor and a.name.isdigit() and b.name.isdigit()
 
 
 def _run_label(run: list[Node]) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tensorviz.core.names import terminal
-from tensorviz.render.panel_grid import CELL, _add, _rects, draw_grids
+from tensorviz.render.panel_grid import CELL, _add, _rects, draw_grids, fitting_size
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -76,10 +76,9 @@ def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) 
         if _wide(strip)
         else f"cells = {strip.views[0].dtype} elements ({strip.cell_bytes} B)"
     )
-    if len(strip.segments) > 1:
-        window = (
-            f", showing {strip.cells} cells in {len(strip.segments)} runs of [{strip.lo:,}, {strip.hi:,}) (gaps cut)"
-        )
+    runs = len(strip.segments) > 1
+    if runs:
+        window = ""
     elif strip.lo == 0 and strip.cells * strip.cell_bytes >= strip.nbytes:
         window = ""
     else:
@@ -94,6 +93,17 @@ def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) 
         fontweight="bold",
         va="center",
     )
+    if runs:  # on a line of its own: the header would not fit a narrow figure
+        ax.text(
+            0.15,
+            y + 0.36,
+            f"showing {strip.cells} cells in {len(strip.segments)} runs of cells "
+            f"[{strip.lo:,}, {strip.hi:,}); the cells between runs are cut",
+            fontsize=8,
+            va="center",
+            color="#b45309",
+        )
+        y += 0.22
     y += 0.35
     y, right = _draw_strip(ax, strip, si, y, colors, left)
     y, r2 = draw_grids(ax, strip, si, y + 0.15, colors)
@@ -163,7 +173,7 @@ def _draw_strip(ax: Axes, strip: Strip, si: int, y0: float, colors: np.ndarray, 
         linewidths=0.6,
         hatch="///",
     )
-    fs = 6.5 if strip.hi < 1000 else 5.5
+    fs = fitting_size(6.5 if strip.hi < 1000 else 5.5, CELL, strip.hi - 1)
     for c, cx, cy, used in zip(cells, x, y, read):
         ax.text(
             cx + CELL / 2,

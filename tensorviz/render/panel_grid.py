@@ -18,9 +18,20 @@ if TYPE_CHECKING:
 
     from tensorviz.plan.explain import ExplainedView, Strip
 
-__all__ = ["draw_grids", "cells_note", "CELL"]
+__all__ = ["draw_grids", "cells_note", "fitting_size", "CELL"]
 
 CELL = 0.36
+
+
+def fitting_size(size: float, width: float, largest: int) -> float:
+    """A font size at most ``size`` at which ``largest`` (a cell number) fits a cell ``width``
+    inches wide: the corner of a big weight has 8-digit addresses.
+
+    >>> fitting_size(7.5, 0.36, 12), round(fitting_size(7.5, 0.36, 33554432), 2)
+    (7.5, 4.7)
+    """
+    digits = len(str(max(largest, 0)))
+    return min(size, 0.9 * width * 72 / (0.62 * digits))
 
 
 def cells_note(per: int) -> str:
@@ -128,7 +139,7 @@ def _draw_grid(
     _add(ax, f"grid-{k}{suffix}", _rects(cx, cy, g, g), flat, facecolors=face, edgecolors="#222222", linewidths=lw)
     if per > 1 and flat.size:
         _draw_parts(ax, f"grid-parts-{k}{suffix}", strip, flat, cx, cy, g, per, colors)
-    fs = float(np.clip(g * 20, 5, 7.5))
+    fs = fitting_size(float(np.clip(g * 20, 5, 7.5)), g, int(flat.max()) if flat.size else 0)
     for a, px, py in zip(flat, cx, cy):
         ax.text(px + g / 2, py + g / 2, str(int(a)), ha="center", va="center", fontsize=fs, gid=f"number-{k}{suffix}")
     return float(cy.max() + g + 0.1) if flat.size else top + 0.1
