@@ -45,7 +45,7 @@ class Subject:
     kind: str  # "module" | "mapping" | "layout"
     standins: dict[str, Any]
     ordered: bool
-    real_state_dict: Any = None  # only used by torch.save's own dry run, dropped after it
+    real_state_dict: Any = None  # torch.save's dry run only (the module itself for a module); dropped after
     pretrained: Any = None  # the transformers model, only while its verdict is computed
     peft: Any = None  # the PeftModel, likewise
     has_meta_parameters: bool = False
@@ -109,8 +109,10 @@ def _subject(obj: Any) -> Subject:
 def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
     from tensorviz.savecheck.ties import module_ties
 
-    sd = obj.state_dict()
-    subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=sd)
+    # the stand-ins read metadata only: the module's own tensors do (no detached copies made);
+    # torch.save's dry run asks for the state dict itself, when it runs (see _real_state_dict)
+    sd = obj.state_dict(keep_vars=True)
+    subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=obj)
     meta = any(isinstance(t, StandIn) and t.device.type == "meta" for t in subject.standins.values())
     subject.has_meta_parameters = meta and any(p.device.type == "meta" for p in obj.parameters())
     subject.ties = module_ties(obj, layout)
@@ -290,7 +292,7 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
         elif saver == "safetensors.save_model":
             run = sv.evaluate_save_model(sd, s.memo)
         elif saver == "torch.save":
-            run = svt.evaluate_torch_save(sd, s.real_state_dict)
+            run = svt.evaluate_torch_save(sd, _real_state_dict(s))
         elif saver == "transformers.save_pretrained":
             if s.pretrained is None:
                 return None
@@ -330,6 +332,11 @@ def _storage_of(s: Subject) -> dict[str, Any]:
     if s.storage_of is None:
         s.storage_of = {v.name: v.storage for v in s.layout.views}
     return s.storage_of
+
+
+def _real_state_dict(s: Subject) -> Any:
+    """What torch.save would be given: ``model.state_dict()`` for a module, made only now."""
+    return s.real_state_dict.state_dict() if s.kind == "module" else s.real_state_dict
 
 
 def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
