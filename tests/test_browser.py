@@ -202,6 +202,7 @@ def test_canvas_hover_click_select_zoom_and_grouping(lab, page):
     ex.screenshot(path=str(SHOTS / "canvas_selected_from_python.png"))
 
     # 4. Drag from 25% to 75% of the plot: zoomed to the middle half, in the browser and in Python.
+    ex.locator(".tvz-cv-scroll").scroll_into_view_if_needed()
     plot = ex.locator(".tvz-cv").evaluate("el => el.tvz.plot()")
     y = plot["top"] + 10
     page.mouse.move(plot["left"] + plot["width"] * 0.25, y)

@@ -39,13 +39,13 @@ def test_payload_columns_are_the_plan(strided):
     lay = tv.analyze(strided)
     d = tv.diagram(lay, max_lanes=ALL_LANES)
     p = payload(d, lay)
-    assert text(p, "names") == ["x", "row", "col", "t", "half"]
+    assert text(p, "names") == ["x", "row", "col", "t", "half"] and col(p, "name_prefix", "u1") == [0] * 5
     assert col(p, "bar_start", "<f8") == [b.start for b in d.bars] == [0, 24, 4, 0, 0]
     assert col(p, "bar_stop", "<f8") == [b.stop for b in d.bars] == [96, 48, 80, 96, 16]
-    assert col(p, "bar_lane", "<u4") == [b.lane for b in d.bars]
+    assert [b.lane for b in d.bars] == [1, 2, 3, 4, 6] and p["bar_lane"] == b""  # one per view lane: implied
     assert [p["colors"][i] for i in col(p, "bar_color", "u1")] == [b.color for b in d.bars]
     assert p["bar_view"] == b"" and p["tie_first"] == b""  # bar i draws view i, no ties
-    assert text(p, "geom") == ["4, 6;6, 1;0", "6;1;6", "4;6;1", "6, 4;1, 6;0", "4;1;0"]
+    assert text(p, "geom") == ["4, 6;;0", "6;;6", "4;6;1", "6, 4;1, 6;0", "4;;0"]  # stride only when not row-major
     assert p["dtypes"] == ["float32"] and col(p, "dtype", "u1") == [0] * 5
     flags = col(p, "bar_flags", "u1")
     sparse, overlaps, noncontig = (1 << FLAGS.index(f) for f in ("sparse", "overlaps_other", "non_contiguous"))
@@ -53,17 +53,34 @@ def test_payload_columns_are_the_plan(strided):
     assert [bool(f & overlaps) for f in flags] == [True, True, True, True, False]
     assert [bool(f & noncontig) for f in flags] == [False, False, True, True, False]
     # col reads 4 of the 19 elements of its span [4, 80): 16 B of 76
-    assert np.frombuffer(p["bar_fpct"], "<f4")[2] == pytest.approx(16 / 76)
+    assert col(p, "pct_bar", "<u4") == [2] and np.frombuffer(p["pct"], "<f4")[0] == pytest.approx(16 / 76)
     assert col(p, "run_bar", "<u4") == [2] * 4
     assert np.frombuffer(p["runs"], "<f8").reshape(-1, 2).tolist() == [[4, 8], [28, 32], [52, 56], [76, 80]]
     kinds = col(p, "lane_kind", "u1")
     assert kinds == [0, 1, 1, 1, 1, 0, 1]  # storage x: 4 views; storage half: partial, drawn
     assert text(p, "lane_labels") == [d.lanes[0].label, "", "", "", "", d.lanes[5].label, ""]
-    assert col(p, "block_nbytes", "<f8") == [96, 32]
+    assert col(p, "block_nbytes", "<f8") == [96, 32] and col(p, "block_storage", "<i4") == [0, 1]
+    assert p["special_lane"] == b""  # no "more" or summary rows
     # marks: bytes read by >= 2 bars on storage #0's lane, the unread half of storage #1
     marks = list(zip(col(p, "mark_kind", "u1"), col(p, "mark_lane", "<u4"), col(p, "mark_start", "<f8")))
     assert (1, 0, 0.0) in marks and (0, 5, 16.0) in marks
     assert p["x_range"] == [0.0, 96.0]
+
+
+def test_names_are_front_coded_and_summary_rows_sized():
+    x = torch.zeros(8)
+    sd = {"model.layers.0.q": x, "model.layers.0.k": x[:4], "model.layers.1.q": torch.zeros(2)}
+    sd["solo"] = torch.zeros(3)
+    lay = tv.analyze(sd)
+    d = tv.diagram(lay, max_lanes=ALL_LANES)
+    p = payload(d, lay)
+    assert text(p, "names") == ["model.layers.0.q", "k"] and col(p, "name_prefix", "u1") == [0, 15]
+    c = DiagramCanvas()
+    c.show(d, lay)
+    assert c.drawn_names == ["model.layers.0.q", "model.layers.0.k"]
+    assert col(p, "lane_kind", "u1") == [0, 1, 1, 5] and col(p, "special_lane", "<u4") == [3]
+    assert p["bar_lane"] == b""
+    assert col(p, "special_size", "<f8") == [8 + 12]  # the two simple storages folded
 
 
 def test_span_groups_send_their_tied_names():
@@ -73,6 +90,10 @@ def test_span_groups_send_their_tied_names():
     assert text(p, "names") == ["wte", "head", "other"]
     assert col(p, "bar_view", "<u4") == [0, 2]  # bar 1 draws view 2
     assert col(p, "tie_first", "<u4") == [0, 1, 1] and col(p, "ties", "<u4") == [1]
+    x = torch.zeros(16)
+    lay = tv.analyze({"x": x, "a": x[:4], "b": x[8:12]})
+    p = payload(tv.diagram(lay, by="overlap", max_lanes=ALL_LANES), lay)
+    assert col(p, "bar_lane", "<u4") == [1, 2, 2]  # a and b packed on one row: lanes sent
 
 
 def test_partner_hidden_when_the_filter_drops_the_other_reader(strided):
@@ -178,3 +199,16 @@ def test_python_and_the_browser_write_bytes_alike():
     )
     out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == [byte_text(v) for v in values]
+
+
+def test_the_list_is_capped_but_every_drawn_name_is_selectable(monkeypatch):
+    from tensorviz.explorer import controls
+
+    monkeypatch.setattr(controls, "LIST_CAP", 3)
+    x = torch.zeros(40)
+    ex = explore({f"v{i}": x[4 * i : 4 * i + 4] for i in range(10)}, snapshot=False)
+    assert ex.tensor_list.options == ("v0", "v1", "v2") and len(ex.canvas.drawn_names) == 10
+    assert "first 3 of 10 listed" in ex.list_note.value
+    ex.canvas.selected = ["v9"]  # a click on a bar past the list's end
+    assert ex.selected == ["v9"] and ex.tensor_list.options == ("v0", "v1", "v2", "v9")
+    assert ex.tensor_list.value == ("v9",) and "<b>v9</b>" in ex.details.value

@@ -1,7 +1,7 @@
 // The tensorviz diagram canvas (anywidget front-end). Python's Diagram arrives as binary columns;
 // this file only draws it and handles hover, click, drag-zoom and scrolling in the browser.
 // Pure helpers live in geometry.js (prepended to this file by the Python side).
-import { column, lines, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+import { column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const KIND = { storage: 0, view: 1, simple: 2, more: 3, moreStorages: 4, summary: 5 };
@@ -27,12 +27,11 @@ export function decodeAll(model) {
   const d = {
     start: column(g("bar_start"), Float64Array), stop: column(g("bar_stop"), Float64Array),
     lane: column(g("bar_lane"), Uint32Array), color: column(g("bar_color"), Uint8Array),
-    flags: column(g("bar_flags"), Uint8Array), fpct: column(g("bar_fpct"), Float32Array),
+    flags: column(g("bar_flags"), Uint8Array),
     barView: column(g("bar_view"), Uint32Array), tieFirst: column(g("tie_first"), Uint32Array),
     ties: column(g("ties"), Uint32Array),
     runBar: column(g("run_bar"), Uint32Array), runs: column(g("runs"), Float64Array),
-    laneKind: column(g("lane_kind"), Uint8Array), laneBlock: column(g("lane_block"), Int32Array),
-    laneHidden: column(g("lane_hidden"), Uint32Array), laneSize: column(g("lane_size"), Float64Array),
+    laneKind: column(g("lane_kind"), Uint8Array),
     blockStorage: column(g("block_storage"), Int32Array), blockNbytes: column(g("block_nbytes"), Float64Array),
     markKind: column(g("mark_kind"), Uint8Array), markLane: column(g("mark_lane"), Uint32Array),
     markStart: column(g("mark_start"), Float64Array), markStop: column(g("mark_stop"), Float64Array),
@@ -41,10 +40,19 @@ export function decodeAll(model) {
   };
   const nLanes = d.laneKind.length, nViews = d.dtype.length, n = d.start.length;
   d.laneLabels = lines(g("lane_labels"), nLanes);
-  d.names = lines(g("names"), nViews);
-  d.geom = lines(g("geom"), nViews);
+  d.names = frontDecode(lines(g("names"), nViews), column(g("name_prefix"), Uint8Array));
+  d.fpct = new Float32Array(n).fill(1);
+  const pctBar = column(g("pct_bar"), Uint32Array), pct = column(g("pct"), Float32Array);
+  pctBar.forEach((i, k) => { d.fpct[i] = pct[k]; });
+  if (!d.lane.length && n) d.lane = ownLanes(d.laneKind, n);
   d.index = laneIndex(d.lane, d.start, d.stop, nLanes);
   d.markIndex = laneIndex(d.markLane, d.markStart, d.markStop, nLanes);
+  blockLanes(d);
+  d.laneSize = new Float64Array(nLanes);
+  const special = column(g("special_lane"), Uint32Array), size = column(g("special_size"), Float64Array);
+  special.forEach((l, k) => { d.laneSize[l] = size[k]; });
+  d.geom = lines(g("geom"), nViews);
+
   d.runFirst = new Uint32Array(n + 1);
   for (let r = 0; r < d.runBar.length; r++) d.runFirst[d.runBar[r] + 1]++;
   for (let i = 0; i < n; i++) d.runFirst[i + 1] += d.runFirst[i];
@@ -53,6 +61,19 @@ export function decodeAll(model) {
   d.viewOf = new Map();
   d.names.forEach((name, k) => d.viewOf.set(name, k));
   return d;
+}
+
+// Each lane's block, and each block's storage size (simple blocks: their one bar's stop).
+function blockLanes(d) {
+  d.laneBlock = blockOfLanes(d.laneKind);
+  const sent = d.blockNbytes, sizes = new Float64Array(d.blockStorage.length);
+  let k = 0;
+  for (let l = 0; l < d.laneKind.length; l++) {
+    const b = d.laneBlock[l];
+    if (d.laneKind[l] === KIND.storage) sizes[b] = sent[k++];
+    else if (d.laneKind[l] === KIND.simple) { const j = d.index.first[l]; sizes[b] = d.stop[d.index.order[j]]; }
+  }
+  d.blockNbytes = sizes;
 }
 
 function laneLabel(d, l) {

@@ -55,17 +55,17 @@ class DiagramCanvas(anywidget.AnyWidget):
     bar_lane = _bytes_trait()
     bar_color = _bytes_trait()
     bar_flags = _bytes_trait()
-    bar_fpct = _bytes_trait()
+    pct_bar = _bytes_trait()
+    pct = _bytes_trait()
     bar_view = _bytes_trait()
     tie_first = _bytes_trait()
     ties = _bytes_trait()
     run_bar = _bytes_trait()
     runs = _bytes_trait()
     lane_kind = _bytes_trait()
-    lane_block = _bytes_trait()
-    lane_hidden = _bytes_trait()
-    lane_size = _bytes_trait()
     lane_labels = _bytes_trait()
+    special_lane = _bytes_trait()
+    special_size = _bytes_trait()
     block_storage = _bytes_trait()
     block_nbytes = _bytes_trait()
     mark_kind = _bytes_trait()
@@ -73,6 +73,7 @@ class DiagramCanvas(anywidget.AnyWidget):
     mark_start = _bytes_trait()
     mark_stop = _bytes_trait()
     names = _bytes_trait()
+    name_prefix = _bytes_trait()
     geom = _bytes_trait()
     dtype = _bytes_trait()
     dtypes = traitlets.List(traitlets.Unicode()).tag(sync=True)
@@ -95,7 +96,7 @@ class DiagramCanvas(anywidget.AnyWidget):
         """Send ``diagram`` (one message; the browser redraws once). Returns the payload bytes."""
         data = payload(diagram, layout)
         self._layout = layout
-        self._names = data["names"].decode("utf-8").split("\n") if data["names"] else []
+        self._names = _names(data)
         keep = [n for n in self.selected if n in set(self._names)]
         code, to = relations(layout, self._names, keep)
         with self.hold_sync():
@@ -120,3 +121,14 @@ class DiagramCanvas(anywidget.AnyWidget):
         code, to = relations(self._layout, self._names, list(change["new"]))
         with self.hold_sync():
             self.rel, self.rel_to = code.tobytes(), to.astype("<u4").tobytes()
+
+
+def _names(data: dict[str, Any]) -> list[str]:
+    """The view names of a payload (undoing its front coding)."""
+    if not data["names"]:
+        return []
+    out, prev = [], ""
+    for k, rest in zip(data["name_prefix"], data["names"].decode("utf-8").split("\n")):
+        prev = prev[:k] + rest
+        out.append(prev.replace("\u2424", "\n"))
+    return out

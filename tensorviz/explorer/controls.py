@@ -34,6 +34,10 @@ _CSS = """<style>
 .tvz-explorer .tvz-error { color: var(--jp-error-color1, #b00020); }
 </style>"""
 
+#: Names listed in the tensor list at most (a <select> of 100,000 options slows the whole page);
+#: the diagram draws and the selection accepts every name.
+LIST_CAP = 2000
+
 _ALL = -1  # the storage picker's "all storages" (None would mean "nothing selected" to ipywidgets)
 
 
@@ -136,6 +140,9 @@ class ExplorerControls:
         self.status_line.add_class("tvz-status")
         self.canvas = DiagramCanvas(layout=W.Layout(flex="1 1 560px", min_width="320px"))
         self.tensor_list = W.SelectMultiple(options=[], rows=9, description="", layout=W.Layout(width="auto"))
+        self.list_note = W.HTML()
+        self._drawn: frozenset[str] = frozenset()
+        self._drawn_order: tuple[str, ...] = ()
         self.details = W.HTML(
             details_html(self.tensor_layout, ()), layout=W.Layout(max_height="360px", overflow="auto")
         )
@@ -180,7 +187,13 @@ class ExplorerControls:
         )
         row3 = W.HBox([_label("storage"), self.storage_picker, self.zoom, self.zoom_hint], layout=W.Layout(**wrap))
         side = W.VBox(
-            [W.HTML("<b>tensors in the picture</b>"), self.tensor_list, self.explain_button, self.details],
+            [
+                W.HTML("<b>tensors in the picture</b>"),
+                self.tensor_list,
+                self.list_note,
+                self.explain_button,
+                self.details,
+            ],
             layout=W.Layout(flex="0 1 300px", min_width="240px"),
         )
         side.add_class("tvz-side")
@@ -233,16 +246,33 @@ class ExplorerControls:
             self._quiet = quiet
 
     def _update_list(self, names: tuple[str, ...]) -> None:
-        drawn = set(names)
-        keep = tuple(n for n in self.tensor_list.value if n in drawn)
-        quiet, self._quiet = self._quiet, True
-        try:
-            self.tensor_list.options = names
-            self.tensor_list.value = keep
-        finally:
-            self._quiet = quiet
+        """The list shows the drawn names (the first :data:`LIST_CAP`, plus any selected), and
+        drops selected names that are no longer drawn."""
+        self._drawn = frozenset(names)
+        self._drawn_order = names
+        keep = tuple(n for n in self.tensor_list.value if n in self._drawn)
+        self._set_list(keep)
         self.selected = list(keep)
         self.details.value = details_html(self.tensor_layout, keep)
+
+    def _set_list(self, selected: tuple[str, ...]) -> None:
+        names = self._drawn_order
+        listed = names[:LIST_CAP]
+        extra = tuple(n for n in selected if n not in set(listed))
+        quiet, self._quiet = self._quiet, True
+        try:
+            if tuple(self.tensor_list.options) != listed + extra:
+                self.tensor_list.options = listed + extra
+            self.tensor_list.value = selected
+        finally:
+            self._quiet = quiet
+        more = len(names) - len(listed)
+        self.list_note.value = (
+            f'<span class="tvz-muted">first {len(listed):,} of {len(names):,} listed: hover or click the '
+            f"diagram, or filter by name, to reach the others</span>"
+            if more > 0
+            else ""
+        )
 
 
 def _label(text: str) -> W.HTML:

@@ -18,6 +18,44 @@ export function lines(view, count) {
   return new TextDecoder().decode(bytes).split("\n");
 }
 
+// Names sent front-coded: each keeps `prefix[k]` characters of the previous one.
+export function frontDecode(rest, prefix) {
+  const out = new Array(rest.length);
+  let prev = "";
+  for (let k = 0; k < rest.length; k++) { prev = prev.slice(0, prefix[k] || 0) + rest[k]; out[k] = prev; }
+  return out;
+}
+
+// Lane kinds: 0 storage, 1 view, 2 simple, 3 more, 4 more-storages, 5 summary.
+// Bars sent without lanes sit one on each view/simple lane, in order.
+export function ownLanes(kind, n) {
+  const out = new Uint32Array(n);
+  let k = 0;
+  for (let l = 0; l < kind.length && k < n; l++) if (kind[l] === 1 || kind[l] === 2) out[k++] = l;
+  return out;
+}
+
+// The block of each lane: a block starts at a storage or simple lane and runs to the next one,
+// or to a diagram-wide row ("more storages", the summary), which belongs to none (-1).
+export function blockOfLanes(kind) {
+  const out = new Int32Array(kind.length);
+  let b = -1;
+  for (let l = 0; l < kind.length; l++) {
+    if (kind[l] === 0 || kind[l] === 2) b++;
+    out[l] = kind[l] === 4 || kind[l] === 5 ? -1 : b;
+  }
+  return out;
+}
+
+// Row-major strides of a contiguous shape ("4, 6" -> "6, 1").
+export function rowMajor(shape) {
+  const dims = shape ? shape.split(",").map((x) => Number(x.trim())) : [];
+  const out = new Array(dims.length);
+  let step = 1;
+  for (let k = dims.length - 1; k >= 0; k--) { out[k] = step; step *= Math.max(dims[k], 1); }
+  return out.join(", ");
+}
+
 // Binary units, at most 4 significant digits: 1536 -> "1.5 KiB", 4000 -> "3.906 KiB".
 export function formatBytes(n) {
   const sign = n < 0 ? "-" : "";
@@ -153,7 +191,8 @@ export const SHARES_BYTES = (code) => code >= 1 && code <= 6;
 export function tooltip(d, bar) {
   const views = barViews(d, bar), v = views[0], out = [];
   out.push(views.map((k) => d.names[k]).join(" ≡ "));
-  const [shape, stride, offset] = (d.geom[v] || ";;").split(";");
+  const [shape, given, offset] = (d.geom[v] || ";;").split(";");
+  const stride = given || rowMajor(shape);
   const dtype = d.dtypes[d.dtype[v]] || "?";
   out.push(`${dtype}[${shape}] · stride (${stride}) · offset ${offset}`);
   const s = d.start[bar], e = d.stop[bar];

@@ -10,22 +10,24 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
 
 ====================  =========  ===========================================================
 ``bar_start/stop``     f64 n      byte range (from the start of the bar's storage)
-``bar_lane``           u32 n      lane index
+``bar_lane``           u32 n      lane index (empty: bar k is on the k-th view/simple lane)
 ``bar_color``          u8 n       index into ``colors``
 ``bar_flags``          u8 n       :data:`FLAGS` bits
-``bar_fpct``           f32 n      bytes read / span (1 for dense bars)
+``pct_bar, pct``       u32, f32   bytes read / span of the bars where it is not 1
 ``bar_view``           u32 n      the bar's first view (empty when bar i draws view i)
 ``tie_first, ties``    u32        the bar's other views (span groups of tied names), CSR
 ``run_bar, runs``      u32, f64   footprint runs of sparse bars (merged past a budget)
 ``lane_kind``          u8 L       :data:`LANE_KINDS` index
-``lane_block``         i32 L      block index (-1: diagram-wide rows)
-``lane_hidden``        u32 L      what a "more" or summary row stands for
-``lane_size``          f64 L      bytes the row stands for
 ``lane_labels``        text L     labels of storage/more/summary rows ("" for view rows)
-``block_storage``      i32 B      layout storage index
-``block_nbytes``       f64 B      storage size
+``special_lane/size``  u32, f64   bytes a "more"/summary row stands for
+``block_storage``      i32 B      layout storage index (a block starts at each storage or
+                                  simple lane and runs to the next, or to a diagram-wide row)
+``block_nbytes``       f64        storage size of the blocks with a storage lane (a simple
+                                  block's storage is its one bar)
 ``mark_*``             M          unreferenced bytes (0), read by >= 2 bars (1), file header (2)
-``names, geom``        text V     view names; ``"shape;stride;offset"``
+``names``              text V     view names, each without the first ``name_prefix`` characters
+``name_prefix``        u8 V       characters shared with the previous name (ASCII, <= 255)
+``geom``               text V     ``"shape;stride;offset"`` (stride empty: row-major contiguous)
 ``dtype``              u8 V       index into ``dtypes``
 ====================  =========  ===========================================================
 """
@@ -111,13 +113,14 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
         (cols.sparse, cols.overlaps_other, cols.non_contiguous, cols.reinterpreted, cols.expanded, cols.empty)
     ):
         flags |= np.asarray(col, dtype=np.uint8) << bit
-    fpct = np.ones(n, dtype=np.float32)
+    pct_bar, pct = [], []
     first = np.fromiter((index[b.names[0]] for b in bars), dtype=np.int64, count=n)
     tie_first, ties = np.zeros(n + 1, dtype=np.int64), []
     for i in np.flatnonzero(cols.sparse | cols.empty):
         bar = bars[i]
         span = bar.stop - bar.start
-        fpct[i] = bar.nbytes / span if span > 0 else 0.0
+        pct_bar.append(i)
+        pct.append(bar.nbytes / span if span > 0 else 0.0)
     opts = diagram.options
     if opts.names is not None or opts.only_shared or opts.byte_range is not None:  # else every reader is drawn
         drawn: dict[int, np.ndarray] = {}
@@ -134,15 +137,22 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
     return {
         "bar_start": _b(cols.start, "f8"),
         "bar_stop": _b(cols.stop, "f8"),
-        "bar_lane": _b(cols.lane, "u4"),
+        "bar_lane": b"" if _lanes_implied(diagram, cols.lane) else _b(cols.lane, "u4"),
         "bar_color": _b(cols.color, "u1"),
         "bar_flags": flags.tobytes(),
-        "bar_fpct": _b(fpct, "f4"),
+        "pct_bar": _b(pct_bar, "u4"),
+        "pct": _b(pct, "f4"),
         "bar_view": b"" if identity else _b(first, "u4"),
         "tie_first": _b(tie_first, "u4") if ties else b"",
         "ties": _b(np.array(ties, dtype=np.int64), "u4"),
         "colors": list(cols.colors),
     }
+
+
+def _lanes_implied(diagram: Any, lane: np.ndarray) -> bool:
+    """True when the bars are, in order, one on each view/simple lane (the common case)."""
+    own = [i for i, ln in enumerate(diagram.lanes) if ln.kind in ("view", "simple")]
+    return len(own) == len(lane) and np.array_equal(np.asarray(own, dtype=np.int64), lane)
 
 
 def _partner_hidden(diagram: Any, bar: Any, cache: dict[int, np.ndarray]) -> bool:
@@ -196,14 +206,16 @@ def _lanes(diagram: Any) -> dict[str, Any]:
     lanes = diagram.lanes
     kinds = {k: i for i, k in enumerate(LANE_KINDS)}
     own = ("view", "simple")
+    special = [i for i, ln in enumerate(lanes) if ln.kind not in own and ln.kind != "storage"]
+    blocks = diagram.blocks
+    extents = [b.nbytes for b in blocks if lanes[b.lanes[0]].kind == "storage"]
     return {
         "lane_kind": _b([kinds[ln.kind] for ln in lanes], "u1"),
-        "lane_block": _b([ln.block for ln in lanes], "i4"),
-        "lane_hidden": _b([ln.hidden for ln in lanes], "u4"),
-        "lane_size": _b([ln.size for ln in lanes], "f8"),
         "lane_labels": _text(["" if ln.kind in own else ln.label for ln in lanes]),
-        "block_storage": _b([b.storage for b in diagram.blocks], "i4"),
-        "block_nbytes": _b([b.nbytes for b in diagram.blocks], "f8"),
+        "special_lane": _b(special, "u4"),
+        "special_size": _b([lanes[i].size for i in special], "f8"),
+        "block_storage": _b([b.storage for b in blocks], "i4"),
+        "block_nbytes": _b(extents, "f8"),
     }
 
 
@@ -236,8 +248,42 @@ def _views(layout: Layout, names: list[str]) -> dict[str, Any]:
     for k, name in enumerate(names):
         v = layout[name]
         codes[k] = dtypes.setdefault(v.dtype, len(dtypes)) % 256
-        geom.append(f"{', '.join(map(str, v.shape))};{', '.join(map(str, v.stride))};{v.offset}")
-    return {"names": _text(names), "geom": _text(geom), "dtype": codes.tobytes(), "dtypes": list(dtypes)}
+        stride = "" if tuple(v.stride) == _row_major(v.shape) else ", ".join(map(str, v.stride))
+        geom.append(f"{', '.join(map(str, v.shape))};{stride};{v.offset}")
+    prefix, rest = front_code(names)
+    return {
+        "names": _text(rest),
+        "name_prefix": _b(prefix, "u1"),
+        "geom": _text(geom),
+        "dtype": codes.tobytes(),
+        "dtypes": list(dtypes),
+    }
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def front_code(names: list[str]) -> tuple[list[int], list[str]]:
+    """Each name as (characters shared with the previous name, the rest): dotted module names
+    share long prefixes. Only an ASCII prefix is shared (the browser counts UTF-16 units).
+
+    >>> front_code(["model.layers.0.q.weight", "model.layers.0.k.weight", "é.a", "é.b"])
+    ([0, 15, 0, 0], ['model.layers.0.q.weight', 'k.weight', 'é.a', 'é.b'])
+    """
+    prefix, rest, prev = [], [], ""
+    for name in names:
+        k, top = 0, min(len(prev), len(name), 255)
+        while k < top and prev[k] == name[k] and ord(name[k]) < 128:
+            k += 1
+        prefix.append(k)
+        rest.append(name[k:])
+        prev = name
+    return prefix, rest
 
 
 def relations(layout: Layout, names: list[str], selected: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -158,9 +158,8 @@ class Explorer(ExplorerControls, W.VBox):
     @traitlets.validate("selected")
     def _check_selected(self, proposal: dict) -> list[str]:
         names = list(dict.fromkeys(proposal["value"]))
-        drawn = set(self.tensor_list.options)
         for name in names:
-            if name in drawn:
+            if name in self._drawn:
                 continue
             self.tensor_layout[name]  # KeyError naming close matches when there is no such tensor
             raise traitlets.TraitError(
@@ -175,7 +174,7 @@ class Explorer(ExplorerControls, W.VBox):
         quiet, self._quiet = self._quiet, True
         try:
             if tuple(self.tensor_list.value) != names:
-                self.tensor_list.value = names
+                self._set_list(names)
             if list(self.canvas.selected) != list(names):
                 self.canvas.selected = list(names)
         finally:
@@ -203,8 +202,7 @@ class Explorer(ExplorerControls, W.VBox):
     @_guarded("selection")
     def _on_canvas_select(self, change: dict) -> None:
         if not self._quiet:
-            drawn = set(self.tensor_list.options)
-            self.selected = [n for n in change["new"] if n in drawn]
+            self.selected = [n for n in change["new"] if n in self._drawn]
 
     @_guarded("explain")
     def _on_explain(self, _button: Any = None) -> None:

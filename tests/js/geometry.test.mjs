@@ -3,7 +3,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
-  tooltip, barViews, fitText,
+  tooltip, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
 } from "../../tensorviz/explorer/geometry.js";
 
 test("column copies an unaligned DataView into an aligned typed array", () => {
@@ -110,7 +110,7 @@ test("barRect clips to the window and keeps thin bars visible", () => {
 test("tooltip: name, dtype[shape], stride, offset, byte range, footprint, relation", () => {
   const d = {
     names: ["qkv.weight", "q.weight", "wte.weight", "lm_head.weight"],
-    geom: ["48, 16;16, 1;0", "16, 16;16, 1;0", "64, 16;16, 1;0", "64, 16;16, 1;0"],
+    geom: ["48, 16;;0", "16, 16;16, 1;0", "64, 16;;0", "64, 16;;0"],
     dtype: new Uint8Array([0, 0, 0, 0]), dtypes: ["float32"],
     start: new Float64Array([0, 0, 0]), stop: new Float64Array([3072, 1024, 4096]),
     fpct: new Float32Array([1, 0.5, 1]), flags: new Uint8Array([0, 1 | 2 | 64, 0]),
@@ -136,4 +136,19 @@ test("fitText keeps both ends of a long name, in the width given", () => {
   assert.equal(out, "model.la…proj.weight"); // 20 characters: 8, the ellipsis, 11
   assert.ok(w(out) <= 120);
   assert.equal(fitText("abc", 0, w), "…");
+});
+
+test("frontDecode undoes the front coding; rowMajor gives contiguous strides", () => {
+  assert.deepEqual(frontDecode(["model.layers.0.q.weight", "k.weight", "é.a"], new Uint8Array([0, 15, 0])),
+    ["model.layers.0.q.weight", "model.layers.0.k.weight", "é.a"]);
+  assert.equal(rowMajor("4, 6"), "6, 1");
+  assert.equal(rowMajor("2, 0, 3"), "3, 3, 1");
+  assert.equal(rowMajor(""), "");
+});
+
+test("lanes of bars sent without lanes, and the block of every lane", () => {
+  // storage, view, view, more, storage, view, simple, simple, summary
+  const kind = new Uint8Array([0, 1, 1, 3, 0, 1, 2, 2, 5]);
+  assert.deepEqual(Array.from(ownLanes(kind, 5)), [1, 2, 5, 6, 7]);
+  assert.deepEqual(Array.from(blockOfLanes(kind)), [0, 0, 0, 0, 1, 1, 2, 3, -1]);
 });
