@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 
-def analyze(obj: Any, *, group: Any = None) -> Layout:
+def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layout:
     """Compute the byte layout of every named tensor in ``obj``, from metadata only.
 
     Args:
@@ -53,6 +53,9 @@ def analyze(obj: Any, *, group: Any = None) -> Layout:
             is a collective (every rank calls it) and every rank gets the same global layout,
             each DTensor a global tensor with its ranks' shards as views ``NAME@rankR``
             (see :mod:`tensorviz.sources.distributed`).
+        variant: for a model folder holding several weight variants (``model.safetensors``
+            and ``model.fp16.safetensors``), the one to read, as ``from_pretrained(variant=)``
+            does; None reads the default and lists the others in ``layout.metadata["variants"]``.
 
     Returns:
         An immutable :class:`Layout`; it keeps no reference to the tensors.
@@ -74,7 +77,9 @@ def analyze(obj: Any, *, group: Any = None) -> Layout:
     if isinstance(obj, (str, os.PathLike)):
         from tensorviz.sources.files import analyze_path
 
-        return analyze_path(obj)
+        return analyze_path(obj, variant=variant)
+    if variant is not None:
+        raise TypeError(f"variant= picks weights in a model folder; got a {type(obj).__qualname__}, not a path")
     from tensorviz.sources.live import analyze_object
 
     return analyze_object(obj)

@@ -151,6 +151,10 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
             items = [f"dropped: {a} -> kept {b}" for a, b in value.items()]
         elif key == "problems":
             items = [f"problem: {p}" for p in value]
+        elif key == "variants" and isinstance(value, dict):
+            items = [
+                f"also variant {v}: {', '.join(map(str, files))} (variant={v!r} reads it)" for v, files in value.items()
+            ]
         elif key == "header":
             items = [f"header: bytes [{a}, {b}) of {os.path.basename(f)}" for f, (a, b) in value.items()]
         elif key == "__metadata__":

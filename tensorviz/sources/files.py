@@ -39,7 +39,8 @@ Layout metadata keys (all JSON-friendly): ``format`` ("safetensors", "safetensor
 ``__metadata__`` ({file path: the file's ``__metadata__``}), ``dropped`` ({dropped name: kept
 name}, from ``safetensors.torch.save_model``), ``problems`` (list of sentences), ``index``,
 ``contents``, ``values``, ``record_offsets`` ({storage identity: byte offset of the record}),
-``saved_on`` ({storage identity: device it was saved from}, only for non-CPU storages), ``ignored_files``.
+``saved_on`` ({storage identity: device it was saved from}, only for non-CPU storages), ``ignored_files``,
+``variant`` and ``variants`` (the weight variant read and the others in the folder, {variant: files}).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from tensorviz.sources.safetensors import (
     read_safetensors_header,
 )
 from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, same_spelling, sniff
+from tensorviz.sources.variants import pick_variant
 
 __all__ = [
     "analyze_path",
@@ -73,12 +75,15 @@ __all__ = [
 _NOT_WEIGHTS = ("training_args", "rng_state", "scheduler", "optimizer")
 
 
-def analyze_path(path: str | os.PathLike) -> Layout:
+def analyze_path(path: str | os.PathLike, variant: str | None = None) -> Layout:
     """Lay out the tensors of a file or model folder from metadata only.
 
     Args:
         path: a ``.safetensors`` file, a ``*.index.json`` of shards, a model folder, or a torch
             checkpoint (``.pt``/``.pth``/``.bin``).
+        variant: for a model folder holding several weight variants (``model.safetensors`` and
+            ``model.fp16.safetensors``), the one to read, as ``from_pretrained(variant=...)``;
+            the default (no variant in the names) when None (see :mod:`.variants`).
 
     Returns:
         A :class:`~tensorviz.core.layout.Layout`; ``layout.metadata`` holds what the file says
@@ -104,7 +109,9 @@ def analyze_path(path: str | os.PathLike) -> Layout:
         if os.path.basename(p) == ".metadata":  # the metadata file of a DCP folder
             return analyze_dcp(os.path.dirname(p) or ".")
         if os.path.isdir(p):
-            return _analyze_folder(p)
+            return _analyze_folder(p, variant)
+        if variant is not None:
+            raise ValueError(f"variant= picks weights in a model folder; {p!r} is a file: analyse it without variant=")
         kind = sniff(p)
         if kind == "index":
             return analyze_index(p)
@@ -112,10 +119,12 @@ def analyze_path(path: str | os.PathLike) -> Layout:
 
 
 # -- model folders ---------------------------------------------------------------------------------
-def _analyze_folder(path: str) -> Layout:
-    """A model folder: its safetensors index, else its safetensors files, else torch files."""
+def _analyze_folder(path: str, variant: str | None = None) -> Layout:
+    """A model folder: its safetensors index, else its safetensors files, else torch files (of
+    one weight variant: see :mod:`.variants`)."""
     entries = sorted(os.listdir(path))
-    groups = _weight_groups([e for e in entries if os.path.isfile(os.path.join(path, e))])
+    files, chosen = pick_variant(path, [e for e in entries if os.path.isfile(os.path.join(path, e))], variant)
+    groups = _weight_groups(files)
     weights = [e for _, group in groups for e in group]
     for kind, group in groups:
         if not group:
@@ -130,7 +139,7 @@ def _analyze_folder(path: str) -> Layout:
                 raise FileFormatError(f"{path}: {outside}")
         used = set(group) | set(_index_shards(os.path.join(path, group[0])) if kind == "index" else ())
         ignored = [e for e in weights if e not in used]
-        extra = {"ignored_files": ignored} if ignored else {}
+        extra = {"ignored_files": ignored, **chosen} if ignored else chosen
         if kind == "index":
             return analyze_index(os.path.join(path, group[0]), source=path, extra=extra)
         return analyze_files([os.path.join(path, g) for g in group], "folder", source=path, extra=extra)
