@@ -89,13 +89,20 @@ def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
 
 
 def _anchor_transformers(run: Run, sd: dict[str, Any]) -> None:
-    id_storage = _helper("transformers.pytorch_utils", "id_tensor_storage")
+    """The groups ``save_pretrained`` finds: names by storage, then its ``_find_disjoint``.
+
+    The grouping key is transformers' ``id_tensor_storage`` (src/transformers/pytorch_utils.py):
+    for a tensor that is neither a DTensor nor on XLA -- every stand-in -- it is (device, storage
+    address, storage size), read here straight off the stand-ins.
+    """
+    _helper("transformers.pytorch_utils", "id_tensor_storage")  # the rule replayed must exist
     find_disjoint = _helper(_TF, "_find_disjoint")
     run.anchor_name = f"{_TF}._find_disjoint"
     groups: dict[Any, list[str]] = collections.defaultdict(list)
     for name, t in sd.items():
         if isinstance(t, StandIn) and t.device.type != "meta":
-            groups[id_storage(t)].append(name)
+            st = t.untyped_storage()
+            groups[t.device, st.data_ptr(), st.nbytes()].append(name)
     shared = [set(g) for g in groups.values() if len(g) > 1]
     try:
         run.anchor = [frozenset(g) for g in find_disjoint(shared, sd)[0]]
