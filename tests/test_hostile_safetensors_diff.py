@@ -110,7 +110,7 @@ def mutated(draw):
         elif kind == "list":
             header[name] = [info["dtype"], info["shape"], info["data_offsets"]] + draw(hs.sampled_from([[], [0]]))
         elif kind == "zero":
-            at = draw(hs.integers(0, data_len))
+            at = draw(hs.integers(0, max(data_len, 0)))  # a "shift" may have made it -1
             extra = draw(NAMES.filter(lambda n: n not in header and n != "__metadata__"))
             header[extra] = {"dtype": "F32", "shape": [0], "data_offsets": [at, at]}
         elif kind == "shift":

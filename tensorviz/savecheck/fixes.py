@@ -17,6 +17,7 @@ dtype on one storage). The test-suite executes every fix and checks a bit-exact 
 from __future__ import annotations
 
 import ast
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -149,6 +150,12 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
     return Fix(problem, save, load, note=cost, path=path, title=fix_title(save))
 
 
+#: CPython 3.11's AST constructor keeps its recursion depth in per-interpreter state, so two
+#: threads parsing at once can fail with "SystemError: AST constructor recursion depth mismatch"
+#: (python/cpython#106905). Concurrent save checks parse their own fix code under this lock.
+_PARSE_LOCK = threading.Lock()
+
+
 def fix_title(save_code: str) -> str:
     r"""What a fix's code does, in a few words, read from the code itself (so it cannot drift).
 
@@ -156,7 +163,9 @@ def fix_title(save_code: str) -> str:
     'leave out v (rebuilt after loading); write w as its own copy; then save_file'
     """
     dropped, copied, expanded, call, origin = [], [], [], "", {}
-    for node in ast.parse(save_code).body:
+    with _PARSE_LOCK:
+        body = ast.parse(save_code).body
+    for node in body:
         if isinstance(node, ast.ImportFrom):
             origin.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
         elif isinstance(node, ast.Delete):
