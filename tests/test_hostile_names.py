@@ -163,3 +163,15 @@ def test_cli_json_is_strict_and_surrogates_are_replaced(tmp_path, capsys):
     assert json_text({"x": float("nan"), "y": [float("inf"), -float("inf")], "n": 1.5}) == (
         '{\n "x": "nan",\n "y": [\n  "inf",\n  "-inf"\n ],\n "n": 1.5\n}'
     )
+
+
+def test_explorer_takes_hostile_names():
+    """A lone surrogate or mathtext in a name neither crashes the explorer nor its picture."""
+    pytest.importorskip("ipywidgets")
+    w = torch.zeros(8)
+    hostile = ["sur\ud800", "$\\undefined$", "e\x1b[2J"]
+    ex = tv.explore({hostile[0]: w, hostile[1]: w[2:], hostile[2]: w[1:3]})
+    assert sorted(ex.canvas.drawn_names) == sorted(hostile)
+    bundle = ex._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert data["image/png"]

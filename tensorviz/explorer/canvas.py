@@ -128,7 +128,7 @@ def _names(data: dict[str, Any]) -> list[str]:
     if not data["names"]:
         return []
     out, prev = [], ""
-    for k, rest in zip(data["name_prefix"], data["names"].decode("utf-8").split("\n")):
+    for k, rest in zip(data["name_prefix"], data["names"].decode("utf-8", "surrogatepass").split("\n")):
         prev = prev[:k] + rest
         out.append(prev.replace("\u2424", "\n"))
     return out

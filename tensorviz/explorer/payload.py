@@ -67,7 +67,9 @@ def _b(a: np.ndarray, dtype: str) -> bytes:
 
 
 def _text(items: list[str]) -> bytes:
-    return "\n".join(s.replace("\n", "\u2424") for s in items).encode("utf-8")
+    # surrogatepass: a lone surrogate in a name (a pickle can hold one) reaches the browser as
+    # bytes its TextDecoder shows as U+FFFD, instead of failing here
+    return "\n".join(s.replace("\n", "\u2424") for s in items).encode("utf-8", "surrogatepass")
 
 
 def payload(diagram: Any, layout: Layout) -> dict[str, Any]:
