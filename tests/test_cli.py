@@ -221,7 +221,7 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path):
     path = tmp_path / "many.safetensors"
     safetensors_torch.save_file({f"layer.{i}.weight": torch.zeros(1) for i in range(3000)}, path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tensorviz", str(path), "--max-views", "3000"],
+        [sys.executable, "-m", "tensorviz", str(path), "--full", "--max-views", "3000"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
