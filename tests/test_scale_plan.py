@@ -224,3 +224,13 @@ def test_table_read_in_chunks_and_released_equals_the_table_read_at_once(tuple_t
     assert parts.keys == [t if type(t) is tuple else (d, t) for t, d in ((r[1], str(r[2])) for r in firsts.values())]
     assert parts.start.tolist() == [r[7] * r[4][1] if r[8] is None else r[8] for r in rows]
     assert parts.sidx.tolist() == [list(firsts).index(r[1]) for r in rows]
+
+
+def test_repr_counts_shared_storages_without_making_records():
+    layout = tv.analyze(random_state(random.Random(5), 30))
+    text = repr(layout)
+    assert "groups" not in str(layout._cache.keys()) and "storages" not in layout._cache
+    assert text == (
+        f"<Layout {len(layout)} tensors on {len(layout.storages)} storages, "
+        f"{len(layout.shared('storage'))} shared, 0 skipped>"
+    )

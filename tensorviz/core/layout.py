@@ -364,7 +364,7 @@ class Layout(StorageFacts, GroupFacts, TextFacts):
         return sum(self._table.nbytes.tolist())
 
     def __repr__(self) -> str:
-        shared = len(self.shared("storage"))
+        shared = int(np.count_nonzero(self.group_sizes("storage") >= 2))  # no group records
         ns = self._nstores
         return (
             f"<Layout {len(self)} tensor{'s' * (len(self) != 1)} on {ns} storage{'s' * (ns != 1)}, "
