@@ -9,6 +9,7 @@ subprocess (a crash fails the test, not the run), with the memory it used measur
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 import os
@@ -189,3 +190,21 @@ def test_moe_on_meta_in_a_subprocess_never_crashes_nor_allocates():
         assert r["claimed"] > 2 * 2**30 and r["rss"] < 300 * 2**20, r
         assert r["outcome"] in ("raises", "ok", "drops data"), r
         assert r["renamed"] > 0, r
+
+
+def test_freed_storage_verdicts_are_what_real_saves_do(tmp_path):
+    """A storage freed with resize_(0), as FSDP does between steps: safetensors raises its own
+    error, torch.save writes a file torch.load cannot read (the bytes are lost), no fix."""
+    w = torch.arange(10.0)
+    sd = collections.OrderedDict(w=w, part=w[2:5])
+    w.untyped_storage().resize_(0)
+    report = tv.save_check(sd)
+    for saver in ("safetensors.save_file", "accelerate.save"):
+        v = report[saver]
+        assert (v.error_type, v.message) == _real(saver, sd, tmp_path), saver
+        assert v.fixes == () and any("storage was freed" in n for n in v.notes)
+    v = report["torch.save"]
+    assert v.outcome == "drops data" and v.lost_nbytes == 40 and v.fixes == ()
+    assert _real("torch.save", sd, tmp_path) is None
+    with pytest.raises(RuntimeError):
+        torch.load(tmp_path / "a.pt", weights_only=True)

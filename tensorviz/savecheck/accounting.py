@@ -109,7 +109,10 @@ def _freed_nbytes(run: sv.Run, sub: Layout) -> int:
             f"storage freed (resize_): torch.save writes it as it is now, and torch.load of the file fails "
             f"for {', '.join(freed[:3])}"
         )
-    return sum(sub[n].nbytes for n in freed)
+    by_storage: dict[Any, list[str]] = collections.defaultdict(list)
+    for n in freed:
+        by_storage[sub[n].storage].append(n)
+    return sum(fp.total(fp.union(*[sub.footprint_runs(n) for n in names])) for names in by_storage.values())
 
 
 def _unrestored_nbytes(run: sv.Run, sub: Layout) -> int:
