@@ -304,3 +304,15 @@ def test_a_chain_of_overlaps_is_one_memory(n):
     layout = tv.analyze(views)
     assert len(layout.storages) == 1 and layout.storages[0].nbytes == n + 7
     assert [layout[f"s{i}"].start for i in (0, n - 1)] == [0, n - 1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_blocks_of_one_segment_stay_apart_and_slices_join():
+    # The caching allocator packs small tensors side by side in one segment: not one memory.
+    small = {f"t{i}": torch.zeros(3, device="cuda") for i in range(8)}
+    layout = tv.analyze(small)
+    assert len(layout.storages) == 8 and "storage_objects" not in layout.metadata
+    m = torch.zeros(10, device="cuda")
+    n = torch.empty(0, device="cuda").set_(m.untyped_storage()[16:])
+    layout = tv.analyze({"m": m, "n": n})
+    assert layout.relation("m", "n") == "contains" and layout["n"].start == 16
