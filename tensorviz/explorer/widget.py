@@ -17,8 +17,10 @@ explain panel), ``_explorer_static`` (snapshots) and ``_explorer_controls`` (the
 from __future__ import annotations
 
 import html
+import os
 import re
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -110,6 +112,7 @@ class Explorer(ExplorerControls, W.VBox):
         self.tensor_layout = layout
         self.last_error: BaseException | None = None
         self.last_traceback = ""
+        self.save_subject: Callable[[], Any] | None = None  # weakref to the analysed object
         self._quiet = False
         self._renderer = Renderer(layout, dpi=dpi, max_lanes=max_lanes, width=width)
         state = normalise(state or ExplorerState(), layout)
@@ -219,7 +222,10 @@ class Explorer(ExplorerControls, W.VBox):
         if change["new"] == 0 and not self.save_body.value:
             from tensorviz.savecheck.report import save_check
 
-            self.save_body.value = save_check(self.tensor_layout).to_html()
+            # The same check as tv.save_check(model) while the model lives (all its savers and
+            # module facts); a weak reference only, so deleting the model still frees it.
+            subject = self.save_subject() if self.save_subject is not None else None
+            self.save_body.value = save_check(self.tensor_layout if subject is None else subject).to_html()
 
     # -- redrawing --------------------------------------------------------------------------
     def _refresh(self, state: ExplorerState) -> None:
@@ -354,6 +360,11 @@ def explore(
         expand_simple=expand_simple,
     )
     ex = Explorer(layout, state, max_lanes=max_lanes, dpi=dpi, width=width)
+    if not isinstance(obj, (Layout, str, os.PathLike)):
+        try:
+            ex.save_subject = weakref.ref(obj)
+        except TypeError:  # a dict or list: the layout's check is what its savers see
+            pass
     if snapshot:
         _display(ex.static(hide_when_live=True))
     return ex

@@ -105,10 +105,22 @@ def _label(word: str) -> str:
 def _names(v: Verdict) -> str:
     lines = [_tag("span", "value", f"{_label('kept')} {len(v.kept)} of {len(v.kept) + len(v.dropped)}")]
     if v.dropped:
-        lines.append(f"{_label('dropped')}&nbsp;{_few(v.dropped)}")
+        lines.append(f"{_label('dropped')}&nbsp;{_few(v.dropped)}{_why_dropped(v)}")
     if v.cloned:
         lines.append(f"{_label('copied')}&nbsp;{_few(v.cloned)}")
     return "<br>".join(lines)
+
+
+def _why_dropped(v: Verdict) -> str:
+    """Why leaving names out is harmless (their bytes are written under a kept name), so an
+    "ok" never sits beside a dropped name without the reason; nothing when bytes are lost (the
+    bytes column says so in red)."""
+    if v.lost_nbytes:
+        return ""
+    kept = set(v.kept)
+    owners = [n for g in v.anchor or () if set(g) & set(v.dropped) for n in g if n in kept]
+    where = f"under {_few(tuple(dict.fromkeys(owners)))}" if owners else "under the names kept"
+    return "<br>" + _tag("span", "muted", f"harmless: the same bytes are written {where}")
 
 
 def _value(n: int | None) -> str:
