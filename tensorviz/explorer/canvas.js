@@ -116,7 +116,7 @@ function render({ model, el }) {
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
   }
 
-  function labelWidth() { return Math.round(Math.min(240, Math.max(110, width * 0.26))); }
+  function labelWidth() { return Math.round(Math.min(260, Math.max(110, width * 0.3))); }
 
   function draw() {
     frame = 0;

@@ -15,11 +15,18 @@ from tensorviz.explorer.state import GROUPINGS, ExplorerState
 from tensorviz.explorer.text import byte_text, details_html, offset_label, title, zoom_points
 
 _CSS = """<style>
-.tvz-explorer { gap: 4px; max-width: 1600px; min-width: 0; }
+.tvz-explorer { gap: 4px; max-width: 1600px; min-width: 0; container-type: inline-size; }
 .tvz-explorer .tvz-main { gap: 8px 12px; align-items: flex-start; }
-.tvz-explorer .tvz-canvas { flex: 1 1 560px; min-width: 320px; }
-.tvz-explorer .tvz-side { flex: 0 1 300px; min-width: 240px; }
-.tvz-explorer .tvz-panel { flex: 0 1 280px; min-width: 200px; }
+.tvz-explorer .tvz-canvas { flex: 1 1 560px; min-width: 320px; order: 2; }
+.tvz-explorer .tvz-side { flex: 0 1 300px; min-width: 240px; order: 3; }
+.tvz-explorer .tvz-panel { flex: 0 1 280px; min-width: 200px; order: 1; overflow-x: auto; }
+/* A narrow output (a 1024 px window with the sidebar open): the diagram first, full width;
+   the side panel and the list share the row under it. */
+@container (max-width: 1180px) {
+  .tvz-explorer .tvz-canvas { flex-basis: 100%; order: 1; }
+  .tvz-explorer .tvz-panel { flex: 1 1 280px; order: 2; }
+  .tvz-explorer .tvz-side { flex: 1 1 280px; order: 3; }
+}
 .tvz-explorer .tvz-title { font-size: 13px; }
 .tvz-explorer .tvz-status, .tvz-explorer .tvz-status .widget-html-content {
   font-size: 12px; line-height: 1.4; min-height: 18px; }
@@ -138,7 +145,7 @@ class ExplorerControls:
 
         self.status_line = W.HTML(layout=W.Layout(margin="0 0 0 4px"))
         self.status_line.add_class("tvz-status")
-        self.canvas = DiagramCanvas(layout=W.Layout(flex="1 1 560px", min_width="320px"))
+        self.canvas = DiagramCanvas()  # sized by the explorer's CSS (.tvz-canvas), not inline styles
         self.tensor_list = W.SelectMultiple(options=[], rows=9, description="", layout=W.Layout(width="auto"))
         self.list_note = W.HTML()
         self._drawn: frozenset[str] = frozenset()
@@ -194,7 +201,6 @@ class ExplorerControls:
                 self.explain_button,
                 self.details,
             ],
-            layout=W.Layout(flex="0 1 300px", min_width="240px"),
         )
         side.add_class("tvz-side")
         # Panel | diagram | list and details; wraps under each other in a narrow column.

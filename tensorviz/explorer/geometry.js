@@ -74,17 +74,16 @@ function trim(s) {
   return s.includes(".") ? s.replace(/0+$/, "").replace(/\.$/, "") : s;
 }
 
-// `text` shortened in the middle to fit `maxW` pixels ("model.layers.0…gate_proj.weight"),
-// keeping the end (the most telling part of a dotted name); `measure(s)` gives a width.
+// `text` shortened at the front to fit `maxW` pixels ("…0.mlp.gate_proj.weight"): the end of a
+// dotted name (layer index, module, parameter) tells the most; `measure(s)` gives a width.
 export function fitText(text, maxW, measure) {
   if (measure(text) <= maxW) return text;
   let lo = 0, hi = text.length;
-  while (lo < hi) {  // the most characters kept that still fit
-    const mid = (lo + hi + 1) >> 1, head = Math.ceil(mid * 0.4);
-    if (measure(text.slice(0, head) + "…" + text.slice(text.length - (mid - head))) <= maxW) lo = mid; else hi = mid - 1;
+  while (lo < hi) {  // the most trailing characters kept that still fit
+    const mid = (lo + hi + 1) >> 1;
+    if (measure("…" + text.slice(text.length - mid)) <= maxW) lo = mid; else hi = mid - 1;
   }
-  const head = Math.ceil(lo * 0.4);
-  return text.slice(0, head) + "…" + text.slice(text.length - (lo - head));
+  return "…" + text.slice(text.length - lo);
 }
 
 export function hex(n) {
