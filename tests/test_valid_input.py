@@ -79,6 +79,33 @@ def test_a_dict_nested_5000_deep_is_walked_without_recursion():
     assert "7 tensors on 1 storage" in layout.to_text()
 
 
+def test_public_answers_about_a_deep_dict_do_not_recurse_per_level():
+    import matplotlib.pyplot as plt
+
+    from tensorviz.core.tree import MAX_DEPTH
+
+    t = torch.zeros(6)
+    d: dict = {"leaf": t, "view": t[2:]}
+    for _ in range(5000):
+        d = {"k": d}
+    layout = tv.analyze(d)
+    tree = layout.tree()
+    node, depth = tree.root, 0
+    while len(node.children) == 1:
+        (node,) = node.children
+        depth += 1
+    deep = ".".join(["k"] * 5000)
+    assert depth == MAX_DEPTH - 1 and node.path == ".".join(["k"] * (MAX_DEPTH - 1))
+    # the last level holds the rest of each name
+    assert [(c.path, c.children) for c in node.children] == [(f"{deep}.leaf", ()), (f"{deep}.view", ())]
+    assert node.nbytes == 24 and tree.root.nbytes == 24
+    assert str(tree).startswith("(model)")
+    assert "text/html" in layout._repr_mimebundle_()
+    plt.close(layout.plot())
+    assert "2 tensors" in tv.diagram(layout).to_text()
+    assert tv.explore(layout).tensor_layout is layout
+
+
 def test_deep_lists_and_cycles_deep_inside():
     t = torch.zeros(2)
     inner: list = [t]

@@ -201,8 +201,22 @@ def _partners(names: tuple[str, ...], runs: list, limit: int = 64) -> dict[str, 
     }
 
 
+#: Deepest level of the tree: the parts of a name past it form one leaf (a dict nested 5,000
+#: deep is valid input; the tree and its text, HTML and explorer panel recurse per level).
+MAX_DEPTH = 64
+
+
 def _prefixes(name: str) -> list[str]:
+    """``""`` and every module prefix of ``name``, ending with ``name`` itself.
+
+    >>> _prefixes("a.b.c")
+    ['', 'a', 'a.b', 'a.b.c']
+    >>> len(_prefixes(".".join(["k"] * 5000)))
+    65
+    """
     parts = name.split(".")
+    if len(parts) > MAX_DEPTH:
+        parts = parts[: MAX_DEPTH - 1] + [".".join(parts[MAX_DEPTH - 1 :])]
     return [".".join(parts[:k]) for k in range(len(parts) + 1)]
 
 
