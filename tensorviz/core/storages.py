@@ -119,7 +119,11 @@ class StorageFacts:
         made = self._cache.get("storages")
         if made is not None:
             return made[s]
-        return self._cached(("storage", s), lambda: _storage_record(self, s))
+        key = ("storage", s)
+        found = self._cache.get(key)
+        if found is None:  # a small record: no collector pause (a context manager per record)
+            found = self._cache[key] = _storage_record(self, s)
+        return found
 
     def _storage_pos(self, which: str | StorageKey | int) -> int:
         if isinstance(which, (int, np.integer)) and not isinstance(which, bool):

@@ -147,6 +147,11 @@ def render(
     >>> sorted(c.get_gid() for c in fig.axes[0].collections)[:2]
     ['empty', 'extents']
     """
+    with gc_paused():  # thousands of paths and artists: no collector pass over the caller's objects
+        return _render(diagram, ax, figure, width)
+
+
+def _render(diagram: Diagram, ax: Axes | None, figure: Figure | None, width: float | None) -> Figure:
     from tensorviz.render._figure import TensorvizFigure, literal_texts
 
     if ax is None:
@@ -160,8 +165,7 @@ def render(
         if diagram.overview is not None:
             draw_overview(diagram.overview, fig, 0.0, overview_inches(diagram.overview, w))
     fig = ax.figure
-    with gc_paused():  # thousands of paths: no collector pass over the caller's objects per few hundred
-        _draw(diagram, ax)
+    _draw(diagram, ax)
     literal_texts(fig)  # names are data, never mathtext
     fig.tensorviz_diagram = diagram
     ax.tensorviz_diagram = diagram
