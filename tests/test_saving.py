@@ -580,3 +580,20 @@ def test_accelerate_verdict_says_only_an_ordered_dict_is_deduplicated():
     assert ordered.dropped == ("b",)
     assert plain.notes[0].startswith("a plain dict: accelerate.utils.save de-duplicates only an OrderedDict")
     assert plain.outcome == "raises" and plain.message.strip().startswith("Some tensors share memory")
+
+
+def test_fix_titles_read_names_with_quotes_and_escapes():
+    w = torch.randn(3, 4)
+    v = tv.save_check(collections.OrderedDict({"it's": w, 'a"b\tc': w.t()}))["safetensors.save_file"]
+    assert [f.title for f in v.fixes] == ['leave out a"b\tc (rebuilt after loading); then save_file']
+
+
+def test_fix_titles_never_call_the_ast_parser(monkeypatch):
+    """ast.parse shares C state between threads in CPython 3.11 (python/cpython#106905)."""
+    import ast
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("ast.parse called")
+
+    monkeypatch.setattr(ast, "parse", refuse)
+    assert tv.save_check(FusedQKV())["safetensors.save_file"].fixes[1].title.startswith("leave out q.weight")

@@ -16,8 +16,7 @@ dtype on one storage). The test-suite executes every fix and checks a bit-exact 
 
 from __future__ import annotations
 
-import ast
-import threading
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -150,34 +149,28 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
     return Fix(problem, save, load, note=cost, path=path, title=fix_title(save))
 
 
-#: CPython 3.11's AST constructor keeps its recursion depth in per-interpreter state, so two
-#: threads parsing at once can fail with "SystemError: AST constructor recursion depth mismatch"
-#: (python/cpython#106905). Concurrent save checks parse their own fix code under this lock.
-_PARSE_LOCK = threading.Lock()
-
-
 def fix_title(save_code: str) -> str:
     r"""What a fix's code does, in a few words, read from the code itself (so it cannot drift).
+
+    The code is tensorviz's own (one statement a line, names written with ``repr``), read line
+    by line with regular expressions: no ``ast.parse``, whose C state CPython 3.11 shares between
+    threads (python/cpython#106905: another thread parsing at the same moment could fail).
 
     >>> fix_title("fixed = dict(sd)\ndel fixed['v']\nfixed['w'] = fixed['w'].clone()\nsave_file(fixed, path)")
     'leave out v (rebuilt after loading); write w as its own copy; then save_file'
     """
     dropped, copied, expanded, call, origin = [], [], [], "", {}
-    with _PARSE_LOCK:
-        body = ast.parse(save_code).body
-    for node in body:
-        if isinstance(node, ast.ImportFrom):
-            origin.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
-        elif isinstance(node, ast.Delete):
-            dropped += [_key(t) for t in node.targets]
-        elif isinstance(node, ast.Assign) and _key(node.targets[0]) is not None:
-            inner = node.value.func.value if isinstance(node.value, ast.Call) else None
-            (expanded if isinstance(inner, ast.Subscript) and _key(inner) is None else copied).append(
-                _key(node.targets[0])
-            )
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            call = ast.unparse(node.value.func)
-            call = origin.get(call, call) if call == "save" else call  # a bare save(): say whose
+    for line in save_code.splitlines():
+        if m := _IMPORT(line):
+            for part in m.group(2).split(","):
+                name, _, alias = part.strip().partition(" as ")
+                origin[alias or name] = f"{m.group(1)}.{name}"
+        elif m := _DELETE(line):
+            dropped.append(_unrepr(m.group(1)))
+        elif m := _ASSIGN(line):
+            (expanded if m.group(3) else copied).append(_unrepr(m.group(1)))
+        elif (func := _call(line)) is not None:
+            call = origin.get(func, func) if func == "save" else func  # a bare save(): say whose
     parts = []
     if dropped:
         parts.append(f"leave out {_few(dropped)} (rebuilt after loading)")
@@ -188,16 +181,31 @@ def fix_title(save_code: str) -> str:
     return "; ".join(parts + ([f"then {call}"] if call else []))
 
 
-def _key(node: ast.AST) -> str | None:
-    """``k`` for the expression ``fixed['k']``, else None."""
-    if (
-        isinstance(node, ast.Subscript)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == "fixed"
-        and isinstance(node.slice, ast.Constant)
-        and isinstance(node.slice.value, str)
-    ):
-        return node.slice.value
+_LIT = r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+_IMPORT = re.compile(r"^from ([\w.]+) import (.+)$").match
+_DELETE = re.compile(rf"^del fixed\[{_LIT}\]").match
+_ASSIGN = re.compile(rf"^fixed\[{_LIT}\] = fixed\[{_LIT}\](\[[^\]]*\])?\.clone\(").match
+_CALL = re.compile(r"^[A-Za-z_][\w.]*(\(\))?(\.[A-Za-z_]\w*)*\(.*\)$").match
+
+
+def _unrepr(literal: str) -> str:
+    """The str whose ``repr`` is ``literal`` (quotes and backslash escapes undone)."""
+    body = literal[1:-1]
+    if "\\" not in body:
+        return body
+    return body.encode("latin-1", "backslashreplace").decode("unicode_escape")
+
+
+def _call(line: str) -> str | None:
+    """``f`` for a line that is the call statement ``f(...)`` (a trailing comment allowed)."""
+    code = line.split("  #", 1)[0].rstrip()
+    if code.startswith("fixed") or not _CALL(code):
+        return None
+    depth = 0
+    for i in range(len(code) - 1, -1, -1):  # the "(" that opens the final argument list
+        depth += {")": 1, "(": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[:i]
     return None
 
 
