@@ -159,7 +159,7 @@ def test_cli_json_is_strict_and_surrogates_are_replaced(tmp_path, capsys):
     doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert [v["name"] for v in doc["views"]] == ["sur\ufffd"]
     assert "\\ud800" not in out
-    assert "sur\ufffd" in (tmp_path / "s.html").read_text("utf-8")
+    assert "sur\\ud800" in (tmp_path / "s.html").read_text("utf-8")  # the table escapes it visibly
     assert json_text({"x": float("nan"), "y": [float("inf"), -float("inf")], "n": 1.5}) == (
         '{\n "x": "nan",\n "y": [\n  "inf",\n  "-inf"\n ],\n "n": 1.5\n}'
     )
@@ -175,3 +175,13 @@ def test_explorer_takes_hostile_names():
     bundle = ex._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     assert data["image/png"]
+
+
+def test_html_table_shows_controls_as_escapes():
+    from tensorviz.render.show import show
+
+    w = torch.zeros(8)
+    page = show(tv.analyze({"bidi\u202eexe.txt": w, "sur\ud800": w[2:], "<b>x</b>": w[4:]})).to_html()
+    assert "bidi\\u202eexe.txt" in page and "\u202e" not in page
+    assert "sur\\ud800" in page and "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
+    page.encode("utf-8")  # no lone surrogate left to refuse
