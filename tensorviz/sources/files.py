@@ -9,8 +9,10 @@
   view's byte position is absolute, its ``offset`` has a file-specific meaning: the element index
   of the tensor's first element counted from the start of the *data section* (``data_offsets[0]
   // itemsize``; a note flags a tensor whose data offset is not a multiple of its itemsize). The
-  header region and any gap are bytes no view reads, so they show as unreferenced; the header's
-  span is also in ``layout.metadata["header"]`` so diagrams can label it.
+  header region (and the bytes of packed sub-byte tensors) are bytes no view reads, so they show
+  as unreferenced; the header's span is also in ``layout.metadata["header"]`` so diagrams can
+  label it. A header is refused exactly where ``safetensors.safe_open`` refuses it (gaps and
+  trailing bytes included; see :mod:`tensorviz.sources.st_rules`).
 * **sharded checkpoints** (``*.index.json``, or a model folder): every shard is a storage; the
   ``weight_map`` is checked against the shards' headers and missing, extra, misplaced and
   duplicated names are reported in ``layout.metadata["problems"]`` (and as skipped entries).
@@ -28,11 +30,16 @@
   :class:`~tensorviz.errors.UnsafeCheckpointError`: tensorviz never runs code from a file.
 
 Every malformed or hostile file raises :class:`~tensorviz.errors.FileFormatError` naming the
-file, the tensor and what is wrong.
+file, the tensor and what is wrong (a work limit: :class:`~tensorviz.errors.TooLargeError`).
+Only regular files are opened (``parts.open_regular``: a FIFO, socket, device or link loop is
+named as such, never read), every read has a size the format bounds, links out of a model
+folder are not followed, and no message quotes the bytes of a file that is not in the format.
 
-This module is the entry point and reads model folders; the readers are private modules:
-``_safetensors`` (headers), ``_checkpoint`` (torch zip checkpoints), ``_shards`` (which reader
-a file needs, sharded indexes) and ``_file_parts`` (what each file contributes, and the merge).
+This module is the entry point and reads model folders; the readers: ``safetensors`` (headers)
+with ``st_rules`` (safetensors' own validation rules), ``checkpoint`` (torch zip checkpoints)
+with ``ckpt_walk`` (the bounded walk of what a pickle holds), ``shards`` (which reader a file
+needs, sharded indexes), ``dcp`` and ``parts`` (opening files, what each file contributes, and
+the merge).
 
 Layout metadata keys (all JSON-friendly): ``format`` ("safetensors", "safetensors-index",
 "folder", "torch", "torch-index"), ``header`` ({file path: (0, 8 + header_len)}),

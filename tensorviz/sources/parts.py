@@ -1,7 +1,8 @@
 """What one file contributes to a layout, and how several files merge into one.
 
-Shared by the file readers (``_safetensors``, ``_checkpoint``, ``_shards``): the :class:`Part`
-record, :func:`merge`, strict JSON parsing and the short texts error messages quote.
+Shared by the file readers (``safetensors``, ``checkpoint``, ``shards``, ``dcp``): the
+:class:`Part` record, :func:`merge`, opening only regular files (:func:`open_regular`), strict
+JSON parsing and the short, bounded texts error messages quote.
 
 A row is the compact form a reader hands to :class:`~tensorviz.core.layout.Layout` (see
 :class:`~tensorviz.layout.Rows`): ``(name, storage key, device, storage nbytes, (dtype,
