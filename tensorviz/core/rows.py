@@ -30,6 +30,10 @@ class Rows:
     may rewrite rows in place and notes (names and order kept) and returns metadata to add
     (live tensors: storage objects over one memory, :mod:`tensorviz.sources.memory`). Rows
     may carry fields past the ninth for it; the core reads the first nine.
+
+    A Rows is handed to one Layout, which consumes it: when the Layout builds its columns it
+    lets the row tuples go (``rows`` becomes empty), so the rows and the columns of 1M views
+    never all live at once.
     """
 
     __slots__ = ("rows", "notes", "labels", "extra", "geometries", "unique", "finish")
