@@ -55,6 +55,9 @@ def test_overview_is_planned_when_lanes_cannot_show_every_storage():
     assert tv.diagram(many, overview=False).overview is None
     d = tv.diagram(dict(list(many.items())[:50]), expand_simple=True)
     assert d.lanes[-1].label == "… 11 more storages (all in the overview)"
+    assert tv.diagram({}, overview=True).overview is None  # nothing selected: nothing to show
+    assert tv.diagram(seed_tensors(), names="^nothing$", overview=True).overview is None
+    assert tv.diagram({"z": torch.zeros(0)}, overview=True).overview.cells.tolist() == [1]
     with pytest.raises(DiagramOptionError, match="overview must be True, False or None"):
         tv.diagram(seed_tensors(), overview="yes")
 

@@ -75,7 +75,7 @@ def diagram(
         overview: plan an overview of every selected storage (``Diagram.overview``: a grid
             of cells sized by bytes, coloured by how views share each storage). None (the
             default): when lanes cannot show them all -- from 1,000 storages, or when more
-            storages than ``max_lanes`` leave some out.
+            storages than ``max_lanes`` leave some out. Never when no storage is selected.
 
     Returns:
         An immutable :class:`Diagram`.

@@ -111,7 +111,10 @@ class _Planner:
         return self._emit(sources[:shown], caps, collapsed, hidden, ov)
 
     def _wants_overview(self, selected: int, hidden: int) -> bool:
-        """As asked, else when lanes leave storages out or there are thousands of them."""
+        """As asked, else when lanes leave storages out or there are thousands of them (never
+        of no storage: there is nothing to show)."""
+        if not selected:
+            return False
         if self.opts.overview is not None:
             return self.opts.overview
         return hidden > 0 or selected >= AUTO_STORAGES
