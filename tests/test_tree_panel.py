@@ -30,7 +30,7 @@ def test_rows_start_folded_largest_first_and_open_on_choice():
     panel.rows.value = "lm_head"  # a click
     assert panel.selected == "lm_head" and panel.name_pattern() == r"^lm_head(\.|$)"
     assert plain(panel.rows.options)[-1] == "    · weight  float32[50, 16]  0 B · 0.0%  ↔ tied to wte.weight"
-    assert panel.toggle_button.description == "collapse"
+    assert (panel.toggle_button.description, panel.toggle_button.icon) == ("collapse", "minus")
     panel.toggle_button.click()
     assert len(panel.rows.options) == 4 and panel.selected == "lm_head"
 

@@ -19,7 +19,7 @@ _CSS = """<style>
 .tvz-explorer .tvz-main { gap: 8px 12px; align-items: flex-start; }
 .tvz-explorer .tvz-canvas { flex: 1 1 560px; min-width: 320px; order: 2; }
 .tvz-explorer .tvz-side { flex: 0 1 300px; min-width: 240px; order: 3; }
-.tvz-explorer .tvz-panel { flex: 0 1 280px; min-width: 200px; order: 1; overflow-x: auto; }
+.tvz-explorer .tvz-panel { flex: 0 1 340px; min-width: 200px; order: 1; overflow-x: auto; }
 /* A narrow output (a 1024 px window with the sidebar open): the diagram first, full width;
    the side panel and the list share the row under it. */
 @container (max-width: 1180px) {

@@ -38,8 +38,9 @@ _CSS = """<style>
 .tvt-panel select{font-family:var(--jp-code-font-family,monospace);font-size:12px;}
 </style>"""
 _MEMORY_CSS = """<style>
-.tvt-mem{font-family:var(--jp-code-font-family,monospace);font-size:12px;color:var(--jp-content-font-color1,#222);}
-.tvt-mem .row{display:grid;grid-template-columns:260px 1fr 80px 56px;column-gap:8px;align-items:center;}
+.tvt-mem{font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35;color:var(--jp-content-font-color1,#222);}
+.tvt-mem .row{display:grid;grid-template-columns:minmax(80px,260px) minmax(60px,1fr) 72px 48px;column-gap:6px;align-items:center;}
+.tvt-mem .row>span:first-child{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;}
 .tvt-mem .bar{height:11px;background:var(--jp-layout-color3,#e0e0e0);}
 .tvt-mem .bar i{display:inline-block;height:100%;vertical-align:top;background:var(--jp-brand-color1,#1976d2);}
 .tvt-mem .bar i.sh{background:repeating-linear-gradient(45deg,#e65100 0 3px,transparent 3px 6px);}
@@ -118,7 +119,10 @@ class TreePanel(W.VBox):
         finally:
             self._refreshing = False
         node = self._nodes[self.selected]
-        self.toggle_button.description = "collapse" if self.selected in self.expanded and self.selected else "expand"
+        is_open = bool(self.selected) and self.selected in self.expanded
+        self.toggle_button.description, self.toggle_button.icon = (
+            ("collapse", "minus") if is_open else ("expand", "plus")
+        )
         self.toggle_button.disabled = not node.children or not self.selected
         self.partner_button.disabled = not (node.counted_in or node.partners)
         self.memory.value = memory_html(node if node.children else self._parent(node), self.tree.total_nbytes)

@@ -150,7 +150,7 @@ class Explorer(ExplorerControls, W.VBox):
         if any("." in n for n in self.tensor_layout.names):
             from tensorviz.explorer.tree import TreePanel
 
-            self.tree_panel = TreePanel(self.tensor_layout, layout=W.Layout(width="380px"))
+            self.tree_panel = TreePanel(self.tensor_layout, layout=W.Layout(width="100%"))
             self.tree_panel.observe(self._on_module, names="selected")
             self.set_panel(self.tree_panel)
 
