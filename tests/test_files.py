@@ -557,3 +557,18 @@ def test_index_counts_packed_tensors_as_present(tmp_path):
     assert tv.analyze(folder).metadata["problems"] == [
         "extra: 'q' is in s.safetensors but not in the weight_map; loaders that follow the index never load it"
     ]
+
+
+def test_a_real_optimizer_sized_checkpoint_is_not_refused(tmp_path):
+    """40,000 tensors (~1.2M pickle opcodes, past the fixed work limit): the limits grow with the
+    storages the archive really holds, so a real checkpoint this size loads, exactly."""
+    from tensorviz.sources.ckpt_walk import MAX_OPS, ops_limit
+
+    n = 40_000
+    path = tmp_path / "optimizer.pt"
+    torch.save({"state": {i: {"exp_avg": torch.zeros(2), "step": torch.tensor(1.0)} for i in range(n // 2)}}, path)
+    assert ops_limit(n) > MAX_OPS
+    layout = tv.analyze(path)
+    assert len(layout) == n and len(layout.storages) == n
+    v = layout["state.19999.exp_avg"]
+    assert (v.shape, v.stride, v.dtype, v.nbytes) == ((2,), (1,), "float32", 8)

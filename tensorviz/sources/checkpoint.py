@@ -37,14 +37,14 @@ def torch_part(path: str) -> Part:
 
     with open_regular(path) as f:
         records, pickle = _zip_records(path, f)
-        check_pickle_ops(path, pickle)
+        check_pickle_ops(path, pickle, len(records))
         del pickle
         # torch opens the file by name: name the one already open (and checked), not the path,
         # which may have been swapped for a FIFO since.
         by_fd = f"/proc/self/fd/{f.fileno()}"
         obj = _torch_load(path, by_fd if os.path.exists(by_fd) else path, keep_storage)
     try:
-        tensors, values, contents, n_values = walk(path, obj)
+        tensors, values, contents, n_values = walk(path, obj, len(records))
         return _torch_views(path, tensors, values, n_values, contents, records, saved_on)
     finally:
         del obj  # drops the last reference to the mapping

@@ -27,14 +27,22 @@ from tensorviz.sources.parts import short
 
 #: Longest name kept whole; longer ones keep their start and end around "…".
 NAME_CAP = 300
-#: Most tensor references (views) a checkpoint may hold: each costs a view record.
+#: Most tensor references (views) a checkpoint may hold, plus :data:`VIEWS_PER_STORAGE` for each
+#: storage record in its archive: each costs a view record.
 MAX_VIEWS = 150_000
-#: Most values (containers and leaves) walked.
+#: Most values (containers and leaves) walked, plus :data:`OPS_PER_STORAGE` per storage record.
 MAX_LEAVES = 2_000_000
 #: Most values described in ``metadata["values"]`` (and top-level entries in ``contents``).
 MAX_VALUES = 50
-#: Most opcodes that build or store an object (the weights-only unpickler takes ~1-2 us each).
+#: Most opcodes that build or store an object (the weights-only unpickler takes ~1-2 us each),
+#: plus :data:`OPS_PER_STORAGE` for each storage record (``data/N``) the archive really holds.
 MAX_OPS = 1_000_000
+#: The limits grow with what the file really holds: a state dict costs ~30 opcodes and one view
+#: per tensor, and each tensor's storage is a record of the zip archive (its own ~100 bytes of
+#: headers at least), so a real optimizer checkpoint of 500k tensors loads, while 2 million
+#: references to one storage, or millions of empty lists, are refused.
+OPS_PER_STORAGE = 32
+VIEWS_PER_STORAGE = 4
 #: An opcode is at least a byte: pickles up to this size are loaded as they are; larger ones
 #: have their opcodes counted first (~0.6 us each, stopping at the cap).
 SCAN_FROM = MAX_OPS + 1
@@ -103,13 +111,20 @@ def count_ops(data: bytes, cap: int) -> int:
     return ops
 
 
-def check_pickle_ops(path: str, data: bytes) -> None:
-    """Refuse a pickle that would build more than :data:`MAX_OPS` objects (before loading it)."""
-    if len(data) >= SCAN_FROM and count_ops(data, MAX_OPS) > MAX_OPS:
+def ops_limit(n_storages: int) -> int:
+    """Most objects a pickle may build when its archive holds ``n_storages`` storage records."""
+    return MAX_OPS + OPS_PER_STORAGE * n_storages
+
+
+def check_pickle_ops(path: str, data: bytes, n_storages: int = 0) -> None:
+    """Refuse a pickle that would build more objects than :func:`ops_limit` (before loading it)."""
+    cap = ops_limit(n_storages)
+    if len(data) > cap and count_ops(data, cap) > cap:
         raise TooLargeError(
-            f"{path}: its pickle builds more than {MAX_OPS:,} objects ({len(data):,} bytes of pickle); "
-            f"tensorviz refuses to load it (the work limit for a checkpoint's metadata). A state dict "
-            f"needs about 30 per tensor: is this a state dict?"
+            f"{path}: its pickle builds more than {cap:,} objects ({len(data):,} bytes of pickle, "
+            f"{n_storages:,} storages); tensorviz refuses to load it (the work limit for a checkpoint's "
+            f"metadata: {MAX_OPS:,} plus {OPS_PER_STORAGE} per storage). A state dict needs about 30 "
+            f"per tensor: is this a state dict?"
         )
 
 
@@ -159,8 +174,10 @@ class _Said(str):
 class _Walk:
     """The state of one walk: what was found so far, and the work limits."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, n_storages: int = 0) -> None:
         self.path = path
+        self.max_views = MAX_VIEWS + VIEWS_PER_STORAGE * n_storages
+        self.max_leaves = MAX_LEAVES + OPS_PER_STORAGE * n_storages
         self.tensors: list[tuple[str, torch.Tensor]] = []
         self.values: dict[str, str] = {}
         self.n_values = 0
@@ -173,16 +190,19 @@ class _Walk:
     def visit(self, name: str, top: str, value: Any, depth: int) -> Iterator[tuple[Any, Any]] | None:
         """Record ``value``; returns its children to walk, if any."""
         self.leaves += 1
-        if self.leaves > MAX_LEAVES:
-            raise TooLargeError(f"{self.path}: more than {MAX_LEAVES:,} values in the checkpoint; refusing to walk it")
+        if self.leaves > self.max_leaves:
+            raise TooLargeError(
+                f"{self.path}: more than {self.max_leaves:,} values in the checkpoint; refusing to walk it"
+            )
         if isinstance(value, torch.Tensor):
             name = self._unique(name or "tensor")
             _check_tensor(self.path, name, value)
             self.tensors.append((name, value))
-            if len(self.tensors) > MAX_VIEWS:
+            if len(self.tensors) > self.max_views:
                 raise TooLargeError(
-                    f"{self.path}: more than {MAX_VIEWS:,} tensor references in the checkpoint (the work "
-                    f"limit: one view each); is one tensor named many times over?"
+                    f"{self.path}: more than {self.max_views:,} tensor references in the checkpoint (the work "
+                    f"limit: one view each, {MAX_VIEWS:,} plus {VIEWS_PER_STORAGE} per storage); is one "
+                    f"tensor named many times over?"
                 )
             self.per_top[top] = self.per_top.get(top, 0) + 1
             return None
@@ -219,10 +239,11 @@ class _Walk:
                 self.top_values[name] = text
 
 
-def walk(path: str, obj: Any) -> Walked:
+def walk(path: str, obj: Any, n_storages: int = 0) -> Walked:
     """Tensors (with their path names), the first values (as short text), a top-level summary,
-    and how many values there were in all; iterative, linear in the size of ``obj``."""
-    w = _Walk(path)
+    and how many values there were in all; iterative, linear in the size of ``obj``. The work
+    limits grow with ``n_storages``, the storage records the archive holds."""
+    w = _Walk(path, n_storages)
     first = w.visit("", "", obj, 0)
     stack: list[tuple[str, str, int, Iterator[tuple[Any, Any]]]] = [("", "", 0, first)] if first else []
     while stack:
