@@ -22,10 +22,10 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.names import search
 from tensorviz.core.records import Storage, TensorView
 from tensorviz.core.rows import gc_paused
-from tensorviz.core.units import format_bytes
 from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import assign_colors
+from tensorviz.plan.labels import row_label, row_size, storage_label
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
 from tensorviz.plan.overview import AUTO_STORAGES, Overview, overview
 from tensorviz.plan.ranks import shard_colour_keys
@@ -259,7 +259,7 @@ class _Planner:
         return dict(zip(map(names.__getitem__, pos.tolist()), map(names.__getitem__, first.tolist())))
 
     def _emit_block(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> Block:
-        s, label = src.storage, _storage_label(src.storage)
+        s, label = src.storage, storage_label(src.storage)
         first_lane, first_bar = len(lanes), len(bars)
         if not src.reasons and src.protos:  # a simple storage drawn in full: one row is extent and view
             lanes.append(
@@ -307,11 +307,11 @@ class _Planner:
             lanes.append(
                 _new(
                     Lane,
-                    label=_row_label(src, row),
+                    label=row_label(src.protos, row),
                     kind="view",
                     block=bi,
                     storage=s.index,
-                    size=_row_size(src, row),
+                    size=row_size(src.protos, row),
                     sub=len(lanes) - first_lane,
                     hidden=0,
                 )
@@ -326,7 +326,7 @@ class _Planner:
                     "more",
                     bi,
                     s.index,
-                    _row_size(src, rest),
+                    row_size(src.protos, rest),
                     sub=len(lanes) - first_lane,
                     hidden=n,
                 )
@@ -373,30 +373,3 @@ class _Planner:
 def _need(src: _Source) -> int:
     """Lanes a source asks for: one for a simple storage, else its extent and one per row."""
     return 1 if not src.reasons else 1 + len(src.rows)
-
-
-def _storage_label(s: Storage) -> str:
-    parts = [f"storage #{s.index}"]
-    if s.label:
-        parts.append(s.label)
-    elif s.device != "cpu":
-        parts.append(s.device)
-    parts.append(format_bytes(s.nbytes))
-    return " · ".join(parts)
-
-
-def _row_label(src: _Source, row: list[int]) -> str:
-    protos = [src.protos[i] for i in row]
-    if len(protos) == 1:
-        return " ≡ ".join(protos[0].names)
-    names = [n for p in protos for n in p.names]
-    if len(names) <= 3:
-        return ", ".join(names)
-    return f"{names[0]}, … ({len(names):,} views)"
-
-
-def _row_size(src: _Source, row: list[int]) -> int:
-    if len(row) == 1:
-        p = src.protos[row[0]]
-        return p.stop - p.start
-    return max((src.protos[i].stop for i in row), default=0) - min((src.protos[i].start for i in row), default=0)
