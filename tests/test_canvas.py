@@ -212,3 +212,17 @@ def test_the_list_is_capped_but_every_drawn_name_is_selectable(monkeypatch):
     ex.canvas.selected = ["v9"]  # a click on a bar past the list's end
     assert ex.selected == ["v9"] and ex.tensor_list.options == ("v0", "v1", "v2", "v9")
     assert ex.tensor_list.value == ("v9",) and "<b>v9</b>" in ex.details.value
+
+
+def test_a_name_filter_draws_every_match_never_a_silent_cap():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=48, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=256,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(cfg)
+    ex = explore(model, names="self_attn", snapshot=False)
+    want = [f"model.layers.{i}.self_attn.{p}_proj.weight" for i in range(48) for p in "qkvo"]
+    assert sorted(ex.canvas.drawn_names) == sorted(want)  # 192 bars: k and v included
+    assert ex.canvas.caption.startswith("192 of ")
