@@ -145,10 +145,12 @@ function render({ model, el }) {
     g.strokeStyle = "#999"; g.fillStyle = "#444"; g.font = "11px sans-serif"; g.textBaseline = "middle";
     const t = ticks(sc.lo, sc.hi, Math.max(2, Math.floor(sc.width / 80)));
     g.beginPath();
+    let free = lw + 6;  // labels never overlap: one that would is left out (its tick stays)
     t.values.forEach((v, k) => {
-      const x = Math.round(sc.px(v)) + 0.5;
+      const x = Math.round(sc.px(v)) + 0.5, w = g.measureText(t.labels[k]).width;
       g.moveTo(x, AXIS_H - 5); g.lineTo(x, AXIS_H);
-      g.fillText(t.labels[k], Math.min(x + 2, width - 50), AXIS_H / 2 - 1);
+      const at = Math.min(x + 2, width - 4 - w);
+      if (at >= free) { g.fillText(t.labels[k], at, AXIS_H / 2 - 1); free = at + w + 8; }
     });
     g.moveTo(lw + 6, AXIS_H - 0.5); g.lineTo(width - 8, AXIS_H - 0.5);
     g.stroke();
