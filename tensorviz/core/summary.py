@@ -212,7 +212,7 @@ SCREEN_LINES = 60
 def fits_screen(layout: Layout, by: str = "storage", max_views: int = 12) -> str | None:
     """The full listing when it has at most :data:`SCREEN_LINES` lines, else None (decided from
     counts first, so a large layout's listing is never built just to be thrown away)."""
-    if len(layout) + len(layout.storages) + len(layout.skipped) > 2 * SCREEN_LINES:
+    if len(layout) + len(layout.skipped) > 2 * SCREEN_LINES:
         return None
     text = layout_text(layout, by=by, max_views=max_views)
     return text if text.count("\n") < SCREEN_LINES else None
@@ -221,10 +221,9 @@ def fits_screen(layout: Layout, by: str = "storage", max_views: int = 12) -> str
 def compact_text(layout: Layout, by: str = "storage") -> str:
     """A summary that fits a screen for any model: totals, ties and shared groups, the largest
     modules (bytes counted once), skipped values and a pointer to the full listing."""
-    from tensorviz.core.tree import model_tree
     from tensorviz.core.treetext import format_count, tree_lines
 
-    tree = model_tree(layout)
+    tree = layout.tree()
     root = tree.root
     lines = header_lines(layout)
     kinds = f"{root.nparams} parameters, {root.nbuffers} buffers" if tree.has_modules else f"{root.ntensors} tensors"

@@ -139,7 +139,7 @@ class ModelTree:
 def model_tree(layout: Layout) -> ModelTree:
     """The module tree of a layout (see the module docstring for how bytes are attributed)."""
     views = layout.views
-    own, distinct_groups, partners, counted = _attribution(layout)
+    own, distinct_groups, partners, counted, runs = _attribution(layout)
     mods = layout.metadata.get("modules")
     mods = mods if isinstance(mods, Mapping) else {}
     classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
@@ -151,7 +151,8 @@ def model_tree(layout: Layout) -> ModelTree:
         acc.add_view(v, kind, own[i], partners.get(v.name, ()), counted.get(v.name, ()))
     for sk in layout.skipped:
         acc.add_skipped(sk.name, sk.reason)
-    shared = _shared_per_prefix(layout, distinct_groups, own)
+    owned = {n: own[i] for i, n in enumerate(layout.names) if n in runs}
+    shared = _shared_per_prefix(distinct_groups, owned, runs)
     total = sum(own)
     root = acc.freeze("", classes, shared, total)
     return ModelTree(root, total, layout.storage_nbytes, bool(mods))
@@ -165,40 +166,72 @@ def _role(name: str, live: bool, buffers: set, unsaved: set) -> str:
     return "buffer" if name in buffers else "parameter"
 
 
-def _attribution(layout: Layout) -> tuple[list[int], list[tuple[str, ...]], dict, dict]:
+def _attribution(layout: Layout) -> tuple[list[int], list[tuple[str, ...]], dict, dict, dict]:
     """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
     per shared name its partners (names whose bytes intersect its own); per name that does not
-    own all it reads, ``(relation, first earlier partner)``."""
+    own all it reads, ``(relation, first earlier partner)``; the footprint runs of shared names."""
     views = layout.views
     own = [v.footprint_nbytes for v in views]
     pos = {v.name: i for i, v in enumerate(views)}
     groups = [g.names for g in layout.shared("overlap")]
     partners: dict[str, tuple[str, ...]] = {}
+    runs = {n: _Runs(layout.footprint_runs(n)) for names in groups for n in names}
     for names in groups:
-        seen = fp.EMPTY
-        runs = [layout.footprint_runs(n) for n in names]
-        for name, r in zip(names, runs):
-            own[pos[name]] = fp.total(r) - fp.intersection_nbytes(r, seen)
-            seen = fp.union(seen, r)
-        partners.update(_partners(names, runs))
+        seen = _Runs(fp.EMPTY)
+        for name in names:
+            r = runs[name]
+            own[pos[name]] = r.total - r.intersection(seen)
+            seen = seen.union(r)
+        partners.update(_partners(names, [runs[n] for n in names]))
     counted = {}
     for names in groups:
         for name in names:
             earlier = [p for p in partners[name] if pos[p] < pos[name]]
             if earlier and own[pos[name]] < views[pos[name]].footprint_nbytes:
                 counted[name] = (layout.relation(name, earlier[0]), earlier[0])
-    return own, groups, partners, counted
+    return own, groups, partners, counted, runs
 
 
-def _partners(names: tuple[str, ...], runs: list, limit: int = 64) -> dict[str, tuple[str, ...]]:
+class _Runs:
+    """A footprint's byte runs, as a short Python list when small (most shared tensors: one
+    run) -- numpy's per-call cost would dominate 100k tiny set operations -- else numpy."""
+
+    __slots__ = ("runs", "small", "total")
+
+    def __init__(self, runs) -> None:
+        self.small = len(runs) <= 32
+        self.runs = [tuple(r) for r in runs.tolist()] if self.small and hasattr(runs, "tolist") else runs
+        self.total = sum(b - a for a, b in self.runs) if self.small else fp.total(self.runs)
+
+    def _array(self):
+        return fp.as_runs(self.runs) if self.small else self.runs
+
+    def intersection(self, other: _Runs) -> int:
+        if not (self.small and other.small):
+            return fp.intersection_nbytes(self._array(), other._array())
+        return sum(max(0, min(b, d) - max(a, c)) for a, b in self.runs for c, d in other.runs)
+
+    def union(self, other: _Runs) -> _Runs:
+        if not (self.small and other.small) or len(self.runs) + len(other.runs) > 32:
+            return _Runs(fp.union(self._array(), other._array()))
+        out: list[list[int]] = []
+        for a, b in sorted(self.runs + other.runs):
+            if out and a <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], b)
+            else:
+                out.append([a, b])
+        merged = _Runs.__new__(_Runs)
+        merged.small, merged.runs = True, [tuple(r) for r in out]
+        merged.total = sum(b - a for a, b in out)
+        return merged
+
+
+def _partners(names: tuple[str, ...], runs: list[_Runs], limit: int = 64) -> dict[str, tuple[str, ...]]:
     """Per name, the names whose footprints intersect its own (for a group over ``limit``
     names, every other name of the group: pairwise checks would be quadratic)."""
     if len(names) > limit:
         return {n: tuple(m for m in names if m != n) for n in names}
-    return {
-        n: tuple(m for m, rm in zip(names, runs) if m != n and fp.intersection_nbytes(rn, rm))
-        for n, rn in zip(names, runs)
-    }
+    return {n: tuple(m for m, rm in zip(names, runs) if m != n and rn.intersection(rm)) for n, rn in zip(names, runs)}
 
 
 #: Deepest level of the tree: the parts of a name past it form one leaf (a dict nested 5,000
@@ -220,10 +253,10 @@ def _prefixes(name: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(len(parts) + 1)]
 
 
-def _shared_per_prefix(layout: Layout, groups: list[tuple[str, ...]], own: list[int]) -> dict[str, int]:
+def _shared_per_prefix(groups: list[tuple[str, ...]], own: dict[str, int], runs: dict[str, _Runs]) -> dict[str, int]:
     """Per prefix, distinct bytes its names read minus the bytes attributed to it, for every
-    prefix holding a name of a shared group (elsewhere there is nothing shared)."""
-    pos = {n: i for i, n in enumerate(layout.names)}
+    prefix holding some but not all names of a shared group (a prefix holding all of them owns
+    all their bytes; elsewhere there is nothing shared)."""
     shared: dict[str, int] = {}
     for names in groups:
         members: dict[str, list[str]] = {}
@@ -231,9 +264,12 @@ def _shared_per_prefix(layout: Layout, groups: list[tuple[str, ...]], own: list[
             for p in _prefixes(name):
                 members.setdefault(p, []).append(name)
         for p, inside in members.items():
-            distinct = fp.total(fp.union(*(layout.footprint_runs(n) for n in inside)))
-            mine = sum(own[pos[n]] for n in inside)
-            shared[p] = shared.get(p, 0) + distinct - mine
+            if len(inside) == len(names):
+                continue
+            union = runs[inside[0]]
+            for n in inside[1:]:
+                union = union.union(runs[n])
+            shared[p] = shared.get(p, 0) + union.total - sum(own[n] for n in inside)
     return shared
 
 
@@ -253,22 +289,26 @@ class _Acc:
         self.leaf: dict[str, tuple] = {}
 
     def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
+        """Record one name's own totals; prefixes sum their children when frozen."""
         chain = _prefixes(name)
-        for parent, child in zip(chain, chain[1:]):
-            self.kids.setdefault(parent, {})[child] = None
-        for p in chain:
-            s = self.stats.get(p)
-            if s is None:
-                s = self.stats[p] = [0, 0, 0, 0, 0, set(), set(), set(), 0]
-            s[0] += 1 - skipped
-            s[1] += role == "parameter"
-            s[2] += role.startswith("buffer")
-            s[3] += numel
-            s[4] += nbytes
-            for target, item in zip(s[5:8], sets):
-                if item:
-                    target.add(item)
-            s[8] += skipped
+        kids = self.kids
+        for parent, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
+            siblings = kids.setdefault(parent, {})
+            if child in siblings:  # the rest of the chain is registered already
+                break
+            siblings[child] = None
+        s = self.stats.get(name)
+        if s is None:
+            s = self.stats[name] = [0, 0, 0, 0, 0, set(), set(), set(), 0]
+        s[0] += 1 - skipped
+        s[1] += role == "parameter"
+        s[2] += role.startswith("buffer")
+        s[3] += numel
+        s[4] += nbytes
+        for target, item in zip(s[5:8], sets):
+            if item:
+                target.add(item)
+        s[8] += skipped
 
     def add_view(self, v: TensorView, role: str, own: int, partners: tuple, counted: tuple) -> None:
         file = _file_name(str(v.storage[1])) if v.device == "file" else ""
@@ -280,11 +320,23 @@ class _Acc:
         self.leaf.setdefault(name, ("skipped", None, (), (), reason))
 
     def freeze(self, path: str, classes: Mapping, shared: Mapping[str, int], total: int) -> Node:
-        if path not in self.stats:  # an empty layout
-            return Node(path, str(classes.get(path, "")), (), 0, 0, 0, 0, 0, 0, 0.0, (), (), (), 0)
         kids = [self.freeze(c, classes, shared, total) for c in self.kids.get(path, {})]
         kids.sort(key=lambda n: -n.nbytes)  # stable: equal sizes keep source order
-        n, npar, nbuf, numel, nbytes, dtypes, devices, files, nskip = self.stats[path]
+        own = self.stats.get(path) or [0, 0, 0, 0, 0, set(), set(), set(), 0]
+        n, npar, nbuf, numel, nbytes, nskip = own[0], own[1], own[2], own[3], own[4], own[8]
+        dtypes, devices, files = set(own[5]), set(own[6]), set(own[7])
+        for k in kids:
+            n, npar, nbuf, numel, nbytes, nskip = (
+                n + k.ntensors,
+                npar + k.nparams,
+                nbuf + k.nbuffers,
+                numel + k.numel,
+                nbytes + k.nbytes,
+                nskip + k.nskipped,
+            )
+            dtypes.update(k.dtypes)
+            devices.update(k.devices)
+            files.update(k.files)
         kind, view, partners, counted, reason = self.leaf.get(path, ("", None, (), (), ""))
         return Node(
             path=path,
