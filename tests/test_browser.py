@@ -82,7 +82,12 @@ def lab(tmp_path_factory):
     write_notebook(
         root,
         "canvas.ipynb",
-        [TINY, "print('SEL', ex.selected, 'ZOOM', [round(z) for z in ex.canvas.zoom])", 'ex.selected = ["wte.weight"]'],
+        [
+            TINY,
+            "print('SEL', ex.selected, 'ZOOM', [round(z) for z in ex.canvas.zoom])",
+            'ex.selected = ["wte.weight"]',
+            "ex.canvas.zoom = [1024.0, 2048.0]",
+        ],
     )
     write_notebook(root, "big.ipynb", [BIG])
     write_notebook(root, "llama.ipynb", [LLAMA])
@@ -219,6 +224,18 @@ def test_canvas_hover_click_select_zoom_and_grouping(lab, page):
     ex.screenshot(path=str(SHOTS / "canvas_zoomed.png"))
     page.mouse.dblclick(plot["left"] + 5, plot["top"] + 5)
     expect(foot).to_contain_text("drag across the bars to zoom")
+    run_cell(page, 4)  # a zoom set from Python
+    expect(foot).to_contain_text("bytes [1 KiB, 2 KiB) zoomed")
+    ex.locator(".tvz-cv-scroll").scroll_into_view_if_needed()  # running the cell scrolled the page
+    plot = ex.locator(".tvz-cv").evaluate("el => el.tvz.plot()")
+    page.mouse.dblclick(plot["left"] + 5, plot["top"] + 5)
+    expect(foot).to_contain_text("bytes [0 B, 4 KiB) · drag across the bars to zoom")
+
+    # 4b. The storage lane: its tooltip names the storage and the marks under the mouse.
+    qkv = _locate(ex, "qkv.weight")
+    page.mouse.move(qkv["x0"] + 3, qkv["y"] - 20)  # storage #1's extent, one lane above qkv.weight
+    expect(tip).to_contain_text("storage #1 · 3 KiB")
+    expect(tip).to_contain_text("read by ≥ 2 bars: bytes [0 B, 3 KiB)")
 
     # 5. Grouping toggle: one bar for the tied pair, the canvas changes.
     shot = ex.locator(".tvz-cv canvas").screenshot()

@@ -1,12 +1,11 @@
 // The tensorviz diagram canvas (anywidget front-end). Python's Diagram arrives as binary columns;
 // this file only draws it and handles hover, click, drag-zoom and scrolling in the browser.
 // Pure helpers live in geometry.js (prepended to this file by the Python side).
-import { column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+import { MARKS, storageTooltip, column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const KIND = { storage: 0, view: 1, simple: 2, more: 3, moreStorages: 4, summary: 5 };
 const MARK_FILL = ["rgba(128,128,128,0.55)", "rgba(214,39,40,0.85)", "rgba(60,60,60,0.8)"];
-const MARK_NAME = ["unreferenced bytes (no view reads them)", "read by ≥ 2 bars", "file header"];
 const CSS = `
 .tvz-cv { font: 12px var(--jp-ui-font-family, sans-serif); color: var(--jp-ui-font-color1, #222); position: relative; min-width: 0; }
 .tvz-cv-head { display: flex; flex-wrap: wrap; gap: 2px 12px; align-items: center; margin: 2px 0 4px; }
@@ -56,6 +55,11 @@ export function decodeAll(model) {
   d.runFirst = new Uint32Array(n + 1);
   for (let r = 0; r < d.runBar.length; r++) d.runFirst[d.runBar[r] + 1]++;
   for (let i = 0; i < n; i++) d.runFirst[i + 1] += d.runFirst[i];
+  d.blockBars = new Uint32Array(d.blockStorage.length); d.blockHidden = new Uint32Array(d.blockStorage.length);
+  for (let i = 0; i < n; i++) {
+    const b = d.laneBlock[d.lane[i]];
+    if (b >= 0) { d.blockBars[b]++; if (d.flags[i] & 64) d.blockHidden[b]++; }
+  }
   d.storageOf = new Int32Array(n);
   for (let i = 0; i < n; i++) d.storageOf[i] = d.blockStorage[d.laneBlock[d.lane[i]]] ?? -1;
   d.viewOf = new Map();
@@ -224,7 +228,7 @@ function render({ model, el }) {
   function legend() {
     const keys = [];
     const kinds = new Set(d.markKind);
-    kinds.forEach((k) => keys.push([MARK_FILL[k], MARK_NAME[k]]));
+    kinds.forEach((k) => keys.push([MARK_FILL[k], MARKS[k]]));
     if (d.flags.some((f) => f & 1)) keys.push(["rgba(68,119,170,0.3)", "span with gaps (solid: bytes read)"]);
     if (d.flags.some((f) => f & 2)) keys.push(["#fff;border:1px dashed #d62728", "shares bytes with another view"]);
     if (selected.size) keys.push(["#fff;border:2px solid #000", "selected"], ["#fff;border:2px solid #e07000", "shares bytes with the selection"]);
@@ -246,9 +250,12 @@ function render({ model, el }) {
     const l = Math.floor((y - AXIS_H + scroller.scrollTop) / LANE_H);
     return hitBar(d.index, d.start, d.stop, l, sc.byte(x), 2 / sc.k);
   }
+  function laneAt(y) { return Math.floor((y - AXIS_H + scroller.scrollTop) / LANE_H); }
   function showTip(e, i) {
-    if (i < 0) { tip.style.display = "none"; return; }
-    const text = tooltip(d, i);
+    const [px, py] = point(e), l = laneAt(py);
+    const onStorage = i < 0 && sc && py >= AXIS_H && px >= sc.x0 - 2 && d.laneKind[l] === KIND.storage;
+    if (i < 0 && !onStorage) { tip.style.display = "none"; return; }
+    const text = i >= 0 ? tooltip(d, i) : storageTooltip(d, l, sc.byte(px), 2 / sc.k);
     tip.innerHTML = "";
     const b = document.createElement("b"); b.textContent = text[0]; tip.append(b, "\n" + text.slice(1).join("\n"));
     const [x, y] = point(e), box = root.getBoundingClientRect(), c = canvas.getBoundingClientRect();
@@ -319,11 +326,13 @@ function render({ model, el }) {
   model.on("change:revision", onData);
   model.on("change:rel", onSel);
   model.on("change:selected", onSel);
+  const onZoom = () => { const z = model.get("zoom"); view = z && z.length === 2 ? z : null; schedule(); };
+  model.on("change:zoom", onZoom);
   const ro = new ResizeObserver(() => { const w = Math.floor(root.clientWidth) - 2; if (w !== width) { sizes(); draw(); } });
   ro.observe(root);
   sizes(); legend(); draw();
   root.dataset.revision = model.get("revision");
-  return () => { ro.disconnect(); window.removeEventListener("mouseup", onUp); model.off("change:revision", onData); model.off("change:rel", onSel); model.off("change:selected", onSel); };
+  return () => { ro.disconnect(); window.removeEventListener("mouseup", onUp); model.off("change:revision", onData); model.off("change:rel", onSel); model.off("change:selected", onSel); model.off("change:zoom", onZoom); };
 }
 
 export default { render };

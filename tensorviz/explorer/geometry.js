@@ -183,6 +183,24 @@ export function barRect(sc, s, e, minW = 1) {
   return [x, w];
 }
 
+export const MARKS = ["unreferenced bytes (no view reads them)", "read by ≥ 2 bars", "file header"];
+
+// The lines of a storage lane's tooltip at byte `at`: the storage, its bars, the marks under the
+// mouse, and whether some shared bytes are also read by views the filters left out.
+export function storageTooltip(d, l, at, tol) {
+  const b = d.laneBlock[l], out = [d.laneLabels[l] || `storage #${d.blockStorage[b]}`];
+  const bars = d.blockBars ? d.blockBars[b] : 0, hidden = d.blockHidden ? d.blockHidden[b] : 0;
+  out.push(`${bars.toLocaleString()} bar${bars === 1 ? "" : "s"} drawn on it`);
+  const [a, e] = laneRange(d.markIndex, d.markStart, l, at - tol, at + tol + 1e-9);
+  for (let j = a; j < e; j++) {
+    const m = d.markIndex.order[j], s0 = d.markStart[m], s1 = d.markStop[m];
+    if (at + tol < s0 || at - tol >= s1) continue;
+    out.push(`${MARKS[d.markKind[m]]}: bytes [${formatBytes(s0)}, ${formatBytes(s1)}) · ${formatBytes(s1 - s0)}`);
+  }
+  if (hidden) out.push(`${hidden.toLocaleString()} of them share bytes with views not shown (filtered out)`);
+  return out;
+}
+
 export const RELATIONS = ["", "selected", "identical", "same bytes as", "contains", "within", "overlaps", "disjoint from", "unrelated to"];
 export const SHARES_BYTES = (code) => code >= 1 && code <= 6;
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
+from tensorviz.explorer.text import byte_text
 
 __all__ = ["payload", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
 
@@ -83,7 +84,7 @@ def payload(diagram: Any, layout: Layout) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out.update(_bar_columns(diagram, index))
     out.update(_runs(diagram))
-    out.update(_lanes(diagram))
+    out.update(_lanes(diagram, layout))
     out.update(_marks(diagram))
     out.update(_views(layout, names))
     out["x_range"] = [float(x) for x in diagram.x_range]
@@ -204,7 +205,20 @@ def _runs(diagram: Any) -> dict[str, bytes]:
     return {"run_bar": _b(np.concatenate(owners), "u4"), "runs": _b(np.concatenate(parts), "f8")}
 
 
-def _lanes(diagram: Any) -> dict[str, Any]:
+def storage_label(layout: Layout, index: int) -> str:
+    """``storage #1 · 3 KiB`` (with a file's or a device's name): the planner's storage row
+    label, written in the explorer's one byte format."""
+    s = layout.storages[index]
+    parts = [f"storage #{s.index}"]
+    if s.label:
+        parts.append(s.label)
+    elif s.device != "cpu":
+        parts.append(s.device)
+    parts.append(byte_text(s.nbytes))
+    return " · ".join(parts)
+
+
+def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
     lanes = diagram.lanes
     kinds = {k: i for i, k in enumerate(LANE_KINDS)}
     own = ("view", "simple")
@@ -213,12 +227,18 @@ def _lanes(diagram: Any) -> dict[str, Any]:
     extents = [b.nbytes for b in blocks if lanes[b.lanes[0]].kind == "storage"]
     return {
         "lane_kind": _b([kinds[ln.kind] for ln in lanes], "u1"),
-        "lane_labels": _text(["" if ln.kind in own else ln.label for ln in lanes]),
+        "lane_labels": _text([_lane_label(ln, layout, own) for ln in lanes]),
         "special_lane": _b(special, "u4"),
         "special_size": _b([lanes[i].size for i in special], "f8"),
         "block_storage": _b([b.storage for b in blocks], "i4"),
         "block_nbytes": _b(extents, "f8"),
     }
+
+
+def _lane_label(lane: Any, layout: Layout, own: tuple[str, ...]) -> str:
+    if lane.kind in own:
+        return ""  # the browser writes a view row's label from its bars' names
+    return storage_label(layout, lane.storage) if lane.kind == "storage" else lane.label
 
 
 def _marks(diagram: Any) -> dict[str, bytes]:

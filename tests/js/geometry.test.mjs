@@ -3,7 +3,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
-  tooltip, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
+  tooltip, storageTooltip, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
 } from "../../tensorviz/explorer/geometry.js";
 
 test("column copies an unaligned DataView into an aligned typed array", () => {
@@ -151,4 +151,19 @@ test("lanes of bars sent without lanes, and the block of every lane", () => {
   const kind = new Uint8Array([0, 1, 1, 3, 0, 1, 2, 2, 5]);
   assert.deepEqual(Array.from(ownLanes(kind, 5)), [1, 2, 5, 6, 7]);
   assert.deepEqual(Array.from(blockOfLanes(kind)), [0, 0, 0, 0, 1, 1, 2, 3, -1]);
+});
+
+test("storageTooltip: the storage, its bars, the marks under the mouse, filtered-out readers", () => {
+  const markStart = new Float64Array([0, 512]), markStop = new Float64Array([256, 1024]);
+  const d = {
+    laneBlock: new Int32Array([0, 0]), laneLabels: ["storage #3 · 1 KiB", ""], blockStorage: new Int32Array([3]),
+    blockBars: new Uint32Array([2]), blockHidden: new Uint32Array([1]),
+    markKind: new Uint8Array([1, 0]), markStart, markStop,
+    markIndex: laneIndex(new Uint32Array([0, 0]), markStart, markStop, 2),
+  };
+  assert.deepEqual(storageTooltip(d, 0, 100, 1), [
+    "storage #3 · 1 KiB", "2 bars drawn on it", "read by ≥ 2 bars: bytes [0 B, 256 B) · 256 B",
+    "1 of them share bytes with views not shown (filtered out)"]);
+  assert.deepEqual(storageTooltip(d, 0, 600, 1)[2], "unreferenced bytes (no view reads them): bytes [512 B, 1 KiB) · 512 B");
+  assert.equal(storageTooltip(d, 0, 400, 1).length, 3); // no mark at 400: storage, bars, the filtered note
 });
