@@ -58,7 +58,7 @@ def test_payload_columns_are_the_plan(strided):
     assert np.frombuffer(p["runs"], "<f8").reshape(-1, 2).tolist() == [[4, 8], [28, 32], [52, 56], [76, 80]]
     kinds = col(p, "lane_kind", "u1")
     assert kinds == [0, 1, 1, 1, 1, 0, 1]  # storage x: 4 views; storage half: partial, drawn
-    assert text(p, "lane_labels") == ["storage #0 · 96 B", "", "", "", "", "storage #1 · 32 B", ""]
+    assert text(p, "lane_labels") == [""] * 7 and text(p, "block_tag") == ["", ""]  # cpu: no tag
     assert col(p, "block_nbytes", "<f8") == [96, 32] and col(p, "block_storage", "<i4") == [0, 1]
     assert p["special_lane"] == b""  # no "more" or summary rows
     # marks: bytes read by >= 2 bars on storage #0's lane, the unread half of storage #1

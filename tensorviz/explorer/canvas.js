@@ -1,7 +1,7 @@
 // The tensorviz diagram canvas (anywidget front-end). Python's Diagram arrives as binary columns;
 // this file only draws it and handles hover, click, drag-zoom and scrolling in the browser.
 // Pure helpers live in geometry.js (prepended to this file by the Python side).
-import { MARKS, storageTooltip, column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+import { MARKS, storageTooltip, storageLabel, column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const KIND = { storage: 0, view: 1, simple: 2, more: 3, moreStorages: 4, summary: 5 };
@@ -47,6 +47,11 @@ export function decodeAll(model) {
   d.index = laneIndex(d.lane, d.start, d.stop, nLanes);
   d.markIndex = laneIndex(d.markLane, d.markStart, d.markStop, nLanes);
   blockLanes(d);
+  const tags = lines(g("block_tag"), d.blockStorage.length);
+  for (let l = 0; l < nLanes; l++) {
+    const b = d.laneBlock[l];
+    if (d.laneKind[l] === KIND.storage) d.laneLabels[l] = storageLabel(d.blockStorage[b], tags[b], d.blockNbytes[b]);
+  }
   d.laneSize = new Float64Array(nLanes);
   const special = column(g("special_lane"), Uint32Array), size = column(g("special_size"), Float64Array);
   special.forEach((l, k) => { d.laneSize[l] = size[k]; });

@@ -64,6 +64,7 @@ class DiagramCanvas(anywidget.AnyWidget):
     runs = _bytes_trait()
     lane_kind = _bytes_trait()
     lane_labels = _bytes_trait()
+    block_tag = _bytes_trait()
     special_lane = _bytes_trait()
     special_size = _bytes_trait()
     block_storage = _bytes_trait()

@@ -183,6 +183,11 @@ export function barRect(sc, s, e, minW = 1) {
   return [x, w];
 }
 
+// A storage row's label: "storage #1 · 3 KiB", with its file or device tag when it has one.
+export function storageLabel(storage, tag, nbytes) {
+  return [`storage #${storage}`, tag, formatBytes(nbytes)].filter(Boolean).join(" · ");
+}
+
 export const MARKS = ["unreferenced bytes (no view reads them)", "read by ≥ 2 bars", "file header"];
 
 // The lines of a storage lane's tooltip at byte `at`: the storage, its bars, the marks under the

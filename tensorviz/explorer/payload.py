@@ -18,7 +18,9 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
 ``tie_first, ties``    u32        the bar's other views (span groups of tied names), CSR
 ``run_bar, runs``      u32, f64   footprint runs of sparse bars (merged past a budget)
 ``lane_kind``          u8 L       :data:`LANE_KINDS` index
-``lane_labels``        text L     labels of storage/more/summary rows ("" for view rows)
+``lane_labels``        text L     labels of "more" and summary rows ("" for the others: the
+                                  browser writes view rows from names, storage rows from blocks)
+``block_tag``          text B     a storage's file name, or its device when not cpu, or ""
 ``special_lane/size``  u32, f64   bytes a "more"/summary row stands for
 ``block_storage``      i32 B      layout storage index (a block starts at each storage or
                                   simple lane and runs to the next, or to a diagram-wide row)
@@ -40,7 +42,6 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
-from tensorviz.explorer.text import byte_text
 
 __all__ = ["payload", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
 
@@ -205,19 +206,6 @@ def _runs(diagram: Any) -> dict[str, bytes]:
     return {"run_bar": _b(np.concatenate(owners), "u4"), "runs": _b(np.concatenate(parts), "f8")}
 
 
-def storage_label(layout: Layout, index: int) -> str:
-    """``storage #1 · 3 KiB`` (with a file's or a device's name): the planner's storage row
-    label, written in the explorer's one byte format."""
-    s = layout.storages[index]
-    parts = [f"storage #{s.index}"]
-    if s.label:
-        parts.append(s.label)
-    elif s.device != "cpu":
-        parts.append(s.device)
-    parts.append(byte_text(s.nbytes))
-    return " · ".join(parts)
-
-
 def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
     lanes = diagram.lanes
     kinds = {k: i for i, k in enumerate(LANE_KINDS)}
@@ -227,7 +215,8 @@ def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
     extents = [b.nbytes for b in blocks if lanes[b.lanes[0]].kind == "storage"]
     return {
         "lane_kind": _b([kinds[ln.kind] for ln in lanes], "u1"),
-        "lane_labels": _text([_lane_label(ln, layout, own) for ln in lanes]),
+        "lane_labels": _text([_lane_label(ln, own) for ln in lanes]),
+        "block_tag": _text([_tag(layout, b.storage) for b in blocks]),
         "special_lane": _b(special, "u4"),
         "special_size": _b([lanes[i].size for i in special], "f8"),
         "block_storage": _b([b.storage for b in blocks], "i4"),
@@ -235,10 +224,15 @@ def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
     }
 
 
-def _lane_label(lane: Any, layout: Layout, own: tuple[str, ...]) -> str:
-    if lane.kind in own:
-        return ""  # the browser writes a view row's label from its bars' names
-    return storage_label(layout, lane.storage) if lane.kind == "storage" else lane.label
+def _lane_label(lane: Any, own: tuple[str, ...]) -> str:
+    # The browser writes a view row's label from its bars' names, a storage row's from its block
+    # (geometry.js storageLabel: number, tag, size in the one byte format).
+    return "" if lane.kind in own or lane.kind == "storage" else lane.label
+
+
+def _tag(layout: Layout, index: int) -> str:
+    s = layout.storages[index]
+    return s.label or ("" if s.device == "cpu" else s.device)
 
 
 def _marks(diagram: Any) -> dict[str, bytes]:

@@ -3,7 +3,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
-  tooltip, storageTooltip, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
+  tooltip, storageTooltip, storageLabel, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
 } from "../../tensorviz/explorer/geometry.js";
 
 test("column copies an unaligned DataView into an aligned typed array", () => {
@@ -166,4 +166,9 @@ test("storageTooltip: the storage, its bars, the marks under the mouse, filtered
     "1 of them share bytes with views not shown (filtered out)"]);
   assert.deepEqual(storageTooltip(d, 0, 600, 1)[2], "unreferenced bytes (no view reads them): bytes [512 B, 1 KiB) · 512 B");
   assert.equal(storageTooltip(d, 0, 400, 1).length, 3); // no mark at 400: storage, bars, the filtered note
+});
+
+test("storageLabel: number, tag, size in the one byte format", () => {
+  assert.equal(storageLabel(1, "", 3072), "storage #1 · 3 KiB");
+  assert.equal(storageLabel(0, "model.safetensors", 16000), "storage #0 · model.safetensors · 15.63 KiB");
 });
