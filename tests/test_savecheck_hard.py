@@ -184,7 +184,9 @@ def test_moe_on_meta_in_a_subprocess_never_crashes_nor_allocates():
     proc = subprocess.run([sys.executable, "-c", _SUBPROCESS], capture_output=True, text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["meta_dict"]["rss"] < 200 * 2**20 and out["meta_dict"]["outcomes"]["torch.save"] == "ok"
+    # judged as if materialised: v's 400 GB storage would be written whole for its 40 bytes
+    assert out["meta_dict"]["rss"] < 200 * 2**20
+    assert out["meta_dict"]["outcomes"]["torch.save"] == "writes unreferenced bytes"
     for name in ("mixtral_8x22b", "qwen2_moe"):
         r = out[name]
         assert r["claimed"] > 2 * 2**30 and r["rss"] < 300 * 2**20, r

@@ -26,6 +26,7 @@ from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck import savers_hf as hf
 from tensorviz.savecheck import savers_torch as svt
+from tensorviz.savecheck.materialise import META_NOTE, as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
@@ -84,6 +85,13 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
 
 # -- step 1: the subject ----------------------------------------------------------------------------
 def _subject(obj: Any) -> Subject:
+    subject = _plain_subject(obj)
+    if has_meta(subject.layout):
+        as_materialised(subject)
+    return subject
+
+
+def _plain_subject(obj: Any) -> Subject:
     if isinstance(obj, (str, os.PathLike)):
         from tensorviz.sources import analyze
 
@@ -293,6 +301,8 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
             run = sv.evaluate_save_model(sd, s.memo)
         elif saver == "torch.save":
             run = svt.evaluate_torch_save(sd, _real_state_dict(s))
+            if s.notes and s.notes[0] == META_NOTE and run.file_nbytes is None:
+                run.notes.append("file size not computed: torch's dry run of meta tensors writes empty records")
         elif saver == "transformers.save_pretrained":
             if s.pretrained is None:
                 return None
@@ -336,6 +346,8 @@ def _storage_of(s: Subject) -> dict[str, Any]:
 
 def _real_state_dict(s: Subject) -> Any:
     """What torch.save would be given: ``model.state_dict()`` for a module, made only now."""
+    if s.real_state_dict is None:
+        return None
     return s.real_state_dict.state_dict() if s.kind == "module" else s.real_state_dict
 
 
