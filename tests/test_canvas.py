@@ -226,3 +226,11 @@ def test_a_name_filter_draws_every_match_never_a_silent_cap():
     want = [f"model.layers.{i}.self_attn.{p}_proj.weight" for i in range(48) for p in "qkvo"]
     assert sorted(ex.canvas.drawn_names) == sorted(want)  # 192 bars: k and v included
     assert ex.canvas.caption.startswith("192 of ")
+
+
+def test_storage_rows_carry_a_device_tag_and_simple_rows_none():
+    x = torch.zeros(8, device="meta")
+    lay = tv.analyze({"x": x, "h": x[:4], "solo": torch.zeros(2, device="meta")})
+    p = payload(tv.diagram(lay, expand_simple=True, max_lanes=ALL_LANES), lay)
+    assert col(p, "lane_kind", "u1") == [0, 1, 1, 2]  # storage, views, then the simple storage's one row
+    assert text(p, "block_tag") == ["meta"] and col(p, "block_nbytes", "<f8") == [32]

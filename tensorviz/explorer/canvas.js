@@ -48,9 +48,9 @@ export function decodeAll(model) {
   d.markIndex = laneIndex(d.markLane, d.markStart, d.markStop, nLanes);
   blockLanes(d);
   const tags = lines(g("block_tag"), d.blockStorage.length);
-  for (let l = 0; l < nLanes; l++) {
+  for (let l = 0, k = 0; l < nLanes; l++) {
     const b = d.laneBlock[l];
-    if (d.laneKind[l] === KIND.storage) d.laneLabels[l] = storageLabel(d.blockStorage[b], tags[b], d.blockNbytes[b]);
+    if (d.laneKind[l] === KIND.storage) d.laneLabels[l] = storageLabel(d.blockStorage[b], tags[k++], d.blockNbytes[b]);
   }
   d.laneSize = new Float64Array(nLanes);
   const special = column(g("special_lane"), Uint32Array), size = column(g("special_size"), Float64Array);

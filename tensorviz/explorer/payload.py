@@ -20,7 +20,8 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
 ``lane_kind``          u8 L       :data:`LANE_KINDS` index
 ``lane_labels``        text L     labels of "more" and summary rows ("" for the others: the
                                   browser writes view rows from names, storage rows from blocks)
-``block_tag``          text B     a storage's file name, or its device when not cpu, or ""
+``block_tag``          text       a storage row's file name, or its device when not cpu, or ""
+                                  (the blocks with a storage lane, as ``block_nbytes``)
 ``special_lane/size``  u32, f64   bytes a "more"/summary row stands for
 ``block_storage``      i32 B      layout storage index (a block starts at each storage or
                                   simple lane and runs to the next, or to a diagram-wide row)
@@ -216,7 +217,7 @@ def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
     return {
         "lane_kind": _b([kinds[ln.kind] for ln in lanes], "u1"),
         "lane_labels": _text([_lane_label(ln, own) for ln in lanes]),
-        "block_tag": _text([_tag(layout, b.storage) for b in blocks]),
+        "block_tag": _text([_tag(layout, b.storage) for b in blocks if lanes[b.lanes[0]].kind == "storage"]),
         "special_lane": _b(special, "u4"),
         "special_size": _b([lanes[i].size for i in special], "f8"),
         "block_storage": _b([b.storage for b in blocks], "i4"),
