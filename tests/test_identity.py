@@ -304,6 +304,8 @@ def test_a_chain_of_overlaps_is_one_memory(n):
     layout = tv.analyze(views)
     assert len(layout.storages) == 1 and layout.storages[0].nbytes == n + 7
     assert [layout[f"s{i}"].start for i in (0, n - 1)] == [0, n - 1]
+    parts = layout.metadata.get("storage_objects", {}).get(layout.storages[0].key, ())
+    assert list(parts) == ([(i, 8) for i in range(n)] if n > 1 else [])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

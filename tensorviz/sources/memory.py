@@ -66,9 +66,8 @@ def finish(rows: Rows) -> dict[str, object]:
     found = _memories(rows.rows, *columns)
     if found:
         rows.rows[:] = rekey(rows.rows, found, rows.notes)  # in place: the Layout holds this list
-        meta["storage_objects"] = {
-            (m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m, _ in found.values()
-        }
+        shared = {id(m): m for m, _ in found.values()}.values()  # one entry per memory, not per object
+        meta["storage_objects"] = {(m.device, m.token): tuple((at, n) for _, at, n in m.parts) for m in shared}
     freed = _freed(rows, columns[1])
     if freed:
         meta["problems"] = freed
