@@ -1,13 +1,16 @@
-"""The interactive explorer: ipywidgets controls over the diagrams.
+"""The interactive explorer: ipywidgets controls around a browser-side diagram canvas.
 
-Thin by design: controls -> :class:`ExplorerState` -> diagram options -> ``Diagram`` -> PNG,
-drawn into one reused matplotlib ``Figure`` and cached per state. The explorer holds the
-:class:`~tensorviz.core.layout.Layout` (metadata only), never a tensor.
+Thin by design: controls -> :class:`ExplorerState` -> diagram options -> ``Diagram`` (every
+lane; cached per state) -> binary columns -> :class:`~tensorviz.explorer.canvas.DiagramCanvas`,
+which draws, hovers, zooms and scrolls in the browser. The static fallback (matplotlib PNG +
+escaped HTML, for saved notebooks) is drawn from the same options on first use. The explorer
+holds the :class:`~tensorviz.core.layout.Layout` (metadata only), never a tensor.
 
 Only :func:`tensorviz.explore` imports this module, so ``import tensorviz`` never pulls in
-ipywidgets. The parts live in private modules: ``_explorer_state`` (the state and its checks),
-``_explorer_text`` (labels and the details pane), ``_explorer_render`` (cached pictures, the
-explain panel), ``_explorer_static`` (snapshots) and ``_explorer_controls`` (the widgets).
+ipywidgets. The parts: :mod:`.state` (the state and its checks), :mod:`.text` (labels, the one
+byte format, the details pane), :mod:`.render` (planned states, static pictures, the explain
+panel), :mod:`.payload` (a Diagram as binary columns), :mod:`.canvas` (the anywidget, with
+``geometry.js`` + ``canvas.js``), :mod:`.static` (snapshots) and :mod:`.controls` (the widgets).
 
 >>> import torch, tensorviz as tv                                    # doctest: +SKIP
 >>> a = torch.rand(8, 10, 50)                                        # doctest: +SKIP
@@ -332,7 +335,9 @@ def explore(
         byte_range: start zoomed to ``(lo, hi)`` bytes of that storage.
         expand_simple: draw storages whose one view is the whole storage one by one, instead of
             folding them into a summary row.
-        max_lanes, dpi, width: drawing size (see :func:`tensorviz.plan.diagram.diagram`).
+        max_lanes, dpi, width: size of the static picture (PNG) in the display bundle and
+            snapshots (see :func:`tensorviz.plan.diagram.diagram`); the live canvas draws every
+            lane and scrolls through them.
         snapshot: also emit a static picture of the first state for a saved, trusted notebook
             whose kernel is gone (hidden while the live explorer is on screen, and where the
             explorer's own ``image/png``/``text/html`` already shows: GitHub, untrusted).
