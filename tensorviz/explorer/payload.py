@@ -182,7 +182,7 @@ def _drawn_overlaps(diagram: Any, block: int, cache: dict[int, np.ndarray]) -> n
 def simplify(runs: np.ndarray, max_runs: int) -> np.ndarray:
     """``runs`` merged across gaps narrower than ``span / max_runs`` (at most ``max_runs + 1``).
 
-    >>> simplify(np.array([[0, 1], [2, 3], [50, 60], [98, 100]]), 4).tolist()
+    >>> simplify(np.array([[0, 1], [2, 3], [50, 60], [98, 100]]), 3).tolist()
     [[0, 3], [50, 60], [98, 100]]
     """
     if len(runs) <= max_runs:
@@ -261,12 +261,16 @@ def _marks(diagram: Any) -> dict[str, bytes]:
 def _views(layout: Layout, names: list[str]) -> dict[str, Any]:
     dtypes: dict[str, int] = {}
     codes = np.empty(len(names), dtype=np.uint8)
-    geom = []
+    geom, shapes = [], {}  # "shape;stride;" once per distinct (shape, stride): views repeat them
     for k, name in enumerate(names):
         v = layout[name]
         codes[k] = dtypes.setdefault(v.dtype, len(dtypes)) % 256
-        stride = "" if tuple(v.stride) == _row_major(v.shape) else ", ".join(map(str, v.stride))
-        geom.append(f"{', '.join(map(str, v.shape))};{stride};{v.offset}")
+        key = (v.shape, v.stride)
+        head = shapes.get(key)
+        if head is None:
+            stride = "" if tuple(v.stride) == _row_major(v.shape) else ", ".join(map(str, v.stride))
+            head = shapes[key] = f"{', '.join(map(str, v.shape))};{stride};"
+        geom.append(f"{head}{v.offset}")
     prefix, rest = front_code(names)
     return {
         "names": _text(rest),
@@ -294,9 +298,16 @@ def front_code(names: list[str]) -> tuple[list[int], list[str]]:
     """
     prefix, rest, prev = [], [], ""
     for name in names:
-        k, top = 0, min(len(prev), len(name), 255)
-        while k < top and prev[k] == name[k] and ord(name[k]) < 128:
-            k += 1
+        lo, hi = 0, min(len(prev), len(name), 255)
+        while lo < hi:  # the longest shared prefix, by bisection on startswith (C-speed compares)
+            mid = (lo + hi + 1) // 2
+            if name.startswith(prev[:mid]):
+                lo = mid
+            else:
+                hi = mid - 1
+        k = lo
+        if not prev[:k].isascii():
+            k = next(i for i, c in enumerate(prev[:k]) if ord(c) >= 128)
         prefix.append(k)
         rest.append(name[k:])
         prev = name
