@@ -318,3 +318,23 @@ def test_cuda_blocks_of_one_segment_stay_apart_and_slices_join():
     n = torch.empty(0, device="cuda").set_(m.untyped_storage()[16:])
     layout = tv.analyze({"m": m, "n": n})
     assert layout.relation("m", "n") == "contains" and layout["n"].start == 16
+
+
+def _first_questions(layout) -> list:
+    """24 threads' first questions to a fresh layout: storages, metadata, a view's start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    asks = (
+        lambda: len(layout.storages),
+        lambda: len(layout.metadata["storage_objects"]),
+        lambda: layout["s49"].start,
+    )
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda k: asks[k % 3](), range(24)))
+
+
+def test_threads_asking_first_all_see_the_memory():
+    a = np.zeros(64, dtype=np.uint8)
+    views = {f"s{i}": torch.from_numpy(a[i : i + 8]) for i in range(50)}
+    for _ in range(20):
+        assert _first_questions(tv.analyze(views)) == [1, 1, 49] * 8

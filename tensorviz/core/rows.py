@@ -6,6 +6,7 @@ Pure Python; no records are built here (see :mod:`tensorviz.core.records`).
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -13,6 +14,8 @@ from tensorviz.core import footprint as fp
 from tensorviz.core.records import Skipped, StorageInfo, StorageKey
 
 __all__ = ["Rows", "gc_paused"]
+
+_FINISHING = threading.Lock()  # one deferred step at a time (they are short and rare)
 
 
 class Rows:
@@ -48,10 +51,16 @@ class Rows:
         self.finish: Callable[[Rows], dict] | None = None
 
     def finished(self, metadata: dict) -> list[tuple]:
-        """The rows after the deferred step, run on the first call; its facts go to ``metadata``."""
-        step, self.finish = self.finish, None
-        if step is not None:
-            metadata.update(step(self))
+        """The rows after the deferred step, run on the first call; its facts go to ``metadata``.
+
+        Thread-safe: ``finish`` is cleared only once the step is done, so a second thread
+        either waits for it or sees its result, never the rows half rewritten.
+        """
+        if self.finish is not None:
+            with _FINISHING:
+                if self.finish is not None:
+                    metadata.update(self.finish(self))
+                    self.finish = None
         return self.rows
 
     def geometry(self, shape: Sequence[int], stride: Sequence[int]) -> fp.Geometry:
