@@ -168,6 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="grouping for the shared groups and the diagram (default: storage); 'rank' colours the "
         "chunks of a torch.distributed.checkpoint folder by the rank that saved them (text: by storage)",
     )
+    p.add_argument(
+        "--variant",
+        metavar="NAME",
+        help="for a model folder with several weight variants (model.safetensors, model.fp16.safetensors): "
+        "the one to read, as from_pretrained(variant=NAME) (default: the one without a variant)",
+    )
     p.add_argument("--png", metavar="OUT", help="write the diagram as a PNG (needs matplotlib)")
     p.add_argument("--html", metavar="OUT", help="write a static HTML page of the diagram")
     p.add_argument(
@@ -219,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from tensorviz.sources.files import analyze_path
 
-    layout = analyze_path(args.path)
+    layout = analyze_path(args.path, variant=args.variant)
     json_to_stdout = args.json == "-"
     if args.depth is not None and not args.tree:
         raise ValueError("--depth sets the levels of --tree; add --tree (tensorviz PATH --tree --depth 2)")

@@ -123,6 +123,16 @@ def test_torch_variants_and_numbered_parts(tmp_path):
     assert tv.analyze(parts).names == ("a", "b")
 
 
+def test_cli_variant(two_variants, capsys):
+    from tensorviz.cli import main
+
+    assert main([str(two_variants), "--variant", "fp16"]) == 0
+    out = capsys.readouterr().out
+    assert "float16[4×4]" in out and "also variant default: model.safetensors" in out
+    assert main([str(two_variants / "model.safetensors"), "--variant", "fp16"]) == 1
+    assert "variant= picks weights in a model folder" in capsys.readouterr().err
+
+
 def test_variant_names():
     assert [variant_of(n) for n in ("model.safetensors.index.bf16.json", "adapter_model.safetensors")] == ["bf16", None]
 
