@@ -169,3 +169,17 @@ def test_dtensor_is_its_local_shard_with_a_note():
     assert out.stdout.strip() == ("('d', 'rows') DTensor: only this rank's local shard is shown contains ['sparse']"), (
         out.stdout
     )
+
+
+def test_a_large_overlap_group_names_partners_without_a_tuple_per_name():
+    from tensorviz.core.tree import Others
+
+    base = torch.zeros(2008, dtype=torch.uint8)
+    layout = tv.analyze({f"s{i}": base[i : i + 8] for i in range(2000)})
+    node = layout.tree().find("s5")
+    assert isinstance(node.partners, Others) and node.partners.names is layout.tree().find("s6").partners.names
+    assert len(node.partners) == 1999 and node.partners[:3] == ("s0", "s1", "s2") and node.partners[-1] == "s1999"
+    assert node.partners == tuple(f"s{i}" for i in range(2000) if i != 5)
+    assert node.counted_in == ("overlaps", "s0")
+    assert "↔ shared with s1, s2, s3, … 1996 more" in str(layout.tree())  # the count is of all 1999
+    assert "text/html" in layout._repr_mimebundle_()

@@ -25,7 +25,7 @@ Bytes of a storage that no view reads (unreferenced) belong to no prefix.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -186,9 +186,9 @@ def _attribution(layout: Layout) -> tuple[list[int], list[tuple[str, ...]], dict
     counted = {}
     for names in groups:
         for name in names:
-            earlier = [p for p in partners[name] if pos[p] < pos[name]]
-            if earlier and own[pos[name]] < views[pos[name]].footprint_nbytes:
-                counted[name] = (layout.relation(name, earlier[0]), earlier[0])
+            earlier = next((p for p in partners[name] if pos[p] < pos[name]), None)  # stops at the first
+            if earlier is not None and own[pos[name]] < views[pos[name]].footprint_nbytes:
+                counted[name] = (layout.relation(name, earlier), earlier)
     return own, groups, partners, counted, runs
 
 
@@ -229,9 +229,44 @@ class _Runs:
 def _partners(names: tuple[str, ...], runs: list[_Runs], limit: int = 64) -> dict[str, tuple[str, ...]]:
     """Per name, the names whose footprints intersect its own (for a group over ``limit``
     names, every other name of the group: pairwise checks would be quadratic)."""
-    if len(names) > limit:
-        return {n: tuple(m for m in names if m != n) for n in names}
+    if len(names) > limit:  # one shared tuple: a tuple per name would be quadratic in memory too
+        return {n: Others(names, k) for k, n in enumerate(names)}
     return {n: tuple(m for m, rm in zip(names, runs) if m != n and rn.intersection(rm)) for n, rn in zip(names, runs)}
+
+
+class Others(Sequence):
+    """The names of a group but one (``names[at]``), read from the group's own tuple: what a
+    name of a large overlap group shares bytes with, in O(1) memory. Compares like a tuple.
+
+    >>> o = Others(("a", "b", "c", "d"), 1)
+    >>> len(o), o[0], o[1:], o == ("a", "c", "d")
+    (3, 'a', ('c', 'd'), True)
+    """
+
+    __slots__ = ("names", "at")
+
+    def __init__(self, names: tuple[str, ...], at: int) -> None:
+        self.names, self.at = names, at
+
+    def __len__(self) -> int:
+        return len(self.names) - 1
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return tuple(self[i] for i in range(*k.indices(len(self))))
+        if not -len(self) <= k < len(self):
+            raise IndexError("partner index out of range")
+        k %= len(self)
+        return self.names[k if k < self.at else k + 1]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (tuple, Others)) and len(self) == len(other) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"Others({len(self)} names: {', '.join(map(repr, self[:3]))}, …)"
 
 
 #: Deepest level of the tree: the parts of a name past it form one leaf (a dict nested 5,000
