@@ -100,17 +100,32 @@ CELLS = [
     print("tensorviz shared groups:   ", [g.names for g in tv.analyze(meta).shared()])
     """),
     md("""
-    Savers cannot write meta tensors (they have no data), but their sharing checks still run
-    when you prepare a save, and the save check reports what those checks conclude. accelerate's
-    `id_tensor_storage` groups tensors by (device, address, size); on meta that glues unrelated
-    weights of equal size together:
+    Sharing checks built on addresses go wrong here. accelerate's `id_tensor_storage` groups
+    tensors by (device, address, size); on meta that glues unrelated weights of equal size
+    together:
+    """),
+    code("""
+    from collections import defaultdict
+    from accelerate.utils.modeling import id_tensor_storage
+
+    by_id = defaultdict(list)
+    for name, t in meta.state_dict().items():
+        by_id[id_tensor_storage(t)].append(name)
+    glued = [names for names in by_id.values() if len(names) > 1]
+    print(f"id_tensor_storage on meta: {len(glued)} groups of 'shared' names, the largest has {max(map(len, glued))}")
+    print("e.g.", max(glued, key=len)[:3], "...")
+    """),
+    md("""
+    No saver can write meta tensors (they have no data). What you want to know of a meta model
+    is what each saver will do once it has weights, so the save check says once that meta holds
+    no data and judges the model as if materialised with the same sharing -- the same verdicts
+    as the model built on CPU:
     """),
     code("""
     meta_report = tv.save_check(meta)
-    misfires = meta_report["accelerate.save"].misfires
-    for m in misfires:
-        print(f"accelerate puts {len(m.names):2} names on one storage, e.g. {m.names[0]}, {m.names[1]}")
-    print("\\ntensorviz on the first group:", misfires[0].tensorviz)
+    print(meta_report.notes[0], end="\\n\\n")
+    for v in meta_report:
+        print(f"{v.saver:30} {v.outcome:10} dropped: {', '.join(v.dropped) or '-'}")
     """),
     md("""
     ## 4. Explore
