@@ -13,6 +13,7 @@ cached. Storage facts live in :mod:`tensorviz.core.storages`, groups in
 from __future__ import annotations
 
 import difflib
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter, mul
 from typing import Any
@@ -57,7 +58,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
     (4000, 8000, 'disjoint', 'contains')
     """
 
-    __slots__ = ("_rows", "_raw", "_skipped", "_source", "_metadata", "_cache")
+    __slots__ = ("_rows", "_raw", "_skipped", "_source", "_metadata", "_cache", "_lock")
 
     def __init__(
         self,
@@ -126,13 +127,19 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
         self._source = source
         self._metadata = dict(metadata or {})
         self._cache: dict = {}
+        self._lock = threading.RLock()
 
     # -- derived on first use -----------------------------------------------------------
     def _cached(self, key: object, make):
+        """``make()`` once per key, also when threads ask a fresh layout at once: building the
+        table consumes the source's rows, so a second build would see none."""
         value = self._cache.get(key)
         if value is None:
-            with gc_paused():
-                value = self._cache[key] = make()
+            with self._lock:
+                value = self._cache.get(key)
+                if value is None:
+                    with gc_paused():
+                        value = self._cache[key] = make()
         return value
 
     @property
