@@ -68,8 +68,8 @@ def byte_counts(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[st
     if run.error is not None:
         return b
     live = [st for st in sub.storages if st.device != "meta"]
-    if saver == "torch.save":  # whole storages, once each
-        b.written = sum(st.nbytes for st in live)
+    if saver == "torch.save":  # whole storage objects, once each (a memory may be several)
+        b.written = sum(object_bytes(st, sub) for st in live)
         b.unreferenced = sum(st.unreferenced_nbytes for st in live)
     else:
         b.written = sum(_nbytes(v) for v in run.written.values())
@@ -79,9 +79,30 @@ def byte_counts(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[st
         b.distinct += distinct
     b.lost += _unrestored_nbytes(run, sub)
     if saver == "torch.save":
-        b.distinct = b.written
+        b.distinct = sum(st.nbytes for st in live)
         b.lost += _freed_nbytes(run, sub)
     return b
+
+
+def storage_objects_written(st: Any, sub: Layout) -> list[tuple[int, int]]:
+    """The storage objects of one memory that torch.save writes, as ``(offset, nbytes)``.
+
+    torch.save writes each ``torch.UntypedStorage`` once, whole, keyed by the object: two objects
+    over one memory (``torch.from_numpy`` twice on an array, ``set_`` on a slice of another
+    storage) are two records, and come back as two memories. The layout joins such objects into
+    one memory and lists them in ``metadata["storage_objects"]``; an object is written when one
+    of the views lies inside it.
+    """
+    objects = sub.metadata.get("storage_objects", {}).get(st.key)
+    if not objects:
+        return [(0, st.nbytes)]
+    spans = [(v.start, v.stop) for v in sub.storage_views(st.key)]
+    return [(off, n) for off, n in objects if any(off <= a and b <= off + n for a, b in spans)] or [(0, st.nbytes)]
+
+
+def object_bytes(st: Any, sub: Layout) -> int:
+    """Bytes torch.save writes for one memory: each storage object over it, whole."""
+    return sum(n for _, n in storage_objects_written(st, sub))
 
 
 def _storage_bytes(st: Any, sub: Layout, kept_names) -> tuple[int, int]:

@@ -370,6 +370,11 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
     notes = list(run.notes)
     if run.error is None and any(st.device == "meta" for st in sub.storages):
         notes.append("meta tensors carry no data: only their shapes are saved")
+    if saver == "torch.save" and b.duplicated:
+        notes.append(
+            "some memory is read through several storage objects (from_numpy/frombuffer twice, set_ on a "
+            "slice): torch.save writes each object whole, and after loading they no longer share memory"
+        )
     return Verdict(
         saver=saver,
         call=call,

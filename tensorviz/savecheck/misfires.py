@@ -172,4 +172,4 @@ def sub_layout(layout: Layout, names) -> Layout:
     views = [layout[n] for n in names]
     keys = {v.storage for v in views}
     infos = [StorageInfo(st.key, st.device, st.nbytes, st.label) for st in layout.storages if st.key in keys]
-    return Layout(views, infos, source=layout.source)
+    return Layout(views, infos, source=layout.source, metadata=layout.metadata)
