@@ -12,6 +12,7 @@ from typing import Any
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
 from tensorviz.savecheck import savers as sv
+from tensorviz.savecheck.outcomes import OUTCOMES
 from tensorviz.savecheck.standin import StandIn
 
 __all__ = ["Bytes", "unique_nbytes", "written_names", "byte_counts", "file_nbytes"]
@@ -151,3 +152,14 @@ def file_nbytes(run: sv.Run) -> int | None:
         return None
     sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
     return None if any(x is None for x in sizes) else sum(sizes)
+
+
+def problems(run: sv.Run, b: Bytes) -> list[str]:
+    """Every outcome that applies to a saver's run, worst first (see :data:`OUTCOMES`)."""
+    flags = [
+        ("raises", run.error is not None),
+        ("drops data", b.lost),
+        ("duplicates bytes", b.duplicated),
+        ("writes unreferenced bytes", b.unreferenced),
+    ]
+    return sorted((label for label, on in flags if on), key=OUTCOMES.index)

@@ -29,7 +29,7 @@ from tensorviz.savecheck import savers_torch as svt
 from tensorviz.savecheck.materialise import META_NOTE, as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
-from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
+from tensorviz.savecheck.outcomes import SAVERS
 from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained, is_peft_model
 from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
 from tensorviz.savecheck.verdicts import SaveReport, Verdict
@@ -327,16 +327,6 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
     return _verdict(saver, _call(saver, s), library, run, s)
 
 
-def _problems(run: sv.Run, b: acc.Bytes) -> list[str]:
-    flags = [
-        ("raises", run.error is not None),
-        ("drops data", b.lost),
-        ("duplicates bytes", b.duplicated),
-        ("writes unreferenced bytes", b.unreferenced),
-    ]
-    return sorted((label for label, on in flags if on), key=OUTCOMES.index)
-
-
 def _storage_of(s: Subject) -> dict[str, Any]:
     """Each name of the subject's layout -> its storage key (made once per check)."""
     if s.storage_of is None:
@@ -366,7 +356,7 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
     sub = _given_layout(s, run.given)
     kept, cloned, sources = acc.written_names(run, _storage_of(s))
     b = acc.byte_counts(saver, run, sub, sources)
-    problems = _problems(run, b)
+    problems = acc.problems(run, b)
     notes = list(run.notes)
     if run.error is None and any(st.device == "meta" for st in sub.storages):
         notes.append("meta tensors carry no data: only their shapes are saved")
