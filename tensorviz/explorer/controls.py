@@ -11,7 +11,7 @@ import html
 import ipywidgets as W
 
 from tensorviz.core.layout import Layout
-from tensorviz.explorer.state import GROUPINGS, ExplorerState
+from tensorviz.explorer.state import GROUPINGS, ExplorerState, groupings
 from tensorviz.explorer.text import byte_text, details_html, offset_label, title, zoom_points
 
 _CSS = """<style>
@@ -69,10 +69,15 @@ class ExplorerControls:
         self.save_pane = self._build_save_pane()
 
     def _build_switches(self, state: ExplorerState) -> None:
+        choices = groupings(self.tensor_layout)
+        shard_tips = ["bars coloured by the rank that holds (or saved) them"] + [
+            f"bars coloured by their {by.removeprefix('mesh:')} coordinate" for _, by in choices[len(GROUPINGS) + 1 :]
+        ]
         self.by_toggle = W.ToggleButtons(
-            options=list(GROUPINGS),
+            options=list(choices),
             value=state.by,
-            tooltips=["same storage", "same storage and identical byte span", "footprints that share bytes"],
+            tooltips=["same storage", "same storage and identical byte span", "footprints that share bytes"]
+            + shard_tips[: len(choices) - len(GROUPINGS)],
             layout=W.Layout(width="auto"),
             style={"button_width": "96px"},
         )

@@ -17,6 +17,16 @@ GROUPINGS = (("storage", "storage"), ("exact span", "span"), ("overlap", "overla
 _LABEL_OF = {by: label for label, by in GROUPINGS}
 
 
+def groupings(layout: Layout) -> tuple[tuple[str, str], ...]:
+    """The toggle's choices for ``layout``: the three groupings, plus "by rank" and one per mesh
+    dimension for a sharded model or a DCP checkpoint (bars coloured by shard)."""
+    meta = layout.metadata
+    if meta.get("format") not in ("distributed", "dcp"):
+        return GROUPINGS
+    dims = sorted({d for m in meta.get("meshes", ()) for d in m.get("dim_names", ())})
+    return GROUPINGS + (("by rank", "rank"),) + tuple((f"mesh {d}", f"mesh:{d}") for d in dims)
+
+
 @dataclass(frozen=True)
 class ExplorerState:
     """Everything the controls say, normalised so equal pictures have equal states (cache keys).
@@ -74,8 +84,9 @@ def normalise(state: ExplorerState, layout: Layout) -> ExplorerState:
     problem = pattern_problem(state.names)
     if problem:
         raise ValueError(problem)
-    if state.by not in _LABEL_OF:
-        raise ValueError(f"by must be one of 'storage', 'span', 'overlap', got {state.by!r}")
+    allowed = [by for _, by in groupings(layout)]
+    if state.by not in allowed:
+        raise ValueError(f"by must be one of {', '.join(map(repr, allowed))}, got {state.by!r}")
     if state.storage is None:
         return replace(state, byte_range=None)
     n = len(layout.storages)
