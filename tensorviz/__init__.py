@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from tensorviz.core import hooks
@@ -70,19 +69,9 @@ def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layou
     >>> layout["b"].start, layout["b"].stop, layout.relation("a", "b")
     (4000, 8000, 'contains')
     """
-    if group is not None and group is not False:
-        from tensorviz.sources.distributed import analyze_group
+    from tensorviz.sources import analyze as _analyze
 
-        return analyze_group(obj, None if group is True else group)
-    if isinstance(obj, (str, os.PathLike)):
-        from tensorviz.sources.files import analyze_path
-
-        return analyze_path(obj, variant=variant)
-    if variant is not None:
-        raise TypeError(f"variant= picks weights in a model folder; got a {type(obj).__qualname__}, not a path")
-    from tensorviz.sources.live import analyze_object
-
-    return analyze_object(obj)
+    return _analyze(obj, group=group, variant=variant)
 
 
 def explain(*tensors: Any, names: Any = None, width: float | None = None, region: Any = None):

@@ -16,14 +16,19 @@ from tensorviz.core.layout import Layout
 __all__ = ["analyze"]
 
 
-def analyze(obj: Any) -> Layout:
-    """The layout of ``obj``: a path is read by :mod:`.files`, anything else by :mod:`.live`."""
-    if isinstance(obj, Layout):
-        return obj
+def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layout:
+    """The layout of ``obj`` (see :func:`tensorviz.analyze`): with ``group`` a collective over
+    :mod:`.distributed`; a path is read by :mod:`.files`; anything else by :mod:`.live`."""
+    if group is not None and group is not False:
+        from tensorviz.sources.distributed import analyze_group
+
+        return analyze_group(obj, None if group is True else group)
     if isinstance(obj, (str, os.PathLike)):
         from tensorviz.sources.files import analyze_path
 
-        return analyze_path(obj)
+        return analyze_path(obj, variant=variant)
+    if variant is not None:
+        raise TypeError(f"variant= picks weights in a model folder; got a {type(obj).__qualname__}, not a path")
     from tensorviz.sources.live import analyze_object
 
     return analyze_object(obj)
