@@ -29,7 +29,6 @@ from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.units import format_bytes
-from tensorviz.plan.colors import PALETTE, assign_colors, color_for
 
 if TYPE_CHECKING:
     from tensorviz.plan.overview import Overview
@@ -44,9 +43,6 @@ __all__ = [
     "Summary",
     "Header",
     "DiagramOptionError",
-    "PALETTE",
-    "color_for",
-    "assign_colors",
 ]
 
 

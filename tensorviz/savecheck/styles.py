@@ -25,6 +25,16 @@ _LINE = "rgba(128,128,128,0.35)"
 _MONO = "font-family:var(--jp-code-font-family,monospace)"
 
 #: Inline styles by role, computed once.
+#: A table cell, as the "td" style and the start of the "names" style.
+_CELL = (
+    "padding:3px 10px 3px 0",
+    "text-align:left",
+    "vertical-align:top",
+    "white-space:normal",
+    f"border-bottom:1px solid {_LINE}",
+    "line-height:1.35",
+)
+
 STYLES = {
     "root": _css("font-size:13px", "line-height:1.4", "text-align:left", "max-width:1100px"),
     "head": _css("margin:0 0 4px 0", "text-align:left"),
@@ -44,24 +54,8 @@ STYLES = {
         "white-space:nowrap",
         f"border-bottom:2px solid {_LINE}",
     ),
-    "td": _css(
-        "padding:3px 10px 3px 0",
-        "text-align:left",
-        "vertical-align:top",
-        "white-space:normal",
-        f"border-bottom:1px solid {_LINE}",
-        "line-height:1.35",
-    ),
-    "names": _css(
-        "padding:3px 10px 3px 0",
-        "text-align:left",
-        "vertical-align:top",
-        "white-space:normal",
-        f"border-bottom:1px solid {_LINE}",
-        "line-height:1.35",
-        "max-width:16em",
-        "overflow-wrap:break-word",
-    ),
+    "td": _css(*_CELL),
+    "names": _css(*_CELL, "max-width:16em", "overflow-wrap:break-word"),
     "bytes": _css(
         "padding:3px 10px 3px 0",
         "text-align:left",
