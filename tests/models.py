@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -74,3 +77,24 @@ def tiny_gpt2(tied: bool = True, device: str | None = None):
             return GPT2LMHeadModel(cfg)
     torch.manual_seed(0)
     return GPT2LMHeadModel(cfg)
+
+
+@contextmanager
+def fake_sharded_tensor() -> Iterator[torch.Tensor]:
+    """An 8x2 DTensor split in two rows-wise, seen from rank 0 of a fake two-rank group (no other
+    process); the group is destroyed on exit. Skips the test where torch.distributed is absent."""
+    import pytest
+
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available in this build")
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        mesh = init_device_mesh("cpu", (2,))
+        yield distribute_tensor(torch.arange(16.0).reshape(8, 2), mesh, [Shard(0)])
+    finally:
+        dist.destroy_process_group()

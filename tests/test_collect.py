@@ -9,7 +9,7 @@ import weakref
 import numpy as np
 import pytest
 import torch
-from models import FusedQKV, TiedLM, seed_tensors
+from models import FusedQKV, TiedLM, fake_sharded_tensor, seed_tensors
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -188,21 +188,9 @@ def test_meta_tensors_share_storages_only_when_they_really_do():
 
 
 def test_dtensor_local_shard_is_analysed_and_noted():
-    dist = pytest.importorskip("torch.distributed")
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available in this build")
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Shard, distribute_tensor
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
-        mesh = init_device_mesh("cpu", (2,))
-        d = distribute_tensor(torch.arange(16.0).reshape(8, 2), mesh, [Shard(0)])
+    with fake_sharded_tensor() as d:
         layout = tv.analyze({"d": d, "plain": torch.zeros(2)})
         local = d.to_local()
-    finally:
-        dist.destroy_process_group()
     v = layout["d"]
     assert v.shape == (4, 2) and v.note == "DTensor: only this rank's local shard is shown"
     assert v.storage == ("cpu", local.untyped_storage()._cdata)

@@ -17,7 +17,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_oracle import derive, oracle_bytes, oracle_relation, runs_of, view_specs
+from test_oracle import derive, oracle_bytes, oracle_relation, runs_of, view_of, view_specs
 
 import tensorviz as tv
 from tensorviz.sources.memory import memories
@@ -64,14 +64,7 @@ def aliased_views(draw):
             views[f"v{k}"] = derive(draw, draw(st.sampled_from(list(views.values()))))
             continue
         s = draw(st.sampled_from(objects))
-        dtype, shape, stride, offset, view_as = draw(view_specs(s.nbytes()))
-        t = torch.empty(0, dtype=dtype).set_(s, offset, shape, stride)
-        if view_as is not None:
-            try:
-                t = t.view(view_as)
-            except RuntimeError:
-                pass
-        views[f"v{k}"] = t
+        views[f"v{k}"] = view_of(s, draw(view_specs(s.nbytes())))
     return arrays, views
 
 

@@ -151,15 +151,21 @@ def view_sets(draw):
             views[f"v{k}"] = derive(draw, draw(st.sampled_from(list(views.values()))))
             continue
         s = draw(st.integers(0, len(storages) - 1))
-        dtype, shape, stride, offset, view_as = draw(view_specs(sizes[s]))
-        t = torch.empty(0, dtype=dtype).set_(storages[s].untyped_storage(), offset, shape, stride)
-        if view_as is not None:
-            try:
-                t = t.view(view_as)
-            except RuntimeError:
-                pass
-        views[f"v{k}"] = t
+        views[f"v{k}"] = view_of(storages[s].untyped_storage(), draw(view_specs(sizes[s])))
     return storages, views
+
+
+def view_of(storage: torch.UntypedStorage, spec: tuple) -> torch.Tensor:
+    """A view of ``storage`` from a :func:`view_specs` draw: ``set_`` with its geometry, then
+    ``.view(dtype)`` when it asks for one and torch allows it."""
+    dtype, shape, stride, offset, view_as = spec
+    t = torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)
+    if view_as is not None:
+        try:
+            t = t.view(view_as)
+        except RuntimeError:
+            pass
+    return t
 
 
 def facts_of(name: str, t: torch.Tensor, storage_index: int) -> dict:

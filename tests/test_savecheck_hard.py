@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from models import fake_sharded_tensor
 
 import tensorviz as tv
 
@@ -112,20 +113,8 @@ def test_hard_inputs_judged_or_skipped_with_the_reason():
 
 
 def test_dtensor_gets_a_verdict():
-    dist = pytest.importorskip("torch.distributed")
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available in this build")
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Shard, distribute_tensor
-    from torch.testing._internal.distributed.fake_pg import FakeStore
-
-    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
-    try:
-        mesh = init_device_mesh("cpu", (2,))
-        d = distribute_tensor(torch.arange(16.0).reshape(8, 2), mesh, [Shard(0)])
+    with fake_sharded_tensor() as d:
         report = tv.save_check({"d": d, "plain": torch.zeros(2)})
-    finally:
-        dist.destroy_process_group()
     for saver in ("safetensors.save_file", "accelerate.save"):
         v = report[saver]
         assert v.outcome == "could not evaluate" and "'d' is not one (a DTensor" in v.message, v.message
