@@ -11,6 +11,7 @@ from typing import Any
 
 from tensorviz.core.layout import Layout
 from tensorviz.explorer.text import byte_text
+from tensorviz.plan.ranks import is_sharded, mesh_dims
 
 #: Toggle labels and the ``by=`` value each one selects.
 GROUPINGS = (("storage", "storage"), ("exact span", "span"), ("overlap", "overlap"))
@@ -20,11 +21,9 @@ _LABEL_OF = {by: label for label, by in GROUPINGS}
 def groupings(layout: Layout) -> tuple[tuple[str, str], ...]:
     """The toggle's choices for ``layout``: the three groupings, plus "by rank" and one per mesh
     dimension for a sharded model or a DCP checkpoint (bars coloured by shard)."""
-    meta = layout.metadata
-    if meta.get("format") not in ("distributed", "dcp"):
+    if not is_sharded(layout):
         return GROUPINGS
-    dims = sorted({d for m in meta.get("meshes", ()) for d in m.get("dim_names", ())})
-    return GROUPINGS + (("by rank", "rank"),) + tuple((f"mesh {d}", f"mesh:{d}") for d in dims)
+    return GROUPINGS + (("by rank", "rank"),) + tuple((f"mesh {d}", f"mesh:{d}") for d in mesh_dims(layout))
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,22 @@ import re
 from tensorviz.core.layout import Layout
 from tensorviz.plan.model import DiagramOptionError
 
-__all__ = ["SHARD_BYS", "shard_grouping", "shard_keys", "shard_colour_keys"]
+__all__ = ["SHARD_BYS", "is_sharded", "mesh_dims", "shard_grouping", "shard_keys", "shard_colour_keys"]
 
 #: Groupings that colour shards (besides ``"mesh:<dimension name>"``).
 SHARD_BYS = ("rank",)
 
 _SAVER = re.compile(r"^__(\d+)_\d+\.distcp$")
+
+
+def is_sharded(layout: Layout) -> bool:
+    """Whether ``layout`` is a gathered sharded model or a DCP checkpoint folder (has shards)."""
+    return layout.metadata.get("format") in ("distributed", "dcp")
+
+
+def mesh_dims(layout: Layout) -> list[str]:
+    """The mesh dimension names of a sharded layout, sorted (none for a DCP folder's record)."""
+    return sorted({d for m in layout.metadata.get("meshes", ()) for d in m.get("dim_names", ())})
 
 
 def shard_grouping(layout: Layout, by: str) -> str:
@@ -30,16 +40,15 @@ def shard_grouping(layout: Layout, by: str) -> str:
     Raises:
         DiagramOptionError: not a sharded layout, or no mesh dimension of that name.
     """
-    meta = layout.metadata
-    fmt = meta.get("format")
-    if fmt not in ("distributed", "dcp"):
+    fmt = layout.metadata.get("format")
+    if not is_sharded(layout):
         raise DiagramOptionError(
             f"by={by!r} colours the shards of a sharded model (tv.analyze(obj, group=...)) or of a DCP "
             f"checkpoint folder; this layout is {fmt or 'not sharded'}: use by='storage', 'span' or 'overlap'"
         )
     if by == "rank":
         return by
-    dims = sorted({d for m in meta.get("meshes", ()) for d in m.get("dim_names", ())})
+    dims = mesh_dims(layout)
     if fmt == "dcp" or by.removeprefix("mesh:") not in dims:
         have = ", ".join(f"'mesh:{d}'" for d in dims) or "none: a DCP folder records no mesh"
         raise DiagramOptionError(f"by={by!r}: no mesh dimension of that name; this layout has {have}")

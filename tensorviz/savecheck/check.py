@@ -26,7 +26,7 @@ from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck import savers_hf as hf
 from tensorviz.savecheck import savers_torch as svt
-from tensorviz.savecheck.materialise import META_NOTE, as_materialised, has_meta
+from tensorviz.savecheck.materialise import as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import SAVERS
@@ -56,6 +56,7 @@ class Subject:
     key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
     ties: Any = None
     notes: list[str] = field(default_factory=list)
+    materialised: bool = False  # meta storages judged as if on CPU (see savecheck.materialise)
 
 
 def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
@@ -301,7 +302,7 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
             run = sv.evaluate_save_model(sd, s.memo)
         elif saver == "torch.save":
             run = svt.evaluate_torch_save(sd, _real_state_dict(s))
-            if s.notes and s.notes[0] == META_NOTE and run.file_nbytes is None:
+            if s.materialised and run.file_nbytes is None:
                 run.notes.append("file size not computed: torch's dry run of meta tensors writes empty records")
         elif saver == "transformers.save_pretrained":
             if s.pretrained is None:

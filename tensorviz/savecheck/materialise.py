@@ -85,4 +85,5 @@ def as_materialised(subject: Subject) -> None:
     subject.has_meta_parameters = False
     subject.storage_of = None
     subject.sub_layouts.clear()
+    subject.materialised = True
     subject.notes.insert(0, META_NOTE)
