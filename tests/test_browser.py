@@ -13,11 +13,14 @@ either, the test is skipped with the reason, never passed.
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 
 import pytest
 from labserver import TOKEN, chromium, lab_server, open_notebook, run_all, run_cell, write_notebook
+
+from tensorviz.explorer.static import png_size
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -319,12 +322,16 @@ def _open_saved(lab, page, name: str) -> None:
         page.locator(".jp-Dialog .jp-mod-accept").click()
 
 
+VISIBLE_PICTURES = """() => [...document.querySelectorAll('img, .tvz-snapshot')]
+    .filter(e => e.offsetParent !== null && (e.tagName === 'IMG' ? e.complete && e.naturalWidth > 0
+        : getComputedStyle(e, '::after').backgroundImage.startsWith('url("data:image/png')))
+    .map(e => e.closest('.tvz-snapshot, .tvz-static, .tvz-explorer').className.split(' ')[0])"""
+
+
 def _visible_pictures(page) -> list[str]:
-    """Class names of the output pictures a reader sees (decoded, on screen)."""
-    return page.locator(".jp-OutputArea-output img").evaluate_all(
-        "imgs => imgs.filter(i => i.complete && i.naturalWidth > 0 && i.offsetParent !== null)"
-        ".map(i => i.closest('.tvz-snapshot, .tvz-static, .tvz-explorer').className)"
-    )
+    """What output pictures a reader sees (decoded, on screen): ``<img>`` elements, and the
+    snapshot stand-in's picture, which its style rule draws as a background."""
+    return page.evaluate(VISIBLE_PICTURES)
 
 
 def test_untrusted_saved_notebook_shows_the_explorer_picture_once(lab, page, executed):
@@ -347,7 +354,7 @@ def test_untrusted_saved_notebook_shows_the_explorer_picture_once(lab, page, exe
     )
     page.locator(".tvz-static").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "saved_untrusted.png"))
-    assert [c.split()[0] for c in _visible_pictures(page)] == ["tvz-static"]
+    assert _visible_pictures(page) == ["tvz-static"]
 
 
 def test_trusted_saved_notebook_without_kernel_shows_the_snapshot(lab, page, executed):
@@ -362,12 +369,32 @@ def test_trusted_saved_notebook_without_kernel_shows_the_snapshot(lab, page, exe
     nbformat.write(nb, lab.root / "trusted.ipynb")
     _open_saved(lab, page, "trusted.ipynb")
     expect(page.locator(".jp-Notebook")).to_contain_text("Error displaying widget", timeout=30_000)
-    snap = page.locator(".jp-OutputArea-output .tvz-snapshot img")
+    snap = page.locator(".jp-OutputArea-output .tvz-snapshot")
     expect(snap).to_be_visible()
-    page.wait_for_function(
-        "() => { const i = document.querySelector('.tvz-snapshot img');"
-        " return i && i.complete && i.naturalWidth === 1000; }"
+    # the stand-in's caption and picture come from its style rule (a ::before text, a background)
+    assert snap.evaluate("e => getComputedStyle(e, '::before').content").startswith(
+        '"tensorviz snapshot (run the cell for the interactive explorer): tensorviz explorer (TinyLM)'
     )
+    width, height = snap.evaluate("e => [e.getBoundingClientRect().width, getComputedStyle(e, '::after').height]")
+    png_w, png_h = png_size(base64.b64decode(executed.cells[1].outputs[-1].data["image/png"]))
+    assert 500 < width <= png_w == 1000  # the PNG's own width, or the column's where that is narrower
+    assert float(height.removesuffix("px")) == pytest.approx(width * png_h / png_w, abs=1)  # its aspect ratio
     page.locator(".tvz-snapshot").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "saved_trusted_no_kernel.png"))
-    assert [c.split()[0] for c in _visible_pictures(page)] == ["tvz-snapshot"]
+    assert _visible_pictures(page) == ["tvz-snapshot"]
+
+
+def test_nbconvert_html_shows_the_explorer_picture_once(page, executed, tmp_path):
+    """nbconvert's HTML (what nbviewer and "export as HTML" give) has no widget manager and no
+    Lumino widgets: the explorer's own escaped text/html shows, the stand-in stays empty."""
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(executed)
+    (tmp_path / "explore.html").write_text(body, encoding="utf-8")
+    page.goto((tmp_path / "explore.html").as_uri())
+    page.wait_for_function("() => [...document.images].every(i => i.complete)")
+    assert _visible_pictures(page) == ["tvz-static"]
+    text = page.locator("body").inner_text()
+    assert text.count("tensorviz static (run the cell for the interactive explorer)") == 1
+    assert "tensorviz snapshot" not in text
+    page.screenshot(path=str(SHOTS / "saved_nbconvert.png"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gc
 import html
+import re
 import weakref
 
 import numpy as np
@@ -34,7 +35,7 @@ def bars(ex: Explorer) -> list[tuple[str, int, int]]:
 def shown(monkeypatch):
     """What explore()/snapshot() emit as output (IPython's display, captured)."""
     out: list = []
-    monkeypatch.setattr(tw, "_display", out.append)
+    monkeypatch.setattr(tw, "_display", lambda obj, **kw: out.append(obj))
     return out
 
 
@@ -449,10 +450,32 @@ def test_snapshot_emits_the_current_state(shown):
     assert now.png == ex.png != first.png
     assert "grouped by overlap" in now.caption and "grouped by storage" in first.caption
     live = f"tvz-live-{ex.model_id}"
-    assert f"body:has(.{live})" in first.to_html() and "<style" not in now.to_html()
-    # the first-state snapshot starts hidden (sanitizers keep hidden="hidden", drop <style>)
-    assert '" hidden="hidden">' in first.to_html() and "hidden" not in now.to_html()
+    stand_in = first.to_html()
+    # the first-state snapshot is a stand-in: all it shows lives in its style rule, which matches
+    # only in a running JupyterLab (.lm-Widget) with no live explorer of this model on the page
+    assert f"body:not(:has(.{live})) .lm-Widget .tvz-snap-" in stand_in
+    assert f"body:has(.{live}) .jp-OutputArea-child:has(.tvz-snap-" in stand_in
+    assert "<img" not in stand_in and "<style" not in now.to_html() and "hidden" not in now.to_html()
+    assert f"base64,{base64.b64encode(first.png).decode()}) 0 0 / contain" in stand_in
+    assert re.sub(r"<style>.*?</style>", "", stand_in).endswith(
+        'style="display: none" role="img" aria-label="' + html.escape(first.caption) + '"></div>'
+    )
+    assert set(first._repr_mimebundle_()) == {"text/plain", "text/html"}  # no PNG a frontend could pick
+    assert first._repr_mimebundle_()["text/plain"] == ""
     assert now._repr_mimebundle_(include={"image/png"}) == {"image/png": base64.b64encode(ex.png).decode()}
+
+
+def test_stand_in_caption_cannot_break_out_of_its_style():
+    from tensorviz.explorer.static import Snapshot, css_string, png_size
+
+    evil = 'x"; } body {display:none} </style><script>alert(1)</script>\\\n'
+    snap = Snapshot(PNG + b"\0" * 32, "", evil, "", hide_when_live="tvz-live-abc")
+    out = snap.to_html()
+    assert out.count("<style>") == 1 and out.count("</style>") == 1 and "<script" not in out
+    assert all(c.isalnum() or c in " \\" for c in css_string(evil)[1:-1])
+    assert png_size(b"not a png") == (1, 1)
+    with pytest.raises(ValueError, match="CSS class name"):
+        Snapshot(PNG, "", "c", "", hide_when_live="x} body{").to_html()
 
 
 def test_no_output_outside_ipython(capsys):
@@ -487,10 +510,10 @@ def test_executed_notebook_keeps_static_pictures(tmp_path):
     ).execute()
     snap, result = nb.cells[0].outputs
     assert snap.output_type == "display_data" and result.output_type == "execute_result"
-    assert set(snap.data) == {"text/plain", "image/png", "text/html"}
+    assert set(snap.data) == {"text/plain", "text/html"}
     assert 'class="tvz-snapshot ' in snap.data["text/html"] and 'hidden="hidden"' in snap.data["text/html"]
     assert set(result.data) == {"text/plain", "image/png", "text/html", "application/vnd.jupyter.widget-view+json"}
-    assert result.data["image/png"] == snap.data["image/png"]  # the same first state
+    assert f"url(data:image/png;base64,{result.data['image/png']})" in snap.data["text/html"]  # the same first state
     assert base64.b64decode(result.data["image/png"]).startswith(PNG)
     assert "&lt;b&gt;" in result.data["text/html"] and "<b>" not in result.data["text/html"]
     assert result.data["text/plain"].startswith("tensorviz explorer (dict): 2 tensors on 1 storage")

@@ -371,5 +371,5 @@ def explore(
         except TypeError:  # a dict or list: the layout's check is what its savers see
             pass
     if snapshot:
-        _display(ex.static(hide_when_live=True))
+        _display(ex.static(hide_when_live=True), kernel_only=True)
     return ex
