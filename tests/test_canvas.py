@@ -19,6 +19,7 @@ from tensorviz.explorer.canvas import DiagramCanvas, esm_source  # noqa: E402
 from tensorviz.explorer.payload import FLAGS, RELATIONS, payload, relations, simplify  # noqa: E402
 from tensorviz.explorer.render import ALL_LANES  # noqa: E402
 from tensorviz.explorer.widget import explore  # noqa: E402
+from tensorviz.plan.diagram import PALETTE  # noqa: E402
 
 
 def col(p: dict, key: str, dtype: str) -> list:
@@ -44,6 +45,7 @@ def test_payload_columns_are_the_plan(strided):
     assert col(p, "bar_stop", "<f8") == [b.stop for b in d.bars] == [96, 48, 80, 96, 16]
     assert [b.lane for b in d.bars] == [1, 2, 3, 4, 6] and p["bar_lane"] == b""  # one per view lane: implied
     assert [p["colors"][i] for i in col(p, "bar_color", "u1")] == [b.color for b in d.bars]
+    assert [b.color for b in d.bars] == [PALETTE[k] for k in (0, 1, 2, 0, 3)]  # x and t: one span, one colour
     assert p["bar_view"] == b"" and p["tie_first"] == b""  # bar i draws view i, no ties
     assert text(p, "geom") == ["4, 6;;0", "6;;6", "4;6;1", "6, 4;1, 6;0", "4;;0"]  # stride only when not row-major
     assert p["dtypes"] == ["float32"] and col(p, "dtype", "u1") == [0] * 5

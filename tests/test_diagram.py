@@ -10,7 +10,7 @@ from models import FusedQKV, QVOnly, TiedLM, meta_model, seed_tensors, tiny_gpt2
 import tensorviz as tv
 from tensorviz.core import footprint as fp
 from tensorviz.plan.bars import depth_runs
-from tensorviz.plan.diagram import PALETTE, Diagram, DiagramOptionError, assign_colors, color_for, diagram
+from tensorviz.plan.diagram import PALETTE, Diagram, DiagramOptionError, diagram, palette_colour
 from tensorviz.plan.planner import allocate
 
 
@@ -297,16 +297,19 @@ def test_columns_mirror_the_bars():
 
 
 # -- colours ---------------------------------------------------------------------------------
-def test_colours_follow_names_not_order_and_ties_share():
+def test_colours_follow_the_layout_not_the_picture_and_ties_share():
     a, b = torch.zeros(3), torch.zeros(5)
     one = diagram({"a": a, "b": b}, expand_simple=True)
     two = diagram({"b": b, "a": a}, expand_simple=True)
-    assert one.bars_for("a")[0].color == two.bars_for("a")[0].color
+    # storages numbered in drawing order (larger first), whatever the source order
+    assert [bar.color for bar in one.bars] == [bar.color for bar in two.bars] == [PALETTE[0], PALETTE[1]]
+    assert one.bars_for("b")[0].color == two.bars_for("b")[0].color == PALETTE[0]
     tied = diagram(TiedLM())
-    assert tied.bars_for("wte.weight")[0].color == tied.bars_for("lm_head.weight")[0].color
-    assert color_for("a") in PALETTE
-    many = assign_colors([f"n{i}" for i in range(len(PALETTE))])
-    assert sorted(many.values()) == sorted(PALETTE)  # no collision while colours remain
+    assert tied.bars_for("wte.weight")[0].color == tied.bars_for("lm_head.weight")[0].color == PALETTE[0]
+    layout = tv.analyze(TiedLM())
+    assert diagram(layout, names="lm_head").bars_for("lm_head.weight")[0].color == PALETTE[0]
+    assert diagram(layout, names="ln", expand_simple=True).bars_for("ln.weight")[0].color == palette_colour(1)
+    assert palette_colour(len(PALETTE) + 2) == PALETTE[2]
 
 
 # -- sweeps against brute force -------------------------------------------------------------

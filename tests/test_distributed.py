@@ -18,6 +18,7 @@ from dist_runs import rank_results, worker_run
 import tensorviz as tv
 from tensorviz.cli import layout_to_json
 from tensorviz.core.errors import TensorvizError
+from tensorviz.plan.diagram import PALETTE
 from tensorviz.sources.distributed import build_layout, layout_from_record
 from tensorviz.sources.placements import coordinate, shard_ranges, shard_views
 
@@ -285,6 +286,7 @@ def test_diagram_colours_shards_by_rank_or_mesh_coordinate(by, key):
         for b, cb in colours.items():
             ra, rb = int(a.split("@rank")[1]), int(b.split("@rank")[1])
             assert (ca == cb) == (key(ra) == key(rb)), (by, a, b)
+        assert ca == PALETTE[key(int(a.split("@rank")[1]))]  # rank or coordinate r: palette colour r
     assert d.by == "storage" and d.options.color_by == by
     assert [lane.label for lane in d.lanes if lane.kind == "storage"][0].startswith("storage #0 · w · global 16×8")
 

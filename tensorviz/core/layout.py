@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from operator import itemgetter, mul
 from typing import Any
 
@@ -141,6 +141,12 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
                     with gc_paused():
                         value = self._cache[key] = make()
         return value
+
+    def derived(self, key: str, make: Callable[[], Any]) -> Any:
+        """``make()``, once per layout: an upper layer's answer about this layout, kept with
+        it like the layout's own (e.g. :func:`tensorviz.plan.colors.colour_ordinals`).
+        ``key`` names the answer: by convention its module and name."""
+        return self._cached(("derived", key), make)
 
     @property
     def _names(self) -> tuple[str, ...]:

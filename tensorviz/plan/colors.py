@@ -1,57 +1,102 @@
-"""Bar colours: a colour-blind-friendly palette, picked by a hash of each group's first name.
+"""Bar colours: a property of the layout, not of the picture.
 
 Private to the planner; :mod:`tensorviz.plan.diagram` re-exports the names.
+
+What is promised, for one Layout:
+
+- **Stable per name.** A name has one colour in every diagram of the layout: whatever the
+  grouping (storage, span, overlap), name filter, storage choice, byte zoom, folding or lane
+  budget, and in every renderer (the PNG, the explorer's canvas and its static fallback read
+  the Diagram's colours). Names with identical byte spans (tied weights) share one colour.
+- **Distinct within a storage and between neighbouring storages.** Span groups are numbered
+  in the layout's drawing order (:func:`colour_ordinals`) and take palette colour
+  ``ordinal mod K`` (``K = len(PALETTE)``, a prime): the groups of a storage of up to K groups
+  all differ, and so do any K groups in a row of the unfiltered picture, across storages too.
+- **Repeats only between lanes K or more groups apart**, and every lane is labelled, so
+  colour never carries the meaning alone. A filter that picks the same role from every
+  layer picks ordinals ``a, a + p, a + 2p, ...``: K distinct colours in a row, unless the
+  period ``p`` is a multiple of K (a prime, so only a layer of K, 2K, ... groups).
+
+A sharded layout drawn ``by="rank"`` or ``by="mesh:<dim>"`` colours each shard by its rank
+or mesh coordinate ``r`` instead: ``PALETTE[r mod K]`` (:func:`shard_colours`).
 """
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Sequence
+import numpy as np
 
-__all__ = ["PALETTE", "color_for", "assign_colors"]
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import readonly
+from tensorviz.plan.select import drawing_order, file_headers
 
-#: Bar colours (colour-blind-friendly, no greys or reds: those mark unreferenced and overlapping
-#: bytes). A group's colour is picked by a hash of its first name (see :func:`assign_colors`),
-#: so it never depends on the order of the source; tied names share their group's colour.
+__all__ = ["PALETTE", "colour_ordinals", "colours_at", "palette_colour"]
+
+#: Bar colours, from Paul Tol's colour-blind-safe sets (bright, vibrant, muted, light, medium
+#: contrast), with no greys or reds (those mark unreferenced and overlapping bytes) and none
+#: darker than L* 40 (the black hatches of the marks must show on every bar). Picked for the
+#: largest smallest CIEDE2000 difference between any two (11.1; 4.1 under simulated protanopia
+#: and deuteranopia), and ordered so that colours next to each other in the palette -- the
+#: colours of neighbouring lanes -- differ most (25 or more, also under both simulations).
+#: Its length, 13, is prime (see the module docstring).
 PALETTE = (
     "#4477aa",
-    "#66ccee",
-    "#228833",
-    "#ccbb44",
-    "#aa3377",
-    "#5566dd",
-    "#009988",
     "#ee7733",
-    "#88ccaa",
-    "#997700",
+    "#99ddff",
+    "#009988",
+    "#ddaa33",
     "#6699cc",
-    "#bb99dd",
+    "#997700",
+    "#aa3377",
+    "#999933",
+    "#33bbee",
+    "#ddcc77",
+    "#117733",
+    "#44bb99",
 )
 
 
-def color_for(name: str) -> str:
-    """The palette colour of a group whose first name is ``name`` (stable across runs)."""
-    return PALETTE[zlib.crc32(name.encode("utf-8", "surrogatepass")) % len(PALETTE)]
+def palette_colour(k: int) -> str:
+    """The colour of ordinal ``k`` (any integer): ``PALETTE[k mod len(PALETTE)]``."""
+    return PALETTE[k % len(PALETTE)]
 
 
-def assign_colors(first_names: Sequence[str]) -> dict[str, str]:
-    """Colours for the groups drawn together: each group starts at the hash of its first name
-    (:func:`color_for`) and moves to the next free palette colour on a collision, visiting
-    groups in hash order -- so colours depend on which groups are shown, never on their order.
+def colour_ordinals(layout: Layout) -> np.ndarray:
+    """Per span group of ``layout`` (the order of ``layout.groups("span")``), its colour ordinal:
+    its place when the groups are listed storage by storage in drawing order (the order of a
+    diagram with no filter: interesting storages first, then larger, then by index), and
+    within a storage by first member in source order -- the order of the lanes.
 
-    >>> cs = assign_colors(["a", "b", "c"]); len(set(cs.values()))
-    3
+    Computed once per layout (cached with it) in a few numpy passes over the views, plus the
+    sort of the storages that every diagram makes anyway.
+
+    >>> import torch, tensorviz as tv
+    >>> w = torch.zeros(4)
+    >>> colour_ordinals(tv.analyze({"a": torch.zeros(2), "w": w, "tied": w, "half": w[:2]})).tolist()
+    [2, 0, 1]
     """
-    n = len(PALETTE)
-    keyed = sorted({(zlib.crc32(name.encode("utf-8", "surrogatepass")), name) for name in first_names})
-    out: dict[str, str] = {}
-    used: set[int] = set()
-    for h, name in keyed:
-        if len(used) == n:
-            used.clear()
-        k = h % n
-        while k in used:
-            k = (k + 1) % n
-        used.add(k)
-        out[name] = PALETTE[k]
+    return layout.derived("plan.colors.colour_ordinals", lambda: readonly(_ordinals(layout)))
+
+
+def colours_at(layout: Layout, positions: np.ndarray) -> list[str]:
+    """The colour of the view at each of ``positions`` (indices in source order)."""
+    ordinal = colour_ordinals(layout)[layout.group_index("span")[positions]]
+    return list(map(PALETTE.__getitem__, (ordinal % len(PALETTE)).tolist()))
+
+
+def _ordinals(layout: Layout) -> np.ndarray:
+    members, bounds = layout.group_members("span")
+    out = np.zeros(bounds.size - 1, dtype=np.int64)
+    if not out.size:
+        return out
+    first = members[bounds[:-1]]  # the first view of each span group
+    group = layout.group_index("span")
+    by_storage = layout.group_members("storage")[0]  # storage by storage, source order within
+    g = group[by_storage]
+    heads = g[first[g] == by_storage]  # the span groups, storage by storage, by first member within
+    owner = layout.view_spans().storage[first[heads]]
+    counts = np.bincount(owner, minlength=len(layout.storage_stats().nbytes))
+    order = drawing_order(layout, frozenset(file_headers(layout)))
+    start = np.zeros_like(counts)
+    start[order] = np.cumsum(counts[order]) - counts[order]  # first ordinal of each storage
+    out[heads] = start[owner] + np.arange(heads.size) - (np.cumsum(counts) - counts)[owner]
     return out

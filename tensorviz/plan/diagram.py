@@ -10,7 +10,7 @@ from typing import Any
 from tensorviz.core.layout import Layout, as_layout
 from tensorviz.core.records import Storage
 from tensorviz.core.summary import whole_files
-from tensorviz.plan.colors import PALETTE, assign_colors, color_for
+from tensorviz.plan.colors import PALETTE, colour_ordinals, palette_colour
 from tensorviz.plan.model import (
     Bar,
     BarColumns,
@@ -39,8 +39,8 @@ __all__ = [
     "Header",
     "DiagramOptionError",
     "PALETTE",
-    "color_for",
-    "assign_colors",
+    "palette_colour",
+    "colour_ordinals",
 ]
 
 

@@ -24,11 +24,11 @@ from tensorviz.core.records import Storage, TensorView
 from tensorviz.core.rows import gc_paused
 from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
 from tensorviz.plan.budget import allocate
-from tensorviz.plan.colors import assign_colors
+from tensorviz.plan.colors import colours_at, palette_colour
 from tensorviz.plan.labels import row_label, row_size, storage_label
 from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
 from tensorviz.plan.overview import AUTO_STORAGES, Overview, overview
-from tensorviz.plan.ranks import shard_colour_keys
+from tensorviz.plan.ranks import shard_ordinals
 from tensorviz.plan.select import Selection, file_headers, file_indices, select, shared_count, storage_reasons
 
 __all__ = ["plan", "allocate", "storage_reasons", "file_headers"]
@@ -87,7 +87,6 @@ class _Planner:
         )
         self.headers = file_headers(layout)
         self.files = frozenset(self.headers)  # storages that are whole safetensors files
-        self._first: dict[str, str] = {}
         self._colors: dict[str, str] = {}
 
     def plan(self) -> Diagram:
@@ -207,8 +206,7 @@ class _Planner:
         lanes: list[Lane] = []
         bars: list[Bar] = []
         blocks: list[Block] = []
-        self._first = shard_colour_keys(self.layout, self.opts.color_by, self._first_names(sources))
-        self._colors = assign_colors([self._first[p.names[0]] for src in sources for p in src.protos])
+        self._colors = self._colours(sources)
         for src, cap in zip(sources, caps):
             blocks.append(self._emit_block(src, cap, len(blocks), lanes, bars))
         if hidden:
@@ -248,15 +246,17 @@ class _Planner:
             how,
         )
 
-    def _first_names(self, sources: list[_Source]) -> dict[str, str]:
-        """Per name drawn, the first name of its span group: tied names share its colour."""
+    def _colours(self, sources: list[_Source]) -> dict[str, str]:
+        """Per name drawn, its colour: the layout's colour of its span group (see
+        :mod:`tensorviz.plan.colors`), or of its rank or mesh coordinate when colouring by one."""
         layout = self.layout
         pos = [layout.view_positions(src.storage.index) for src in sources]
         pos = np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64)
-        order, bounds = layout.group_members("span")
-        first = order[bounds[layout.group_index("span")[pos]]]
-        names = layout.names
-        return dict(zip(map(names.__getitem__, pos.tolist()), map(names.__getitem__, first.tolist())))
+        out = dict(zip(map(layout.names.__getitem__, pos.tolist()), colours_at(layout, pos)))
+        if self.opts.color_by:
+            shards = shard_ordinals(layout, self.opts.color_by)
+            out.update((n, palette_colour(shards[n])) for n in out.keys() & shards.keys())
+        return out
 
     def _emit_block(self, src: _Source, cap: int, bi: int, lanes: list[Lane], bars: list[Bar]) -> Block:
         s, label = src.storage, storage_label(src.storage)
@@ -352,7 +352,7 @@ class _Planner:
             start=p.start,
             stop=p.stop,
             names=p.names,
-            color=self._colors[self._first[v0.name]],
+            color=self._colors[v0.name],
             dtype=v0.dtype if one or len({v.dtype for v in views}) == 1 else "mixed",
             runs=None if p.dense or p.empty else self._clip(p.runs),
             overlap_runs=self._clip(p.overlap) if len(p.overlap) else None,

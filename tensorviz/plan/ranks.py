@@ -5,7 +5,8 @@ lists every shard view's rank and mesh coordinate in ``metadata["shards"]``; a D
 the rank that saved each chunk in its file name (``__R_0.distcp``). The diagram then keeps its
 storage lanes (one block per global tensor or file) and gives every bar the colour of its
 rank, or of its coordinate along one mesh dimension (``by="mesh:dp"``: the shards that differ
-only in other dimensions share a colour). Names still carry the rank (``@rankR``), so colour
+only in other dimensions share a colour): rank or coordinate ``r`` is palette colour ``r``
+(:func:`tensorviz.plan.colors.palette_colour`) in every diagram. Names still carry the rank (``@rankR``), so colour
 never carries the meaning alone.
 """
 
@@ -16,7 +17,7 @@ import re
 from tensorviz.core.layout import Layout
 from tensorviz.plan.model import DiagramOptionError
 
-__all__ = ["SHARD_BYS", "is_sharded", "mesh_dims", "shard_grouping", "shard_keys", "shard_colour_keys"]
+__all__ = ["SHARD_BYS", "is_sharded", "mesh_dims", "shard_grouping", "shard_ordinals"]
 
 #: Groupings that colour shards (besides ``"mesh:<dimension name>"``).
 SHARD_BYS = ("rank",)
@@ -55,38 +56,31 @@ def shard_grouping(layout: Layout, by: str) -> str:
     return by
 
 
-def shard_keys(layout: Layout, by: str) -> dict[str, str]:
-    """``{view name: colour key}`` ("rank 2", "dp=1") for every view with a rank or coordinate."""
+def shard_ordinals(layout: Layout, by: str) -> dict[str, int]:
+    """``{view name: colour ordinal}`` for every view with a rank or coordinate: its rank
+    (``by="rank"``; for a DCP folder, the rank that saved the chunk), or its coordinate along
+    one mesh dimension (``by="mesh:dp"``). Views absent keep their span group's colour."""
     meta = layout.metadata
     if meta.get("format") == "dcp":
-        return _saver_keys(meta)
+        return _saver_ranks(meta)
     shards = meta.get("shards") or {}
     if by == "rank":
-        return {name: f"rank {s['rank']}" for name, s in shards.items()}
+        return {name: int(s["rank"]) for name, s in shards.items()}
     dim = by.removeprefix("mesh:")
     meshes = meta.get("meshes") or []
     out = {}
     for name, s in shards.items():
         mesh = meshes[s["mesh"]] if s.get("mesh") is not None else None
         if mesh is not None and dim in mesh["dim_names"]:
-            out[name] = f"{dim}={s['coord'][mesh['dim_names'].index(dim)]}"
+            out[name] = int(s["coord"][mesh["dim_names"].index(dim)])
     return out
 
 
-def shard_colour_keys(layout: Layout, by: str, first: dict[str, str]) -> dict[str, str]:
-    """The planner's colour keys (name -> first name of its group), with each shard's key
-    ("rank 2", "dp=1") instead when ``by`` is set; views without one keep their group's key."""
-    if not by:
-        return first
-    keys = shard_keys(layout, by)
-    return {n: keys.get(n, f) for n, f in first.items()}
-
-
-def _saver_keys(meta: dict) -> dict[str, str]:
-    """A DCP chunk's colour key: the rank in its file's name (chunk views and file views)."""
+def _saver_ranks(meta: dict) -> dict[str, int]:
+    """A DCP chunk's colour ordinal: the rank in its file's name (chunk views and file views)."""
     out = {}
     for name, chunk in (meta.get("chunks") or {}).items():
         m = _SAVER.match(str(chunk.get("file") or ""))
         if m:
-            out[name] = out[f"{chunk['file']}:{name}"] = f"rank {int(m.group(1))}"
+            out[name] = out[f"{chunk['file']}:{name}"] = int(m.group(1))
     return out

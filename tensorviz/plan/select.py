@@ -24,7 +24,16 @@ if TYPE_CHECKING:
     from tensorviz.core.records import Storage, TensorView
     from tensorviz.plan.model import DiagramOptions
 
-__all__ = ["Selection", "select", "interesting", "shared_count", "file_indices", "file_headers", "storage_reasons"]
+__all__ = [
+    "Selection",
+    "select",
+    "drawing_order",
+    "interesting",
+    "shared_count",
+    "file_indices",
+    "file_headers",
+    "storage_reasons",
+]
 
 
 def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: bool = False) -> tuple[str, ...]:
@@ -94,8 +103,7 @@ def select(layout: Layout, opts: DiagramOptions, files: frozenset) -> Selection:
     """The storages ``opts`` select, in drawing order."""
     st = layout.storage_stats()
     ns = st.nbytes.size
-    whole = np.zeros(ns, dtype=bool)
-    whole[file_indices(layout, files)] = True
+    whole = _whole_files(layout, files, ns)
     keep = np.zeros(ns, dtype=bool)
     if opts.storages is None:
         keep[:] = True
@@ -107,10 +115,28 @@ def select(layout: Layout, opts: DiagramOptions, files: frozenset) -> Selection:
     rx = re.compile(opts.names) if opts.names is not None else None
     if rx is not None or opts.byte_range is not None or (opts.only_shared and opts.by != "storage"):
         keep &= _any_view_kept(layout, opts, rx, st.views, st.nbytes)
-    idx = np.flatnonzero(keep)
-    hot = interesting(layout, whole)[idx]
-    rank = np.lexsort((idx, -st.nbytes[idx], ~hot))
+    return _ordered(np.flatnonzero(keep), interesting(layout, whole), st.nbytes)
+
+
+def drawing_order(layout: Layout, files: frozenset) -> np.ndarray:
+    """Every storage index, in the order a diagram with no filter draws them (see :func:`select`)."""
+    nbytes = layout.storage_stats().nbytes
+    whole = _whole_files(layout, files, nbytes.size)
+    return _ordered(np.arange(nbytes.size), interesting(layout, whole), nbytes).order
+
+
+def _ordered(idx: np.ndarray, hot: np.ndarray, nbytes: np.ndarray) -> Selection:
+    """Storages ``idx``: interesting ones (``hot``, per storage) first, then larger, then by index."""
+    hot = hot[idx]
+    rank = np.lexsort((idx, -nbytes[idx], ~hot))
     return Selection(idx[rank], hot[rank])
+
+
+def _whole_files(layout: Layout, files: frozenset, ns: int) -> np.ndarray:
+    """Per storage: it is one of the whole safetensors files ``files``."""
+    whole = np.zeros(ns, dtype=bool)
+    whole[file_indices(layout, files)] = True
+    return whole
 
 
 def _any_view_kept(
