@@ -1,0 +1,79 @@
+"""First display of a Llama-70B-sized model on ``meta`` as a user meets it: a fresh kernel that has
+not imported matplotlib, ``tv.explore(llama)`` with its defaults (so the display bundle's static
+PNG and the kernel-gone snapshot are drawn, sharing one matplotlib picture), Shift+Enter ->
+canvas drawn on the page clock. Run twice per kernel kind, next to the same cell in a kernel that
+imported matplotlib beforehand (the peer: what bench_explorer.py's first-display line measures).
+
+Needs Chromium (``make browser-deps``) and playwright. Run: ``.venv/bin/python bench/bench_first_display.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+from bench_explorer import WATCH  # noqa: E402
+from labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook  # noqa: E402
+
+BUILD = """\
+import sys, time, torch
+{warm}
+import tensorviz as tv
+from transformers import LlamaConfig, LlamaForCausalLM
+cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8, vocab_size=128256)
+with torch.device("meta"):
+    llama = LlamaForCausalLM(cfg)
+print("BUILT matplotlib imported:", "matplotlib.figure" in sys.modules)"""
+EXPLORE = """\
+t0 = time.perf_counter(); ex = tv.explore(llama); t1 = time.perf_counter()
+print(f"KERNEL explore {1000 * (t1 - t0):.0f} ms")
+ex"""
+KINDS = {"cold": "", "warm": "import matplotlib.figure, matplotlib.backends.backend_agg"}
+
+
+def one(browser, lab: str, name: str) -> tuple[int, str]:
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(300_000)
+    open_notebook(page, lab, name)
+    expect(run_cell(page, 1)).to_contain_text("BUILT")
+    built = page.locator(".jp-Cell").nth(1).locator('[data-mime-type="application/vnd.jupyter.stdout"]').inner_text()
+    page.evaluate(WATCH)
+    run_cell(page, 2)
+    page.wait_for_function("() => window.__t.drawn")
+    t = page.evaluate("() => window.__t")
+    out = page.locator(".jp-Cell").nth(2).locator('[data-mime-type="application/vnd.jupyter.stdout"]')
+    expect(out).to_contain_text("KERNEL")
+    detail = f"{built.strip().removeprefix('BUILT ')}; {out.inner_text().strip()}"
+    page.close()
+    return t["drawn"] - t["key"], detail
+
+
+def main() -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=300_000)
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
+        root, side = Path(tmp, "root"), Path(tmp, "side")
+        root.mkdir(), side.mkdir()
+        runs = [(kind, k) for k in range(2) for kind in KINDS]
+        for kind, k in runs:
+            write_notebook(root, f"{kind}{k}.ipynb", [BUILD.format(warm=KINDS[kind]), EXPLORE])
+        with lab_server(root, side, Path(tmp, "logs")) as lab:
+            browser = p.chromium.launch(executable_path=chromium(), headless=True, args=CHROME_ARGS)
+            print("== Llama-70B-sized on meta, fresh kernel, tv.explore(llama): Shift+Enter -> canvas drawn")
+            for kind, k in runs:
+                ms, detail = one(browser, lab, f"{kind}{k}.ipynb")
+                print(f"  {kind} #{k + 1}: {ms:5d} ms   ({detail})")
+            browser.close()
+
+
+if __name__ == "__main__":
+    main()
