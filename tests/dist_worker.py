@@ -37,6 +37,11 @@ class Block(nn.Module):
         self.up = nn.Linear(DIM, HIDDEN)
         self.down = nn.Linear(HIDDEN, DIM)
 
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.norm(h)).chunk(3, dim=-1)
+        h = h + self.proj(torch.softmax(q @ k.transpose(-1, -2), dim=-1) @ v)
+        return h + self.down(torch.relu(self.up(h)))
+
 
 class TinyLM(nn.Module):
     """Embedding tied to the output head, two blocks, a plain buffer."""
@@ -48,6 +53,12 @@ class TinyLM(nn.Module):
         self.head = nn.Linear(DIM, VOCAB, bias=False)
         self.head.weight = self.embed.weight
         self.register_buffer("positions", torch.arange(5, dtype=torch.float32))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        for b in self.blocks:
+            h = b(h)
+        return self.head(h)
 
 
 def arange_params(m: nn.Module) -> None:
@@ -127,7 +138,7 @@ def scenario(name: str, obj, out: str, rank: int, save: bool = True) -> None:
     dist.barrier()
 
 
-def fsdp_model(world: int) -> nn.Module:
+def fsdp_model(world: int, **options) -> nn.Module:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -135,9 +146,49 @@ def fsdp_model(world: int) -> nn.Module:
     m = TinyLM()
     arange_params(m)
     for b in m.blocks:
-        fully_shard(b, mesh=mesh)
-    fully_shard(m, mesh=mesh)
+        fully_shard(b, mesh=mesh, **options)
+    fully_shard(m, mesh=mesh, **options)
     return m
+
+
+def step(name: str, world: int, out: str, rank: int, reshard: bool) -> None:
+    """A real training step with reshard_after_forward=reshard; the layout (and, with False, also
+    between forward and backward), and the truth: every parameter's storage bytes as the forward
+    saw them (a forward pre-hook runs after FSDP2's all-gather) and after the step."""
+    import tensorviz as tv
+    from tensorviz.cli import layout_to_json
+    from tensorviz.sources.distributed import gather
+
+    m = fsdp_model(world, reshard_after_forward=reshard)
+    seen: dict[str, torch.Tensor] = {}
+    during: dict[str, int] = {}
+
+    def gathered(module: nn.Module, args) -> None:
+        prefix = next(n for n, x in m.named_modules() if x is module)
+        for n, p in module.named_parameters(remove_duplicate=False):
+            if not hasattr(p, "placements"):  # gathered by this unit (the root sees sharded blocks)
+                name = f"{prefix}.{n}" if prefix else n
+                seen.setdefault(name, p)
+                during.setdefault(name, p.untyped_storage().nbytes())
+
+    for module in (*m.blocks, m):
+        module.register_forward_pre_hook(gathered)
+    loss = m(torch.tensor([[1, 2, 3, 4, 5]])).sum()
+    truth = {"during_forward": during}
+    if not reshard:  # analysed mid-step: nothing may be resharded by it
+        truth["mid_step"] = layout_to_json(tv.analyze(m, group=True))
+        truth["still_gathered"] = not hasattr(m.embed.weight, "placements")
+    loss.backward()
+    truth["after_step"] = {n: p.untyped_storage().nbytes() for n, p in seen.items()}
+    truth["local"] = {n: p.to_local().untyped_storage().nbytes() for n, p in m.named_parameters()}
+    doc = layout_to_json(tv.analyze(m, group=True))
+    with open(os.path.join(out, f"{name}.rank{rank}.json"), "w") as f:
+        json.dump({"truth": truth, "layout": doc}, f)
+    record = gather(m)  # the same exchange again, kept as JSON (the test rebuilds the layout)
+    if rank == 0:
+        with open(os.path.join(out, f"{name}.exchange.json"), "w") as f:
+            json.dump(record, f)
+    dist.barrier()
 
 
 def hsdp_model() -> nn.Module:
@@ -216,6 +267,8 @@ def run(rank: int, world: int, out: str, port: int) -> None:
         torch.manual_seed(0)
         scenario("fsdp", fsdp_model(world), out, rank)
         scenario("placements", placements(world), out, rank, save=False)
+        step("step_reshard", world, out, rank, True)
+        step("step_keep", world, out, rank, False)
         if world == 4:
             scenario("tp", tp_model(), out, rank)
             scenario("hsdp", hsdp_model(), out, rank)

@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from tensorviz.core.fsdp import fsdp_lines
 from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
 
@@ -163,6 +164,8 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
                 for f, md in value.items()
                 if set(md) - set(dropped)
             ]
+        elif key == "fsdp":
+            items = fsdp_lines(value)
         elif key == "values":
             more = metadata.get("values_omitted")
             items = [f"values: {_brief(values)}" + (f" (+{more} more)" if more else "")]

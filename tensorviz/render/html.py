@@ -93,5 +93,26 @@ def diagram_html(d: Diagram, layout: Layout, png: bytes) -> str:
         f'<img src="{src}" alt="{e(d.header.text)}" style="max-width:100%"/>'
         f"<details{opened}><summary>{e(summary)}</summary>"
         f'<table class="tensorviz-table"><thead><tr>{thead}</tr></thead><tbody>{body}</tbody></table>'
-        f"</details></div>"
+        f"</details>{fsdp_html(layout.metadata.get('fsdp'))}</div>"
+    )
+
+
+def fsdp_html(record: dict | None) -> str:
+    """FSDP2's per-rank memory (``layout.metadata["fsdp"]``) as a small table, or nothing."""
+    if not record or not record.get("ranks"):
+        return ""
+    from tensorviz.core.fsdp import PEAK_RULE, RANK_COLUMNS, rank_rows
+
+    e = html.escape
+    rows = rank_rows(record)
+    head = "".join(f'<th style="{_CELL}">{e(h)}</th>' for h in RANK_COLUMNS)
+    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{e(c)}</td>' for c in r) + "</tr>" for r in rows)
+    more = len(record["ranks"]) - len(rows)
+    if more > 0:
+        body += f'<tr><td style="{_CELL}" colspan="{len(RANK_COLUMNS)}">… {more:,} more ranks</td></tr>'
+    summary = f"FSDP2 per rank: sharded parameter storage, all-gathers, freed between steps ({len(record['ranks'])})"
+    return (
+        f"<details><summary>{e(summary)}</summary>"
+        f'<table class="tensorviz-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+        f'<p style="font-size:11px">{e(str(record.get("peak_rule", PEAK_RULE)))}</p></details>'
     )

@@ -36,11 +36,12 @@ import torch
 
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.layout import Layout
+from tensorviz.sources.fsdp_units import describe_units, gathered_to_sharded
 from tensorviz.sources.global_layout import build_layout, layout_from_record
 from tensorviz.sources.live import iter_named_values
 from tensorviz.sources.placements import coordinate, placement_text, shard_ranges
 
-__all__ = ["analyze_group", "gather", "describe", "exchange", "build_layout", "layout_from_record"]
+__all__ = ["analyze_group", "gather", "describe", "exchange", "object_device", "build_layout", "layout_from_record"]
 
 
 # -- 1. what this rank holds -------------------------------------------------------------------
@@ -50,12 +51,41 @@ def describe(obj: Any) -> tuple[dict, dict]:
     The description is ``{"meshes": [(shape, ranks, dim names)], "entries": [...]}``; an entry
     is ``("d", names, dtype, itemsize, shape, mesh index, placements)`` for a DTensor,
     ``("t", names, dtype, itemsize, shape)`` for a plain tensor, ``("x", name, reason)`` for a
-    value that is not analysable. Facts: local bytes, local storage bytes, problems.
+    value that is not analysable; ``"fsdp"``: FSDP2's units (:mod:`.fsdp_units`; the same on
+    every rank of one job). Facts: local bytes, local storage bytes, problems, and FSDP2's local
+    shard bytes per unit (``fsdp_local``) or why its internals could not be read.
     """
+    units, local, unavailable = describe_units(obj)
     d = _Describer()
-    for name, value in iter_named_values(obj):
+    for name, value in _named_values(obj):
         d.add(name, value)
-    return d.result()
+    desc, facts = d.result()
+    if units:
+        desc["fsdp"] = units
+        facts["fsdp_local"] = local
+    if unavailable:
+        facts["fsdp_unavailable"] = unavailable
+    return desc, facts
+
+
+def _named_values(obj: Any) -> Any:
+    """The values to describe. Mid-step (FSDP2 units gathered), the modules' attributes in
+    ``state_dict`` order with each gathered parameter swapped for its sharded DTensor:
+    ``state_dict()`` itself would reshard the model (FSDP2's pre-save hook frees what the coming
+    backward needs)."""
+    swap = gathered_to_sharded(obj)
+    if not swap:
+        return iter_named_values(obj)
+    return _swapped(obj, swap)
+
+
+def _swapped(obj: Any, swap: dict) -> Any:
+    for path, module in obj.named_modules(remove_duplicate=False):
+        pre = f"{path}." if path else ""
+        for n, p in module.named_parameters(recurse=False, remove_duplicate=False):
+            yield pre + n, swap.get(id(p), p)
+        for n, b in module.named_buffers(recurse=False, remove_duplicate=False):
+            yield pre + n, b
 
 
 class _Describer:
@@ -162,6 +192,7 @@ def exchange(desc: dict, facts: dict, group: Any) -> tuple[list[tuple[list[int],
     blob = pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL)
     digest = hashlib.sha256(blob).digest()
     world, rank = dist.get_world_size(group), dist.get_rank()
+    device = torch.device(_object_device(dist.get_backend(group)))
     gathered: list = [None] * world
     dist.all_gather_object(gathered, (digest, rank, facts), group=group)
     leaders: dict[bytes, list[int]] = {}
@@ -171,11 +202,48 @@ def exchange(desc: dict, facts: dict, group: Any) -> tuple[list[tuple[list[int],
     me = dist.get_group_rank(group, rank) if group is not None else rank
     for members in leaders.values():
         box = [desc if me == members[0] else None]
-        dist.broadcast_object_list(box, group_src=members[0], group=group)
+        dist.broadcast_object_list(box, group_src=members[0], group=group, device=device)
         out.append(([gathered[m][1] for m in members], box[0]))
         sizes.append(len(blob) if me == members[0] else len(pickle.dumps(box[0], protocol=pickle.HIGHEST_PROTOCOL)))
     stats = {"description_bytes": sizes, "distinct_descriptions": len(leaders), "world_size": world}
     return out, {g[1]: g[2] for g in gathered}, stats
+
+
+_DEVICE_TYPES = {"nccl": "cuda", "xccl": "xpu", "hccl": "hpu"}
+
+
+def object_device(backend: str, current: int = 0, count: int = 0, local_rank: str | None = None) -> str:
+    """The device torch's object collectives use over a group of ``backend``, checked (pure).
+
+    The messages travel as byte tensors on this device: ``cpu`` for gloo (and for a group of
+    several backends when one is on cpu, as torch picks), ``cuda:<current>`` for NCCL (``xpu`` for xccl...). NCCL needs
+    every rank on its own GPU: with several GPUs visible and ``LOCAL_RANK`` set, a current device
+    that is not ``LOCAL_RANK`` (mod the GPUs) means ``torch.cuda.set_device`` was never called.
+
+    >>> object_device("gloo"), object_device("nccl", 1, 2, "1"), object_device("cpu:gloo,cuda:nccl", 0, 8, "3")
+    ('cpu', 'cuda:1', 'cpu')
+    """
+    pairs = [p.split(":") for p in str(backend).lower().split(",")]
+    kinds = [p[0] if len(p) == 2 else _DEVICE_TYPES.get(p[0], "cpu") for p in pairs]
+    kind = "cpu" if "cpu" in kinds or not kinds else kinds[0]
+    if kind == "cpu":
+        return "cpu"
+    if kind == "cuda" and count > 1 and local_rank not in (None, "") and int(local_rank) % count != current:
+        raise TensorvizError(
+            f"tv.analyze(..., group=...) over {backend} sends its messages as CUDA tensors on the current "
+            f"device, cuda:{current}, but LOCAL_RANK={local_rank} with {count} GPUs visible: ranks would share "
+            f"one GPU. Call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) before analysing"
+        )
+    return f"cuda:{current}" if kind == "cuda" else kind  # another accelerator: torch's current one
+
+
+def _object_device(backend: str) -> str:
+    """:func:`object_device` with this process's current CUDA device and ``LOCAL_RANK``."""
+    import os
+
+    cuda = "nccl" in str(backend).lower() and torch.cuda.is_available()
+    current, count = (torch.cuda.current_device(), torch.cuda.device_count()) if cuda else (0, 0)
+    return object_device(backend, current, count, os.environ.get("LOCAL_RANK"))
 
 
 # -- 3. the layout -----------------------------------------------------------------------------

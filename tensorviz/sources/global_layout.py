@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
+from tensorviz.core.fsdp import fsdp_record
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
@@ -56,7 +57,10 @@ def _description(d: dict) -> dict:
             entries.append(("t", tuple(e[1]), e[2], int(e[3]), tuple(e[4])))
         else:
             entries.append(tuple(e))
-    return {"meshes": meshes, "entries": entries}
+    out = {"meshes": meshes, "entries": entries}
+    if d.get("fsdp"):
+        out["fsdp"] = d["fsdp"]
+    return out
 
 
 def build_layout(
@@ -64,9 +68,16 @@ def build_layout(
 ) -> Layout:
     """The Layout from every description and the ranks holding it (pure; the same on every rank)."""
     b = _Builder(None if ranks is None else {int(r) for r in ranks})
-    for ranks, desc in shared:
-        b.add(ranks, desc)
-    return b.layout(per_rank, source, stats)
+    for members, desc in shared:
+        b.add(members, desc)
+    return b.layout(per_rank, source, stats, _fsdp(shared, per_rank))
+
+
+def _fsdp(shared: list[tuple[list[int], dict]], per_rank: dict) -> dict | None:
+    """``metadata["fsdp"]``: FSDP2's units per description, each rank's totals (:mod:`tensorviz.core.fsdp`)."""
+    local = {r: f.get("fsdp_local") for r, f in per_rank.items()}
+    unavailable = {r: f["fsdp_unavailable"] for r, f in per_rank.items() if f.get("fsdp_unavailable")}
+    return fsdp_record([(members, d.get("fsdp") or []) for members, d in shared], local, unavailable)
 
 
 class _Builder:
@@ -187,7 +198,7 @@ class _Builder:
             self.rows.rows.append(row)
             self.shards[row[0]] = shard
 
-    def layout(self, per_rank: dict, source: str, stats: dict) -> Layout:
+    def layout(self, per_rank: dict, source: str, stats: dict, fsdp: dict | None = None) -> Layout:
         self._rows()
         for info in self.tensors.values():
             info["ranks"].sort()
@@ -195,16 +206,20 @@ class _Builder:
         meta = {
             "format": "distributed",
             "world_size": stats.get("world_size", len(per_rank)),
+            **({"fsdp": fsdp} if fsdp else {}),  # before the long entries: the compact summary shows it
             "meshes": [{"shape": list(s), "ranks": list(r), "dim_names": list(d)} for s, r, d in self.meshes],
             "tensors": self.tensors,
             "shards": self.shards,
-            "ranks": {r: {k: v for k, v in f.items() if k != "problems"} for r, f in sorted(per_rank.items())},
+            "ranks": {r: {k: v for k, v in f.items() if k in _RANK_FACTS} for r, f in sorted(per_rank.items())},
             "problems": problems,
             "exchange": stats,
         }
         used = {row[1] for row in self.rows.rows}  # a global tensor with no shard shown stays a storage
         self.rows.extra = [g for key, g in self.globals.items() if key not in used]
         return Layout._from_rows(self.rows, self.skipped, source=f"{source} over {len(per_rank)} ranks", metadata=meta)
+
+
+_RANK_FACTS = ("local_bytes", "storage_bytes")  # per rank in metadata["ranks"]; FSDP2's in metadata["fsdp"]
 
 
 def _place(shape: tuple, placements: tuple | None, mesh: tuple | None, rank: int) -> tuple:

@@ -1,0 +1,254 @@
+"""FSDP2's physical side of a distributed layout: per rank and unit, what stays, what is re-gathered.
+
+``tv.analyze(model, group=...)`` on an FSDP2 model puts ``layout.metadata["fsdp"]`` (built by
+:func:`fsdp_record`, JSON-friendly) next to the global layout:
+
+- ``units``: ``[{"ranks": [...], "units": [unit, ...]}]``, one entry per distinct description
+  (usually one: every rank of an FSDP2 job has the same units and padded sizes). A unit is one
+  FSDP2 parameter group: ``module``, ``state`` ("sharded", "unsharded", "sharded post forward"),
+  ``reshard_after_forward`` (True: freed after forward and re-gathered in backward; False: kept
+  gathered until backward; an int: kept as a 1/k shard), ``world`` (the all-gather's size),
+  ``storages`` (each sharded parameter storage's padded bytes) and ``params`` (``names``, the
+  ``storage`` and byte ``offset`` its local shard starts at, ``padded`` shard bytes, ``gathered``:
+  the padded bytes its all-gather output holds, ``now``: what that output holds now -- None
+  before the first all-gather, 0 when freed -- and the all-gather ``dtype``).
+- ``ranks``: per rank, the totals of :func:`rank_totals` (bytes), including ``peak_bytes``,
+  estimated by the rule in ``peak_rule`` (:data:`PEAK_RULE`).
+- ``unavailable``: ``{reason: [ranks]}`` where torch's FSDP2 internals could not be read.
+
+:func:`rank_record` spells one rank out: every sharded storage with the byte range each local
+shard occupies in it, and every unsharded (all-gather output) storage with its state. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tensorviz.core.units import format_bytes
+
+if TYPE_CHECKING:
+    from tensorviz.core.layout import Layout
+
+__all__ = [
+    "PEAK_RULE",
+    "RANK_COLUMNS",
+    "fsdp_record",
+    "unit_totals",
+    "rank_totals",
+    "rank_record",
+    "fsdp_lines",
+    "rank_rows",
+]
+
+#: What ``peak_bytes`` computes, word for word.
+PEAK_RULE = (
+    "peak ≈ every unit's sharded storages (always resident) + the units kept gathered after forward "
+    "(reshard_after_forward=False: all their all-gathered bytes; =k: 1/k of them) + the two largest units "
+    "freed after forward (re-gathered in backward: one in use, one prefetched); parameters only "
+    "(no gradients, optimizer state, activations or the all-gather's own staging buffers)"
+)
+
+
+def unit_totals(unit: Mapping[str, Any]) -> dict[str, int]:
+    """One unit's bytes on a rank: ``sharded`` (padded storages), ``gathered`` (what the
+    all-gather re-gathers, padded), ``now`` (its outputs' bytes now), ``freed`` (gathered bytes
+    of outputs now 0 bytes) with their count ``freed_storages``, and ``kept`` after forward."""
+    params = unit["params"]
+    gathered = sum(p["gathered"] for p in params)
+    freed = [p["gathered"] for p in params if p["now"] == 0 and p["gathered"]]
+    raf = unit["reshard_after_forward"]
+    kept = gathered if raf is False else 0 if raf is True else gathered // int(raf)
+    return {
+        "sharded": sum(unit["storages"]),
+        "gathered": gathered,
+        "now": sum(p["now"] or 0 for p in params),
+        "freed": sum(freed),
+        "freed_storages": len(freed),
+        "kept": kept,
+    }
+
+
+def rank_totals(units: Sequence[Mapping[str, Any]], local: Sequence[int]) -> dict[str, int]:
+    """A rank's totals over its units (``local``: its local shard bytes per unit); see :data:`PEAK_RULE`.
+
+    >>> u = lambda raf, g: {"params": [{"gathered": g, "now": 0}], "storages": [g // 2],
+    ...                     "reshard_after_forward": raf}
+    >>> t = rank_totals([u(False, 40), u(True, 80), u(True, 60), u(True, 20)], [20, 40, 30, 8])
+    >>> t["sharded_bytes"], t["padding_bytes"], t["peak_bytes"]      # 100 + 40 + 80 + 60
+    (100, 2, 280)
+    """
+    totals = [unit_totals(u) for u in units]
+    sharded = sum(t["sharded"] for t in totals)
+    refetched = sorted(t["gathered"] for t, u in zip(totals, units) if u["reshard_after_forward"] is not False)
+    return {
+        "units": len(units),
+        "sharded_bytes": sharded,
+        "shard_bytes": sum(local),
+        "padding_bytes": sharded - sum(local),
+        "unsharded_bytes": sum(t["gathered"] for t in totals),
+        "gathered_now_bytes": sum(t["now"] for t in totals),
+        "freed_bytes": sum(t["freed"] for t in totals),
+        "freed_storages": sum(t["freed_storages"] for t in totals),
+        "peak_bytes": sharded + sum(t["kept"] for t in totals) + sum(refetched[-2:]),
+    }
+
+
+def fsdp_record(
+    described: Sequence[tuple[Sequence[int], Sequence[Mapping]]],
+    local: Mapping[int, Sequence[int]],
+    unavailable: Mapping,
+) -> dict | None:
+    """``metadata["fsdp"]`` from each description's ranks and units, each rank's local shard bytes
+    per unit and ``{rank: reason}`` where FSDP2's internals could not be read; None when no rank
+    has an FSDP2 unit and none failed."""
+    described = [(sorted(int(r) for r in ranks), list(units)) for ranks, units in described if units]
+    if not described and not unavailable:
+        return None
+    ranks: dict[int, dict] = {}
+    for members, units in described:
+        for r in members:
+            ranks[r] = rank_totals(units, local.get(r) or [0] * len(units))
+    why: dict[str, list[int]] = {}
+    for r, reason in sorted(unavailable.items()):
+        why.setdefault(str(reason), []).append(int(r))
+    record = {"units": [{"ranks": m, "units": u} for m, u in described], "ranks": dict(sorted(ranks.items()))}
+    record["peak_rule"] = PEAK_RULE
+    if why:
+        record["unavailable"] = why
+    return record
+
+
+def rank_record(layout: Layout, rank: int) -> list[dict]:
+    """One rank's units in full: every sharded storage (``nbytes``, padded) with the byte range
+    ``[start, stop)`` each local shard occupies in it (its length from the rank's shard views;
+    None when the layout does not show that rank), and every all-gather output with its state.
+
+    Raises:
+        KeyError: the layout has no FSDP2 record, or no unit on ``rank``.
+    """
+    record = layout.metadata.get("fsdp")
+    if not record:
+        raise KeyError("this layout has no FSDP2 units (tv.analyze(model, group=...) of a fully_shard model has)")
+    units = next((e["units"] for e in record["units"] if rank in e["ranks"]), None)
+    if units is None:
+        raise KeyError(f"rank {rank} holds no FSDP2 unit; ranks with units: {sorted(record['ranks'])}")
+    return [_unit_record(u, layout, rank) for u in units]
+
+
+def _unit_record(unit: Mapping, layout: Layout, rank: int) -> dict:
+    storages = [{"nbytes": n, "shards": []} for n in unit["storages"]]
+    unsharded = []
+    for p in unit["params"]:
+        length = _shard_nbytes(layout, p["names"][0], rank)
+        stop = None if length is None else p["offset"] + length
+        storages[p["storage"]]["shards"].append({"names": p["names"], "start": p["offset"], "stop": stop})
+        unsharded.append({"names": p["names"], "nbytes": p["gathered"], "state": _state(p["now"], p["gathered"])})
+    keys = ("module", "state", "reshard_after_forward", "note", "world")
+    return {**{k: unit[k] for k in keys}, "storages": storages, "unsharded": unsharded, **unit_totals(unit)}
+
+
+def _shard_nbytes(layout: Layout, name: str, rank: int) -> int | None:
+    """Bytes of ``name``'s shard views on ``rank`` (one view, or pieces ``#0``, ``#1``...)."""
+    whole = f"{name}@rank{rank}"
+    if whole in layout:
+        return layout[whole].nbytes
+    pieces, k = 0, 0
+    while f"{whole}#{k}" in layout:
+        pieces += layout[f"{whole}#{k}"].nbytes
+        k += 1
+    return pieces if k else None
+
+
+def _state(now: int | None, gathered: int) -> str:
+    if now is None:
+        return "not yet gathered"
+    if now == 0 and gathered:
+        return "freed"
+    return "gathered" if now == gathered else f"{now} of {gathered} bytes"
+
+
+# -- words ---------------------------------------------------------------------------------------
+def fsdp_lines(record: Mapping[str, Any], most_ranks: int = 4) -> list[str]:
+    """The text summary's lines: per-rank totals first (ranks with equal totals merged), then
+    each unit, then the peak rule."""
+    merged = _merged(record.get("ranks", {}))
+    lines = [f"FSDP2 {_ranks_text(ranks)}: " + _totals_text(t) for ranks, t in merged[:most_ranks]]
+    if len(merged) > most_ranks:
+        lines.append(f"… {len(merged) - most_ranks} more FSDP2 rank totals")
+    for reason, ranks in (record.get("unavailable") or {}).items():
+        lines.append(f"FSDP2 {_ranks_text(ranks)}: {reason}")
+    for entry in record.get("units", ()):
+        lines += _unit_lines(entry)
+    if record.get("ranks"):
+        lines.append(str(record.get("peak_rule", PEAK_RULE)))
+    return lines
+
+
+def _unit_lines(entry: Mapping[str, Any]) -> list[str]:
+    units = entry["units"]
+    out = [f"FSDP2 units on {_ranks_text(entry['ranks'])}: {len(units)}"]
+    for u in units:
+        t = unit_totals(u)
+        n = len(u["params"])
+        now = {"freed": f"{t['freed_storages']} unsharded storages freed"} if t["freed_storages"] else {}
+        line = (
+            f"unit {u['module'] or '(root)'}: {n} param{'s' * (n != 1)} in {len(u['storages'])} sharded "
+            f"storage{'s' * (len(u['storages']) != 1)} ({format_bytes(t['sharded'])} a rank, padded), "
+            f"all-gather {format_bytes(t['gathered'])} over {u['world']} ranks, {_after_forward(u)}; "
+            f"now {u['state']}" + (f", {now['freed']}" if now else "")
+        )
+        out.append(line + (f" ({u['note']})" if u.get("note") else ""))
+    return out
+
+
+def _after_forward(unit: Mapping[str, Any]) -> str:
+    raf = unit["reshard_after_forward"]
+    if raf is True:
+        return "freed after forward (re-gathered in backward)"
+    if raf is False:
+        return "kept gathered after forward"
+    return f"kept as a 1/{raf} shard after forward (re-gathered in backward)"
+
+
+def _totals_text(t: Mapping[str, int]) -> str:
+    b = format_bytes
+    return (
+        f"sharded storages {b(t['sharded_bytes'])} (shards {b(t['shard_bytes'])} + padding "
+        f"{b(t['padding_bytes'])}) · all-gathers {b(t['unsharded_bytes'])} · gathered now "
+        f"{b(t['gathered_now_bytes'])} · freed {b(t['freed_bytes'])} ({t['freed_storages']} storages) · "
+        f"peak ≈ {b(t['peak_bytes'])}"
+    )
+
+
+def _merged(ranks: Mapping) -> list[tuple[list[int], Mapping]]:
+    """Ranks with equal totals, in rank order of their first member."""
+    groups: dict[tuple, list] = {}
+    for r, t in sorted(ranks.items(), key=lambda kv: int(kv[0])):
+        groups.setdefault(tuple(sorted(t.items())), [[], t])[0].append(int(r))
+    return [(m, t) for m, t in groups.values()]
+
+
+def _ranks_text(ranks: Sequence[int]) -> str:
+    """``rank 3``, ``ranks 0-3``, ``ranks 0, 2``."""
+    ranks = sorted(ranks)
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks[:8])) + (f", … ({len(ranks)})" if len(ranks) > 8 else "")
+
+
+#: Headings of :func:`rank_rows`.
+RANK_COLUMNS = ("rank", "sharded (padded)", "padding", "all-gathers", "gathered now", "freed", "peak ≈")
+
+
+def rank_rows(record: Mapping[str, Any], limit: int = 64) -> list[tuple[str, ...]]:
+    """One row of strings per rank (the first ``limit``), columns :data:`RANK_COLUMNS`."""
+    b = format_bytes
+    rows = []
+    for r, t in sorted(record.get("ranks", {}).items(), key=lambda kv: int(kv[0]))[:limit]:
+        freed = f"{b(t['freed_bytes'])} ({t['freed_storages']})"
+        cells = (t["sharded_bytes"], t["padding_bytes"], t["unsharded_bytes"], t["gathered_now_bytes"])
+        rows.append((str(r), *map(b, cells), freed, b(t["peak_bytes"])))
+    return rows
