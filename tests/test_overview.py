@@ -108,3 +108,53 @@ def test_text_lane_map_ends_with_the_overview_counts():
     sd["t"] = sd["w0"]
     text = tv.diagram(sd, overview=True).to_text()
     assert text.splitlines()[-1] == "overview of 50 storages: 49 simple, 1 tied"
+
+
+def _marker_cells(ov) -> np.ndarray:
+    mid = ov.first_cell + ov.cells // 2
+    return np.stack(divmod(mid, ov.columns), axis=1)
+
+
+def test_markers_of_equal_sized_storages_are_spread_and_never_touch():
+    """10,000 layers of equal-sized tied and fused storages: every one is 'the largest', so the
+    labelled ones are spread over the grid instead of crowding its first cells."""
+    sd = {}
+    for i in range(2000):
+        qkv = torch.empty(96, device="meta")
+        emb = torch.empty(64, device="meta")
+        sd |= {f"l{i}.qkv": qkv, f"l{i}.q": qkv[:32], f"l{i}.emb": emb, f"l{i}.head": emb, f"l{i}.n": torch.empty(8)}
+    ov = tv.diagram(sd, overview=True).overview
+    at = _marker_cells(ov)[[label.entry for label in ov.labels]]
+    reach = -(-14 // (900 // ov.columns))
+    gaps = [np.abs(a - b).max() for k, a in enumerate(at) for b in at[k + 1 :]]
+    assert len(ov.labels) == 8 and min(gaps) >= reach
+    assert {KINDS[ov.kind[label.entry]] for label in ov.labels} == {"tied", "overlapping"}
+    rows = at[:, 0]
+    assert rows.max() - rows.min() >= ov.rows // 2  # over the whole grid, not its first rows
+
+
+def test_a_strictly_largest_storage_is_labelled_even_where_crowded():
+    sd = {f"w{i}": torch.empty(16, dtype=torch.uint8, device="meta") for i in range(10_000)}
+    sd["big1"] = torch.empty(18, dtype=torch.uint8, device="meta")
+    sd["big2"] = torch.empty(17, dtype=torch.uint8, device="meta")  # next to big1, smaller: still 2nd largest
+    ov = tv.diagram(sd, overview=True).overview
+    texts_ = [label.text for label in ov.labels]
+    assert texts_[-2:] == ["#10000 big1 · 18 B · simple", "#10001 big2 · 17 B · simple"]
+    a, b = _marker_cells(ov)[[ov.labels[-2].entry, ov.labels[-1].entry]]
+    assert np.abs(a - b).max() < -(-14 // (900 // ov.columns))  # their markers do touch
+
+
+def test_label_list_takes_one_column_where_two_would_overlap():
+    from tensorviz.render._mpl_overview import label_lines
+
+    sd = {f"layers.{i}.a_rather_long_parameter_name.weight": torch.empty(4, device="meta") for i in range(2000)}
+    sd["t"] = sd["layers.7.a_rather_long_parameter_name.weight"]
+    ov = tv.diagram(sd, overview=True).overview
+    n = len(ov.labels)
+    assert (label_lines(ov, 12.0), label_lines(ov, 5.0)) == (-(-n // 2), n)
+    fig = render(tv.diagram(sd, overview=True), width=5.0)
+    xs = {
+        round(t.get_position()[0], 4)
+        for t in fig.findobj(lambda a: getattr(a, "get_gid", lambda: "")() == "overview-label")
+    }
+    assert len(xs) == 1

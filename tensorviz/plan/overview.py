@@ -37,6 +37,7 @@ KINDS = ("simple", "packed", "overlapping", "tied")
 #: An overview is drawn by default from this many selected storages on (or when lanes hide some).
 AUTO_STORAGES = 1000
 _LABELS = 4  # largest storages labelled, and as many of the largest tied and overlapping ones
+_MARKER_PX = 14  # a numbered marker's diameter in pixels, at the nominal width
 _WIDTH = 900  # nominal grid width in pixels: columns are chosen for cells of a few pixels
 _AREA = 900 * 300  # nominal grid area in pixels
 
@@ -129,7 +130,7 @@ def overview(layout: Layout, storages: np.ndarray) -> Overview:
     ucells = np.where(covered > 0, np.minimum(ucells, cells - 1), cells * (nbytes > 0))
     kind = kinds(layout)[idx]
     columns = _columns(int(cells.sum()))
-    labels = _labels(layout, idx, nbytes, kind, views)
+    labels = _labels(layout, idx, nbytes, kind, views, columns, cells)
     return Overview(idx, nbytes, unref, views, kind, cells, ucells, columns, labels)
 
 
@@ -151,22 +152,67 @@ def _columns(cells: int) -> int:
 
 
 def _labels(
-    layout: Layout, idx: np.ndarray, nbytes: np.ndarray, kind: np.ndarray, views: np.ndarray
+    layout: Layout,
+    idx: np.ndarray,
+    nbytes: np.ndarray,
+    kind: np.ndarray,
+    views: np.ndarray,
+    columns: int,
+    cells: np.ndarray,
 ) -> tuple[OverviewLabel, ...]:
     """The largest storages, the largest tied ones and the largest overlapping ones (at most
-    ``_LABELS`` of each), in grid order."""
-    rank = np.lexsort((idx, -nbytes))  # largest first
-    picked = [rank[:_LABELS]]
-    for k in (3, 2):  # and the largest tied, then overlapping, storages
-        picked.append(rank[kind[rank] == k][:_LABELS])
-    picked = np.unique(np.concatenate(picked))
+    ``_LABELS`` of each), in grid order, placed so their markers do not cover each other.
+
+    Among storages of equal size (10,000 tied 256-byte pairs) any is "the largest": those picked
+    are spread over the grid (see :func:`_spread`) and one whose marker would touch a marker
+    already placed is passed over for the next of the same size. A storage strictly larger
+    than the rest of its kind is always labelled, crowded or not."""
+    rank = np.lexsort((idx, -nbytes))  # largest first, then grid order
+    mid = np.concatenate(([0], np.cumsum(cells)[:-1])) + cells // 2
+    at = np.stack(divmod(mid, max(columns, 1)), axis=1)  # (row, column) of each marker
+    reach = -(-_MARKER_PX // max(_WIDTH // max(columns, 1), 1))  # cells a marker covers
+    placed: list[int] = []
+    for pool in (rank, rank[kind[rank] == 3], rank[kind[rank] == 2]):  # largest; tied; overlapping
+        _place(pool, nbytes, at, reach, placed)
     names = layout.names
     out = []
-    for e in picked.tolist():
+    for e in sorted(set(placed)):
         s = int(idx[e])
         who = _who(layout, s, int(kind[e]), int(views[e]), names)
         out.append(OverviewLabel(e, s, f"#{s} {who} · {format_bytes(int(nbytes[e]))} · {KINDS[kind[e]]}"))
     return tuple(out)
+
+
+def _place(pool: np.ndarray, nbytes: np.ndarray, at: np.ndarray, reach: int, placed: list[int]) -> None:
+    """Add up to ``_LABELS`` entries of ``pool`` (largest first) to ``placed``: run by run of
+    equal sizes, spread out, skipping one whose marker would touch a placed one unless it is the
+    only storage of its size."""
+    sizes = -nbytes[pool]  # non-decreasing
+    taken, i = 0, 0
+    while taken < _LABELS and i < pool.size:
+        j = int(np.searchsorted(sizes, sizes[i], side="right"))
+        run = pool[i:j]
+        for e in run[_spread(run.size)].tolist():
+            if taken == _LABELS:
+                break
+            if e in placed:
+                taken += 1
+            elif run.size == 1 or not any(np.abs(at[p] - at[e]).max() < reach for p in placed):
+                placed.append(e)
+                taken += 1
+        i = j
+
+
+def _spread(n: int, most: int = 64) -> np.ndarray:
+    """Up to ``most`` positions in ``range(n)``, each as far as it can be from those before it
+    (0, n/2, n/4, 3n/4, ...: the van der Corput sequence)."""
+    k = np.arange(min(n, most) * 4)
+    bits = np.zeros(k.size)
+    for b in range(1, 13):  # bit-reversed fractions
+        bits += ((k >> (b - 1)) & 1) / 2.0**b
+    pos = np.floor(bits * n).astype(np.int64)
+    _, first = np.unique(pos, return_index=True)
+    return pos[np.sort(first)][:most]
 
 
 def _who(layout: Layout, s: int, kind: int, views: int, names: tuple[str, ...]) -> str:

@@ -35,6 +35,7 @@ UNREFERENCED = ("#e6e6e6", "#cfcfcf")
 _MARGIN = 0.3  # inches left and right of the grid
 _TITLE = 0.62  # inches above the grid (gap to the lanes' legend, then the title)
 _LABEL_ROW = 0.17  # inches per line of the label list
+_CHAR_INCHES = 0.053  # a 7-point character, on average
 _DPI = 100
 
 
@@ -49,10 +50,18 @@ def grid_shape(ov: Overview, fig_width: float) -> tuple[int, int, int]:
     return cols, rows, px
 
 
+def label_lines(ov: Overview, fig_width: float) -> int:
+    """Lines of the label list: two columns where the longest label fits in half the width
+    (7-point text, about 0.053 inches a character), else one."""
+    longest = max((len(label.text) for label in ov.labels), default=0) + 4
+    two = longest * _CHAR_INCHES <= (fig_width - 2 * _MARGIN) / 2
+    return -(-len(ov.labels) // (2 if two else 1))
+
+
 def overview_inches(ov: Overview, fig_width: float) -> float:
     """Height of the overview panel: title, grid and label list."""
     cols, rows, px = grid_shape(ov, fig_width)
-    lines = -(-len(ov.labels) // 2)
+    lines = label_lines(ov, fig_width)
     return _TITLE + rows * px / _DPI + 0.12 + lines * _LABEL_ROW + 0.1
 
 
@@ -83,7 +92,7 @@ def draw_overview(ov: Overview, fig: Figure, bottom: float, height: float) -> Ax
     w, h = fig.get_size_inches()
     cols, rows, px = grid_shape(ov, w)
     grid_w, grid_h = cols * px / _DPI, rows * px / _DPI
-    lines = -(-len(ov.labels) // 2)
+    lines = label_lines(ov, w)
     y0 = bottom + 0.1 + lines * _LABEL_ROW + 0.12
     ax = fig.add_axes((_MARGIN / w, y0 / h, grid_w / w, grid_h / h))
     ax.imshow(_palette()[cell_codes(ov, cols)], interpolation="nearest", aspect="auto",
@@ -131,7 +140,8 @@ def _markers(ov: Overview, ax: Axes, cols: int) -> None:
 
 
 def _label_list(ov: Overview, ax: Axes, bottom: float, lines: int, w: float, h: float) -> None:
-    """The labels in two columns under the grid, numbered as the markers."""
+    """The labels in one or two columns under the grid (see :func:`label_lines`), numbered as
+    the markers."""
     for k, label in enumerate(ov.labels):
         col, line = divmod(k, lines) if lines else (0, 0)
         x = (_MARGIN + col * (w - 2 * _MARGIN) / 2) / w
