@@ -32,11 +32,15 @@ def llama_like(layers: int = 14, dim: int = 16) -> dict[str, torch.Tensor]:
         return out | {"norm.weight": torch.empty(dim), "lm_head.weight": embed}
 
 
-def one_file(layers: int = 14, per_layer: int = 9) -> dict[str, torch.Tensor]:
-    """All weights laid end to end in one storage, layer by layer (as a safetensors file holds them)."""
-    flat = torch.empty(layers * per_layer * 32, device="meta")
-    names = [f"layers.{i}.{role}.weight" for i in range(layers) for role in ROLES[:per_layer]]
-    return {name: flat[32 * k : 32 * (k + 1)] for k, name in enumerate(names)}
+def one_file(layers: int = 14, per_layer: int = 9, sized: bool = False) -> dict[str, torch.Tensor]:
+    """All weights laid end to end in one storage, layer by layer (as a safetensors file holds
+    them): ``per_layer`` roles of 32 elements each, or (``sized``) of 16 to 40."""
+    roles = (ROLES + ("q_norm", "k_norm", "pre_ff_norm", "post_ff_norm"))[:per_layer]
+    size = [16 + 2 * k if sized else 32 for k in range(per_layer)] * layers
+    flat = torch.empty(sum(size), device="meta")
+    names = [f"layers.{i}.{role}.weight" for i in range(layers) for role in roles]
+    at = np.cumsum([0, *size]).tolist()
+    return {name: flat[at[k] : at[k + 1]] for k, name in enumerate(names)}
 
 
 def mixed() -> dict[str, torch.Tensor]:
@@ -170,15 +174,31 @@ def test_neighbouring_lanes_differ_across_storages():
         assert len(set(lanes[at : at + K])) == K, at  # any K lanes in a row: K colours
 
 
-def test_one_role_from_every_layer_gets_distinct_colours():
-    for views in (llama_like(layers=16), one_file(layers=16)):
-        layout = tv.analyze(views)
-        for role in ("q_proj", "k_proj", "down_proj", "post_norm"):
-            d = diagram(layout, names=f"\\.{role}\\.", expand_simple=True, max_lanes=100)
-            colours = [bar.color for bar in sorted(d.bars, key=lambda b: b.lane)]
-            assert len(colours) == 16
-            for at in range(16 - K + 1):
-                assert len(set(colours[at : at + K])) == K, (role, at)
+FILES = [(9, False), (12, True), (13, False), (13, True)]
+
+
+@pytest.mark.parametrize(("per_layer", "sized"), FILES, ids=[f"{n} per layer{', sized' * s}" for n, s in FILES])
+def test_one_role_from_every_layer_gets_distinct_colours_in_a_file(per_layer, sized):
+    layout = tv.analyze(one_file(layers=16, per_layer=per_layer, sized=sized))
+    for role in ("q_proj", "k_proj", "down_proj", "post_norm"):
+        d = diagram(layout, names=f"\\.{role}\\.", max_lanes=100)
+        assert_k_in_a_row(d, 16)
+    ordinals = colour_ordinals(layout).tolist()
+    skip = per_layer % K == 0  # a layer of K groups: one ordinal skipped per layer, so roles step K + 1
+    assert ordinals == [k + k // per_layer * skip for k in range(16 * per_layer)]
+
+
+def test_one_role_from_every_layer_gets_distinct_colours_in_a_live_model():
+    layout = tv.analyze(llama_like(layers=16))
+    for role in ("q_proj", "k_proj", "down_proj", "post_norm"):
+        assert_k_in_a_row(diagram(layout, names=f"\\.{role}\\.", expand_simple=True, max_lanes=100), 16)
+
+
+def assert_k_in_a_row(d, n: int) -> None:
+    colours = [bar.color for bar in sorted(d.bars, key=lambda b: b.lane)]
+    assert len(colours) == n
+    for at in range(n - K + 1):
+        assert len(set(colours[at : at + K])) == K, at
 
 
 def test_ordinals_follow_the_drawing_order():
@@ -219,3 +239,31 @@ def test_png_and_canvas_show_each_name_in_its_layout_colour():
         assert png == {n: canvas[n] for n in png}
         assert set(canvas) - set(png) == ({"none"} if "none" in canvas else set())  # an empty view: a tick
         assert len(set(canvas.values())) > 5
+
+
+LEGENDS = [
+    ({"names": "lone", "expand_simple": True}, None),  # dense bars only: no key
+    ({"names": "none"}, ["empty view (a tick at its offset)"]),
+    ({"by": "span", "names": "^q"}, ["read by ≥2 bars"]),
+    ({"names": "^even$"}, ["bytes read (exact)", "in span, not read", "read by ≥2 bars", "non-contiguous"]),
+    (
+        {},
+        [
+            "bytes read (exact)",
+            "in span, not read",
+            "read by ≥2 bars",
+            "non-contiguous",
+            "empty view (a tick at its offset)",
+        ],
+    ),
+]
+
+
+@pytest.mark.parametrize(("opts", "entries"), LEGENDS, ids=[str(o) for o, _ in LEGENDS])
+def test_the_legend_lists_only_the_marks_drawn(opts, entries):
+    fig = render(diagram(tv.analyze(mixed()), **opts))
+    try:
+        legend = fig.axes[0].get_legend()
+        assert (legend and [t.get_text() for t in legend.get_texts()]) == entries
+    finally:
+        fig.clear()

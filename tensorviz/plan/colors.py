@@ -11,17 +11,24 @@ What is promised, for one Layout:
 - **Distinct within a storage and between neighbouring storages.** Span groups are numbered
   in the layout's drawing order (:func:`colour_ordinals`) and take palette colour
   ``ordinal mod K`` (``K = len(PALETTE)``, a prime): the groups of a storage of up to K groups
-  all differ, and so do any K groups in a row of the unfiltered picture, across storages too.
-- **Repeats only between lanes K or more groups apart**, and every lane is labelled, so
-  colour never carries the meaning alone. A filter that picks the same role from every
-  layer picks ordinals ``a, a + p, a + 2p, ...``: K distinct colours in a row, unless the
-  period ``p`` is a multiple of K (a prime, so only a layer of K, 2K, ... groups).
+  all differ, and so do any K groups in a row of the unfiltered picture, across storages too
+  (any K - 1 in a layout numbered with skips, see below).
+- **Repeats only between lanes K or more groups apart** (K - 1 with skips), and every lane is
+  labelled, so colour never carries the meaning alone.
+- **One role per layer.** A filter that picks the same role from every layer picks ordinals
+  ``a, a + p, a + 2p, ...`` (``p`` groups per layer): K distinct colours in a row, as K is
+  prime, unless ``p`` is a multiple of K. So where the groups repeat (sizes and names, digits
+  aside) every ``p`` groups with ``p`` a multiple of K -- a file of 13 tensors per layer --
+  the numbering skips one ordinal per ``p`` groups of a storage, and a role steps by ``p + 1``.
 
 A sharded layout drawn ``by="rank"`` or ``by="mesh:<dim>"`` colours each shard by its rank
-or mesh coordinate ``r`` instead: ``PALETTE[r mod K]`` (:func:`shard_colours`).
+or mesh coordinate ``r`` instead: ``PALETTE[r mod K]``
+(:func:`tensorviz.plan.ranks.shard_ordinals`, :func:`palette_colour`).
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -64,7 +71,8 @@ def colour_ordinals(layout: Layout) -> np.ndarray:
     """Per span group of ``layout`` (the order of ``layout.groups("span")``), its colour ordinal:
     its place when the groups are listed storage by storage in drawing order (the order of a
     diagram with no filter: interesting storages first, then larger, then by index), and
-    within a storage by first member in source order -- the order of the lanes.
+    within a storage by first member in source order -- the order of the lanes; with one
+    ordinal skipped per layer where layers of a multiple of K groups repeat (module docstring).
 
     Computed once per layout (cached with it) in a few numpy passes over the views, plus the
     sort of the storages that every diagram makes anyway.
@@ -93,10 +101,55 @@ def _ordinals(layout: Layout) -> np.ndarray:
     by_storage = layout.group_members("storage")[0]  # storage by storage, source order within
     g = group[by_storage]
     heads = g[first[g] == by_storage]  # the span groups, storage by storage, by first member within
-    owner = layout.view_spans().storage[first[heads]]
+    spans = layout.view_spans()
+    owner = spans.storage[first[heads]]
     counts = np.bincount(owner, minlength=len(layout.storage_stats().nbytes))
+    within = np.arange(heads.size) - (np.cumsum(counts) - counts)[owner]  # place in its storage
     order = drawing_order(layout, frozenset(file_headers(layout)))
-    start = np.zeros_like(counts)
-    start[order] = np.cumsum(counts[order]) - counts[order]  # first ordinal of each storage
-    out[heads] = start[owner] + np.arange(heads.size) - (np.cumsum(counts) - counts)[owner]
+    at = _starts(counts, order)[owner] + within
+    in_order = np.empty_like(at)
+    in_order[at] = first[heads]  # the groups' first views, in drawing order
+    period = _layer_period(layout, in_order[:PERIOD_SAMPLE])
+    if period and period % len(PALETTE) == 0:  # one role per layer would be one colour: skip one per layer
+        at = _starts(counts + np.maximum(counts - 1, 0) // period, order)[owner] + within + within // period
+    out[heads] = at
     return out
+
+
+def _starts(width: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Per storage, its first ordinal when storage ``s`` takes ``width[s]``, in ``order``."""
+    start = np.zeros_like(width)
+    start[order] = np.cumsum(width[order]) - width[order]
+    return start
+
+
+#: Groups :func:`_layer_period` compares (the first of them, in drawing order).
+PERIOD_SAMPLE = 4096
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _layer_period(layout: Layout, views: np.ndarray) -> int:
+    """The period of the groups in drawing order, given their first ``views`` (positions):
+    the smallest ``p`` up to ``3 K`` at which two thirds of the groups, or more, have the size
+    and the name pattern (digits aside: ``layers.#.q_proj.weight``) of the group ``p`` later --
+    the groups per layer of a file or flat buffer that holds layer after layer; 0 if none.
+
+    >>> import torch, tensorviz as tv
+    >>> flat = torch.zeros(40 * 3)
+    >>> names = [f"layers.{i}.{r}" for i in range(8) for r in "abcde"]
+    >>> lay = tv.analyze({n: flat[3 * k : 3 * k + 3] for k, n in enumerate(names)})
+    >>> _layer_period(lay, np.arange(40)), _layer_period(lay, np.arange(40)[::-1])
+    (5, 5)
+    """
+    spans = layout.view_spans()
+    size = (spans.stop - spans.start)[views]
+    names = layout.names
+    patterns: dict[str, int] = {}
+    kind = np.fromiter(
+        (patterns.setdefault(_DIGITS.sub("#", names[v]), len(patterns)) for v in views.tolist()), np.int64, views.size
+    )
+    for p in range(1, min(3 * len(PALETTE), views.size // 2) + 1):
+        same = (size[p:] == size[:-p]) & (kind[p:] == kind[:-p])
+        if np.count_nonzero(same) * 3 >= 2 * (views.size - p):
+            return p
+    return 0
