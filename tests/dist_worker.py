@@ -175,8 +175,9 @@ def step(name: str, world: int, out: str, rank: int, reshard: bool) -> None:
         module.register_forward_pre_hook(gathered)
     loss = m(torch.tensor([[1, 2, 3, 4, 5]])).sum()
     truth = {"during_forward": during}
-    if not reshard:  # analysed mid-step: nothing may be resharded by it
+    if not reshard:  # analysed mid-step, globally and on this rank alone: nothing may be resharded by it
         truth["mid_step"] = layout_to_json(tv.analyze(m, group=True))
+        truth["local_mid_step"] = layout_to_json(tv.analyze(m))
         truth["still_gathered"] = not hasattr(m.embed.weight, "placements")
     loss.backward()
     truth["after_step"] = {n: p.untyped_storage().nbytes() for n, p in seen.items()}

@@ -107,6 +107,27 @@ def test_object_device_refuses_ranks_sharing_one_gpu():
         object_device("nccl", 0, 8, "3")
 
 
+def test_a_torch_without_fsdp2s_private_attributes_gets_the_reason_not_an_error():
+    import types
+
+    import torch
+
+    from tensorviz.sources.fsdp_units import UNAVAILABLE, describe_units, read_units
+
+    class Unknown(torch.nn.Module):  # an FSDP2 state with neither _fsdp_param_groups nor _fsdp_param_group
+        def _get_fsdp_state(self):
+            return types.SimpleNamespace()
+
+    m = Unknown()
+    why = UNAVAILABLE.format(version=torch.__version__, what="SimpleNamespace._fsdp_param_group")
+    assert read_units(m, [("", m)]) == ([], [], why)
+    assert "torch " + torch.__version__ + " has no SimpleNamespace._fsdp_param_group" in why
+    record = fsdp_record([([0], [])], {}, {0: why})
+    assert fsdp_lines(record) == [f"FSDP2 rank 0: {why}"]
+    assert describe_units(torch.nn.Linear(2, 2)) == ([], [], None)
+    assert "fsdp" not in tv.analyze(torch.nn.Linear(2, 2)).metadata
+
+
 # -- real runs: a training step on 2 and 4 ranks --------------------------------------------------------
 ROWS = {  # global rows and bytes a row of every parameter of tests/dist_worker.py's TinyLM
     "embed.weight": (11, 24),
@@ -215,6 +236,14 @@ def test_between_forward_and_backward_kept_units_are_gathered_and_analysis_resha
             assert p["now"] == p["gathered"] == truth["during_forward"][n], n
         t = fsdp["ranks"]["0"]
         assert (t["gathered_now_bytes"], t["freed_bytes"]) == (t["unsharded_bytes"], 0)
+        # tv.analyze(model) on one rank: its local shards, and the same units for this rank alone
+        local = truth["local_mid_step"]
+        rank = runs.index(run)
+        assert local["metadata"]["fsdp"]["units"] == [{"ranks": [rank], "units": fsdp["units"][0]["units"]}]
+        assert local["metadata"]["fsdp"]["ranks"] == {str(rank): fsdp["ranks"][str(rank)]}
+        views = {v["name"]: v for v in local["views"]}
+        assert views["embed.weight"]["nbytes"] == _local("embed.weight", world, rank)
+        assert "DTensor" in views["embed.weight"]["note"]
 
 
 def _layout(world, name):

@@ -149,7 +149,10 @@ def _unit_record(unit: Mapping, layout: Layout, rank: int) -> dict:
 
 
 def _shard_nbytes(layout: Layout, name: str, rank: int) -> int | None:
-    """Bytes of ``name``'s shard views on ``rank`` (one view, or pieces ``#0``, ``#1``...)."""
+    """Bytes of ``name``'s shard views on ``rank`` (one view, or pieces ``#0``, ``#1``...); in a
+    one-process layout, of the view ``name`` itself (this rank's local shard)."""
+    if layout.metadata.get("format") != "distributed":
+        return layout[name].nbytes if name in layout else None
     whole = f"{name}@rank{rank}"
     if whole in layout:
         return layout[whole].nbytes

@@ -36,7 +36,7 @@ import torch
 
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.layout import Layout
-from tensorviz.sources.fsdp_units import describe_units, gathered_to_sharded
+from tensorviz.sources.fsdp_units import describe_units
 from tensorviz.sources.global_layout import build_layout, layout_from_record
 from tensorviz.sources.live import iter_named_values
 from tensorviz.sources.placements import coordinate, placement_text, shard_ranges
@@ -57,7 +57,7 @@ def describe(obj: Any) -> tuple[dict, dict]:
     """
     units, local, unavailable = describe_units(obj)
     d = _Describer()
-    for name, value in _named_values(obj):
+    for name, value in iter_named_values(obj):
         d.add(name, value)
     desc, facts = d.result()
     if units:
@@ -66,26 +66,6 @@ def describe(obj: Any) -> tuple[dict, dict]:
     if unavailable:
         facts["fsdp_unavailable"] = unavailable
     return desc, facts
-
-
-def _named_values(obj: Any) -> Any:
-    """The values to describe. Mid-step (FSDP2 units gathered), the modules' attributes in
-    ``state_dict`` order with each gathered parameter swapped for its sharded DTensor:
-    ``state_dict()`` itself would reshard the model (FSDP2's pre-save hook frees what the coming
-    backward needs)."""
-    swap = gathered_to_sharded(obj)
-    if not swap:
-        return iter_named_values(obj)
-    return _swapped(obj, swap)
-
-
-def _swapped(obj: Any, swap: dict) -> Any:
-    for path, module in obj.named_modules(remove_duplicate=False):
-        pre = f"{path}." if path else ""
-        for n, p in module.named_parameters(recurse=False, remove_duplicate=False):
-            yield pre + n, swap.get(id(p), p)
-        for n, b in module.named_buffers(recurse=False, remove_duplicate=False):
-            yield pre + n, b
 
 
 class _Describer:

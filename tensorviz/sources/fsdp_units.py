@@ -22,11 +22,13 @@ Everything is read from FSDP2's private attributes (``torch.distributed.fsdp._fu
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["UNAVAILABLE", "describe_units", "gathered_to_sharded"]
+__all__ = ["UNAVAILABLE", "describe_units", "gathered_to_sharded", "module_values", "local_record"]
 
 #: Why the physical side is missing, with the attribute torch lacks filled in.
 UNAVAILABLE = (
@@ -44,15 +46,21 @@ def describe_units(obj: Any) -> tuple[list[dict], list[int], str | None]:
     [padded nbytes, ...], "params": [{"names", "storage", "offset", "padded", "gathered",
     "now", "dtype"}, ...]}`` (bytes; ``now`` is None before the first all-gather).
     """
-    if not isinstance(obj, torch.nn.Module):
+    fsdp_module = _fsdp_module_class()
+    if fsdp_module is None or not isinstance(obj, torch.nn.Module):
         return [], [], None
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:
-        return [], [], None
-    modules = [(n, m) for n, m in obj.named_modules() if isinstance(m, FSDPModule)]
-    if not modules:
-        return [], [], None
+    modules = [(n, m) for n, m in obj.named_modules() if isinstance(m, fsdp_module)]
+    return read_units(obj, modules) if modules else ([], [], None)
+
+
+def _fsdp_module_class() -> type | None:
+    """``FSDPModule`` when FSDP2 is in use (imported), else None: no import paid for a plain model."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return getattr(fsdp, "FSDPModule", None)
+
+
+def read_units(obj: torch.nn.Module, modules: list) -> tuple[list[dict], list[int], str | None]:
+    """:func:`describe_units` of the ``(name, FSDPModule)`` pairs; the reason when torch lacks an attribute."""
     try:
         return _units(obj, modules)
     except AttributeError as err:
@@ -180,25 +188,20 @@ def gathered_to_sharded(obj: Any) -> dict[int, Any]:
     """``{id(gathered parameter): its sharded DTensor}`` for units that are not sharded now
     (mid-step: between forward and backward with ``reshard_after_forward=False``); empty when
     every unit is sharded, or ``obj`` has none.
-
-    ``state_dict()`` would give the sharded parameters too, but FSDP2's pre-save hook gets them
-    by resharding: it frees the gathered storages the coming backward needs. Reading the
-    modules' attributes and swapping leaves the model as it is.
     """
-    if not isinstance(obj, torch.nn.Module):
+    fsdp_module = _fsdp_module_class()
+    if fsdp_module is None or not isinstance(obj, torch.nn.Module):
         return {}
+    swap: dict[int, Any] = {}
     try:
-        from torch.distributed.fsdp import FSDPModule
-
-        swap = {}
         for module in obj.modules():
-            if isinstance(module, FSDPModule):
+            if isinstance(module, fsdp_module):
                 for group in getattr(module._get_fsdp_state(), "_fsdp_param_groups", ()):
                     if group._sharded_state.name != "SHARDED":
                         swap.update(_swaps(group))
-        return swap
-    except (ImportError, AttributeError):
+    except AttributeError:
         return {}
+    return swap
 
 
 def _swaps(group: Any) -> dict[int, Any]:
@@ -209,3 +212,31 @@ def _swaps(group: Any) -> dict[int, Any]:
             if p is not None:
                 out[id(p)] = fp.sharded_param
     return out
+
+
+def module_values(module: torch.nn.Module, swap: dict[int, Any]) -> Iterator[tuple[str, Any]]:
+    """A module's parameters and buffers in ``state_dict`` order, each gathered FSDP2 parameter
+    swapped for its sharded DTensor (``swap``: :func:`gathered_to_sharded`).
+
+    What ``state_dict(keep_vars=True)`` gives, without calling it: mid-step, FSDP2's pre-save
+    hook would reshard the model, freeing the gathered storages the coming backward needs.
+    (Non-persistent buffers come in order here; the collector lists them either way.)
+    """
+    for path, m in module.named_modules(remove_duplicate=False):
+        pre = f"{path}." if path else ""
+        for n, p in m.named_parameters(recurse=False, remove_duplicate=False):
+            yield pre + n, swap.get(id(p), p)
+        for n, b in m.named_buffers(recurse=False, remove_duplicate=False):
+            yield pre + n, b
+
+
+def local_record(obj: Any) -> dict | None:
+    """``metadata["fsdp"]`` of a one-process layout (``tv.analyze(model)`` on one rank): this
+    rank's units and totals (see :mod:`tensorviz.core.fsdp`), or None without FSDP2 units."""
+    from tensorviz.core.fsdp import fsdp_record
+
+    units, local, why = describe_units(obj)
+    if not units and not why:
+        return None
+    rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+    return fsdp_record([([rank], units)], {rank: local}, {rank: why} if why else {})

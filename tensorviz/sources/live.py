@@ -24,6 +24,7 @@ import torch
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.fsdp_units import gathered_to_sharded, local_record, module_values
 from tensorviz.sources.memory import finish
 from tensorviz.sources.modules import module_facts
 
@@ -105,6 +106,10 @@ def _items(obj: Mapping | list | tuple) -> Iterator[tuple[Any, Any]]:
 
 def _module_items(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, Any]]:
     pre = f"{prefix}." if prefix else ""
+    swap = gathered_to_sharded(module)
+    if swap:  # FSDP2 mid-step: state_dict() would reshard the model; read its attributes instead
+        yield from ((pre + name, value) for name, value in module_values(module, swap))
+        return
     state = module.state_dict(keep_vars=True)
     yield from ((pre + name, value) for name, value in state.items())
     for name, buf in module.named_buffers(remove_duplicate=False):
@@ -354,4 +359,7 @@ def analyze_object(obj: Any) -> Layout:
         c.walk(obj, "")
         # Submodule classes and buffer names, for the module tree (tensorviz.core.tree).
         metadata = {"modules": module_facts(obj)} if isinstance(obj, torch.nn.Module) else None
+        fsdp = local_record(obj)
+        if fsdp:  # FSDP2's sharded and gathered parameter storages on this rank
+            metadata["fsdp"] = fsdp
         return c.layout(type(obj).__name__, metadata)

@@ -7,7 +7,11 @@ Reads module structure only (no tensor data).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+
+from tensorviz.sources.fsdp_units import gathered_to_sharded
 
 __all__ = ["module_facts"]
 
@@ -24,5 +28,18 @@ def module_facts(module: torch.nn.Module) -> dict[str, object]:
     """
     classes = {name: type(m).__name__ for name, m in module.named_modules(remove_duplicate=False)}
     buffers = tuple(name for name, b in module.named_buffers(remove_duplicate=False) if b is not None)
-    saved = module.state_dict(keep_vars=True).keys() if buffers else ()
+    saved = _saved_names(module) if buffers else ()
     return {"classes": classes, "buffers": buffers, "not_saved": tuple(n for n in buffers if n not in saved)}
+
+
+def _saved_names(module: torch.nn.Module) -> Any:
+    """The names ``state_dict`` writes. Mid-step under FSDP2 (units gathered) ``state_dict()``
+    would reshard the model, so the persistent buffers are read from each module instead."""
+    if not gathered_to_sharded(module):
+        return module.state_dict(keep_vars=True).keys()
+    return {
+        f"{path}.{n}" if path else n
+        for path, m in module.named_modules(remove_duplicate=False)
+        for n, _ in m.named_buffers(recurse=False, remove_duplicate=False)
+        if n not in m._non_persistent_buffers_set
+    }
