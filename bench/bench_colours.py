@@ -7,7 +7,13 @@ seconds of: ``analyze``; ``facts``, what the planner asks of any layout before c
 groups, storage stats, the drawing order of the storages); ``colours``, the ordinals on top of
 those facts; ``plan``, a whole ``tv.diagram`` of a fresh layout (colours included); and
 ``plan again``, a second diagram of the same layout (colours cached). The colours should stay
-a small fraction of ``plan`` at every size, and grow like it (about 2x per doubling).
+a small fraction of ``plan`` at every size, and grow like it (about 2x per doubling). The
+only Python loop is over the name patterns of at most 4,096 groups (the layer period), so it
+does not grow with the layout.
+
+Measured on the 2-core development machine (CPU seconds at 1,000,000 tensors): ``many``:
+colours 0.057 (5.7 % of plan 1.00; x1.6 from 500k); ``flat``: colours 0.016 (2.1 % of plan
+0.78; x2.05 from 500k).
 
     .venv/bin/python bench/bench_colours.py [--sizes 125000 250000 500000 1000000]
 """
