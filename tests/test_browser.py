@@ -167,6 +167,10 @@ def test_canvas_hover_click_select_zoom_and_grouping(lab, page):
     )
     ex.scroll_into_view_if_needed()
     tip = ex.locator(".tvz-tip")
+    # the kernel-gone stand-in of this explorer is on the page, its whole output collapsed while live
+    stand_in = page.locator(".jp-OutputArea-child:has(.tvz-snapshot)")
+    expect(stand_in).to_have_count(1)
+    assert stand_in.evaluate("e => getComputedStyle(e).display") == "none"
 
     # 1. Hover the pixel at the middle of q.weight's bar: its colour is the bar's, the tooltip names it.
     q = _locate(ex, "q.weight")
