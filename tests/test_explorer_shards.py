@@ -22,7 +22,7 @@ from tensorviz.explorer.widget import explore  # noqa: E402
 def shown(monkeypatch):
     """What explore() emits as output (captured instead of displayed)."""
     out: list = []
-    monkeypatch.setattr(tw, "_display", out.append)
+    monkeypatch.setattr(tw, "_display", lambda obj, **kw: out.append(obj))
     return out
 
 
