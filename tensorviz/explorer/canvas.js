@@ -1,11 +1,15 @@
 // The tensorviz diagram canvas (anywidget front-end). Python's Diagram arrives as binary columns;
 // this file only draws it and handles hover, click, drag-zoom and scrolling in the browser.
 // Pure helpers live in geometry.js (prepended to this file by the Python side).
-import { MARKS, storageTooltip, storageLabel, column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+import { MARKS, PAST_END, storageTooltip, storageLabel, column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const KIND = { storage: 0, view: 1, simple: 2, more: 3, moreStorages: 4, summary: 5 };
-const MARK_FILL = ["rgba(128,128,128,0.55)", "rgba(214,39,40,0.85)", "rgba(60,60,60,0.8)"];
+const MARK_FILL = ["rgba(128,128,128,0.55)", "rgba(214,39,40,0.85)", "rgba(60,60,60,0.8)", "#f4f4f4"];
+// The PNG's "past-end" layer: light grey, a purple "++" grid hatch, a dashed purple edge.
+const PAST_END_EDGE = "#7a0177";
+const PAST_END_KEY = `#f4f4f4;background-image:linear-gradient(${PAST_END_EDGE} 1px,transparent 1px),` +
+  `linear-gradient(90deg,${PAST_END_EDGE} 1px,transparent 1px);background-size:4px 4px;border:1px dashed ${PAST_END_EDGE}`;
 const CSS = `
 .tvz-cv { font: 12px var(--jp-ui-font-family, sans-serif); color: var(--jp-ui-font-color1, #222); position: relative; min-width: 0; }
 .tvz-cv-head { display: flex; flex-wrap: wrap; gap: 2px 12px; align-items: center; margin: 2px 0 4px; }
@@ -103,7 +107,7 @@ function render({ model, el }) {
   const $ = (s) => root.querySelector(s);
   const scroller = $(".tvz-cv-scroll"), canvas = $("canvas"), spacer = $(".tvz-cv-spacer"), tip = $(".tvz-tip");
   const g = canvas.getContext("2d");
-  let d = decodeAll(model), view = null, width = 600, height = 200, sc = null, hover = -1, drag = null, frame = 0;
+  let d = decodeAll(model), view = null, width = 600, height = 200, sc = null, hover = -1, drag = null, frame = 0, hatch = null;
   let selected = new Set(model.get("selected")), rel = null, relTo = null;
 
   function readSelection() {
@@ -194,13 +198,31 @@ function render({ model, el }) {
 
   function drawMarks(l, y) {
     const [a, b] = laneRange(d.markIndex, d.markStart, l, sc.lo, sc.hi);
-    for (let j = a; j < b; j++) {
-      const m = d.markIndex.order[j], r = barRect(sc, d.markStart[m], d.markStop[m]);
-      if (!r) continue;
-      g.fillStyle = MARK_FILL[d.markKind[m]] || "#000";
-      if (d.markKind[m] === 1) g.fillRect(r[0], y + LANE_H - 6, r[1], 4);
-      else g.fillRect(r[0], y + 5, r[1], LANE_H - 10);
+    for (const past of [true, false]) {  // past-end under the other marks, as in the PNG
+      for (let j = a; j < b; j++) {
+        const m = d.markIndex.order[j], kind = d.markKind[m], r = barRect(sc, d.markStart[m], d.markStop[m]);
+        if (!r || (kind === PAST_END) !== past) continue;
+        if (past) { drawPastEnd(r, y); continue; }
+        g.fillStyle = MARK_FILL[kind] || "#000";
+        if (kind === 1) g.fillRect(r[0], y + LANE_H - 6, r[1], 4);
+        else g.fillRect(r[0], y + 5, r[1], LANE_H - 10);
+      }
     }
+  }
+
+  function drawPastEnd(r, y) {
+    g.fillStyle = MARK_FILL[PAST_END]; g.fillRect(r[0], y + 4, r[1], LANE_H - 8);
+    g.fillStyle = hatch || (hatch = plusHatch()); g.fillRect(r[0], y + 4, r[1], LANE_H - 8);
+    g.setLineDash([4, 2]); g.strokeStyle = PAST_END_EDGE; g.lineWidth = 1;
+    g.strokeRect(r[0] + 0.5, y + 4.5, Math.max(r[1] - 1, 1), LANE_H - 9); g.setLineDash([]);
+  }
+
+  function plusHatch() {  // a 5 px grid of purple lines: the PNG's "++" hatch
+    const tile = document.createElement("canvas");
+    tile.width = tile.height = 5;
+    const t = tile.getContext("2d");
+    t.fillStyle = PAST_END_EDGE; t.fillRect(2, 0, 1, 5); t.fillRect(0, 2, 5, 1);
+    return g.createPattern(tile, "repeat");
   }
 
   function isMarked(i) {
@@ -233,7 +255,7 @@ function render({ model, el }) {
   function legend() {
     const keys = [];
     const kinds = new Set(d.markKind);
-    kinds.forEach((k) => keys.push([MARK_FILL[k], MARKS[k]]));
+    kinds.forEach((k) => keys.push([k === PAST_END ? PAST_END_KEY : MARK_FILL[k], MARKS[k]]));
     if (d.flags.some((f) => f & 1)) keys.push(["rgba(68,119,170,0.3)", "span with gaps (solid: bytes read)"]);
     if (d.flags.some((f) => f & 2)) keys.push(["#fff;border:1px dashed #d62728", "shares bytes with another view"]);
     if (selected.size) keys.push(["#fff;border:2px solid #000", "selected"], ["#fff;border:2px solid #e07000", "shares bytes with the selection"]);

@@ -188,7 +188,18 @@ export function storageLabel(storage, tag, nbytes) {
   return [`storage #${storage}`, tag, formatBytes(nbytes)].filter(Boolean).join(" · ");
 }
 
-export const MARKS = ["unreferenced bytes (no view reads them)", "read by ≥ 2 bars", "file header"];
+export const MARKS = ["unreferenced bytes (no view reads them)", "read by ≥ 2 bars", "file header",
+  "past its storage's end (storage freed: no memory there)"];
+export const PAST_END = 3;  // the mark kind of bytes views address past their storage's end
+
+// Bytes [storage end, bar end) that bar `bar` addresses past its storage's end (a storage freed
+// with resize_(0) keeps its views), or null. Simple rows are their storage: never past it.
+export function pastEnd(d, bar) {
+  const b = d.laneBlock[d.lane[bar]];
+  if (b < 0 || d.laneKind[d.lane[bar]] === 2) return null;
+  const end = d.blockNbytes[b];
+  return d.stop[bar] > end && d.stop[bar] > d.start[bar] ? [Math.max(end, d.start[bar]), d.stop[bar]] : null;
+}
 
 // The lines of a storage lane's tooltip at byte `at`: the storage, its bars, the marks under the
 // mouse, and whether some shared bytes are also read by views the filters left out.
@@ -219,6 +230,8 @@ export function tooltip(d, bar) {
   out.push(`${dtype}[${shape}] · stride (${stride}) · offset ${offset}`);
   const s = d.start[bar], e = d.stop[bar];
   out.push(`bytes [${formatBytes(s)}, ${formatBytes(e)}) · ${formatBytes(e - s)} · storage #${d.storageOf[bar]}`);
+  const past = pastEnd(d, bar);
+  if (past) out.push(`reads past its storage's end (${formatBytes(d.blockNbytes[d.laneBlock[d.lane[bar]]])}): storage freed, bytes [${formatBytes(past[0])}, ${formatBytes(past[1])}) have no memory`);
   const pct = d.fpct[bar];
   out.push(`footprint ${trim((100 * pct).toPrecision(4))}% of its span${pct < 1 ? " (strided, with gaps)" : ""}`);
   const flags = d.flags[bar];

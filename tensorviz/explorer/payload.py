@@ -27,7 +27,9 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
                                   simple lane and runs to the next, or to a diagram-wide row)
 ``block_nbytes``       f64        storage size of the blocks with a storage lane (a simple
                                   block's storage is its one bar)
-``mark_*``             M          unreferenced bytes (0), read by >= 2 bars (1), file header (2)
+``mark_*``             M          unreferenced bytes (0), read by >= 2 bars (1), file header (2),
+                                  bytes views address past their storage's end (3: a freed
+                                  storage, as the PNG's "past-end" layer)
 ``names``              text V     view names, each without the first ``name_prefix`` characters
 ``name_prefix``        u8 V       characters shared with the previous name (ASCII, <= 255)
 ``geom``               text V     ``"shape;stride;offset"`` (stride empty: row-major contiguous)
@@ -43,6 +45,7 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
+from tensorviz.render._mpl_layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
 
 __all__ = ["payload", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
 
@@ -239,8 +242,8 @@ def _tag(layout: Layout, index: int) -> str:
 def _marks(diagram: Any) -> dict[str, bytes]:
     kinds, lanes, parts = [], [], []
     share = max(16, _MARK_BUDGET // max(len(diagram.blocks), 1))
-    for block in diagram.blocks:
-        for kind, runs in enumerate((block.unreferenced, block.overlap_runs, block.header)):
+    for bi, block in enumerate(diagram.blocks):
+        for kind, runs in enumerate((block.unreferenced, block.overlap_runs, block.header, past_end(diagram, bi))):
             if runs is None or not len(runs):
                 continue
             runs = simplify(np.asarray(runs), share)

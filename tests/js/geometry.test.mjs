@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
   tooltip, storageTooltip, storageLabel, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
+  pastEnd, PAST_END,
 } from "../../tensorviz/explorer/geometry.js";
 
 test("column copies an unaligned DataView into an aligned typed array", () => {
@@ -117,6 +118,9 @@ test("tooltip: name, dtype[shape], stride, offset, byte range, footprint, relati
     storageOf: new Int32Array([1, 1, 0]), barView: new Uint32Array([0, 1, 2]),
     tieFirst: new Uint32Array([0, 0, 0, 1]), ties: new Uint32Array([3]),
     rel: new Uint8Array([4, 1, 0, 0]), relTo: new Uint32Array([1, 1, 0, 0]),
+    // storage #1 (3 KiB) with qkv and q on its view lanes; wte's storage is one simple row
+    lane: new Uint32Array([1, 2, 3]), laneKind: new Uint8Array([0, 1, 1, 2]),
+    laneBlock: new Int32Array([0, 0, 0, 1]), blockNbytes: new Float64Array([3072, 4096]),
   };
   assert.deepEqual(tooltip(d, 0), [
     "qkv.weight", "float32[48, 16] · stride (16, 1) · offset 0", "bytes [0 B, 3 KiB) · 3 KiB · storage #1",
@@ -171,4 +175,29 @@ test("storageTooltip: the storage, its bars, the marks under the mouse, filtered
 test("storageLabel: number, tag, size in the one byte format", () => {
   assert.equal(storageLabel(1, "", 3072), "storage #1 · 3 KiB");
   assert.equal(storageLabel(0, "model.safetensors", 16000), "storage #0 · model.safetensors · 15.63 KiB");
+});
+
+test("pastEnd: the bytes a view of a freed storage addresses past its end, and its tooltip says so", () => {
+  // storage #0 freed (0 B): w reads [0, 80), v [20, 60); storage #1 (32 B) is a simple row
+  const d = {
+    names: ["w", "v", "other"], geom: ["4, 5;;0", "2, 5;;5", "8;;0"], dtype: new Uint8Array(3), dtypes: ["float32"],
+    start: new Float64Array([0, 20, 0]), stop: new Float64Array([80, 60, 32]), fpct: new Float32Array([1, 1, 1]),
+    flags: new Uint8Array(3), storageOf: new Int32Array([0, 0, 1]), barView: new Uint32Array(0),
+    lane: new Uint32Array([1, 2, 3]), laneKind: new Uint8Array([0, 1, 1, 2]),
+    laneBlock: new Int32Array([0, 0, 0, 1]), blockNbytes: new Float64Array([0, 32]),
+  };
+  assert.deepEqual(pastEnd(d, 0), [0, 80]);
+  assert.deepEqual(pastEnd(d, 1), [20, 60]);
+  assert.equal(pastEnd(d, 2), null);  // a simple row is its whole storage
+  d.blockNbytes[0] = 40;  // a storage shrunk to 40 B: only the tail is past its end
+  assert.deepEqual(pastEnd(d, 1), [40, 60]);
+  d.blockNbytes[0] = 0;
+  assert.ok(tooltip(d, 1).includes("reads past its storage's end (0 B): storage freed, bytes [20 B, 60 B) have no memory"));
+  assert.ok(!tooltip(d, 2).some((line) => line.includes("past")));
+  // the storage row's tooltip names the past-end mark the planner sends (kind PAST_END)
+  const markStart = new Float64Array([0]), markStop = new Float64Array([80]);
+  const s = { laneBlock: d.laneBlock, laneLabels: ["storage #0 · 0 B", "", "", ""], blockStorage: new Int32Array([0, 1]),
+    blockBars: new Uint32Array([2, 1]), blockHidden: new Uint32Array(2), markKind: new Uint8Array([PAST_END]),
+    markStart, markStop, markIndex: laneIndex(new Uint32Array([0]), markStart, markStop, 4) };
+  assert.equal(storageTooltip(s, 0, 50, 1)[2], "past its storage's end (storage freed: no memory there): bytes [0 B, 80 B) · 80 B");
 });

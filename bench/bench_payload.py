@@ -1,0 +1,94 @@
+"""Payload bytes per drawn bar of the explorer's canvas, kernel side (no browser needed).
+
+For each model the explorer plans its first state as it does on screen (every lane, the overview
+when it would show one) and ships it to a :class:`~tensorviz.explorer.canvas.DiagramCanvas`; the
+bytes put on the wire (binary columns, front-coded names, lists) are divided by the bars drawn.
+The overview's own columns are reported apart (bytes per storage it shows and per cell), and so
+is the matplotlib PNG of the same state, per bar *it* draws (its lane budget draws fewer).
+
+Models: the browser tests' tiny tied/fused model; bench_analyze's 1,000-tensor synthetic state
+dict; a Llama-70B-sized model on ``meta`` (transformers); 100,000 storages of bench_scale's
+``many_small`` shape (tied pairs, fused qkv slices, simple weights: an overview and a summary
+row); 100,000 slices of one flat storage (one lane per view).
+
+Run: ``.venv/bin/python bench/bench_payload.py`` (add ``--quick`` to skip the two 100k models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import tensorviz as tv  # noqa: E402
+from bench_analyze import synthetic_state_dict  # noqa: E402
+from bench_scale import many_small  # noqa: E402
+
+OVERVIEW_KEYS = ("ov_",)
+
+
+def tiny() -> dict[str, torch.Tensor]:
+    w, qkv = torch.zeros(64, 16), torch.zeros(48, 16)
+    sd = {"wte.weight": w, "lm_head.weight": w, "qkv.weight": qkv}
+    sd.update({f"{p}.weight": qkv[16 * i : 16 * (i + 1)] for i, p in enumerate("qkv")})
+    sd.update({f"ln.{k}": torch.zeros(16) for k in ("weight", "bias")})
+    return sd
+
+
+def llama70b():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                      num_key_value_heads=8, vocab_size=128256)  # fmt: skip
+    with torch.device("meta"):
+        return LlamaForCausalLM(cfg)
+
+
+def one_flat(n: int) -> dict[str, torch.Tensor]:
+    flat = torch.zeros(4 * n)
+    return {"flat": flat, **{f"v{i}": flat[4 * i : 4 * i + 4] for i in range(n)}}
+
+
+def measure(label: str, obj) -> None:
+    t0 = time.perf_counter()
+    ex = tv.explore(obj, snapshot=False)
+    ms = 1000 * (time.perf_counter() - t0)
+    c, d = ex.canvas, ex.diagram
+    bars = max(len(d.bars), 1)
+    total = ex.payload_nbytes
+    ov = {k: getattr(c, k) for k in c.trait_names() if k.startswith(OVERVIEW_KEYS)}
+    ov_bytes = sum(len(v) if isinstance(v, bytes) else len(repr(v)) for v in ov.values())
+    line = f"{label:<26} {len(d.bars):>8,} bars {total:>12,} B = {total / bars:6.1f} B/bar"
+    if d.overview is not None:
+        n, cells = d.overview.storage.size, d.overview.cells_total
+        line += (
+            f"   overview {ov_bytes:,} B = {ov_bytes / n:.1f} B/storage, {ov_bytes / cells:.2f} B/cell"
+            f" ({n:,} storages, {cells:,} cells)"
+        )
+    else:
+        line += "   no overview"
+    capped, png = ex._renderer.picture(ex.state)
+    line += f"   | PNG {len(png) / max(len(capped.bars), 1):,.0f} B/bar drawn ({len(capped.bars):,})"
+    print(line + f"   [explore {ms:.0f} ms]", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="skip the two 100k models")
+    args = ap.parse_args()
+    measure("tiny tied + fused", tiny())
+    measure("1k synthetic", synthetic_state_dict(1000))
+    measure("Llama-70B-sized, meta", llama70b())
+    if not args.quick:
+        measure("100k storages (many_small)", many_small(125_000))
+        measure("100k slices, one storage", one_flat(100_000))
+
+
+if __name__ == "__main__":
+    main()
