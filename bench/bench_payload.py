@@ -26,9 +26,10 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import tensorviz as tv  # noqa: E402
 from bench_analyze import synthetic_state_dict  # noqa: E402
 from bench_scale import many_small  # noqa: E402
+
+import tensorviz as tv  # noqa: E402
 
 OVERVIEW_KEYS = ("ov_",)
 
