@@ -47,7 +47,8 @@ def test_payload_columns_are_the_plan(strided):
     assert [p["colors"][i] for i in col(p, "bar_color", "u1")] == [b.color for b in d.bars]
     assert [b.color for b in d.bars] == [PALETTE[k] for k in (0, 1, 2, 0, 3)]  # x and t: one span, one colour
     assert p["bar_view"] == b"" and p["tie_first"] == b""  # bar i draws view i, no ties
-    assert text(p, "geom") == ["4, 6;;0", "6;;6", "4;6;1", "6, 4;1, 6;0", "4;;0"]  # stride only when not row-major
+    assert text(p, "geom_heads") == ["4, 6;", "6;", "4;6", "6, 4;1, 6", "4;"]  # stride only when not row-major
+    assert list(p["geom"]) == [0, 0, 1, 6, 2, 1, 3, 0, 4, 0]  # (head, offset) per view, each one varint byte
     assert p["dtypes"] == ["float32"] and col(p, "dtype", "u1") == [0] * 5
     flags = col(p, "bar_flags", "u1")
     sparse, overlaps, noncontig = (1 << FLAGS.index(f) for f in ("sparse", "overlaps_other", "non_contiguous"))

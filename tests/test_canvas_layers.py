@@ -4,6 +4,11 @@ decoded here as the browser does, against the plan's own columns)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -55,3 +60,99 @@ def test_no_past_end_mark_for_live_storages():
     lay = tv.analyze({"x": x, "a": x[:4], "b": x[8:]})
     p = payload(tv.diagram(lay, max_lanes=ALL_LANES), lay)
     assert 3 not in col(p, "mark_kind", "u1")
+
+
+# -- the overview ------------------------------------------------------------------------------------
+def unvarint(data: bytes) -> list[int]:
+    out, v, shift = [], 0, 0
+    for b in data:
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            out.append(v)
+            v, shift = 0, 0
+    return out
+
+
+@pytest.fixture
+def mixed():
+    """Storages of every overview kind, one partly unreferenced, one big, one freed."""
+    w, qkv, flat = torch.zeros(64, 16), torch.zeros(48, 16), torch.zeros(1000)
+    sd = {"wte": w, "head": w, "qkv": qkv, "q": qkv[:16], "k": qkv[16:32]}
+    sd.update({"flat.a": flat[:100], "flat.b": flat[500:600]})  # packed, 3,200 of 4,000 B unreferenced
+    sd.update({f"solo{i}": torch.zeros(4 + i) for i in range(5)})
+    sd["big"] = torch.zeros(10_000)
+    return sd
+
+
+def test_overview_columns_are_the_plan(mixed):
+    lay = tv.analyze(mixed)
+    d = tv.diagram(lay, max_lanes=ALL_LANES, overview=True)
+    ov, p = d.overview, payload(d, lay)
+    packed = unvarint(p["ov_cells"])
+    assert [c >> 2 for c in packed] == ov.cells.tolist() and [c & 3 for c in packed] == ov.kind.tolist()
+    assert unvarint(p["ov_views"]) == ov.views.tolist() and unvarint(p["ov_nbytes"]) == ov.nbytes.tolist()
+    assert p["ov_storage"] == b"" and ov.storage.tolist() == list(range(len(lay.storages)))  # every storage
+    (e,) = np.flatnonzero(ov.unreferenced).tolist()
+    assert unvarint(p["ov_unref"]) == [e, int(ov.unreferenced_cells[e]), 3200]
+    assert p["ov_columns"] == ov.columns and len(p["ov_colors"]) == 10
+    assert p["ov_labels"].decode().split("\n") == [label.text for label in ov.labels]
+    assert col(p, "ov_label_entry", "<u4") == [label.entry for label in ov.labels]
+    # names only for the storages the lanes do not draw: the simple ones, folded into the summary row
+    folded = [s for s in ov.storage.tolist() if s not in {b.storage for b in d.blocks}]
+    assert [lay.storages[s].names[0] for s in folded] == [f"solo{i}" for i in range(5)] + ["big"]
+    assert p["ov_names"].decode().split("\n") == ["solo0", "1", "2", "3", "4", "big"]  # front-coded
+    assert col(p, "ov_name_prefix", "u1") == [0, 4, 4, 4, 4, 0]
+
+
+def test_a_filtered_overview_sends_its_storage_indices(mixed):
+    lay = tv.analyze(mixed)
+    d = tv.diagram(lay, names="solo|big", max_lanes=ALL_LANES, overview=True)
+    p = payload(d, lay)
+    deltas = unvarint(p["ov_storage"])
+    assert np.cumsum(deltas).tolist() == d.overview.storage.tolist() == [3, 4, 5, 6, 7, 8]
+
+
+def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
+    """geometry.js decodes the columns and colours every cell as render/_mpl_overview.py does."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: geometry.js cannot be run here")
+    from tensorviz.render._mpl_overview import cell_codes, grid_shape
+
+    lay = tv.analyze(mixed)
+    d = tv.diagram(lay, max_lanes=ALL_LANES, overview=True)
+    p = payload(d, lay)
+    traits = {k: (list(v) if isinstance(v, bytes) else v) for k, v in p.items() if k.startswith("ov_")}
+    widths = (1.5, 10.0)  # inches: narrower than the plan's columns, and wide enough
+    shapes = [grid_shape(d.overview, w) for w in widths]  # (columns, rows, pixels a cell)
+    rooms = [int((w - 0.6) * 100) for w in widths]  # the PNG's pixels for the grid (0.3 in margins)
+    geometry = Path(__file__).resolve().parents[1] / "tensorviz" / "explorer" / "geometry.js"
+    script = tmp_path / "codes.mjs"
+    script.write_text(
+        f"import * as g from {json.dumps(geometry.as_uri())};\n"
+        f"const t = {json.dumps(traits)};\n"
+        "const get = (k) => (Array.isArray(t[k]) && k !== 'ov_colors' ? new DataView(new Uint8Array(t[k]).buffer) : t[k]);\n"
+        "const ov = g.decodeOverview(get);\n"
+        f"console.log(JSON.stringify({{storage: Array.from(ov.storage), unref: Array.from(ov.unrefBytes),"
+        f" grids: {json.dumps(rooms)}.map((w) => g.overviewGrid(ov, w)),"
+        f" codes: {json.dumps([c for c, _, _ in shapes])}.map((c) => Array.from(g.overviewCodes(ov, c)))}}));\n"
+    )
+    out = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout)
+    assert out["storage"] == d.overview.storage.tolist()
+    assert out["unref"] == d.overview.unreferenced.tolist()
+    assert [(g["cols"], g["rows"], g["px"]) for g in out["grids"]] == shapes
+    for (c, _, _), codes in zip(shapes, out["codes"]):
+        assert codes == cell_codes(d.overview, c).ravel().tolist(), c
+    assert shapes[0][0] < d.overview.columns == shapes[1][0]
+
+
+def test_the_explorer_shows_an_overview_where_the_png_would():
+    from tensorviz.explorer.widget import explore
+
+    many = explore({f"w{i}": torch.zeros(4) for i in range(50)}, snapshot=False)
+    assert many.canvas.ov_columns > 0 and len(unvarint(many.canvas.ov_cells)) == 50
+    assert many._renderer.picture(many.state)[0].overview is not None  # the static picture has one too
+    few = explore({f"w{i}": torch.zeros(4) for i in range(10)}, snapshot=False)
+    assert few.canvas.ov_columns == 0 and few.canvas.ov_cells == b""
+    assert few._renderer.picture(few.state)[0].overview is None

@@ -1,7 +1,9 @@
 // The tensorviz diagram canvas (anywidget front-end). Python's Diagram arrives as binary columns;
 // this file only draws it and handles hover, click, drag-zoom and scrolling in the browser.
 // Pure helpers live in geometry.js (prepended to this file by the Python side).
-import { MARKS, PAST_END, storageTooltip, storageLabel, column, lines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+import { MARKS, PAST_END, storageTooltip, storageLabel, column, lines, varints, geomLines, frontDecode, ownLanes, blockOfLanes, fitText, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews, SHARES_BYTES } from "./geometry.js";
+
+import { mountOverview, OVERVIEW_CSS } from "./overview.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const KIND = { storage: 0, view: 1, simple: 2, more: 3, moreStorages: 4, summary: 5 };
@@ -23,7 +25,7 @@ const CSS = `
   background: var(--jp-layout-color0, #fff); color: var(--jp-ui-font-color0, #111); border: 1px solid #888;
   box-shadow: 0 2px 6px rgba(0,0,0,0.25); padding: 4px 7px; font: 12px var(--jp-code-font-family, monospace); white-space: pre-wrap; }
 .tvz-tip b { font-family: var(--jp-ui-font-family, sans-serif); }
-`;
+${OVERVIEW_CSS}`;
 
 export function decodeAll(model) {
   const g = (k) => model.get(k);
@@ -59,7 +61,8 @@ export function decodeAll(model) {
   d.laneSize = new Float64Array(nLanes);
   const special = column(g("special_lane"), Uint32Array), size = column(g("special_size"), Float64Array);
   special.forEach((l, k) => { d.laneSize[l] = size[k]; });
-  d.geom = lines(g("geom"), nViews);
+  const pairs = varints(g("geom"));
+  d.geom = geomLines(lines(g("geom_heads"), 0), pairs);
 
   d.runFirst = new Uint32Array(n + 1);
   for (let r = 0; r < d.runBar.length; r++) d.runFirst[d.runBar[r] + 1]++;
@@ -102,13 +105,15 @@ function render({ model, el }) {
   const root = document.createElement("div");
   root.className = "tvz-cv";
   root.innerHTML = `<style>${CSS}</style><div class="tvz-cv-head"><span class="tvz-cv-caption"></span><span class="tvz-cv-legend"></span></div>
-    <div class="tvz-cv-scroll"><canvas></canvas><div class="tvz-cv-spacer"></div></div><div class="tvz-cv-foot"></div><div class="tvz-tip"></div>`;
+    <div class="tvz-cv-scroll"><canvas></canvas><div class="tvz-cv-spacer"></div></div><div class="tvz-cv-foot"></div><div class="tvz-ov" hidden></div><div class="tvz-tip"></div>`;
   el.append(root);
   const $ = (s) => root.querySelector(s);
   const scroller = $(".tvz-cv-scroll"), canvas = $("canvas"), spacer = $(".tvz-cv-spacer"), tip = $(".tvz-tip");
   const g = canvas.getContext("2d");
   let d = decodeAll(model), view = null, width = 600, height = 200, sc = null, hover = -1, drag = null, frame = 0, hatch = null;
-  let selected = new Set(model.get("selected")), rel = null, relTo = null;
+  let selected = new Set(model.get("selected")), rel = null, relTo = null, focus = -1;
+  const get = (k) => model.get(k);
+  const overview = mountOverview($(".tvz-ov"), (e, text) => placeTip(e, text), pick);
 
   function readSelection() {
     selected = new Set(model.get("selected"));
@@ -172,6 +177,7 @@ function render({ model, el }) {
 
   function drawLane(l, y, lw, any) {
     const kind = d.laneKind[l];
+    if (l === focus) { g.fillStyle = "rgba(31,95,191,0.12)"; g.fillRect(0, y, width, LANE_H); g.fillStyle = "#1f5fbf"; g.fillRect(0, y + 1, 3, LANE_H - 2); }
     g.fillStyle = kind === KIND.storage ? "#222" : "#444";
     g.font = (kind === KIND.storage ? "bold " : "") + "11px sans-serif";
     g.textBaseline = "middle";
@@ -281,14 +287,26 @@ function render({ model, el }) {
   function showTip(e, i) {
     const [px, py] = point(e), l = laneAt(py);
     const onStorage = i < 0 && sc && py >= AXIS_H && px >= sc.x0 - 2 && d.laneKind[l] === KIND.storage;
-    if (i < 0 && !onStorage) { tip.style.display = "none"; return; }
-    const text = i >= 0 ? tooltip(d, i) : storageTooltip(d, l, sc.byte(px), 2 / sc.k);
+    if (i < 0 && !onStorage) { placeTip(e, null); return; }
+    placeTip(e, i >= 0 ? tooltip(d, i) : storageTooltip(d, l, sc.byte(px), 2 / sc.k));
+  }
+  // The tooltip's lines (the first in bold) beside the mouse, inside the widget; null hides it.
+  function placeTip(e, text) {
+    if (!text) { tip.style.display = "none"; return; }
     tip.innerHTML = "";
     const b = document.createElement("b"); b.textContent = text[0]; tip.append(b, "\n" + text.slice(1).join("\n"));
-    const [x, y] = point(e), box = root.getBoundingClientRect(), c = canvas.getBoundingClientRect();
+    const box = root.getBoundingClientRect();
     tip.style.display = "block";
-    const left = Math.min(x + (c.left - box.left) + 14, Math.max(0, box.width - tip.offsetWidth - 4));
-    tip.style.left = left + "px"; tip.style.top = y + (c.top - box.top) + 16 + "px";
+    const left = Math.min(e.clientX - box.left + 14, Math.max(0, box.width - tip.offsetWidth - 4));
+    tip.style.left = left + "px"; tip.style.top = e.clientY - box.top + 16 + "px";
+  }
+  // Scroll the lanes to lane l (an overview click) and mark it until the next one.
+  function pick(l) {
+    focus = l;
+    scroller.scrollTop = Math.max(0, (l - 1) * LANE_H);
+    scroller.scrollIntoView({ block: "nearest" });
+    root.dataset.focusLane = l;
+    schedule();
   }
   function onMove(e) {
     const [x, y] = point(e);
@@ -316,9 +334,10 @@ function render({ model, el }) {
   }
   function onDbl() { view = null; model.set("zoom", []); model.save_changes(); schedule(); }
   function onData() {
-    d = decodeAll(model); readSelection();
+    d = decodeAll(model); readSelection(); focus = -1;
     const z = model.get("zoom"); view = z && z.length === 2 ? z : null;
     sizes(); legend(); draw();
+    overview.update(get, d); overview.draw(width);
     root.dataset.revision = model.get("revision");
   }
   function onSel() { readSelection(); legend(); schedule(); }
@@ -355,9 +374,10 @@ function render({ model, el }) {
   model.on("change:selected", onSel);
   const onZoom = () => { const z = model.get("zoom"); view = z && z.length === 2 ? z : null; schedule(); };
   model.on("change:zoom", onZoom);
-  const ro = new ResizeObserver(() => { const w = Math.floor(root.clientWidth) - 2; if (w !== width) { sizes(); draw(); } });
+  const ro = new ResizeObserver(() => { const w = Math.floor(root.clientWidth) - 2; if (w !== width) { sizes(); draw(); overview.draw(width); } });
   ro.observe(root);
   sizes(); legend(); draw();
+  overview.update(get, d); overview.draw(width);
   root.dataset.revision = model.get("revision");
   return () => { ro.disconnect(); window.removeEventListener("mouseup", onUp); model.off("change:revision", onData); model.off("change:rel", onSel); model.off("change:selected", onSel); model.off("change:zoom", onZoom); };
 }

@@ -35,11 +35,10 @@ _HERE = Path(__file__).resolve().parent
 
 
 def esm_source() -> str:
-    """The widget's ES module: ``geometry.js`` then ``canvas.js`` (its import line dropped)."""
-    geometry = (_HERE / "geometry.js").read_text(encoding="utf-8")
-    canvas = (_HERE / "canvas.js").read_text(encoding="utf-8")
-    body = "\n".join(line for line in canvas.splitlines() if not line.startswith("import "))
-    return geometry + "\n" + body
+    """The widget's ES module: ``geometry.js``, ``overview.js`` then ``canvas.js`` (their import
+    lines dropped: one module, no build step)."""
+    parts = [(_HERE / name).read_text(encoding="utf-8") for name in ("geometry.js", "overview.js", "canvas.js")]
+    return "\n".join("\n".join(ln for ln in p.splitlines() if not ln.startswith("import ")) for p in parts)
 
 
 def _bytes_trait() -> traitlets.Bytes:
@@ -75,8 +74,20 @@ class DiagramCanvas(anywidget.AnyWidget):
     mark_stop = _bytes_trait()
     names = _bytes_trait()
     name_prefix = _bytes_trait()
+    geom_heads = _bytes_trait()
     geom = _bytes_trait()
     dtype = _bytes_trait()
+    ov_cells = _bytes_trait()
+    ov_views = _bytes_trait()
+    ov_nbytes = _bytes_trait()
+    ov_storage = _bytes_trait()
+    ov_unref = _bytes_trait()
+    ov_names = _bytes_trait()
+    ov_name_prefix = _bytes_trait()
+    ov_label_entry = _bytes_trait()
+    ov_labels = _bytes_trait()
+    ov_columns = traitlets.Int(0).tag(sync=True)
+    ov_colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
     dtypes = traitlets.List(traitlets.Unicode()).tag(sync=True)
     colors = traitlets.List(traitlets.Unicode()).tag(sync=True)
     x_range = traitlets.List(traitlets.Float(), default_value=[0.0, 1.0]).tag(sync=True)

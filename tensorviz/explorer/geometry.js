@@ -18,6 +18,31 @@ export function lines(view, count) {
   return new TextDecoder().decode(bytes).split("\n");
 }
 
+// Unsigned LEB128 varints (Python's explorer/wire.py varint) -> Float64Array: 7 bits a byte, the
+// high bit set on all but a value's last byte; exact up to 2**53 (multiplies, not 32-bit shifts).
+export function varints(view) {
+  if (!view || !view.byteLength) return new Float64Array(0);
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  let n = 0;
+  for (let k = 0; k < bytes.length; k++) if (!(bytes[k] & 128)) n++;
+  const out = new Float64Array(n);
+  let v = 0, mul = 1, j = 0;
+  for (let k = 0; k < bytes.length; k++) {
+    const b = bytes[k];
+    v += (b & 127) * mul;
+    if (b & 128) mul *= 128; else { out[j++] = v; v = 0; mul = 1; }
+  }
+  return out;
+}
+
+// Each view's "shape;stride;offset" from the distinct "shape;stride" heads and the varint
+// pairs (head, offset) per view.
+export function geomLines(heads, pairs) {
+  const out = new Array(pairs.length >> 1);
+  for (let k = 0; k < out.length; k++) out[k] = `${heads[pairs[2 * k]]};${pairs[2 * k + 1]}`;
+  return out;
+}
+
 // Names sent front-coded: each keeps `prefix[k]` characters of the previous one.
 export function frontDecode(rest, prefix) {
   const out = new Array(rest.length);
@@ -253,5 +278,125 @@ export function barViews(d, bar) {
   if (d.tieFirst && d.tieFirst.length) {
     for (let j = d.tieFirst[bar]; j < d.tieFirst[bar + 1]; j++) out.push(d.ties[j]);
   }
+  return out;
+}
+
+// -- the overview: every storage as cells of a grid sized by bytes (the PNG's overview panel) --
+
+export const OVERVIEW_KINDS = ["simple", "packed", "overlapping", "tied"];
+const KIND_WORDS = ["one view or none", "several views, no byte shared", "views share bytes (slices, fused weights)",
+  "two views read the same span (tied weights)"];
+
+// The overview's columns (payload_overview.py) from a getter of the traits; null when none.
+export function decodeOverview(get) {
+  const columns = get("ov_columns");
+  if (!columns) return null;
+  const packed = varints(get("ov_cells")), n = packed.length;
+  const kind = new Uint8Array(n), cells = new Float64Array(n), first = new Float64Array(n + 1);
+  for (let e = 0; e < n; e++) {
+    kind[e] = packed[e] % 4; cells[e] = Math.floor(packed[e] / 4); first[e + 1] = first[e] + cells[e];
+  }
+  let storage = varints(get("ov_storage"));
+  if (!storage.length) storage = Float64Array.from({ length: n }, (_, e) => e);
+  else for (let e = 1; e < n; e++) storage[e] += storage[e - 1];
+  const unrefCells = new Float64Array(n), unrefBytes = new Float64Array(n), triples = varints(get("ov_unref"));
+  for (let k = 0; k + 2 < triples.length; k += 3) { unrefCells[triples[k]] = triples[k + 1]; unrefBytes[triples[k]] = triples[k + 2]; }
+  const labelEntry = Array.from(column(get("ov_label_entry"), Uint32Array));
+  const prefix = column(get("ov_name_prefix"), Uint8Array);
+  return {
+    n, kind, cells, first, total: first[n], storage, unrefCells, unrefBytes, columns,
+    views: varints(get("ov_views")), nbytes: varints(get("ov_nbytes")),
+    names: frontDecode(lines(get("ov_names"), prefix.length), prefix),
+    labelEntry, labels: lines(get("ov_labels"), labelEntry.length), colors: get("ov_colors"),
+  };
+}
+
+// The grid in `width` pixels, as the PNG lays it out (render/_mpl_overview.py grid_shape): the
+// plan's columns at the largest whole number of pixels a cell (at most 24) that fits, or one
+// pixel a cell and as many columns as there are pixels when the plan's do not fit.
+export function overviewGrid(ov, width) {
+  const room = Math.max(Math.floor(width), 1);
+  const cols = Math.max(Math.min(ov.columns, room), 1);
+  const px = Math.min(24, Math.max(1, Math.floor(room / cols)));
+  return { cols, rows: Math.ceil(ov.total / cols), px };
+}
+
+// Per cell (row-major, rows * cols), its colour's index: kind k shade j at 2k + j (neighbouring
+// storages alternate shades), a storage's last unreferenced cells 8 + j, the background 10.
+export function overviewCodes(ov, cols) {
+  const rows = Math.ceil(ov.total / cols), out = new Uint8Array(rows * cols).fill(10);
+  for (let e = 0; e < ov.n; e++) {
+    const a = ov.first[e], b = ov.first[e + 1], u = b - ov.unrefCells[e], j = e & 1;
+    out.fill(2 * ov.kind[e] + j, a, u);
+    out.fill(8 + j, u, b);
+  }
+  return out;
+}
+
+// The entry whose cell is under pixel (x, y) of the grid, or -1 (outside, or past the last cell).
+export function overviewEntryAt(ov, grid, x, y) {
+  const c = Math.floor(x / grid.px), r = Math.floor(y / grid.px);
+  if (x < 0 || y < 0 || c >= grid.cols) return -1;
+  const cell = r * grid.cols + c;
+  if (cell >= ov.total) return -1;
+  let lo = 0, hi = ov.n - 1;  // the last entry whose first cell is <= cell
+  while (lo < hi) { const m = (lo + hi + 1) >> 1; if (ov.first[m] <= cell) lo = m; else hi = m - 1; }
+  return lo;
+}
+
+// The centre (pixels) of each labelled storage's middle cell, numbered from 1 as the label list.
+export function overviewMarkers(ov, grid) {
+  return ov.labelEntry.map((e, k) => {
+    const mid = ov.first[e] + Math.floor(ov.cells[e] / 2);
+    const r = Math.floor(mid / grid.cols), c = mid - r * grid.cols;
+    return [k + 1, (c + 0.5) * grid.px, (r + 0.5) * grid.px];
+  });
+}
+
+export function overviewCounts(ov) {
+  const out = [0, 0, 0, 0];
+  for (let e = 0; e < ov.n; e++) out[ov.kind[e]]++;
+  return out;
+}
+
+// Where each entry is in the lanes: its block's first lane (drawn), the summary row (folded into
+// it), or -1 (filtered out); and its name: the first bar drawn on the block, else the name sent.
+export function overviewTargets(ov, d) {
+  const blockOf = new Map(), laneOf = new Int32Array(d.blockStorage.length).fill(-1);
+  d.blockStorage.forEach((s, b) => blockOf.set(s, b));
+  for (let l = d.laneKind.length - 1; l >= 0; l--) if (d.laneBlock[l] >= 0) laneOf[d.laneBlock[l]] = l;
+  const summary = Array.from(d.laneKind).indexOf(5);
+  const lane = new Int32Array(ov.n), state = new Uint8Array(ov.n), name = new Array(ov.n);
+  for (let e = 0, k = 0; e < ov.n; e++) {
+    const b = blockOf.get(ov.storage[e]);
+    if (b !== undefined) { lane[e] = laneOf[b]; state[e] = 1; name[e] = blockName(d, b, laneOf[b]); continue; }
+    name[e] = ov.names[k++] || "";
+    lane[e] = summary; state[e] = summary >= 0 ? 2 : 0;
+  }
+  return { lane, state, name };
+}
+
+// The names of the first bar drawn on block b (its lanes start at `lane`).
+export function blockName(d, b, lane) {
+  for (let l = lane; l >= 0 && l < d.laneKind.length && d.laneBlock[l] === b; l++) {
+    const j = d.index.first[l];
+    if (j < d.index.first[l + 1]) return barViews(d, d.index.order[j]).map((v) => d.names[v]).join(" ≡ ");
+  }
+  return "";
+}
+
+// The lines of an overview cell's tooltip: storage, size and kind; its name; unreferenced
+// bytes; and what a click does.
+export function overviewTooltip(ov, targets, e) {
+  const v = ov.views[e], k = ov.kind[e];
+  const out = [`storage #${ov.storage[e]} · ${formatBytes(ov.nbytes[e])} · ${OVERVIEW_KINDS[k]}`];
+  const more = v > 1 ? ` +${(v - 1).toLocaleString()} view${v > 2 ? "s" : ""}` : "";
+  out.push(v ? `${targets.name[e] || "(no view drawn)"}${more}` : "no views");
+  out.push(KIND_WORDS[k]);
+  if (ov.unrefBytes[e]) out.push(`${formatBytes(ov.unrefBytes[e])} unreferenced (no view reads them)`);
+  const s = targets.state[e];
+  out.push(s === 1 ? "click: scroll the lanes to it" : s === 2
+    ? "folded into the summary row (expand simple storages draws it): click to scroll there"
+    : "not in the lanes (filtered out)");
   return out;
 }

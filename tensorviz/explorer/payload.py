@@ -32,8 +32,11 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
                                   storage, as the PNG's "past-end" layer)
 ``names``              text V     view names, each without the first ``name_prefix`` characters
 ``name_prefix``        u8 V       characters shared with the previous name (ASCII, <= 255)
-``geom``               text V     ``"shape;stride;offset"`` (stride empty: row-major contiguous)
+``geom_heads``         text       each distinct ``"shape;stride"`` (stride empty: row-major)
+``geom``               varint 2V  per view: its head (index into ``geom_heads``), its offset
 ``dtype``              u8 V       index into ``dtypes``
+``ov_*``                          the overview of every storage, when the plan has one (see
+                                  :mod:`tensorviz.explorer.payload_overview`)
 ====================  =========  ===========================================================
 """
 
@@ -45,6 +48,8 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
+from tensorviz.explorer import wire
+from tensorviz.explorer.payload_overview import overview_columns
 from tensorviz.render._mpl_layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
 
 __all__ = ["payload", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
@@ -68,16 +73,6 @@ RUN_BUDGET = 200_000
 _MARK_BUDGET = 50_000
 
 
-def _b(a: np.ndarray, dtype: str) -> bytes:
-    return np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
-
-
-def _text(items: list[str]) -> bytes:
-    # surrogatepass: a lone surrogate in a name (a pickle can hold one) reaches the browser as
-    # bytes its TextDecoder shows as U+FFFD, instead of failing here
-    return "\n".join(s.replace("\n", "\u2424") for s in items).encode("utf-8", "surrogatepass")
-
-
 def payload(diagram: Any, layout: Layout) -> dict[str, Any]:
     """The canvas traits of ``diagram`` (a :class:`~tensorviz.plan.diagram.Diagram` of ``layout``).
 
@@ -92,6 +87,7 @@ def payload(diagram: Any, layout: Layout) -> dict[str, Any]:
     out.update(_lanes(diagram, layout))
     out.update(_marks(diagram))
     out.update(_views(layout, names))
+    out.update(overview_columns(diagram, layout))
     out["x_range"] = [float(x) for x in diagram.x_range]
     return out
 
@@ -143,16 +139,16 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
         tie_first[i + 1] = len(ties)
     identity = np.array_equal(first, np.arange(n))
     return {
-        "bar_start": _b(cols.start, "f8"),
-        "bar_stop": _b(cols.stop, "f8"),
-        "bar_lane": b"" if _lanes_implied(diagram, cols.lane) else _b(cols.lane, "u4"),
-        "bar_color": _b(cols.color, "u1"),
+        "bar_start": wire.le(cols.start, "f8"),
+        "bar_stop": wire.le(cols.stop, "f8"),
+        "bar_lane": b"" if _lanes_implied(diagram, cols.lane) else wire.le(cols.lane, "u4"),
+        "bar_color": wire.le(cols.color, "u1"),
         "bar_flags": flags.tobytes(),
-        "pct_bar": _b(pct_bar, "u4"),
-        "pct": _b(pct, "f4"),
-        "bar_view": b"" if identity else _b(first, "u4"),
-        "tie_first": _b(tie_first, "u4") if ties else b"",
-        "ties": _b(np.array(ties, dtype=np.int64), "u4"),
+        "pct_bar": wire.le(pct_bar, "u4"),
+        "pct": wire.le(pct, "f4"),
+        "bar_view": b"" if identity else wire.le(first, "u4"),
+        "tie_first": wire.le(tie_first, "u4") if ties else b"",
+        "ties": wire.le(np.array(ties, dtype=np.int64), "u4"),
         "colors": list(cols.colors),
     }
 
@@ -207,7 +203,7 @@ def _runs(diagram: Any) -> dict[str, bytes]:
         parts.append(r)
     if not parts:
         return {"run_bar": b"", "runs": b""}
-    return {"run_bar": _b(np.concatenate(owners), "u4"), "runs": _b(np.concatenate(parts), "f8")}
+    return {"run_bar": wire.le(np.concatenate(owners), "u4"), "runs": wire.le(np.concatenate(parts), "f8")}
 
 
 def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
@@ -218,13 +214,13 @@ def _lanes(diagram: Any, layout: Layout) -> dict[str, Any]:
     blocks = diagram.blocks
     extents = [b.nbytes for b in blocks if lanes[b.lanes[0]].kind == "storage"]
     return {
-        "lane_kind": _b([kinds[ln.kind] for ln in lanes], "u1"),
-        "lane_labels": _text([_lane_label(ln, own) for ln in lanes]),
-        "block_tag": _text([_tag(layout, b.storage) for b in blocks if lanes[b.lanes[0]].kind == "storage"]),
-        "special_lane": _b(special, "u4"),
-        "special_size": _b([lanes[i].size for i in special], "f8"),
-        "block_storage": _b([b.storage for b in blocks], "i4"),
-        "block_nbytes": _b(extents, "f8"),
+        "lane_kind": wire.le([kinds[ln.kind] for ln in lanes], "u1"),
+        "lane_labels": wire.text([_lane_label(ln, own) for ln in lanes]),
+        "block_tag": wire.text([_tag(layout, b.storage) for b in blocks if lanes[b.lanes[0]].kind == "storage"]),
+        "special_lane": wire.le(special, "u4"),
+        "special_size": wire.le([lanes[i].size for i in special], "f8"),
+        "block_storage": wire.le([b.storage for b in blocks], "i4"),
+        "block_nbytes": wire.le(extents, "f8"),
     }
 
 
@@ -254,34 +250,37 @@ def _marks(diagram: Any) -> dict[str, bytes]:
         return {k: b"" for k in ("mark_kind", "mark_lane", "mark_start", "mark_stop")}
     runs = np.concatenate(parts)
     return {
-        "mark_kind": _b(np.concatenate(kinds), "u1"),
-        "mark_lane": _b(np.concatenate(lanes), "u4"),
-        "mark_start": _b(runs[:, 0], "f8"),
-        "mark_stop": _b(runs[:, 1], "f8"),
+        "mark_kind": wire.le(np.concatenate(kinds), "u1"),
+        "mark_lane": wire.le(np.concatenate(lanes), "u4"),
+        "mark_start": wire.le(runs[:, 0], "f8"),
+        "mark_stop": wire.le(runs[:, 1], "f8"),
     }
 
 
 def _views(layout: Layout, names: list[str]) -> dict[str, Any]:
     dtypes: dict[str, int] = {}
     codes = np.empty(len(names), dtype=np.uint8)
-    geom, shapes = [], {}  # "shape;stride;" once per distinct (shape, stride): views repeat them
+    heads: dict[tuple, int] = {}  # "shape;stride" once per distinct (shape, stride): views repeat them
+    geom = np.empty((len(names), 2), dtype=np.int64)  # per view: its head, its offset
     for k, name in enumerate(names):
         v = layout[name]
         codes[k] = dtypes.setdefault(v.dtype, len(dtypes)) % 256
-        key = (v.shape, v.stride)
-        head = shapes.get(key)
-        if head is None:
-            stride = "" if tuple(v.stride) == _row_major(v.shape) else ", ".join(map(str, v.stride))
-            head = shapes[key] = f"{', '.join(map(str, v.shape))};{stride};"
-        geom.append(f"{head}{v.offset}")
-    prefix, rest = front_code(names)
+        geom[k] = heads.setdefault((v.shape, v.stride), len(heads)), v.offset
+    prefix, rest = wire.front_code(names)
     return {
-        "names": _text(rest),
-        "name_prefix": _b(prefix, "u1"),
-        "geom": _text(geom),
+        "names": wire.text(rest),
+        "name_prefix": wire.le(prefix, "u1"),
+        "geom_heads": wire.text(_head(shape, stride) for shape, stride in heads),
+        "geom": wire.varint(geom),
         "dtype": codes.tobytes(),
         "dtypes": list(dtypes),
     }
+
+
+def _head(shape: tuple[int, ...], stride: tuple[int, ...]) -> str:
+    """``"shape;stride"``, the stride left empty when row-major contiguous."""
+    given = "" if tuple(stride) == _row_major(shape) else ", ".join(map(str, stride))
+    return f"{', '.join(map(str, shape))};{given}"
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -290,31 +289,6 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
         out.append(step)
         step *= max(n, 1)
     return tuple(reversed(out))
-
-
-def front_code(names: list[str]) -> tuple[list[int], list[str]]:
-    """Each name as (characters shared with the previous name, the rest): dotted module names
-    share long prefixes. Only an ASCII prefix is shared (the browser counts UTF-16 units).
-
-    >>> front_code(["model.layers.0.q.weight", "model.layers.0.k.weight", "é.a", "é.b"])
-    ([0, 15, 0, 0], ['model.layers.0.q.weight', 'k.weight', 'é.a', 'é.b'])
-    """
-    prefix, rest, prev = [], [], ""
-    for name in names:
-        lo, hi = 0, min(len(prev), len(name), 255)
-        while lo < hi:  # the longest shared prefix, by bisection on startswith (C-speed compares)
-            mid = (lo + hi + 1) // 2
-            if name.startswith(prev[:mid]):
-                lo = mid
-            else:
-                hi = mid - 1
-        k = lo
-        if not prev[:k].isascii():
-            k = next(i for i, c in enumerate(prev[:k]) if ord(c) >= 128)
-        prefix.append(k)
-        rest.append(name[k:])
-        prev = name
-    return prefix, rest
 
 
 def relations(layout: Layout, names: list[str], selected: list[str]) -> tuple[np.ndarray, np.ndarray]:

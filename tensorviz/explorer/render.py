@@ -55,11 +55,20 @@ class Renderer:
         from tensorviz.plan.diagram import diagram
 
         t0 = time.perf_counter()
-        d = diagram(self.layout, max_lanes=ALL_LANES, **state.diagram_options())
+        d = self._with_overview(diagram(self.layout, max_lanes=ALL_LANES, overview=True, **state.diagram_options()))
         out = Render(d, 1000 * (time.perf_counter() - t0))
         self.misses += 1
         _remember(self.cache, state, out, self.cache_size)
         return out, False
+
+    def _with_overview(self, d: Any) -> Any:
+        """The canvas draws every lane, so none is left out; it shows the overview of every
+        storage where the static picture would: more storages than its lane budget, or
+        thousands of them (:data:`tensorviz.plan.overview.AUTO_STORAGES`)."""
+        from tensorviz.plan.overview import AUTO_STORAGES
+
+        n = 0 if d.overview is None else d.overview.storage.size
+        return d if n > self.max_lanes or n >= AUTO_STORAGES else replace(d, overview=None)
 
     def picture(self, state: ExplorerState) -> tuple[Any, bytes]:
         """(capped Diagram, PNG bytes) of ``state`` for the static fallback (cached)."""

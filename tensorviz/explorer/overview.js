@@ -1,0 +1,119 @@
+// The overview under the lanes (DOM side): every storage as cells of a grid sized by bytes,
+// coloured by how its views share it, the labelled storages numbered as in the PNG. Hover a cell:
+// a tooltip names its storage; click it (or a label): the lanes scroll to that storage.
+// The grid, hit-testing and texts are pure functions of geometry.js (prepended by the Python side).
+import { decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts, overviewTargets, overviewTooltip, OVERVIEW_KINDS } from "./geometry.js";
+
+export const OVERVIEW_CSS = `
+.tvz-ov { margin-top: 8px; }
+.tvz-ov[hidden] { display: none; }
+.tvz-ov-head { display: flex; flex-wrap: wrap; gap: 2px 12px; align-items: center; margin: 2px 0 4px; }
+.tvz-ov-scroll { max-height: 320px; overflow-y: auto; overflow-x: hidden; }
+.tvz-ov-scroll canvas { display: block; cursor: pointer; }
+.tvz-ov-labels { margin: 4px 0 0; padding-left: 2.2em; columns: 2 320px; column-gap: 16px; font-size: 11.5px; }
+.tvz-ov-labels li { cursor: pointer; overflow-wrap: anywhere; break-inside: avoid; }
+.tvz-ov-labels li:hover { text-decoration: underline; }
+`;
+
+// Mount the overview in `host` (a .tvz-ov element); `showTip(event, lines)` shows or (lines null)
+// hides the shared tooltip; `pick(lane)` scrolls the lanes. Returns {update, draw}.
+export function mountOverview(host, showTip, pick) {
+  host.innerHTML = `<div class="tvz-ov-head"><span class="tvz-ov-title"></span><span class="tvz-cv-legend"></span></div>
+    <div class="tvz-ov-scroll"><canvas></canvas></div><ol class="tvz-ov-labels"></ol>`;
+  const canvas = host.querySelector("canvas"), g = canvas.getContext("2d");
+  let ov = null, targets = null, grid = null, drawnWidth = -1;
+
+  function update(get, d) {
+    ov = decodeOverview(get);
+    host.hidden = !ov;
+    drawnWidth = -1;
+    if (!ov) return;
+    targets = overviewTargets(ov, d);
+    head();
+    labels();
+  }
+
+  function head() {
+    const n = ov.n.toLocaleString();
+    host.querySelector(".tvz-ov-title").textContent =
+      `every storage, in order: ${n} storage${ov.n === 1 ? "" : "s"}, cells sized by bytes · hover a cell, click to scroll the lanes to it`;
+    const legend = host.querySelector(".tvz-cv-legend"), counts = overviewCounts(ov);
+    legend.innerHTML = "";
+    const key = (color, edge, text) => {
+      const s = document.createElement("span");
+      s.className = "tvz-cv-key";
+      const i = document.createElement("i");
+      i.style.background = color; i.style.borderColor = edge;
+      s.append(i, text);
+      legend.append(s);
+    };
+    counts.forEach((c, k) => { if (c) key(ov.colors[2 * k], ov.colors[2 * k + 1], `${OVERVIEW_KINDS[k]} ${c.toLocaleString()}`); });
+    if (ov.unrefBytes.some((u) => u > 0)) key(ov.colors[8], ov.colors[9], "unreferenced bytes");
+  }
+
+  function labels() {
+    const list = host.querySelector(".tvz-ov-labels");
+    list.innerHTML = "";
+    ov.labelEntry.forEach((e, k) => {
+      const li = document.createElement("li");
+      li.textContent = ov.labels[k];
+      li.addEventListener("click", () => { if (targets.lane[e] >= 0) pick(targets.lane[e]); });
+      list.append(li);
+    });
+  }
+
+  function draw(width) {
+    if (!ov || width === drawnWidth) return;
+    drawnWidth = width;
+    grid = overviewGrid(ov, width);
+    const { cols, rows, px } = grid, dpr = window.devicePixelRatio || 1;
+    const codes = overviewCodes(ov, cols), rgba = palette(), cells = new Uint32Array(cols * rows);
+    for (let c = 0; c < codes.length; c++) cells[c] = rgba[codes[c]];
+    const tile = document.createElement("canvas");  // one pixel a cell, scaled up without smoothing
+    tile.width = cols; tile.height = Math.max(rows, 1);
+    tile.getContext("2d").putImageData(new ImageData(new Uint8ClampedArray(cells.buffer), cols, Math.max(rows, 1)), 0, 0);
+    canvas.width = Math.round(cols * px * dpr); canvas.height = Math.round(Math.max(rows, 1) * px * dpr);
+    canvas.style.width = cols * px + "px"; canvas.style.height = Math.max(rows, 1) * px + "px";
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.imageSmoothingEnabled = false;
+    g.drawImage(tile, 0, 0, cols * px, rows * px);
+    g.font = "bold 9px sans-serif"; g.textAlign = "center"; g.textBaseline = "middle";
+    for (const [k, x, y] of overviewMarkers(ov, grid)) {
+      g.beginPath(); g.arc(x, y, 6.5, 0, 2 * Math.PI);
+      g.fillStyle = "#fff"; g.fill(); g.strokeStyle = "#222"; g.lineWidth = 1; g.stroke();
+      g.fillStyle = "#111"; g.fillText(String(k), x, y + 0.5);
+    }
+    host.dataset.cells = ov.total; host.dataset.cols = cols; host.dataset.px = px;
+  }
+
+  function palette() {  // "#rrggbb" colours (and white) as little-endian RGBA words
+    return [...ov.colors, "#ffffff"].map((c) => {
+      const v = parseInt(c.slice(1), 16);
+      return (0xff << 24 | (v & 0xff) << 16 | (v & 0xff00) | (v >> 16)) >>> 0;
+    });
+  }
+
+  const entryAt = (e) => {
+    const r = canvas.getBoundingClientRect();
+    return grid ? overviewEntryAt(ov, grid, e.clientX - r.left, e.clientY - r.top) : -1;
+  };
+  canvas.addEventListener("mousemove", (e) => {
+    const k = entryAt(e);
+    showTip(e, k < 0 ? null : overviewTooltip(ov, targets, k));
+  });
+  canvas.addEventListener("mouseleave", (e) => showTip(e, null));
+  canvas.addEventListener("click", (e) => { const k = entryAt(e); if (k >= 0 && targets.lane[k] >= 0) pick(targets.lane[k]); });
+
+  // For tests (Playwright): the client pixel of a storage's first cell, and its colour there.
+  host.tvz = {
+    cell(storage) {
+      if (!ov || !grid) return null;
+      const e = Array.from(ov.storage).indexOf(storage);
+      if (e < 0) return null;
+      const r = Math.floor(ov.first[e] / grid.cols), c = ov.first[e] - r * grid.cols;
+      const box = canvas.getBoundingClientRect();
+      return { x: box.left + (c + 0.5) * grid.px, y: box.top + (r + 0.5) * grid.px, lane: targets.lane[e], color: ov.colors[2 * ov.kind[e] + (e & 1)] };
+    },
+  };
+  return { update, draw };
+}
