@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 import pytest
+from lab_notebooks import BIG, LLAMA, TINY
 from labserver import TOKEN, chromium, lab_server, open_notebook, run_all, run_cell, write_notebook
 
 from tensorviz.explorer.static import png_size
@@ -26,53 +27,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
-
-TINY = '''\
-import torch
-from torch import nn
-import tensorviz as tv
-
-
-class TinyLM(nn.Module):
-    """A tied embedding/lm_head pair and q, k, v weights that view one fused qkv weight."""
-
-    def __init__(self):
-        super().__init__()
-        self.wte = nn.Embedding(64, 16)
-        self.qkv = nn.Linear(16, 48)
-        self.q, self.k, self.v = (nn.Linear(16, 16) for _ in range(3))
-        for i, lin in enumerate((self.q, self.k, self.v)):
-            lin.weight = nn.Parameter(self.qkv.weight[16 * i:16 * (i + 1)])
-        self.ln = nn.LayerNorm(16)
-        self.lm_head = nn.Linear(16, 64, bias=False)
-        self.lm_head.weight = self.wte.weight
-
-
-torch.manual_seed(0)
-model = TinyLM()
-ex = tv.explore(model)
-ex'''
-
-BIG = """\
-import torch
-import tensorviz as tv
-
-flat = torch.zeros(4 * 100_000)
-views = {"flat": flat, **{f"v{i}": flat[4 * i : 4 * i + 4] for i in range(100_000)}}
-big = tv.explore(views, snapshot=False)
-big"""
-
-LLAMA = """\
-import torch
-import tensorviz as tv
-from transformers import LlamaConfig, LlamaForCausalLM
-
-cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8, vocab_size=128256)
-with torch.device("meta"):
-    llama = LlamaForCausalLM(cfg)
-ex70 = tv.explore(llama, snapshot=False)
-ex70"""
 
 
 @pytest.fixture(scope="module")

@@ -58,6 +58,10 @@ export function decodeAll(model) {
     const b = d.laneBlock[l];
     if (d.laneKind[l] === KIND.storage) d.laneLabels[l] = storageLabel(d.blockStorage[b], tags[k++], d.blockNbytes[b]);
   }
+  d.markKind.forEach((kind, m) => {  // as the PNG's row label: a storage of 0 bytes read past its end was freed
+    const l = d.markLane[m];
+    if (kind === PAST_END && !d.blockNbytes[d.laneBlock[l]] && !d.laneLabels[l].endsWith(" · freed")) d.laneLabels[l] += " · freed";
+  });
   d.laneSize = new Float64Array(nLanes);
   const special = column(g("special_lane"), Uint32Array), size = column(g("special_size"), Float64Array);
   special.forEach((l, k) => { d.laneSize[l] = size[k]; });

@@ -21,10 +21,11 @@ _CSS = """<style>
 .tvz-explorer .tvz-side { flex: 0 1 300px; min-width: 240px; order: 3; }
 .tvz-explorer .tvz-panel { flex: 0 1 340px; min-width: 200px; order: 1; overflow-x: auto; }
 /* A narrow output (a 1024 px window with the sidebar open): the diagram first, full width;
-   the side panel and the list share the row under it. */
+   the side panel and the list share the row under it when both fit (the panel's tree rows
+   need ~360 px), else each gets a full row. */
 @container (max-width: 1180px) {
   .tvz-explorer .tvz-canvas { flex-basis: 100%; order: 1; }
-  .tvz-explorer .tvz-panel { flex: 1 1 280px; order: 2; }
+  .tvz-explorer .tvz-panel { flex: 1 1 360px; order: 2; }
   .tvz-explorer .tvz-side { flex: 1 1 280px; order: 3; }
 }
 .tvz-explorer .tvz-title { font-size: 13px; }

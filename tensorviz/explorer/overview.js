@@ -4,9 +4,12 @@
 // The grid, hit-testing and texts are pure functions of geometry.js (prepended by the Python side).
 import { decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts, overviewTargets, overviewTooltip, OVERVIEW_KINDS } from "./geometry.js";
 
+const M = 7;  // pixels around the grid: room for the markers on its edge cells
+
 export const OVERVIEW_CSS = `
 .tvz-ov { margin-top: 8px; }
 .tvz-ov[hidden] { display: none; }
+.tvz-ov-legend { display: flex; flex-wrap: wrap; gap: 2px 10px; }
 .tvz-ov-head { display: flex; flex-wrap: wrap; gap: 2px 12px; align-items: center; margin: 2px 0 4px; }
 .tvz-ov-scroll { max-height: 320px; overflow-y: auto; overflow-x: hidden; }
 .tvz-ov-scroll canvas { display: block; cursor: pointer; }
@@ -18,7 +21,7 @@ export const OVERVIEW_CSS = `
 // Mount the overview in `host` (a .tvz-ov element); `showTip(event, lines)` shows or (lines null)
 // hides the shared tooltip; `pick(lane)` scrolls the lanes. Returns {update, draw}.
 export function mountOverview(host, showTip, pick) {
-  host.innerHTML = `<div class="tvz-ov-head"><span class="tvz-ov-title"></span><span class="tvz-cv-legend"></span></div>
+  host.innerHTML = `<div class="tvz-ov-head"><span class="tvz-ov-title"></span><span class="tvz-ov-legend"></span></div>
     <div class="tvz-ov-scroll"><canvas></canvas></div><ol class="tvz-ov-labels"></ol>`;
   const canvas = host.querySelector("canvas"), g = canvas.getContext("2d");
   let ov = null, targets = null, grid = null, drawnWidth = -1;
@@ -37,7 +40,7 @@ export function mountOverview(host, showTip, pick) {
     const n = ov.n.toLocaleString();
     host.querySelector(".tvz-ov-title").textContent =
       `every storage, in order: ${n} storage${ov.n === 1 ? "" : "s"}, cells sized by bytes · hover a cell, click to scroll the lanes to it`;
-    const legend = host.querySelector(".tvz-cv-legend"), counts = overviewCounts(ov);
+    const legend = host.querySelector(".tvz-ov-legend"), counts = overviewCounts(ov);
     legend.innerHTML = "";
     const key = (color, edge, text) => {
       const s = document.createElement("span");
@@ -65,16 +68,17 @@ export function mountOverview(host, showTip, pick) {
   function draw(width) {
     if (!ov || width === drawnWidth) return;
     drawnWidth = width;
-    grid = overviewGrid(ov, width);
+    grid = overviewGrid(ov, width - 2 * M);
     const { cols, rows, px } = grid, dpr = window.devicePixelRatio || 1;
     const codes = overviewCodes(ov, cols), rgba = palette(), cells = new Uint32Array(cols * rows);
     for (let c = 0; c < codes.length; c++) cells[c] = rgba[codes[c]];
     const tile = document.createElement("canvas");  // one pixel a cell, scaled up without smoothing
     tile.width = cols; tile.height = Math.max(rows, 1);
     tile.getContext("2d").putImageData(new ImageData(new Uint8ClampedArray(cells.buffer), cols, Math.max(rows, 1)), 0, 0);
-    canvas.width = Math.round(cols * px * dpr); canvas.height = Math.round(Math.max(rows, 1) * px * dpr);
-    canvas.style.width = cols * px + "px"; canvas.style.height = Math.max(rows, 1) * px + "px";
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const w = cols * px + 2 * M, h = Math.max(rows, 1) * px + 2 * M;
+    canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
+    canvas.style.width = w + "px"; canvas.style.height = h + "px";
+    g.setTransform(dpr, 0, 0, dpr, M * dpr, M * dpr);
     g.imageSmoothingEnabled = false;
     g.drawImage(tile, 0, 0, cols * px, rows * px);
     g.font = "bold 9px sans-serif"; g.textAlign = "center"; g.textBaseline = "middle";
@@ -95,7 +99,7 @@ export function mountOverview(host, showTip, pick) {
 
   const entryAt = (e) => {
     const r = canvas.getBoundingClientRect();
-    return grid ? overviewEntryAt(ov, grid, e.clientX - r.left, e.clientY - r.top) : -1;
+    return grid ? overviewEntryAt(ov, grid, e.clientX - r.left - M, e.clientY - r.top - M) : -1;
   };
   canvas.addEventListener("mousemove", (e) => {
     const k = entryAt(e);
@@ -112,7 +116,7 @@ export function mountOverview(host, showTip, pick) {
       if (e < 0) return null;
       const r = Math.floor(ov.first[e] / grid.cols), c = ov.first[e] - r * grid.cols;
       const box = canvas.getBoundingClientRect();
-      return { x: box.left + (c + 0.5) * grid.px, y: box.top + (r + 0.5) * grid.px, lane: targets.lane[e], color: ov.colors[2 * ov.kind[e] + (e & 1)] };
+      return { x: box.left + M + (c + 0.5) * grid.px, y: box.top + M + (r + 0.5) * grid.px, lane: targets.lane[e], color: ov.colors[2 * ov.kind[e] + (e & 1)] };
     },
   };
   return { update, draw };

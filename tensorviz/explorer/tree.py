@@ -34,13 +34,23 @@ MAX_ROWS = 400
 MAX_BARS = 12
 
 _NBSP = "\u00a0"
+# Nothing in the panel may be wider than the panel (a 1024-px window with the sidebar open gives
+# it under 300 px): the memory view's text and names wrap, the buttons wrap, and the tree list
+# (a <select>, whose rows cannot wrap) scrolls sideways inside its own box instead of clipping.
 _CSS = """<style>
+.tvt-panel{min-width:0;}
 .tvt-panel select{font-family:var(--jp-code-font-family,monospace);font-size:12px;}
+.tvt-panel .widget-select{overflow-x:auto;min-width:0;}
+.tvt-panel .widget-select>select{min-width:max-content;}
+.tvt-panel .widget-hbox{flex-wrap:wrap;gap:2px 0;}
+.tvt-panel .widget-button{max-width:none;}
+.tvt-panel .widget-html,.tvt-panel .widget-html-content{width:auto;min-width:0;max-width:100%;line-height:normal;}
 </style>"""
 _MEMORY_CSS = """<style>
-.tvt-mem{font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35;color:var(--jp-content-font-color1,#222);}
-.tvt-mem .row{display:grid;grid-template-columns:minmax(80px,260px) minmax(60px,1fr) 72px 48px;column-gap:6px;align-items:center;}
-.tvt-mem .row>span:first-child{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;}
+.tvt-mem{font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35;color:var(--jp-content-font-color1,#222);
+  min-width:0;max-width:100%;white-space:normal;overflow-wrap:anywhere;}
+.tvt-mem .row{display:grid;grid-template-columns:minmax(0,1.4fr) minmax(32px,1fr) 9ch 6ch;column-gap:6px;align-items:center;}
+.tvt-mem .num{white-space:nowrap;}
 .tvt-mem .bar{height:11px;background:var(--jp-layout-color3,#e0e0e0);}
 .tvt-mem .bar i{display:inline-block;height:100%;vertical-align:top;background:var(--jp-brand-color1,#1976d2);}
 .tvt-mem .bar i.sh{background:repeating-linear-gradient(45deg,#e65100 0 3px,transparent 3px 6px);}
@@ -60,12 +70,14 @@ class TreePanel(W.VBox):
         self._nodes = {n.path: n for n in self.tree.nodes()}
         self.expanded: set[str] = {""}
         self._refreshing = False
-        self.search = W.Text(placeholder="search modules and tensors", continuous_update=False)
-        self.rows = W.Select(options=[], rows=14, layout=W.Layout(width="100%"))
+        self.search = W.Text(
+            placeholder="search modules and tensors", continuous_update=False, layout=W.Layout(width="auto")
+        )
+        self.rows = W.Select(options=[], rows=14, layout=W.Layout(width="auto"))
         self.toggle_button = W.Button(description="expand", icon="plus", layout=W.Layout(width="auto"))
         self.partner_button = W.Button(description="go to partner", disabled=True, layout=W.Layout(width="auto"))
         self.whole_button = W.Button(description="whole model", layout=W.Layout(width="auto"))
-        self.memory = W.HTML()
+        self.memory = W.HTML(layout=W.Layout(width="auto"))
         self.add_class("tvt-panel")
         buttons = W.HBox([self.toggle_button, self.partner_button, self.whole_button])
         self.children = [W.HTML(_CSS), self.search, self.rows, buttons, self.memory]

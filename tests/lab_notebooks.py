@@ -1,0 +1,70 @@
+"""The notebooks the real-browser tests and the explorer bench open (cell sources as strings)."""
+
+from __future__ import annotations
+
+__all__ = ["TINY", "BIG", "LLAMA", "FREED"]
+
+TINY = '''\
+import torch
+from torch import nn
+import tensorviz as tv
+
+
+class TinyLM(nn.Module):
+    """A tied embedding/lm_head pair and q, k, v weights that view one fused qkv weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(64, 16)
+        self.qkv = nn.Linear(16, 48)
+        self.q, self.k, self.v = (nn.Linear(16, 16) for _ in range(3))
+        for i, lin in enumerate((self.q, self.k, self.v)):
+            lin.weight = nn.Parameter(self.qkv.weight[16 * i:16 * (i + 1)])
+        self.ln = nn.LayerNorm(16)
+        self.lm_head = nn.Linear(16, 64, bias=False)
+        self.lm_head.weight = self.wte.weight
+
+
+torch.manual_seed(0)
+model = TinyLM()
+ex = tv.explore(model)
+ex'''
+
+BIG = """\
+import torch
+import tensorviz as tv
+
+flat = torch.zeros(4 * 100_000)
+views = {"flat": flat, **{f"v{i}": flat[4 * i : 4 * i + 4] for i in range(100_000)}}
+big = tv.explore(views, snapshot=False)
+big"""
+
+LLAMA = """\
+import torch
+import tensorviz as tv
+from transformers import LlamaConfig, LlamaForCausalLM
+
+cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8, vocab_size=128256)
+with torch.device("meta"):
+    llama = LlamaForCausalLM(cfg)
+ex70 = tv.explore(llama, snapshot=False)
+ex70"""
+
+FREED = """\
+import torch
+import tensorviz as tv
+
+
+class Tensors(dict):
+    '''A dict whose repr reads no tensor data (a freed tensor's values cannot be printed).'''
+
+    def __repr__(self):
+        return f"Tensors({list(self)})"
+
+
+w = torch.zeros(64, 16)  # 4 KiB, then freed as FSDP does between steps: its views point past the end
+v = w[8:40]
+w.untyped_storage().resize_(0)
+exf = tv.explore(Tensors(w=w, v=v, other=torch.ones(8)), snapshot=False)
+exf"""
