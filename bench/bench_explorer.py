@@ -231,7 +231,7 @@ def main() -> None:
             for cell in (1, 2):
                 run_cell(page, cell)
             explorers = page.locator(".jp-OutputArea-output .tvz-explorer")
-            expect(explorers.nth(0).locator(".tvz-cv canvas")).to_be_visible()
+            expect(explorers.nth(0).locator(".tvz-cv-scroll canvas")).to_be_visible()
             expect(page.locator("img.old-png")).to_be_visible()
             ex = explorers.nth(0)
             group, names = canvas_changes(page, ex, args.repeat)
@@ -245,7 +245,7 @@ def main() -> None:
 
             run_cell(page, 3)
             big = explorers.nth(1)
-            expect(big.locator(".tvz-cv canvas")).to_be_visible()
+            expect(big.locator(".tvz-cv-scroll canvas")).to_be_visible()
             big.scroll_into_view_if_needed()
             handle = big.locator(".tvz-cv").element_handle()
             print("== 100,000 bars on one lane: handler + draw per mouse move")

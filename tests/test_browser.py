@@ -87,7 +87,7 @@ def _explorer(page, nth: int = 0, timeout: float = 60_000):
     from playwright.sync_api import expect
 
     ex = page.locator(".jp-OutputArea-output .tvz-explorer").nth(nth)
-    expect(ex.locator(".tvz-cv canvas")).to_be_visible(timeout=timeout)
+    expect(ex.locator(".tvz-cv-scroll canvas")).to_be_visible(timeout=timeout)
     notebook = page.locator(".jp-Notebook")
     expect(notebook).not_to_contain_text("Loading widget")
     expect(notebook).not_to_contain_text("Error displaying widget")
@@ -199,13 +199,13 @@ def test_canvas_hover_click_select_zoom_and_grouping(lab, page):
     expect(tip).to_contain_text("read by ≥ 2 bars: bytes [0 B, 3 KiB)")
 
     # 5. Grouping toggle: one bar for the tied pair, the canvas changes.
-    shot = ex.locator(".tvz-cv canvas").screenshot()
+    shot = ex.locator(".tvz-cv-scroll canvas").screenshot()
     ex.get_by_role("button", name="exact span", exact=True).click()
     expect(ex.locator(".tvz-status")).to_contain_text("grouped by exact span")
     wte = _locate(ex, "wte.weight")
     page.mouse.move(wte["x"], wte["y"])
     expect(tip).to_contain_text("wte.weight ≡ lm_head.weight")
-    assert ex.locator(".tvz-cv canvas").screenshot() != shot
+    assert ex.locator(".tvz-cv-scroll canvas").screenshot() != shot
     ex.screenshot(path=str(SHOTS / "canvas_by_span.png"))
     assert not page.errors, page.errors
 
@@ -248,7 +248,7 @@ def test_gallery_screenshots(lab, browser, width):
         run_all(pg)
         ex = _explorer(pg, timeout=120_000)
         expect(ex.locator(".tvz-cv-caption")).to_contain_text("tensors shown", timeout=120_000)
-        box = ex.locator(".tvz-cv canvas").bounding_box()
+        box = ex.locator(".tvz-cv-scroll canvas").bounding_box()
         assert box["width"] >= 320
         ex.scroll_into_view_if_needed()
         stem = "tiny" if name == "explore.ipynb" else "llama70b_meta"

@@ -72,7 +72,7 @@ def test_clicking_a_module_in_the_tree_filters_the_diagram(lab, page):
     open_notebook(page, lab, "tree.ipynb")
     run_cell(page, 1)  # cell 0 is the title
     ex = page.locator(".jp-OutputArea-output .tvz-explorer").first
-    expect(ex.locator(".tvz-cv canvas")).to_be_visible()
+    expect(ex.locator(".tvz-cv-scroll canvas")).to_be_visible()
     rows = ex.locator(".tvt-panel select")
     expect(rows).to_be_visible()
     caption = ex.locator(".tvz-cv-caption")

@@ -9,6 +9,7 @@ const M = 7;  // pixels around the grid: room for the markers on its edge cells
 export const OVERVIEW_CSS = `
 .tvz-ov { margin-top: 8px; }
 .tvz-ov[hidden] { display: none; }
+.tvz-ov-hint { opacity: 0.7; }
 .tvz-ov-legend { display: flex; flex-wrap: wrap; gap: 2px 10px; }
 .tvz-ov-head { display: flex; flex-wrap: wrap; gap: 2px 12px; align-items: center; margin: 2px 0 4px; }
 .tvz-ov-scroll { max-height: 320px; overflow-y: auto; overflow-x: hidden; }
@@ -21,7 +22,8 @@ export const OVERVIEW_CSS = `
 // Mount the overview in `host` (a .tvz-ov element); `showTip(event, lines)` shows or (lines null)
 // hides the shared tooltip; `pick(lane)` scrolls the lanes. Returns {update, draw}.
 export function mountOverview(host, showTip, pick) {
-  host.innerHTML = `<div class="tvz-ov-head"><span class="tvz-ov-title"></span><span class="tvz-ov-legend"></span></div>
+  host.innerHTML = `<div class="tvz-ov-head"><span class="tvz-ov-title"></span><span class="tvz-ov-legend"></span>
+    <span class="tvz-ov-hint">hover a cell: its storage · click: scroll the lanes to it</span></div>
     <div class="tvz-ov-scroll"><canvas></canvas></div><ol class="tvz-ov-labels"></ol>`;
   const canvas = host.querySelector("canvas"), g = canvas.getContext("2d");
   let ov = null, targets = null, grid = null, drawnWidth = -1;
@@ -39,7 +41,7 @@ export function mountOverview(host, showTip, pick) {
   function head() {
     const n = ov.n.toLocaleString();
     host.querySelector(".tvz-ov-title").textContent =
-      `every storage, in order: ${n} storage${ov.n === 1 ? "" : "s"}, cells sized by bytes · hover a cell, click to scroll the lanes to it`;
+      `every storage, in order: ${n} storage${ov.n === 1 ? "" : "s"}, cells sized by bytes`;
     const legend = host.querySelector(".tvz-ov-legend"), counts = overviewCounts(ov);
     legend.innerHTML = "";
     const key = (color, edge, text) => {
