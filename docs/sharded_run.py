@@ -2,7 +2,8 @@
 
 Four processes on a 2 x 2 mesh (``dp`` x ``tp``): a tiny language model whose embedding is tied to
 its output head; the MLPs are tensor parallel (``ColwiseParallel`` up, ``RowwiseParallel`` down)
-and everything is sharded with FSDP2 over ``dp``. Every rank calls
+and everything is sharded with FSDP2 over ``dp``. Every rank runs one training step (forward and
+backward: FSDP2 all-gathers each unit, then frees it again) and calls
 ``tv.analyze(model, group=True)``; the ranks compare their layouts (a digest of each one's JSON);
 rank 0 writes ``OUT/exchange.json`` (the exchanged record, which rebuilds the layout anywhere)
 and ``OUT/summary.json``; all ranks save the model with ``dcp.save`` to ``OUT/dcp``.
@@ -32,6 +33,9 @@ class Block(nn.Module):
         self.up = nn.Linear(dim, hidden)
         self.down = nn.Linear(hidden, dim)
 
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.down(torch.relu(self.up(self.norm(h))))
+
 
 class TinyLM(nn.Module):
     def __init__(self, vocab: int = 10, dim: int = 8, hidden: int = 12) -> None:
@@ -40,6 +44,12 @@ class TinyLM(nn.Module):
         self.blocks = nn.ModuleList([Block(dim, hidden), Block(dim, hidden)])
         self.head = nn.Linear(dim, vocab, bias=False)
         self.head.weight = self.embed.weight  # tied
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
 
 
 def build(mesh) -> nn.Module:
@@ -67,6 +77,7 @@ def run(rank: int, world: int, out: str, port: int) -> None:
         from tensorviz.sources.distributed import gather
 
         model = build(init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp")))
+        model(torch.tensor([[1, 2, 3, 4]])).sum().backward()  # one step: units gathered, then freed
         layout = tv.analyze(model, group=True)
         digest = hashlib.sha256(json.dumps(layout_to_json(layout), sort_keys=True).encode()).hexdigest()
         digests = [None] * world

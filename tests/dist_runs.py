@@ -20,13 +20,16 @@ def worker_run(world: int) -> str:
     out = tempfile.mkdtemp(prefix=f"tv-dist{world}-")
     atexit.register(shutil.rmtree, out, True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(HERE), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run(
-        [sys.executable, os.path.join(HERE, "dist_worker.py"), str(world), out],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env,
-    )
+    for _ in range(2):  # the free port is picked before the ranks bind it: another process may take it first
+        proc = subprocess.run(
+            [sys.executable, os.path.join(HERE, "dist_worker.py"), str(world), out],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env,
+        )
+        if proc.returncode == 0 or "Address already in use" not in proc.stderr:
+            break
     if proc.returncode != 0:
         raise AssertionError(f"dist_worker.py on {world} ranks failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return out

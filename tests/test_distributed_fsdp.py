@@ -77,13 +77,16 @@ def test_record_merges_equal_ranks_in_text_and_names_unreadable_ranks():
         "FSDP2 rank 2: torch 9 has no X",
         "FSDP2 units on ranks 0-1: 2",
         "unit (root): 1 param in 1 sharded storage (144 B a rank, padded), all-gather 288 B over 2 ranks, "
-        "kept gathered after forward; now sharded, 1 unsharded storages freed",
+        "kept gathered after forward; now sharded, 1 unsharded storage freed",
         "unit blocks.0: 2 params in 2 sharded storages (228 B a rank, padded), all-gather 456 B over 2 ranks, "
         "freed after forward (re-gathered in backward); now sharded, 2 unsharded storages freed",
         PEAK_RULE,
     ]
     assert rank_rows(record)[1] == ("1", "372 B", "36 B", "744 B", "0 B", "744 B (3)", "1.1 KiB")
     assert fsdp_record([([0, 1], [])], {}, {}) is None
+    # two descriptions (FSDP2 over tensor parallelism: a dp mesh per tp column) with the same units
+    merged = fsdp_record([([0, 2], units), ([1, 3], [dict(u) for u in units])], {}, {})
+    assert [e["ranks"] for e in merged["units"]] == [[0, 1, 2, 3]] and list(merged["ranks"]) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 ``tv.analyze(model, group=...)`` on an FSDP2 model puts ``layout.metadata["fsdp"]`` (built by
 :func:`fsdp_record`, JSON-friendly) next to the global layout:
 
-- ``units``: ``[{"ranks": [...], "units": [unit, ...]}]``, one entry per distinct description
+- ``units``: ``[{"ranks": [...], "units": [unit, ...]}]``, one entry per distinct list of units
   (usually one: every rank of an FSDP2 job has the same units and padded sizes). A unit is one
   FSDP2 parameter group: ``module``, ``state`` ("sharded", "unsharded", "sharded post forward"),
   ``reshard_after_forward`` (True: freed after forward and re-gathered in backward; False: kept
@@ -22,6 +22,7 @@ shard occupies in it, and every unsharded (all-gather output) storage with its s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +103,7 @@ def fsdp_record(
     """``metadata["fsdp"]`` from each description's ranks and units, each rank's local shard bytes
     per unit and ``{rank: reason}`` where FSDP2's internals could not be read; None when no rank
     has an FSDP2 unit and none failed."""
-    described = [(sorted(int(r) for r in ranks), list(units)) for ranks, units in described if units]
+    described = _same_units_once(described)
     if not described and not unavailable:
         return None
     ranks: dict[int, dict] = {}
@@ -117,6 +118,17 @@ def fsdp_record(
     if why:
         record["unavailable"] = why
     return record
+
+
+def _same_units_once(described: Sequence[tuple[Sequence[int], Sequence[Mapping]]]) -> list[tuple[list[int], list]]:
+    """Descriptions that differ elsewhere (FSDP2 over tensor parallelism: each ``tp`` column has
+    its own ``dp`` mesh) but hold the same units: one entry, their ranks merged."""
+    merged: dict[str, tuple[list[int], list]] = {}
+    for ranks, units in described:
+        if units:
+            key = json.dumps(units, sort_keys=True, default=str)
+            merged.setdefault(key, ([], list(units)))[0].extend(int(r) for r in ranks)
+    return [(sorted(ranks), units) for ranks, units in merged.values()]
 
 
 def rank_record(layout: Layout, rank: int) -> list[dict]:
@@ -194,15 +206,19 @@ def _unit_lines(entry: Mapping[str, Any]) -> list[str]:
     for u in units:
         t = unit_totals(u)
         n = len(u["params"])
-        now = {"freed": f"{t['freed_storages']} unsharded storages freed"} if t["freed_storages"] else {}
+        freed = t["freed_storages"]
         line = (
-            f"unit {u['module'] or '(root)'}: {n} param{'s' * (n != 1)} in {len(u['storages'])} sharded "
-            f"storage{'s' * (len(u['storages']) != 1)} ({format_bytes(t['sharded'])} a rank, padded), "
+            f"unit {u['module'] or '(root)'}: {_count(n, 'param')} in {_count(len(u['storages']), 'sharded storage')} "
+            f"({format_bytes(t['sharded'])} a rank, padded), "
             f"all-gather {format_bytes(t['gathered'])} over {u['world']} ranks, {_after_forward(u)}; "
-            f"now {u['state']}" + (f", {now['freed']}" if now else "")
+            f"now {u['state']}" + (f", {_count(freed, 'unsharded storage')} freed" if freed else "")
         )
         out.append(line + (f" ({u['note']})" if u.get("note") else ""))
     return out
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _after_forward(unit: Mapping[str, Any]) -> str:
@@ -219,7 +235,7 @@ def _totals_text(t: Mapping[str, int]) -> str:
     return (
         f"sharded storages {b(t['sharded_bytes'])} (shards {b(t['shard_bytes'])} + padding "
         f"{b(t['padding_bytes'])}) · all-gathers {b(t['unsharded_bytes'])} · gathered now "
-        f"{b(t['gathered_now_bytes'])} · freed {b(t['freed_bytes'])} ({t['freed_storages']} storages) · "
+        f"{b(t['gathered_now_bytes'])} · freed {b(t['freed_bytes'])} ({_count(t['freed_storages'], 'storage')}) · "
         f"peak ≈ {b(t['peak_bytes'])}"
     )
 

@@ -110,7 +110,9 @@ def fsdp_html(record: dict | None) -> str:
     more = len(record["ranks"]) - len(rows)
     if more > 0:
         body += f'<tr><td style="{_CELL}" colspan="{len(RANK_COLUMNS)}">… {more:,} more ranks</td></tr>'
-    summary = f"FSDP2 per rank: sharded parameter storage, all-gathers, freed between steps ({len(record['ranks'])})"
+    summary = (
+        f"FSDP2 per rank ({len(record['ranks'])} ranks): sharded parameter storage, all-gathers, freed between steps"
+    )
     return (
         f"<details><summary>{e(summary)}</summary>"
         f'<table class="tensorviz-table"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -17,7 +17,8 @@ CELLS = [
     [`docs/sharded_run.py`](../docs/sharded_run.py) — four processes on CPU with the `gloo`
     backend, a 2 × 2 mesh (`dp` × `tp`): a tiny language model whose embedding is tied to its
     output head, MLPs in tensor parallel (`ColwiseParallel` up, `RowwiseParallel` down), and
-    FSDP2 over `dp`. Each rank calls `tv.analyze(model, group=True)`; rank 0 also writes the
+    FSDP2 over `dp`. Each rank runs one training step (forward and backward), then calls
+    `tv.analyze(model, group=True)`; rank 0 also writes the
     exchanged record, from which this notebook rebuilds exactly the layout every rank computed;
     then all ranks save the model with `torch.distributed.checkpoint` (DCP).
     """),
@@ -99,7 +100,35 @@ CELLS = [
     layout.metadata["ranks"]
     """),
     md("""
-    ## 4. The checkpoint the ranks saved
+    ## 4. What FSDP2 gathers and frees between steps
+
+    The layout above is the *logical* side. The physical side is in `layout.metadata["fsdp"]`,
+    per FSDP2 unit (each `fully_shard`ed module) and per rank: every parameter's shard sits at
+    the start of a padded **sharded storage**; for forward, and again for backward, the unit's
+    all-gather re-creates the **unsharded** parameters (padded, over `dp` only: the tensor-parallel
+    weights stay split over `tp`); units with `reshard_after_forward` free them after forward.
+    The run did one step, so every unsharded storage exists but is **freed** (0 bytes) now.
+    The peak is an estimate, and the last line says exactly what it adds up.
+    """),
+    code("""
+    from tensorviz.core.fsdp import fsdp_lines, rank_record
+
+    print("\\n".join(fsdp_lines(layout.metadata["fsdp"])))
+    """),
+    md("""
+    One rank in full: each sharded storage with the bytes its local shard occupies, and each
+    all-gather output with its size and state.
+    """),
+    code("""
+    for unit in rank_record(layout, 3)[:2]:
+        print(f"unit {unit['module'] or '(root)'}: reshard_after_forward={unit['reshard_after_forward']}")
+        for storage, gathered in zip(unit["storages"], unit["unsharded"]):
+            (shard,) = storage["shards"]
+            print(f"  {', '.join(shard['names']):22} sharded {storage['nbytes']:4} B, shard at "
+                  f"[{shard['start']}, {shard['stop']})  all-gathered {gathered['nbytes']:4} B, {gathered['state']}")
+    """),
+    md("""
+    ## 5. The checkpoint the ranks saved
 
     `tv.analyze(folder)` reads a DCP folder from its `.metadata` alone, with a restricted
     unpickler that knows only DCP's own metadata classes (anything else raises
