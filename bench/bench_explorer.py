@@ -14,6 +14,10 @@ previous PNG explorer in the same run.
    (matplotlib PNG + HTML in the display bundle), matplotlib's one-off import time, and the PNG
    explorer's first picture.
 4. payload bytes per drawn bar (the binary columns + names) vs the PNG's bytes per drawn bar.
+5. the overview of 100,000 storages (bench_scale's ``many_small`` shape, 150,778 cells): its first
+   draw on the canvas, and the handler time per mouse move over its cells (hit test + tooltip).
+   ``--overview`` runs only this section, ``--payload`` only ``bench_payload.py`` (kernel side: the
+   payload's bytes per bar of five models, the overview's bytes per storage, no browser).
 
 Needs Chromium (``make browser-deps``) and playwright. Run: ``.venv/bin/python bench/bench_explorer.py``.
 """
@@ -67,6 +71,24 @@ BIG = """\
 flat = torch.zeros(4 * 100_000)
 big = tv.explore({f"v{i}": flat[4 * i : 4 * i + 4] for i in range(100_000)}, by="overlap", snapshot=False)
 big"""
+OVERVIEW = f"""\
+import sys
+sys.path.insert(0, {str(HERE)!r})
+import tensorviz as tv
+from bench_scale import many_small
+ov = tv.explore(many_small(125_000), snapshot=False)
+ov"""
+# In the page: mouse moves over the overview's cells, the handler's time each (hit test + tooltip).
+OVERVIEW_MOVES = """([host, n]) => {
+  const canvas = host.querySelector("canvas"), r = canvas.getBoundingClientRect(), out = [];
+  for (let k = 0; k < n; k++) {
+    const x = r.left + 8 + (r.width - 16) * ((k * 37) % n) / n, y = r.top + 8 + (r.height - 16) * ((k * 53) % n) / n;
+    const t0 = performance.now();
+    canvas.dispatchEvent(new MouseEvent("mousemove", {clientX: x, clientY: y, bubbles: true}));
+    out.push(performance.now() - t0);
+  }
+  return out;
+}"""
 LLAMA = """\
 import sys, time, torch
 import matplotlib.figure, matplotlib.backends.backend_agg  # once per kernel: not counted below
@@ -211,10 +233,35 @@ def first_display(browser, lab: str) -> None:
     page.close()
 
 
+def overview(browser, lab: str) -> None:
+    """100,000 storages: the overview's first draw, and a mouse move over its cells."""
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(300_000)
+    open_notebook(page, lab, "overview.ipynb")
+    run_cell(page, 1)
+    host = page.locator(".jp-OutputArea-output .tvz-explorer .tvz-ov").first
+    expect(host).to_be_visible()
+    host.scroll_into_view_if_needed()
+    draw, cells = host.get_attribute("data-draw-ms"), int(host.get_attribute("data-cells"))
+    moves = page.evaluate(OVERVIEW_MOVES, [host.element_handle(), 200])
+    print(f"== overview of 100,000 storages ({cells:,} cells, {host.get_attribute('data-cols')} columns)")
+    print(f"  first draw {float(draw):.1f} ms;  mouse move (hit test + tooltip) {stats(moves)}")
+    page.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=21, help="changes timed per control")
+    ap.add_argument("--overview", action="store_true", help="only section 5 (the overview)")
+    ap.add_argument("--payload", action="store_true", help="only bench_payload.py (kernel side, no browser)")
     args = ap.parse_args()
+    if args.payload:
+        import bench_payload
+
+        bench_payload.main([])
+        return
     from playwright.sync_api import expect, sync_playwright
 
     expect.set_options(timeout=300_000)
@@ -223,8 +270,13 @@ def main() -> None:
         root.mkdir(), side.mkdir()
         write_notebook(root, "bench.ipynb", [SETUP, OLD, BIG, REPORT])
         write_notebook(root, "llama.ipynb", [LLAMA, LLAMA_EXPLORE, LLAMA_REPORT])
+        write_notebook(root, "overview.ipynb", [OVERVIEW])
         with lab_server(root, side, Path(tmp, "logs")) as lab:
             browser = p.chromium.launch(executable_path=chromium(), headless=True, args=CHROME_ARGS)
+            if args.overview:
+                overview(browser, lab)
+                browser.close()
+                return
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(300_000)
             open_notebook(page, lab, "bench.ipynb")
@@ -260,6 +312,7 @@ def main() -> None:
                 print("  " + line)
             page.close()
             first_display(browser, lab)
+            overview(browser, lab)
             browser.close()
 
 

@@ -69,6 +69,7 @@ export function mountOverview(host, showTip, pick) {
 
   function draw(width) {
     if (!ov || width === drawnWidth) return;
+    const t0 = performance.now();
     drawnWidth = width;
     grid = overviewGrid(ov, width - 2 * M);
     const { cols, rows, px } = grid, dpr = window.devicePixelRatio || 1;
@@ -90,6 +91,7 @@ export function mountOverview(host, showTip, pick) {
       g.fillStyle = "#111"; g.fillText(String(k), x, y + 0.5);
     }
     host.dataset.cells = ov.total; host.dataset.cols = cols; host.dataset.px = px;
+    host.dataset.drawMs = (performance.now() - t0).toFixed(2);
   }
 
   function palette() {  // "#rrggbb" colours (and white) as little-endian RGBA words
@@ -110,15 +112,18 @@ export function mountOverview(host, showTip, pick) {
   canvas.addEventListener("mouseleave", (e) => showTip(e, null));
   canvas.addEventListener("click", (e) => { const k = entryAt(e); if (k >= 0 && targets.lane[k] >= 0) pick(targets.lane[k]); });
 
-  // For tests (Playwright): the client pixel of a storage's first cell, and its colour there.
+  // For tests (Playwright): the storage under a client pixel; a client pixel of a storage's first
+  // cell (whole numbers: mouse events floor them; a cell may be one pixel), and its colour there.
   host.tvz = {
+    at: (x, y) => entryAt({ clientX: x, clientY: y }),
     cell(storage) {
       if (!ov || !grid) return null;
       const e = Array.from(ov.storage).indexOf(storage);
       if (e < 0) return null;
       const r = Math.floor(ov.first[e] / grid.cols), c = ov.first[e] - r * grid.cols;
       const box = canvas.getBoundingClientRect();
-      return { x: box.left + M + (c + 0.5) * grid.px, y: box.top + M + (r + 0.5) * grid.px, lane: targets.lane[e], color: ov.colors[2 * ov.kind[e] + (e & 1)] };
+      const mid = (grid.px - 1) / 2;
+      return { x: Math.ceil(box.left + M + c * grid.px + mid), y: Math.ceil(box.top + M + r * grid.px + mid), lane: targets.lane[e], color: ov.colors[2 * ov.kind[e] + (e & 1)] };
     },
   };
   return { update, draw };
