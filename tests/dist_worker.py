@@ -151,8 +151,8 @@ def fsdp_model(world: int, **options) -> nn.Module:
     return m
 
 
-def step(name: str, world: int, out: str, rank: int, reshard: bool) -> None:
-    """A real training step with reshard_after_forward=reshard; the layout (and, with False, also
+def step(name: str, world: int, out: str, rank: int, reshard: bool | int) -> None:
+    """A real training step with reshard_after_forward=reshard; the layout (and, unless True, also
     between forward and backward), and the truth: every parameter's storage bytes as the forward
     saw them (a forward pre-hook runs after FSDP2's all-gather) and after the step."""
     import tensorviz as tv
@@ -175,9 +175,11 @@ def step(name: str, world: int, out: str, rank: int, reshard: bool) -> None:
         module.register_forward_pre_hook(gathered)
     loss = m(torch.tensor([[1, 2, 3, 4, 5]])).sum()
     truth = {"during_forward": during}
-    if not reshard:  # analysed mid-step, globally and on this rank alone: nothing may be resharded by it
+    if reshard is not True:  # analysed mid-step, globally and on this rank alone: nothing may change
+        before = _states(m)
         truth["mid_step"] = layout_to_json(tv.analyze(m, group=True))
         truth["local_mid_step"] = layout_to_json(tv.analyze(m))
+        truth["states_kept"] = _states(m) == before
         truth["still_gathered"] = not hasattr(m.embed.weight, "placements")
     loss.backward()
     truth["after_step"] = {n: p.untyped_storage().nbytes() for n, p in seen.items()}
@@ -190,6 +192,11 @@ def step(name: str, world: int, out: str, rank: int, reshard: bool) -> None:
         with open(os.path.join(out, f"{name}.exchange.json"), "w") as f:
             json.dump(record, f)
     dist.barrier()
+
+
+def _states(m: nn.Module) -> list:
+    """Each parameter object and its storage bytes, as the modules hold them now."""
+    return [(id(p), p.untyped_storage().nbytes()) for p in m.parameters()]
 
 
 def hsdp_model() -> nn.Module:
@@ -273,6 +280,7 @@ def run(rank: int, world: int, out: str, port: int) -> None:
         if world == 4:
             scenario("tp", tp_model(), out, rank)
             scenario("hsdp", hsdp_model(), out, rank)
+            step("step_partial", world, out, rank, 2)  # kept as a 1/2 shard after forward
             subgroup(out, rank)
     finally:
         dist.destroy_process_group()

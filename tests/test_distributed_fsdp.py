@@ -315,3 +315,26 @@ def test_html_escapes_the_fsdp_table():
     out = fsdp_html(record)
     assert "<script>" not in out and "&lt;script&gt;x&lt;/script&gt;" in out
     assert fsdp_html(None) == ""
+
+
+def test_reshard_after_forward_to_a_smaller_mesh_keeps_half_and_analysis_changes_nothing():
+    """reshard_after_forward=2 on 4 ranks: after forward each unit keeps a 1/2 shard (FSDP2's
+    post-forward state), the gathered outputs are freed; analysing then leaves every parameter
+    object and storage as it was."""
+    runs = _runs(4, "step_partial")
+    for rank, run in enumerate(runs):
+        truth = run["truth"]
+        assert truth["states_kept"] is True and truth["still_gathered"] is False
+        mid = truth["mid_step"]["metadata"]["fsdp"]
+        assert [(u["state"], u["reshard_after_forward"]) for u in mid["units"][0]["units"]] == [
+            ("sharded post forward", 2)
+        ] * 3
+        per_unit = [sum(p["gathered"] for p in u["params"]) for u in mid["units"][0]["units"]]
+        sharded = sum(_padded(n, 4) for n in ROWS)
+        assert sum(per_unit) == 4 * sharded
+        t = mid["ranks"][str(rank)]
+        assert (t["gathered_now_bytes"], t["freed_bytes"]) == (0, 4 * sharded)
+        assert t["peak_bytes"] == sharded + sum(g // 2 for g in per_unit) + sum(sorted(per_unit)[-2:])
+        assert [(v["name"], v["start"], v["stop"]) for v in truth["mid_step"]["views"]] == [
+            (v["name"], v["start"], v["stop"]) for v in run["layout"]["views"]
+        ]
