@@ -65,7 +65,7 @@ def test_rank_totals_follow_the_peak_rule():
 
 def test_record_merges_equal_ranks_in_text_and_names_unreadable_ranks():
     units = [_unit("", False, [288], [0], [144]), _unit("blocks.0", True, [432, 24], [0, 0], [216, 12])]
-    record = fsdp_record([([1, 0], units)], {0: [144, 228], 1: [120, 216]}, {2: "torch 9 has no X"})
+    record = fsdp_record([([1, 0], units)], {0: 372, 1: 336}, {2: "torch 9 has no X"})
     assert list(record["ranks"]) == [0, 1] and record["unavailable"] == {"torch 9 has no X": [2]}
     lines = fsdp_lines(record)
     assert lines[0] == (
@@ -255,6 +255,18 @@ def _layout(world, name):
 
 
 @pytest.mark.parametrize("world", [2, 4])
+def test_each_rank_sends_one_number_and_the_units_travel_once(world):
+    with open(os.path.join(worker_run(world), "step_reshard.exchange.json")) as f:
+        record = json.load(f)
+    for rank in range(world):  # the all-gathered facts: O(1) a rank, whatever the number of units
+        facts = record["per_rank"][str(rank)]
+        assert set(facts) == {"local_bytes", "storage_bytes", "problems", "fsdp_shard_bytes"}
+        assert facts["fsdp_shard_bytes"] == sum(_local(n, world, rank) for n in ROWS)
+    ((ranks, desc),) = record["shared"]  # one description, with the units, broadcast once
+    assert ranks == list(range(world)) and len(desc["fsdp"]) == 3
+
+
+@pytest.mark.parametrize("world", [2, 4])
 def test_rank_record_places_each_local_shard_in_its_padded_storage(world):
     layout = _layout(world, "step_reshard")
     for rank in range(world):
@@ -310,7 +322,7 @@ def test_text_and_html_show_the_physical_side():
 def test_html_escapes_the_fsdp_table():
     from tensorviz.render.html import fsdp_html
 
-    record = fsdp_record([([0], [_unit("<b>", True, [8], [0], [4])])], {0: [4]}, {})
+    record = fsdp_record([([0], [_unit("<b>", True, [8], [0], [4])])], {0: 4}, {})
     record["peak_rule"] = "<script>x</script>"
     out = fsdp_html(record)
     assert "<script>" not in out and "&lt;script&gt;x&lt;/script&gt;" in out

@@ -97,19 +97,21 @@ def rank_totals(units: Sequence[Mapping[str, Any]], local: Sequence[int]) -> dic
 
 def fsdp_record(
     described: Sequence[tuple[Sequence[int], Sequence[Mapping]]],
-    local: Mapping[int, Sequence[int]],
+    shard_bytes: Mapping[int, int],
     unavailable: Mapping,
 ) -> dict | None:
     """``metadata["fsdp"]`` from each description's ranks and units, each rank's local shard bytes
-    per unit and ``{rank: reason}`` where FSDP2's internals could not be read; None when no rank
+    (all units together: one number a rank travels) and ``{rank: reason}`` where FSDP2's internals could not be read; None when no rank
     has an FSDP2 unit and none failed."""
     described = _same_units_once(described)
     if not described and not unavailable:
         return None
     ranks: dict[int, dict] = {}
     for members, units in described:
+        base = rank_totals(units, [])  # O(parameters) once; a rank adds only its shard bytes (O(units))
         for r in members:
-            ranks[r] = rank_totals(units, local.get(r) or [0] * len(units))
+            shards = int(shard_bytes.get(r) or 0)
+            ranks[r] = {**base, "shard_bytes": shards, "padding_bytes": base["sharded_bytes"] - shards}
     why: dict[str, list[int]] = {}
     for r, reason in sorted(unavailable.items()):
         why.setdefault(str(reason), []).append(int(r))

@@ -53,7 +53,7 @@ def describe(obj: Any) -> tuple[dict, dict]:
     ``("t", names, dtype, itemsize, shape)`` for a plain tensor, ``("x", name, reason)`` for a
     value that is not analysable; ``"fsdp"``: FSDP2's units (:mod:`.fsdp_units`; the same on
     every rank of one job). Facts: local bytes, local storage bytes, problems, and FSDP2's local
-    shard bytes per unit (``fsdp_local``) or why its internals could not be read.
+    shard bytes (``fsdp_shard_bytes``, one number: the all-gather stays small) or why its internals could not be read.
     """
     units, local, unavailable = describe_units(obj)
     d = _Describer()
@@ -62,7 +62,7 @@ def describe(obj: Any) -> tuple[dict, dict]:
     desc, facts = d.result()
     if units:
         desc["fsdp"] = units
-        facts["fsdp_local"] = local
+        facts["fsdp_shard_bytes"] = sum(local)
     if unavailable:
         facts["fsdp_unavailable"] = unavailable
     return desc, facts

@@ -239,4 +239,4 @@ def local_record(obj: Any) -> dict | None:
     if not units and not why:
         return None
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
-    return fsdp_record([([rank], units)], {rank: local}, {rank: why} if why else {})
+    return fsdp_record([([rank], units)], {rank: sum(local)}, {rank: why} if why else {})

@@ -75,9 +75,9 @@ def build_layout(
 
 def _fsdp(shared: list[tuple[list[int], dict]], per_rank: dict) -> dict | None:
     """``metadata["fsdp"]``: FSDP2's units per description, each rank's totals (:mod:`tensorviz.core.fsdp`)."""
-    local = {r: f.get("fsdp_local") for r, f in per_rank.items()}
+    shard_bytes = {r: f.get("fsdp_shard_bytes", 0) for r, f in per_rank.items()}
     unavailable = {r: f["fsdp_unavailable"] for r, f in per_rank.items() if f.get("fsdp_unavailable")}
-    return fsdp_record([(members, d.get("fsdp") or []) for members, d in shared], local, unavailable)
+    return fsdp_record([(members, d.get("fsdp") or []) for members, d in shared], shard_bytes, unavailable)
 
 
 class _Builder:
