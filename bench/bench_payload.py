@@ -15,13 +15,14 @@ Run: ``.venv/bin/python bench/bench_payload.py`` (add ``--quick`` to skip the tw
 ``bench/bench_explorer.py --payload``.
 
 Measured here (2 cores, 2026-11-30), before the overview and the past-end layer were drawn on the
-canvas, then after (the overview sent, view geometry sent as shared heads + varints)::
+canvas, then after (the overview sent; view geometry as shared heads + varints; names sharing
+both a prefix and a suffix with the previous one)::
 
     model                       bars      before     after   (overview bytes)
-    tiny tied + fused              6   74.0 B/bar  70.2 B/bar  (none: 8 storages)
-    1k synthetic                 680   59.7 B/bar  58.5 B/bar  (3,825 B = 6.4 B/storage)
-    Llama-70B-sized, meta        725   60.6 B/bar  56.5 B/bar  (4,930 B = 6.8 B/storage)
-    100k storages (many_small) 50,000  55.3 B/bar  61.3 B/bar  (636,306 B = 6.4 B/storage, 4.2 B/cell)
+    tiny tied + fused              6   74.0 B/bar  65.3 B/bar  (none: 8 storages)
+    1k synthetic                 680   59.7 B/bar  58.5 B/bar  (3,840 B = 6.4 B/storage)
+    Llama-70B-sized, meta        725   60.6 B/bar  44.5 B/bar  (4,935 B = 6.8 B/storage)
+    100k storages (many_small) 50,000  55.3 B/bar  61.3 B/bar  (636,363 B = 6.4 B/storage, 4.2 B/cell)
     100k slices, one storage  100,001  33.8 B/bar  28.1 B/bar  (none: one storage)
 
 (the tiny model's 6 bars carry the fixed cost of palettes and lists; every model with more than

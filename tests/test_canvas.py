@@ -78,12 +78,25 @@ def test_names_are_front_coded_and_summary_rows_sized():
     d = tv.diagram(lay, max_lanes=ALL_LANES)
     p = payload(d, lay)
     assert text(p, "names") == ["model.layers.0.q", "k"] and col(p, "name_prefix", "u1") == [0, 15]
+    assert p["name_suffix"] == b""  # no name ends as the one before it
     c = DiagramCanvas()
     c.show(d, lay)
     assert c.drawn_names == ["model.layers.0.q", "model.layers.0.k"]
     assert col(p, "lane_kind", "u1") == [0, 1, 1, 5] and col(p, "special_lane", "<u4") == [3]
     assert p["bar_lane"] == b""
     assert col(p, "special_size", "<f8") == [8 + 12]  # the two simple storages folded
+
+
+def test_names_share_prefixes_and_suffixes_with_the_previous_one():
+    w = torch.zeros(4)
+    sd = {f"model.layers.{i}.self_attn.{p}_proj.weight": w[i : i + 1] for i in range(2) for p in "qk"}
+    lay = tv.analyze(sd)
+    p = payload(tv.diagram(lay, max_lanes=ALL_LANES), lay)
+    assert text(p, "names") == ["model.layers.0.self_attn.q_proj.weight", "k", "1.self_attn.q", "k"]
+    assert col(p, "name_prefix", "u1") == [0, 25, 13, 25] and col(p, "name_suffix", "u1") == [0, 12, 12, 12]
+    c = DiagramCanvas()
+    c.show(tv.diagram(lay, max_lanes=ALL_LANES), lay)
+    assert c.drawn_names == list(sd)
 
 
 def test_span_groups_send_their_tied_names():

@@ -147,6 +147,22 @@ def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
     assert shapes[0][0] < d.overview.columns == shapes[1][0]
 
 
+def test_payload_with_an_overview_stays_under_64_bytes_a_bar():
+    """1,000 layers of a tied pair and a norm: 2,000 bars, 1,000 simple storages folded into the
+    summary row (their names are in the overview), 2,000 storages in the overview."""
+    from tensorviz.explorer.widget import explore
+
+    sd = {}
+    for i in range(1000):
+        w = torch.empty(8, 4, device="meta")
+        sd.update({f"model.layers.{i}.emb.weight": w, f"model.layers.{i}.head.weight": w})
+        sd[f"model.layers.{i}.norm.weight"] = torch.empty(4 + i % 7, device="meta")
+    ex = explore(sd, snapshot=False)
+    assert len(ex.diagram.bars) == 2000 and ex.diagram.overview.storage.size == 2000
+    assert ex.payload_nbytes / 2000 <= 64, ex.payload_nbytes / 2000
+    assert len(unvarint(ex.canvas.ov_cells)) == 2000
+
+
 def test_the_explorer_shows_an_overview_where_the_png_would():
     from tensorviz.explorer.widget import explore
 
@@ -156,3 +172,31 @@ def test_the_explorer_shows_an_overview_where_the_png_would():
     few = explore({f"w{i}": torch.zeros(4) for i in range(10)}, snapshot=False)
     assert few.canvas.ov_columns == 0 and few.canvas.ov_cells == b""
     assert few._renderer.picture(few.state)[0].overview is None
+
+
+def test_the_browser_decodes_the_names_python_codes(tmp_path):
+    """wire.affix_code in Python, geometry.js frontDecode in node: the same names back, with
+    non-ASCII characters (never shared: JavaScript counts UTF-16 units), newlines, and middles
+    that are empty."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: geometry.js cannot be run here")
+    from tensorviz.explorer.wire import affix_code, text
+
+    names = ["model.layers.0.q_proj.weight", "model.layers.0.k_proj.weight", "model.layers.10.k_proj.weight",
+             "model.layers.1.k_proj.weight", "é.a", "é.b", "x.é", "y.é", "a😀b.w", "a😀c.w", "aXa", "aa", "a\nb.w",
+             "a\nc.w", "", "q"]  # fmt: skip
+    prefix, suffix, rest = affix_code(names)
+    assert suffix[:4] == [0, 12, 15, 14] and prefix[4:8] == [0, 0, 0, 0] and suffix[6:8] == [0, 0]
+    assert rest[3] == ""  # "model.layers.1" + "" + ".k_proj.weight"
+    geometry = Path(__file__).resolve().parents[1] / "tensorviz" / "explorer" / "geometry.js"
+    script = tmp_path / "names.mjs"
+    script.write_text(
+        f"import * as g from {json.dumps(geometry.as_uri())};\n"
+        f"const bytes = new Uint8Array({json.dumps(list(text(rest)))});\n"
+        f"const rest = g.lines(new DataView(bytes.buffer), {len(rest)});\n"
+        f"const out = g.frontDecode(rest, {json.dumps(prefix)}, {json.dumps(suffix)});\n"
+        "console.log(JSON.stringify(out.map((n) => n.replaceAll('\\u2424', '\\n'))));\n"
+    )
+    out = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout)
+    assert out == names

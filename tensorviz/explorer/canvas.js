@@ -45,7 +45,7 @@ export function decodeAll(model) {
   };
   const nLanes = d.laneKind.length, nViews = d.dtype.length, n = d.start.length;
   d.laneLabels = lines(g("lane_labels"), nLanes);
-  d.names = frontDecode(lines(g("names"), nViews), column(g("name_prefix"), Uint8Array));
+  d.names = frontDecode(lines(g("names"), nViews), column(g("name_prefix"), Uint8Array), column(g("name_suffix"), Uint8Array));
   d.fpct = new Float32Array(n).fill(1);
   const pctBar = column(g("pct_bar"), Uint32Array), pct = column(g("pct"), Float32Array);
   pctBar.forEach((i, k) => { d.fpct[i] = pct[k]; });

@@ -74,6 +74,7 @@ class DiagramCanvas(anywidget.AnyWidget):
     mark_stop = _bytes_trait()
     names = _bytes_trait()
     name_prefix = _bytes_trait()
+    name_suffix = _bytes_trait()
     geom_heads = _bytes_trait()
     geom = _bytes_trait()
     dtype = _bytes_trait()
@@ -84,6 +85,7 @@ class DiagramCanvas(anywidget.AnyWidget):
     ov_unref = _bytes_trait()
     ov_names = _bytes_trait()
     ov_name_prefix = _bytes_trait()
+    ov_name_suffix = _bytes_trait()
     ov_label_entry = _bytes_trait()
     ov_labels = _bytes_trait()
     ov_columns = traitlets.Int(0).tag(sync=True)
@@ -136,11 +138,13 @@ class DiagramCanvas(anywidget.AnyWidget):
 
 
 def _names(data: dict[str, Any]) -> list[str]:
-    """The view names of a payload (undoing its front coding)."""
-    if not data["names"]:
+    """The view names of a payload (undoing :func:`~tensorviz.explorer.wire.affix_code`)."""
+    if not data["name_prefix"]:
         return []
+    prefix = data["name_prefix"]
+    suffix = data["name_suffix"] or bytes(len(prefix))
     out, prev = [], ""
-    for k, rest in zip(data["name_prefix"], data["names"].decode("utf-8", "surrogatepass").split("\n")):
-        prev = prev[:k] + rest
+    for p, s, rest in zip(prefix, suffix, data["names"].decode("utf-8", "surrogatepass").split("\n")):
+        prev = prev[:p] + rest + prev[len(prev) - s :]
         out.append(prev.replace("\u2424", "\n"))
     return out

@@ -43,11 +43,16 @@ export function geomLines(heads, pairs) {
   return out;
 }
 
-// Names sent front-coded: each keeps `prefix[k]` characters of the previous one.
-export function frontDecode(rest, prefix) {
+// Names sent affix-coded (wire.py affix_code): each keeps the first `prefix[k]` and the last
+// `suffix[k]` characters of the previous one around the middle sent (no suffix column: none).
+export function frontDecode(rest, prefix, suffix) {
   const out = new Array(rest.length);
   let prev = "";
-  for (let k = 0; k < rest.length; k++) { prev = prev.slice(0, prefix[k] || 0) + rest[k]; out[k] = prev; }
+  for (let k = 0; k < rest.length; k++) {
+    const s = suffix && suffix.length ? suffix[k] : 0;
+    prev = prev.slice(0, prefix[k] || 0) + rest[k] + (s ? prev.slice(prev.length - s) : "");
+    out[k] = prev;
+  }
   return out;
 }
 
@@ -302,11 +307,11 @@ export function decodeOverview(get) {
   const unrefCells = new Float64Array(n), unrefBytes = new Float64Array(n), triples = varints(get("ov_unref"));
   for (let k = 0; k + 2 < triples.length; k += 3) { unrefCells[triples[k]] = triples[k + 1]; unrefBytes[triples[k]] = triples[k + 2]; }
   const labelEntry = Array.from(column(get("ov_label_entry"), Uint32Array));
-  const prefix = column(get("ov_name_prefix"), Uint8Array);
+  const prefix = column(get("ov_name_prefix"), Uint8Array), suffix = column(get("ov_name_suffix"), Uint8Array);
   return {
     n, kind, cells, first, total: first[n], storage, unrefCells, unrefBytes, columns,
     views: varints(get("ov_views")), nbytes: varints(get("ov_nbytes")),
-    names: frontDecode(lines(get("ov_names"), prefix.length), prefix),
+    names: frontDecode(lines(get("ov_names"), prefix.length), prefix, suffix),
     labelEntry, labels: lines(get("ov_labels"), labelEntry.length), colors: get("ov_colors"),
   };
 }

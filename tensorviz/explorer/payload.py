@@ -30,8 +30,10 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
 ``mark_*``             M          unreferenced bytes (0), read by >= 2 bars (1), file header (2),
                                   bytes views address past their storage's end (3: a freed
                                   storage, as the PNG's "past-end" layer)
-``names``              text V     view names, each without the first ``name_prefix`` characters
-``name_prefix``        u8 V       characters shared with the previous name (ASCII, <= 255)
+``names``              text V     view names, each without the first ``name_prefix`` and the last
+``name_prefix``        u8 V       ``name_suffix`` characters it shares with the previous name (ASCII,
+``name_suffix``        u8 V       <= 255; see :func:`~tensorviz.explorer.wire.affix_code`); no
+                                  suffix column when no name shares one
 ``geom_heads``         text       each distinct ``"shape;stride"`` (stride empty: row-major)
 ``geom``               varint 2V  per view: its head (index into ``geom_heads``), its offset
 ``dtype``              u8 V       index into ``dtypes``
@@ -266,10 +268,11 @@ def _views(layout: Layout, names: list[str]) -> dict[str, Any]:
         v = layout[name]
         codes[k] = dtypes.setdefault(v.dtype, len(dtypes)) % 256
         geom[k] = heads.setdefault((v.shape, v.stride), len(heads)), v.offset
-    prefix, rest = wire.front_code(names)
+    prefix, suffix, rest = wire.affix_code(names)
     return {
         "names": wire.text(rest),
         "name_prefix": wire.le(prefix, "u1"),
+        "name_suffix": wire.le(suffix, "u1") if any(suffix) else b"",
         "geom_heads": wire.text(_head(shape, stride) for shape, stride in heads),
         "geom": wire.varint(geom),
         "dtype": codes.tobytes(),

@@ -12,8 +12,8 @@ One entry per storage the overview shows, in its order (pure numpy, nothing deci
 ``ov_unref``           varint     ``(entry, unreferenced cells, unreferenced bytes)`` triples,
                                   for the storages some of whose bytes no view reads
 ``ov_names``           text       the first view name of each storage the lanes do not draw
-                                  (a drawn storage's names are its bars'), front-coded with
-``ov_name_prefix``     u8         (see :func:`tensorviz.explorer.wire.front_code`)
+                                  (a drawn storage's names are its bars'), coded with
+``ov_name_prefix/suffix`` u8      (see :func:`tensorviz.explorer.wire.affix_code`)
 ``ov_label_entry``     u32        the labelled storages (largest, largest tied/overlapping) ...
 ``ov_labels``          text       ... and their labels, as the PNG lists them
 ``ov_columns``         int        the plan's grid width in cells (0: no overview)
@@ -44,6 +44,7 @@ OVERVIEW_BYTES = (
     "ov_unref",
     "ov_names",
     "ov_name_prefix",
+    "ov_name_suffix",
     "ov_label_entry",
     "ov_labels",
 )
@@ -58,7 +59,7 @@ def overview_columns(diagram: Any, layout: Layout) -> dict[str, Any]:
     storage = ov.storage.astype(np.int64)
     every = storage.size == len(layout.storages) and np.array_equal(storage, np.arange(storage.size))
     drawn = np.isin(storage, np.fromiter((b.storage for b in diagram.blocks), np.int64, len(diagram.blocks)))
-    prefix, rest = wire.front_code([_first_name(layout, s) for s in storage[~drawn].tolist()])
+    prefix, suffix, rest = wire.affix_code([_first_name(layout, s) for s in storage[~drawn].tolist()])
     unref = np.flatnonzero(ov.unreferenced > 0)
     triples = np.stack((unref, ov.unreferenced_cells[unref], ov.unreferenced[unref]), axis=1)
     return {
@@ -69,6 +70,7 @@ def overview_columns(diagram: Any, layout: Layout) -> dict[str, Any]:
         "ov_unref": wire.varint(triples),
         "ov_names": wire.text(rest),
         "ov_name_prefix": wire.le(prefix, "u1"),
+        "ov_name_suffix": wire.le(suffix, "u1") if any(suffix) else b"",
         "ov_label_entry": wire.le([label.entry for label in ov.labels], "u4"),
         "ov_labels": wire.text(label.text for label in ov.labels),
         "ov_columns": int(ov.columns),

@@ -7,11 +7,11 @@ mostly small (cell counts, view counts, element offsets, byte sizes up to 2**53)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["le", "text", "varint", "front_code"]
+__all__ = ["le", "text", "varint", "affix_code"]
 
 
 def le(a: Iterable | np.ndarray, dtype: str) -> bytes:
@@ -54,26 +54,39 @@ def varint(values: Iterable[int] | np.ndarray) -> bytes:
     return out.tobytes()
 
 
-def front_code(names: list[str]) -> tuple[list[int], list[str]]:
-    """Each name as (characters shared with the previous name, the rest): dotted module names
-    share long prefixes. Only an ASCII prefix is shared (the browser counts UTF-16 units).
+def affix_code(names: list[str]) -> tuple[list[int], list[int], list[str]]:
+    """Each name as (characters shared with the start of the previous name, characters shared
+    with its end, the middle): dotted module names share long prefixes (``model.layers.``) and
+    suffixes (``_proj.weight``). Only ASCII is shared (the browser counts UTF-16 units), at most
+    255 characters each way; the browser's ``frontDecode`` undoes it.
 
-    >>> front_code(["model.layers.0.q.weight", "model.layers.0.k.weight", "é.a", "é.b"])
-    ([0, 15, 0, 0], ['model.layers.0.q.weight', 'k.weight', 'é.a', 'é.b'])
+    >>> affix_code(["model.layers.0.q_proj.weight", "model.layers.0.k_proj.weight", "é.a", "é.b"])
+    ([0, 15, 0, 0], [0, 12, 0, 0], ['model.layers.0.q_proj.weight', 'k', 'é.a', 'é.b'])
     """
-    prefix, rest, prev = [], [], ""
+    prefix, suffix, rest, prev = [], [], [], ""
     for name in names:
-        lo, hi = 0, min(len(prev), len(name), 255)
-        while lo < hi:  # the longest shared prefix, by bisection on startswith (C-speed compares)
-            mid = (lo + hi + 1) // 2
-            if name.startswith(prev[:mid]):
-                lo = mid
-            else:
-                hi = mid - 1
-        k = lo
-        if not prev[:k].isascii():
-            k = next(i for i, c in enumerate(prev[:k]) if ord(c) >= 128)
-        prefix.append(k)
-        rest.append(name[k:])
+        p = _shared(prev, name, min(len(prev), len(name), 255), str.startswith, lambda t, k: t[:k])
+        if not prev[:p].isascii():
+            p = next(i for i, c in enumerate(prev[:p]) if ord(c) >= 128)
+        s = _shared(prev, name, min(len(prev), len(name) - p, 255), str.endswith, lambda t, k: t[len(t) - k :])
+        tail = prev[len(prev) - s :]
+        if not tail.isascii():
+            s = next(i for i, c in enumerate(reversed(tail)) if ord(c) >= 128)
+        prefix.append(p)
+        suffix.append(s)
+        rest.append(name[p : len(name) - s])
         prev = name
-    return prefix, rest
+    return prefix, suffix, rest
+
+
+def _shared(prev: str, name: str, most: int, test: Callable[[str, str], bool], part: Callable[[str, int], str]) -> int:
+    """The most characters (<= ``most``) ``name`` shares with ``prev``: ``test(name, part(prev,
+    k))`` holds up to some k, then not; found by bisection on C-speed startswith/endswith."""
+    lo, hi = 0, max(most, 0)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if test(name, part(prev, mid)):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -142,9 +142,11 @@ test("fitText keeps the end of a long name, in the width given", () => {
   assert.equal(fitText("abc", 0, w), "…");
 });
 
-test("frontDecode undoes the front coding; rowMajor gives contiguous strides", () => {
+test("frontDecode undoes the affix coding; rowMajor gives contiguous strides", () => {
   assert.deepEqual(frontDecode(["model.layers.0.q.weight", "k.weight", "é.a"], new Uint8Array([0, 15, 0])),
     ["model.layers.0.q.weight", "model.layers.0.k.weight", "é.a"]);
+  assert.deepEqual(frontDecode(["l.0.q_proj.weight", "k", "1.self", ""], new Uint8Array([0, 4, 2, 2]), new Uint8Array([0, 12, 12, 12])),
+    ["l.0.q_proj.weight", "l.0.k_proj.weight", "l.1.self_proj.weight", "l._proj.weight"]);
   assert.equal(rowMajor("4, 6"), "6, 1");
   assert.equal(rowMajor("2, 0, 3"), "3, 3, 1");
   assert.equal(rowMajor(""), "");
