@@ -350,3 +350,20 @@ def test_reshard_after_forward_to_a_smaller_mesh_keeps_half_and_analysis_changes
         assert [(v["name"], v["start"], v["stop"]) for v in truth["mid_step"]["views"]] == [
             (v["name"], v["start"], v["stop"]) for v in run["layout"]["views"]
         ]
+
+
+def test_hsdp_gathers_over_the_shard_dimension_only():
+    """HSDP on a 2 x 2 (replicate, shard) mesh: the all-gather runs over "shard" (2 ranks), so a
+    unit re-gathers padded shard bytes x 2, not x 4; the replicas hold the same padded storages."""
+    from dist_runs import rank_results
+
+    fsdp = rank_results(4, "hsdp")[0]["layout"]["metadata"]["fsdp"]
+    ((unit,),) = [e["units"] for e in fsdp["units"]]  # one unit: fully_shard on the root only
+    assert fsdp["units"][0]["ranks"] == [0, 1, 2, 3] and unit["world"] == 2
+    assert unit["reshard_after_forward"] is False and unit["note"].startswith("root:")
+    for p in unit["params"]:
+        n = p["names"][0]
+        assert (p["padded"], p["gathered"], p["now"]) == (_padded(n, 2), 2 * _padded(n, 2), None), n
+    for rank in range(4):
+        shards = sum(_local(n, 2, rank % 2) for n in ROWS)
+        assert fsdp["ranks"][str(rank)]["shard_bytes"] == shards
