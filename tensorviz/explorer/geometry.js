@@ -358,6 +358,18 @@ export function overviewMarkers(ov, grid) {
   });
 }
 
+// The rectangles [x, y, w, h] (pixels) covering entry e's cells, one per grid row they touch.
+export function overviewSegments(ov, grid, e) {
+  const out = [], a = ov.first[e], b = ov.first[e + 1] - 1;
+  if (b < a) return out;
+  const r0 = Math.floor(a / grid.cols), r1 = Math.floor(b / grid.cols);
+  for (let r = r0; r <= r1; r++) {
+    const c0 = r === r0 ? a - r * grid.cols : 0, c1 = r === r1 ? b - r * grid.cols : grid.cols - 1;
+    out.push([c0 * grid.px, r * grid.px, (c1 - c0 + 1) * grid.px, grid.px]);
+  }
+  return out;
+}
+
 export function overviewCounts(ov) {
   const out = [0, 0, 0, 0];
   for (let e = 0; e < ov.n; e++) out[ov.kind[e]]++;

@@ -2,7 +2,7 @@
 // coloured by how its views share it, the labelled storages numbered as in the PNG. Hover a cell:
 // a tooltip names its storage; click it (or a label): the lanes scroll to that storage.
 // The grid, hit-testing and texts are pure functions of geometry.js (prepended by the Python side).
-import { decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts, overviewTargets, overviewTooltip, OVERVIEW_KINDS } from "./geometry.js";
+import { decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts, overviewSegments, overviewTargets, overviewTooltip, OVERVIEW_KINDS } from "./geometry.js";
 
 const M = 7;  // pixels around the grid: room for the markers on its edge cells
 
@@ -26,12 +26,12 @@ export function mountOverview(host, showTip, pick) {
     <span class="tvz-ov-hint">hover a cell: its storage · click: scroll the lanes to it</span></div>
     <div class="tvz-ov-scroll"><canvas></canvas></div><ol class="tvz-ov-labels"></ol>`;
   const canvas = host.querySelector("canvas"), g = canvas.getContext("2d");
-  let ov = null, targets = null, grid = null, drawnWidth = -1;
+  let ov = null, targets = null, grid = null, drawnWidth = -1, tile = null, hovered = -1;
 
   function update(get, d) {
     ov = decodeOverview(get);
     host.hidden = !ov;
-    drawnWidth = -1;
+    drawnWidth = -1; hovered = -1;
     if (!ov) return;
     targets = overviewTargets(ov, d);
     head();
@@ -75,23 +75,40 @@ export function mountOverview(host, showTip, pick) {
     const { cols, rows, px } = grid, dpr = window.devicePixelRatio || 1;
     const codes = overviewCodes(ov, cols), rgba = palette(), cells = new Uint32Array(cols * rows);
     for (let c = 0; c < codes.length; c++) cells[c] = rgba[codes[c]];
-    const tile = document.createElement("canvas");  // one pixel a cell, scaled up without smoothing
+    tile = document.createElement("canvas");  // one pixel a cell, scaled up without smoothing
     tile.width = cols; tile.height = Math.max(rows, 1);
     tile.getContext("2d").putImageData(new ImageData(new Uint8ClampedArray(cells.buffer), cols, Math.max(rows, 1)), 0, 0);
     const w = cols * px + 2 * M, h = Math.max(rows, 1) * px + 2 * M;
     canvas.width = Math.round(w * dpr); canvas.height = Math.round(h * dpr);
     canvas.style.width = w + "px"; canvas.style.height = h + "px";
     g.setTransform(dpr, 0, 0, dpr, M * dpr, M * dpr);
+    paint();
+    host.dataset.cells = ov.total; host.dataset.cols = cols; host.dataset.px = px;
+    host.dataset.drawMs = (performance.now() - t0).toFixed(2);
+  }
+
+  // The grid, the hovered storage's outline, the numbered markers.
+  function paint() {
+    const { cols, rows, px } = grid;
+    g.clearRect(-M, -M, cols * px + 2 * M, rows * px + 2 * M);
     g.imageSmoothingEnabled = false;
     g.drawImage(tile, 0, 0, cols * px, rows * px);
+    if (hovered >= 0) {
+      g.strokeStyle = "#111"; g.lineWidth = 1.5;
+      for (const [x, y, w, h] of overviewSegments(ov, grid, hovered)) g.strokeRect(x - 0.75, y - 0.75, w + 1.5, h + 1.5);
+    }
     g.font = "bold 9px sans-serif"; g.textAlign = "center"; g.textBaseline = "middle";
     for (const [k, x, y] of overviewMarkers(ov, grid)) {
       g.beginPath(); g.arc(x, y, 6.5, 0, 2 * Math.PI);
       g.fillStyle = "#fff"; g.fill(); g.strokeStyle = "#222"; g.lineWidth = 1; g.stroke();
       g.fillStyle = "#111"; g.fillText(String(k), x, y + 0.5);
     }
-    host.dataset.cells = ov.total; host.dataset.cols = cols; host.dataset.px = px;
-    host.dataset.drawMs = (performance.now() - t0).toFixed(2);
+  }
+
+  function hover(k) {
+    if (k === hovered || !grid) return;
+    hovered = k;
+    paint();
   }
 
   function palette() {  // "#rrggbb" colours (and white) as little-endian RGBA words
@@ -107,9 +124,10 @@ export function mountOverview(host, showTip, pick) {
   };
   canvas.addEventListener("mousemove", (e) => {
     const k = entryAt(e);
+    hover(k);
     showTip(e, k < 0 ? null : overviewTooltip(ov, targets, k));
   });
-  canvas.addEventListener("mouseleave", (e) => showTip(e, null));
+  canvas.addEventListener("mouseleave", (e) => { hover(-1); showTip(e, null); });
   canvas.addEventListener("click", (e) => { const k = entryAt(e); if (k >= 0 && targets.lane[k] >= 0) pick(targets.lane[k]); });
 
   // For tests (Playwright): the storage under a client pixel; a client pixel of a storage's first

@@ -3,7 +3,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   varints, geomLines, decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts,
-  overviewTargets, overviewTooltip, blockName, laneIndex,
+  overviewTargets, overviewTooltip, overviewSegments, blockName, laneIndex,
 } from "../../tensorviz/explorer/geometry.js";
 
 const bytes = (...b) => new DataView(new Uint8Array(b).buffer);
@@ -77,6 +77,11 @@ test("overviewEntryAt and overviewMarkers: pixels to storages and back", () => {
   assert.deepEqual([at(15, 25), at(35, 5), at(-1, 5)], [-1, -1, -1]);  // past the last cell; right of the grid
   // storage #2's middle cell is cell 3 (row 1, col 0); #5's is cell 6 (row 2, col 0)
   assert.deepEqual(overviewMarkers(ov, grid), [[1, 5, 15], [2, 5, 25]]);
+  // storage #2's four cells (1-4): the end of row 0, the start of row 1; #5's two (5, 6): the end
+  // of row 1, the start of row 2; #0's one cell
+  assert.deepEqual(overviewSegments(ov, grid, 1), [[10, 0, 20, 10], [0, 10, 20, 10]]);
+  assert.deepEqual(overviewSegments(ov, grid, 2), [[20, 10, 10, 10], [0, 20, 10, 10]]);
+  assert.deepEqual(overviewSegments(ov, grid, 0), [[0, 0, 10, 10]]);
 });
 
 test("overviewTargets and overviewTooltip: drawn storages scroll to their lanes, folded ones to the summary", () => {
