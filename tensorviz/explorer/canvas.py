@@ -2,9 +2,10 @@
 
 Python plans (:func:`tensorviz.plan.diagram.diagram`) and ships the plan
 (:func:`tensorviz.explorer.payload.payload`); the ES module ``canvas.js`` (with the pure
-helpers of ``geometry.js`` in front of it, both shipped as package data, no build step) draws
-it on a HiDPI canvas and handles hover, click, drag-zoom and scrolling without a kernel round
-trip. ``selected`` (names) and ``zoom`` (bytes ``[lo, hi]``, empty when not zoomed) come back.
+helpers of ``geometry.js`` and the overview's ``overview.js`` in front of it, all shipped as
+package data, no build step) draws it on a HiDPI canvas -- the lanes, and under them the
+overview of every storage when the plan has one -- and handles hover, click, drag-zoom and
+scrolling without a kernel round trip. ``selected`` (names) and ``zoom`` (bytes ``[lo, hi]``, empty when not zoomed) come back.
 
 >>> import torch, tensorviz as tv                                          # doctest: +SKIP
 >>> from tensorviz.explorer.canvas import DiagramCanvas
