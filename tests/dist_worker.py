@@ -11,6 +11,7 @@ model with ``dcp.save`` to ``OUT/<scenario>_dcp`` for tests/test_dcp.py.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -158,6 +159,7 @@ def step(name: str, world: int, out: str, rank: int, reshard: bool | int) -> Non
     import tensorviz as tv
     from tensorviz.cli import layout_to_json
     from tensorviz.sources.distributed import gather
+    from tensorviz.sources.fsdp_units import fsdp_mid_step_state
 
     m = fsdp_model(world, reshard_after_forward=reshard)
     seen: dict[str, torch.Tensor] = {}
@@ -179,6 +181,12 @@ def step(name: str, world: int, out: str, rank: int, reshard: bool | int) -> Non
         before = _states(m)
         truth["mid_step"] = layout_to_json(tv.analyze(m, group=True))
         truth["local_mid_step"] = layout_to_json(tv.analyze(m))
+        report = tv.save_check(m)
+        truth["save_check_mid_step"] = {"notes": list(report.notes), "verdicts": [[v.saver, v.outcome] for v in report]}
+        truth["save_check_torch_save_nbytes"] = report["torch.save"].file_nbytes
+        buf = io.BytesIO()  # the real save of what the check judged (state_dict() would reshard)
+        torch.save(fsdp_mid_step_state(m), buf)
+        truth["torch_save_nbytes"] = buf.getbuffer().nbytes
         truth["states_kept"] = _states(m) == before
         truth["still_gathered"] = not hasattr(m.embed.weight, "placements")
     loss.backward()

@@ -19,6 +19,7 @@ from dist_runs import worker_run
 import tensorviz as tv
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.fsdp import PEAK_RULE, fsdp_lines, fsdp_record, rank_record, rank_rows, rank_totals
+from tensorviz.savecheck.outcomes import FSDP_MID_STEP
 from tensorviz.sources.distributed import layout_from_record, object_device
 
 # -- pure: totals, the peak rule, words -------------------------------------------------------------
@@ -228,6 +229,18 @@ def test_between_forward_and_backward_kept_units_are_gathered_and_analysis_resha
     for run in runs:
         truth = run["truth"]
         assert truth["still_gathered"] is True  # the model was left as the forward left it
+        assert truth["states_kept"] is True  # by analyze, analyze(group=) and save_check alike
+        check = truth["save_check_mid_step"]  # judged from the shards, state_dict() never called
+        assert FSDP_MID_STEP in check["notes"]
+        fsdp_ranks = truth["mid_step"]["metadata"]["fsdp"]["ranks"]
+        padded = fsdp_ranks[str(runs.index(run))]["padding_bytes"] > 0
+        assert check["verdicts"] == [  # torch.save pickles DTensors, whole (padded) storages; safetensors takes none
+            ["safetensors.save_file", "could not evaluate"],
+            ["safetensors.save_model", "could not evaluate"],
+            ["torch.save", "writes unreferenced bytes" if padded else "ok"],
+            ["accelerate.save", "could not evaluate"],
+        ]
+        assert truth["save_check_torch_save_nbytes"] == truth["torch_save_nbytes"]  # as a real save
         mid = truth["mid_step"]
         # the global layout is the same as between steps: the shards are read, not the gathered copies
         assert [(v["name"], v["start"], v["stop"]) for v in mid["views"]] == [

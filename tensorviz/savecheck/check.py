@@ -29,10 +29,11 @@ from tensorviz.savecheck import savers_torch as svt
 from tensorviz.savecheck.materialise import as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
-from tensorviz.savecheck.outcomes import SAVERS
+from tensorviz.savecheck.outcomes import FSDP_MID_STEP, SAVERS
 from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained, is_peft_model
 from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
 from tensorviz.savecheck.verdicts import SaveReport, Verdict
+from tensorviz.sources.fsdp_units import fsdp_mid_step_state
 
 __all__ = ["run_check", "Subject"]
 
@@ -118,6 +119,10 @@ def _plain_subject(obj: Any) -> Subject:
 def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
     from tensorviz.savecheck.ties import module_ties
 
+    if (sd := fsdp_mid_step_state(obj)) is not None:  # FSDP2 mid-step: state_dict() would reshard it
+        subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), True, real_state_dict=sd)
+        subject.notes.append(FSDP_MID_STEP)
+        return subject
     # the stand-ins read metadata only: the module's own tensors do (no detached copies made);
     # torch.save's dry run asks for the state dict itself, when it runs (see _real_state_dict)
     sd = obj.state_dict(keep_vars=True)

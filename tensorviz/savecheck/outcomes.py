@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["OUTCOMES", "SAVERS", "renames"]
+__all__ = ["OUTCOMES", "SAVERS", "FSDP_MID_STEP", "renames"]
 
 #: Outcomes, most severe first. A verdict's ``outcome`` is the first of its ``problems`` (or "ok").
 OUTCOMES = ("could not evaluate", "raises", "drops data", "duplicates bytes", "writes unreferenced bytes", "ok")
@@ -29,3 +29,13 @@ def renames(pairs, limit: int = 6) -> str:
     ]
     more = f" … +{len(parts) - limit}" if len(parts) > limit else ""
     return "; ".join(parts[:limit]) + more
+
+
+#: The note on an FSDP2 model checked between forward and backward: it is judged as the mapping
+#: its ``state_dict()`` would return, made without calling it (FSDP2's pre-save hook would
+#: reshard the model, freeing the gathered parameters the coming backward needs).
+FSDP_MID_STEP = (
+    "FSDP2 model between forward and backward: checked as the sharded parameters its state_dict() "
+    "returns, without calling state_dict() (that would reshard the model) or save_pretrained; save "
+    "after the step, or with torch.distributed.checkpoint"
+)

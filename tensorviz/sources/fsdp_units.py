@@ -214,6 +214,20 @@ def _swaps(group: Any) -> dict[int, Any]:
     return out
 
 
+def fsdp_mid_step_state(module: torch.nn.Module) -> dict[str, Any] | None:
+    """What ``module.state_dict(keep_vars=True)`` would return, made without calling it, for an
+    FSDP2 model mid-step (see :func:`gathered_to_sharded`); None for any other module."""
+    swap = gathered_to_sharded(module)
+    if not swap:
+        return None
+    skip = {
+        f"{path}.{n}" if path else n
+        for path, m in module.named_modules(remove_duplicate=False)
+        for n in getattr(m, "_non_persistent_buffers_set", ())
+    }
+    return {name: value for name, value in module_values(module, swap) if name not in skip}
+
+
 def module_values(module: torch.nn.Module, swap: dict[int, Any]) -> Iterator[tuple[str, Any]]:
     """A module's parameters and buffers in ``state_dict`` order, each gathered FSDP2 parameter
     swapped for its sharded DTensor (``swap``: :func:`gathered_to_sharded`).
