@@ -26,9 +26,9 @@ that strips the ``hidden`` attribute (nbconvert's does), leaves an empty element
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import struct
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,9 +82,9 @@ class Snapshot:
 
     def to_html(self) -> str:
         """The snapshot as HTML: visible, or (``hide_when_live``) drawn by its own style rule."""
-        uid = f"tvz-snap-{uuid.uuid4().hex[:16]}"
-        if self.hide_when_live:
-            return self._stand_in_html(uid)
+        if self.hide_when_live:  # one stand-in per explorer, named after it (stable in saved files)
+            return self._stand_in_html("tvz-snap-" + self.hide_when_live.removeprefix("tvz-live-"))
+        uid = "tvz-snap-" + hashlib.sha1(self.png + self.caption.encode("utf-8", "replace")).hexdigest()[:16]
         head = f'<div style="font-size: 85%; opacity: 0.75">{html.escape(self.head())}</div>'
         return f'<div class="tvz-{html.escape(self.kind)} {uid}">{head}{self.body}</div>'
 
