@@ -28,7 +28,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 import traitlets
 
 from tensorviz.core.layout import Layout
-from tensorviz.explorer.payload import payload, relations
+from tensorviz.explorer import wire
+from tensorviz.explorer.payload import payload, relations, view_names
 
 __all__ = ["DiagramCanvas", "esm_source"]
 
@@ -105,14 +106,17 @@ class DiagramCanvas(anywidget.AnyWidget):
         super().__init__(**kwargs)
         self._layout: Layout | None = None
         self._names: list[str] = []
+        self._from_browser: dict[str, str] = {}  # a hostile name as the browser sends it back -> itself
         self.add_class("tvz-canvas")
 
     def show(self, diagram: Any, layout: Layout, caption: str = "") -> int:
         """Send ``diagram`` (one message; the browser redraws once). Returns the payload bytes."""
         data = payload(diagram, layout)
         self._layout = layout
-        self._names = _names(data)
-        keep = [n for n in self.selected if n in set(self._names)]
+        self._names = view_names(diagram)
+        drawn = set(self._names)
+        self._from_browser = {f: n for n in self._names if (f := wire.browser_form(n)) not in drawn}
+        keep = [n for n in self.selected if n in drawn]
         code, to = relations(layout, self._names, keep)
         with self.hold_sync():
             for key, value in data.items():
@@ -129,6 +133,14 @@ class DiagramCanvas(anywidget.AnyWidget):
         """The names of the views the canvas draws now (in drawing order)."""
         return list(self._names)
 
+    @traitlets.validate("selected")
+    def _own_names(self, proposal: dict) -> list[str]:
+        """Names as the layout has them: a click sends a name as the browser decoded it (a
+        newline as U+2424, a lone surrogate as U+FFFD; :func:`~tensorviz.explorer.wire.browser_form`)."""
+        if not self._from_browser:
+            return proposal["value"]
+        return list(dict.fromkeys(self._from_browser.get(n, n) for n in proposal["value"]))
+
     @traitlets.observe("selected")
     def _on_selected(self, change: dict) -> None:
         if self._layout is None:
@@ -136,16 +148,3 @@ class DiagramCanvas(anywidget.AnyWidget):
         code, to = relations(self._layout, self._names, list(change["new"]))
         with self.hold_sync():
             self.rel, self.rel_to = code.tobytes(), to.astype("<u4").tobytes()
-
-
-def _names(data: dict[str, Any]) -> list[str]:
-    """The view names of a payload (undoing :func:`~tensorviz.explorer.wire.affix_code`)."""
-    if not data["name_prefix"]:
-        return []
-    prefix = data["name_prefix"]
-    suffix = data["name_suffix"] or bytes(len(prefix))
-    out, prev = [], ""
-    for p, s, rest in zip(prefix, suffix, data["names"].decode("utf-8", "surrogatepass").split("\n")):
-        prev = prev[:p] + rest + prev[len(prev) - s :]
-        out.append(prev.replace("\u2424", "\n"))
-    return out

@@ -54,7 +54,7 @@ from tensorviz.explorer import wire
 from tensorviz.explorer.payload_overview import overview_columns
 from tensorviz.render._mpl_layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
 
-__all__ = ["payload", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
+__all__ = ["payload", "view_names", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
 
 LANE_KINDS = ("storage", "view", "simple", "more", "more-storages", "summary")
 FLAGS = (
@@ -81,7 +81,7 @@ def payload(diagram: Any, layout: Layout) -> dict[str, Any]:
     >>> import torch, tensorviz as tv                                  # doctest: +SKIP
     >>> p = payload(tv.diagram(x := {"a": torch.zeros(4)}), tv.analyze(x))   # doctest: +SKIP
     """
-    names = _view_names(diagram)
+    names = view_names(diagram)
     index = {n: i for i, n in enumerate(names)}
     out: dict[str, Any] = {}
     out.update(_bar_columns(diagram, index))
@@ -102,7 +102,8 @@ def payload_nbytes(traits: dict[str, Any]) -> int:
     return total
 
 
-def _view_names(diagram: Any) -> list[str]:
+def view_names(diagram: Any) -> list[str]:
+    """The names of the views the bars draw, in drawing order (the payload's ``names``)."""
     seen: dict[str, None] = {}
     for bar in diagram.bars:
         for name in bar.names:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["le", "text", "varint", "affix_code"]
+__all__ = ["le", "text", "browser_form", "varint", "affix_code"]
 
 
 def le(a: Iterable | np.ndarray, dtype: str) -> bytes:
@@ -24,6 +24,17 @@ def text(items: Iterable[str]) -> bytes:
     # surrogatepass: a lone surrogate in a name (a pickle can hold one) reaches the browser as
     # bytes its TextDecoder shows as U+FFFD, instead of failing here
     return "\n".join(s.replace("\n", "\u2424") for s in items).encode("utf-8", "surrogatepass")
+
+
+def browser_form(item: str) -> str:
+    """``item`` as the browser reads it from :func:`text`: a newline as U+2424, a lone surrogate
+    as U+FFFD (TextDecoder's replacements, which Python's ``"replace"`` matches). What a click
+    sends back is in this form.
+
+    >>> browser_form("a\\nb\\ud800") == "a\\u2424b" + "\\ufffd" * 3
+    True
+    """
+    return item.replace("\n", "\u2424").encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def varint(values: Iterable[int] | np.ndarray) -> bytes:
