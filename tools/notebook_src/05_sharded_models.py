@@ -30,7 +30,7 @@ CELLS = [
 
     out = tempfile.mkdtemp(prefix="tensorviz-05-")     # nothing is written into the repository
     command = [sys.executable, os.path.join("..", "docs", "sharded_run.py"), out]
-    print("$ python docs/sharded_run.py", out)
+    print("$ python docs/sharded_run.py OUT_DIR   # OUT_DIR: a fresh temporary folder")
     subprocess.run(command, check=True, capture_output=True, text=True)
     print(open(os.path.join(out, "summary.json")).read())
     """),
