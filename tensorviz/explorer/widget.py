@@ -37,6 +37,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 
 from tensorviz.core.layout import Layout, as_layout
+from tensorviz.core.rows import gc_paused
 from tensorviz.explorer.controls import ExplorerControls, storage_index
 
 # The pure helpers, also importable from here (tests and notebooks use them).
@@ -352,24 +353,25 @@ def explore(
     >>> a = torch.rand(8, 10, 50)                                    # doctest: +SKIP
     >>> tv.explore({"a": a, "b": a[2:4], "c": a[4:6]}, by="span")    # doctest: +SKIP
     """
-    layout = as_layout(obj)
-    if isinstance(storage, str):
-        storage = layout.storage(storage).index
-    state = ExplorerState(
-        by=by,
-        names=names or "",
-        only_shared=only_shared,
-        show_unreferenced=show_unreferenced,
-        storage=storage,
-        byte_range=tuple(byte_range) if byte_range is not None else None,
-        expand_simple=expand_simple,
-    )
-    ex = Explorer(layout, state, max_lanes=max_lanes, dpi=dpi, width=width)
-    if not isinstance(obj, (Layout, str, os.PathLike)):
-        try:
-            ex.save_subject = weakref.ref(obj)
-        except TypeError:  # a dict or list: the layout's check is what its savers see
-            pass
-    if snapshot:
-        _display(ex.static(hide_when_live=True), kernel_only=True)
+    with gc_paused():  # widgets, plan and picture: no collector pass over the whole kernel's heap
+        layout = as_layout(obj)
+        if isinstance(storage, str):
+            storage = layout.storage(storage).index
+        state = ExplorerState(
+            by=by,
+            names=names or "",
+            only_shared=only_shared,
+            show_unreferenced=show_unreferenced,
+            storage=storage,
+            byte_range=tuple(byte_range) if byte_range is not None else None,
+            expand_simple=expand_simple,
+        )
+        ex = Explorer(layout, state, max_lanes=max_lanes, dpi=dpi, width=width)
+        if not isinstance(obj, (Layout, str, os.PathLike)):
+            try:
+                ex.save_subject = weakref.ref(obj)
+            except TypeError:  # a dict or list: the layout's check is what its savers see
+                pass
+        if snapshot:
+            _display(ex.static(hide_when_live=True), kernel_only=True)
     return ex
