@@ -23,7 +23,8 @@ const CSS = `
 .tvz-cv-foot { opacity: 0.75; margin-top: 2px; min-height: 16px; }
 .tvz-tip { position: absolute; z-index: 10; display: none; pointer-events: none; max-width: 460px;
   background: var(--jp-layout-color0, #fff); color: var(--jp-ui-font-color0, #111); border: 1px solid #888;
-  box-shadow: 0 2px 6px rgba(0,0,0,0.25); padding: 4px 7px; font: 12px var(--jp-code-font-family, monospace); white-space: pre-wrap; }
+  box-shadow: 0 2px 6px rgba(0,0,0,0.25); padding: 4px 7px; font: 12px var(--jp-code-font-family, monospace); white-space: pre-wrap;
+  overflow-wrap: anywhere; }
 .tvz-tip b { font-family: var(--jp-ui-font-family, sans-serif); }
 ${OVERVIEW_CSS}`;
 

@@ -116,6 +116,16 @@ export function fitText(text, maxW, measure) {
   return "…" + text.slice(text.length - lo);
 }
 
+// A name as a tooltip shows it: at most `most` characters, its start and end kept around a "…"
+// (as Python's names.elide): a hostile 20,000-character name would make a tooltip of hundreds
+// of lines. Names arrive escaped (wire.py browser_form): no control character to cut through.
+export const NAME_SHOWN = 300;
+export function clipName(text, most = NAME_SHOWN) {
+  if (text.length <= most) return text;
+  const head = (most - 1) >> 1;
+  return text.slice(0, head) + "…" + text.slice(text.length - (most - 1 - head));
+}
+
 export function hex(n) {
   return "0x" + Math.round(n).toString(16);
 }
@@ -253,7 +263,7 @@ export const SHARES_BYTES = (code) => code >= 1 && code <= 6;
 // The lines of a bar's tooltip. `d` holds the decoded columns (see canvas.js `decodeAll`).
 export function tooltip(d, bar) {
   const views = barViews(d, bar), v = views[0], out = [];
-  out.push(views.map((k) => d.names[k]).join(" ≡ "));
+  out.push(views.map((k) => clipName(d.names[k])).join(" ≡ "));
   const [shape, given, offset] = (d.geom[v] || ";;").split(";");
   const stride = given || rowMajor(shape);
   const dtype = d.dtypes[d.dtype[v]] || "?";
@@ -271,7 +281,7 @@ export function tooltip(d, bar) {
   if (d.rel && d.rel.length) {
     const code = d.rel[v];
     if (code === 1) out.push("selected");
-    else if (code > 1) out.push(`${RELATIONS[code]} ${d.names[d.relTo[v]]} (selected)`);
+    else if (code > 1) out.push(`${RELATIONS[code]} ${clipName(d.names[d.relTo[v]])} (selected)`);
   }
   return out;
 }
@@ -408,7 +418,7 @@ export function overviewTooltip(ov, targets, e) {
   const v = ov.views[e], k = ov.kind[e];
   const out = [`storage #${ov.storage[e]} · ${formatBytes(ov.nbytes[e])} · ${OVERVIEW_KINDS[k]}`];
   const more = v > 1 ? ` +${(v - 1).toLocaleString()} view${v > 2 ? "s" : ""}` : "";
-  out.push(v ? `${targets.name[e] || "(no view drawn)"}${more}` : "no views");
+  out.push(v ? `${clipName(targets.name[e]) || "(no view drawn)"}${more}` : "no views");
   out.push(KIND_WORDS[k]);
   if (ov.unrefBytes[e]) out.push(`${formatBytes(ov.unrefBytes[e])} unreferenced (no view reads them)`);
   const s = targets.state[e];

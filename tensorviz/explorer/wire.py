@@ -2,7 +2,10 @@
 ``"\\n"``-joined UTF-8 text, and unsigned LEB128 varints for integer columns whose values are
 mostly small (cell counts, view counts, element offsets, byte sizes up to 2**53).
 
-``geometry.js`` reads each form back (``column``, ``lines``, ``varints``).
+``geometry.js`` reads each form back (``column``, ``lines``, ``varints``). Text is sent as the
+browser shows it: names are data, so controls, bidi overrides, zero-width characters and lone
+surrogates arrive as visible escapes (:func:`tensorviz.core.names.terminal`, as the static HTML
+table shows them) and a newline as ``\\n``, never as a line of its own.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
+
+from tensorviz.core.names import terminal
 
 __all__ = ["le", "text", "browser_form", "varint", "affix_code"]
 
@@ -20,21 +25,19 @@ def le(a: Iterable | np.ndarray, dtype: str) -> bytes:
 
 
 def text(items: Iterable[str]) -> bytes:
-    """Lines joined with ``"\\n"`` as UTF-8 (a newline inside an item becomes U+2424)."""
-    # surrogatepass: a lone surrogate in a name (a pickle can hold one) reaches the browser as
-    # bytes its TextDecoder shows as U+FFFD, instead of failing here
-    return "\n".join(s.replace("\n", "\u2424") for s in items).encode("utf-8", "surrogatepass")
+    """Lines joined with ``"\\n"`` as UTF-8, each as :func:`browser_form` (no newline inside)."""
+    return "\n".join(map(terminal, items)).encode("utf-8")
 
 
 def browser_form(item: str) -> str:
-    """``item`` as the browser reads it from :func:`text`: a newline as U+2424, a lone surrogate
-    as U+FFFD (TextDecoder's replacements, which Python's ``"replace"`` matches). What a click
-    sends back is in this form.
+    """``item`` as the browser receives and shows it: controls, bidi, zero-width and lone
+    surrogate characters as escapes (``"a\\u202eb"`` for a right-to-left override). What a
+    click sends back is in this form.
 
-    >>> browser_form("a\\nb\\ud800") == "a\\u2424b" + "\\ufffd" * 3
-    True
+    >>> print(browser_form("n\\nl\\u202e"))
+    n\\nl\\u202e
     """
-    return item.replace("\n", "\u2424").encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return terminal(item)
 
 
 def varint(values: Iterable[int] | np.ndarray) -> bytes:
@@ -69,13 +72,14 @@ def affix_code(names: list[str]) -> tuple[list[int], list[int], list[str]]:
     """Each name as (characters shared with the start of the previous name, characters shared
     with its end, the middle): dotted module names share long prefixes (``model.layers.``) and
     suffixes (``_proj.weight``). Only ASCII is shared (the browser counts UTF-16 units), at most
-    255 characters each way; the browser's ``frontDecode`` undoes it.
+    255 characters each way; the browser's ``frontDecode`` undoes it. The names are coded as
+    the browser shows them (:func:`browser_form`).
 
     >>> affix_code(["model.layers.0.q_proj.weight", "model.layers.0.k_proj.weight", "é.a", "é.b"])
     ([0, 15, 0, 0], [0, 12, 0, 0], ['model.layers.0.q_proj.weight', 'k', 'é.a', 'é.b'])
     """
     prefix, suffix, rest, prev = [], [], [], ""
-    for name in names:
+    for name in map(browser_form, names):
         p = _shared(prev, name, min(len(prev), len(name), 255), str.startswith, lambda t, k: t[:k])
         if not prev[:p].isascii():
             p = next(i for i, c in enumerate(prev[:p]) if ord(c) >= 128)

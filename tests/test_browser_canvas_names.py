@@ -1,0 +1,100 @@
+"""Hostile names in the real canvas (headless Chromium, no JupyterLab): the canvas's ES module
+rendered in a bare page with a stand-in anywidget model fed a real payload. A long dotted name
+(no spaces) or a 20,000-character one must stay inside its tooltip and not widen the page; a
+right-to-left override is shown as an escape, as the static HTML table shows it.
+
+Needs Debian's ``chromium`` and the ``playwright`` package, else it is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import torch
+from labserver import CHROME_ARGS, chromium
+
+pytest.importorskip("anywidget")
+
+import tensorviz as tv  # noqa: E402
+from tensorviz.explorer.canvas import DiagramCanvas, esm_source  # noqa: E402
+from tensorviz.explorer.render import ALL_LANES  # noqa: E402
+from tensorviz.explorer.wire import browser_form  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(120)]
+
+LORA = "model.language_model.layers.10.self_attn.q_proj.base_layer.lora_A.default.weight"
+NAMES = [LORA, "bidi\u202eexe.txt", "<img src=x onerror=alert(1)>&amp;\"'\\", "z" * 20_000, "plain"]
+
+
+def page(canvas: DiagramCanvas, width: int) -> str:
+    """A page that renders ``canvas``'s ES module with its traits (bytes as DataViews)."""
+    traits = {}
+    for k in canvas.trait_names():
+        v = getattr(canvas, k)
+        if k.startswith("_") or k in ("comm", "keys", "log", "layout", "tabbable", "tooltip"):
+            continue
+        if isinstance(v, bytes):
+            traits[k] = {"b64": base64.b64encode(v).decode()}
+        elif isinstance(v, (list, int, float, str)):
+            traits[k] = v
+    return f"""<!doctype html><html><body style="margin:0"><div id="host" style="width:{width}px"></div>
+<script type="module">
+const T = {json.dumps(traits)};
+const get = (k) => {{ const v = T[k]; if (!v || v.b64 === undefined) return v;
+  const s = atob(v.b64), a = new Uint8Array(s.length); for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
+  return new DataView(a.buffer); }};
+const model = {{ get, set(k, v) {{ T[k] = v; }}, save_changes() {{}}, on() {{}}, off() {{}} }};
+const mod = await import(URL.createObjectURL(new Blob([{json.dumps(esm_source())}], {{ type: "text/javascript" }})));
+mod.default.render({{ model, el: document.getElementById("host") }});
+window.ready = true;
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def shown(tmp_path_factory):
+    """Per name: the tooltip's box, its text's widths and lines, the page's width; the lane labels."""
+    path = chromium()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is needed")
+    w = torch.zeros(64)
+    lay = tv.analyze({n: w[8 * k : 8 * k + 16] for k, n in enumerate(NAMES)})
+    canvas = DiagramCanvas()
+    canvas.show(tv.diagram(lay, max_lanes=ALL_LANES), lay)
+    html = tmp_path_factory.mktemp("canvas") / "names.html"
+    html.write_text(page(canvas, 900), encoding="utf-8")
+    out, errors = {}, []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
+        try:
+            pg = browser.new_page(viewport={"width": 1000, "height": 700})
+            pg.on("pageerror", lambda e: errors.append(str(e)))
+            pg.goto(html.as_uri())
+            pg.wait_for_function("window.ready === true")
+            for name in NAMES:
+                at = pg.evaluate("(n) => document.querySelector('.tvz-cv').tvz.locate(n)", browser_form(name))
+                pg.mouse.move(at["x"], at["y"])
+                out[name] = pg.evaluate(
+                    """() => { const t = document.querySelector('.tvz-tip');
+                    return {width: t.getBoundingClientRect().width, scroll: t.scrollWidth, client: t.clientWidth,
+                            height: t.getBoundingClientRect().height, first: t.querySelector('b').textContent,
+                            page: document.documentElement.scrollWidth}; }"""
+                )
+        finally:
+            browser.close()
+    assert errors == []
+    return out
+
+
+def test_long_names_stay_inside_their_tooltip(shown):
+    for name in (LORA, "z" * 20_000):
+        tip = shown[name]
+        assert tip["scroll"] <= tip["client"] + 1, (name[:40], tip)  # the text wraps inside the box
+        assert tip["width"] <= 460 + 16 and tip["page"] == 1000, (name[:40], tip)  # max-width + padding
+    assert shown[LORA]["first"] == LORA
+    assert shown["z" * 20_000]["height"] < 300  # clipped to NAME_SHOWN characters, not 20,000
+
+
+def test_hostile_names_are_shown_as_text(shown):
+    assert shown["bidi\u202eexe.txt"]["first"] == "bidi\\u202eexe.txt"
+    assert shown["<img src=x onerror=alert(1)>&amp;\"'\\"]["first"] == "<img src=x onerror=alert(1)>&amp;\"'\\"
