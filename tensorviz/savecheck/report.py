@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tensorviz.core.rows import gc_paused
 from tensorviz.savecheck.check import run_check
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
 from tensorviz.savecheck.verdicts import Fix, Misfire, SaveReport, Verdict
@@ -52,7 +53,8 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
     ('raises', ('head.weight',))
     """
     wanted = _wanted(savers)
-    return run_check(obj, wanted)
+    with gc_paused():  # thousands of stand-ins and records: no collector pass over the caller's heap
+        return run_check(obj, wanted)
 
 
 def _wanted(savers: Iterable[str] | None) -> tuple[str, ...]:
