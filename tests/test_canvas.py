@@ -3,14 +3,10 @@ and the explorer's selection synced both ways (driven in-process through traits)
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
+from geometry_node import run_geometry
 
 pytest.importorskip("anywidget")
 
@@ -202,19 +198,12 @@ def test_controls_that_change_nothing_are_disabled_and_say_why():
     assert ex.canvas.caption == "2 of 3 tensors shown (+ 1 simple storage, 8 B, folded into one row)"
 
 
-def test_python_and_the_browser_write_bytes_alike():
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: the browser's formatBytes cannot be run here")
+def test_python_and_the_browser_write_bytes_alike(tmp_path):
     from tensorviz.explorer.text import byte_text
 
     values = [0, 1, 1023, 1024, 1536, 4000, 16000, 15.625 * 1024, 1048000, 3 << 30, 140.5 * 2**30, 2**41, 1e15]
-    geometry = Path(__file__).resolve().parents[1] / "tensorviz" / "explorer" / "geometry.js"
-    script = (
-        f"import({json.dumps(geometry.as_uri())}).then(g => console.log(JSON.stringify({values}.map(g.formatBytes))))"
-    )
-    out = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True)
-    assert json.loads(out.stdout) == [byte_text(v) for v in values]
+    out = run_geometry(tmp_path, f"console.log(JSON.stringify({values}.map(g.formatBytes)));\n")
+    assert out == [byte_text(v) for v in values]
 
 
 def test_the_list_is_capped_but_every_drawn_name_is_selectable(monkeypatch):

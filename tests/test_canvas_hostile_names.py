@@ -6,12 +6,10 @@ still name the layout's own tensors."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 import torch
+from geometry_node import run_geometry
 
 pytest.importorskip("anywidget")
 
@@ -54,20 +52,14 @@ def test_a_click_in_the_browser_selects_the_tensor(name):
 
 def test_browser_form_is_what_the_browser_decodes(tmp_path):
     """wire.browser_form agrees with geometry.js lines/frontDecode in node (TextDecoder)."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: geometry.js cannot be run here")
     names = ["plain", "n\nl", "sur\ud800x", "\udfff", "a\u2424b", "é😀", "<b>&\"'\\", "r\u202el", "n\nm"]
     prefix, suffix, rest = wire.affix_code(names)
-    geometry = Path(__file__).resolve().parents[1] / "tensorviz" / "explorer" / "geometry.js"
-    script = tmp_path / "forms.mjs"
-    script.write_text(
-        f"import * as g from {json.dumps(geometry.as_uri())};\n"
+    out = run_geometry(
+        tmp_path,
         f"const bytes = new Uint8Array({json.dumps(list(wire.text(rest)))});\n"
         f"const rest = g.lines(new DataView(bytes.buffer), {len(rest)});\n"
-        f"console.log(JSON.stringify(g.frontDecode(rest, {json.dumps(prefix)}, {json.dumps(suffix)})));\n"
+        f"console.log(JSON.stringify(g.frontDecode(rest, {json.dumps(prefix)}, {json.dumps(suffix)})));\n",
     )
-    out = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout)
     assert out == [wire.browser_form(n) for n in names]
     assert wire.browser_form("sur\ud800x") == "sur\\ud800x" and wire.browser_form("n\nl") == "n\\nl"
 

@@ -5,13 +5,11 @@ decoded here as the browser does, against the plan's own columns)."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from geometry_node import run_geometry
 
 pytest.importorskip("anywidget")
 
@@ -115,9 +113,6 @@ def test_a_filtered_overview_sends_its_storage_indices(mixed):
 
 def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
     """geometry.js decodes the columns and colours every cell as render/_mpl_overview.py does."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: geometry.js cannot be run here")
     from tensorviz.render._mpl_overview import cell_codes, grid_shape
 
     lay = tv.analyze(mixed)
@@ -127,18 +122,15 @@ def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
     widths = (1.5, 10.0)  # inches: narrower than the plan's columns, and wide enough
     shapes = [grid_shape(d.overview, w) for w in widths]  # (columns, rows, pixels a cell)
     rooms = [int((w - 0.6) * 100) for w in widths]  # the PNG's pixels for the grid (0.3 in margins)
-    geometry = Path(__file__).resolve().parents[1] / "tensorviz" / "explorer" / "geometry.js"
-    script = tmp_path / "codes.mjs"
-    script.write_text(
-        f"import * as g from {json.dumps(geometry.as_uri())};\n"
+    out = run_geometry(
+        tmp_path,
         f"const t = {json.dumps(traits)};\n"
         "const get = (k) => (Array.isArray(t[k]) && k !== 'ov_colors' ? new DataView(new Uint8Array(t[k]).buffer) : t[k]);\n"
         "const ov = g.decodeOverview(get);\n"
         f"console.log(JSON.stringify({{storage: Array.from(ov.storage), unref: Array.from(ov.unrefBytes),"
         f" grids: {json.dumps(rooms)}.map((w) => g.overviewGrid(ov, w)),"
-        f" codes: {json.dumps([c for c, _, _ in shapes])}.map((c) => Array.from(g.overviewCodes(ov, c)))}}));\n"
+        f" codes: {json.dumps([c for c, _, _ in shapes])}.map((c) => Array.from(g.overviewCodes(ov, c)))}}));\n",
     )
-    out = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout)
     assert out["storage"] == d.overview.storage.tolist()
     assert out["unref"] == d.overview.unreferenced.tolist()
     assert [(g["cols"], g["rows"], g["px"]) for g in out["grids"]] == shapes
@@ -178,9 +170,6 @@ def test_the_browser_decodes_the_names_python_codes(tmp_path):
     """wire.affix_code in Python, geometry.js frontDecode in node: the same names back, with
     non-ASCII characters (never shared: JavaScript counts UTF-16 units), newlines (shown as
     ``\\n``), and middles that are empty."""
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("node is not installed: geometry.js cannot be run here")
     from tensorviz.explorer.wire import affix_code, text
 
     names = ["model.layers.0.q_proj.weight", "model.layers.0.k_proj.weight", "model.layers.10.k_proj.weight",
@@ -189,14 +178,11 @@ def test_the_browser_decodes_the_names_python_codes(tmp_path):
     prefix, suffix, rest = affix_code(names)
     assert suffix[:4] == [0, 12, 15, 14] and prefix[4:8] == [0, 0, 0, 0] and suffix[6:8] == [0, 0]
     assert rest[3] == ""  # "model.layers.1" + "" + ".k_proj.weight"
-    geometry = Path(__file__).resolve().parents[1] / "tensorviz" / "explorer" / "geometry.js"
-    script = tmp_path / "names.mjs"
-    script.write_text(
-        f"import * as g from {json.dumps(geometry.as_uri())};\n"
+    out = run_geometry(
+        tmp_path,
         f"const bytes = new Uint8Array({json.dumps(list(text(rest)))});\n"
         f"const rest = g.lines(new DataView(bytes.buffer), {len(rest)});\n"
         f"const out = g.frontDecode(rest, {json.dumps(prefix)}, {json.dumps(suffix)});\n"
-        "console.log(JSON.stringify(out));\n"
+        "console.log(JSON.stringify(out));\n",
     )
-    out = json.loads(subprocess.run([node, str(script)], capture_output=True, text=True, check=True).stdout)
     assert out == [n.replace("\n", "\\n") for n in names]  # a newline is shown escaped (wire.browser_form)

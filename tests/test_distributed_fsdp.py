@@ -14,7 +14,7 @@ import json
 import os
 
 import pytest
-from dist_runs import worker_run
+from dist_runs import rank_results, worker_run
 
 import tensorviz as tv
 from tensorviz.core.errors import TensorvizError
@@ -165,15 +165,6 @@ def _local(name, world, rank):
     return max(0, min(size, rows - rank * size)) * row
 
 
-def _runs(world, name):
-    out = worker_run(world)
-    runs = []
-    for rank in range(world):
-        with open(os.path.join(out, f"{name}.rank{rank}.json")) as f:
-            runs.append(json.load(f))
-    return runs
-
-
 def _params(fsdp):
     (entry,) = fsdp["units"]
     return {p["names"][0]: (u, p) for u in entry["units"] for p in u["params"]}
@@ -182,7 +173,7 @@ def _params(fsdp):
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("name", ["step_reshard", "step_keep"])
 def test_after_a_step_every_unsharded_storage_is_freed_with_fsdp2s_sizes(world, name):
-    runs = _runs(world, name)
+    runs = rank_results(world, name)
     fsdp = runs[0]["layout"]["metadata"]["fsdp"]
     assert all(r["layout"]["metadata"]["fsdp"] == fsdp for r in runs)
     assert fsdp["units"][0]["ranks"] == list(range(world))
@@ -225,7 +216,7 @@ def test_after_a_step_every_unsharded_storage_is_freed_with_fsdp2s_sizes(world, 
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_between_forward_and_backward_kept_units_are_gathered_and_analysis_reshards_nothing(world):
-    runs = _runs(world, "step_keep")
+    runs = rank_results(world, "step_keep")
     for run in runs:
         truth = run["truth"]
         assert truth["still_gathered"] is True  # the model was left as the forward left it
@@ -346,7 +337,7 @@ def test_reshard_after_forward_to_a_smaller_mesh_keeps_half_and_analysis_changes
     """reshard_after_forward=2 on 4 ranks: after forward each unit keeps a 1/2 shard (FSDP2's
     post-forward state), the gathered outputs are freed; analysing then leaves every parameter
     object and storage as it was."""
-    runs = _runs(4, "step_partial")
+    runs = rank_results(4, "step_partial")
     for rank, run in enumerate(runs):
         truth = run["truth"]
         assert truth["states_kept"] is True and truth["still_gathered"] is False
@@ -368,8 +359,6 @@ def test_reshard_after_forward_to_a_smaller_mesh_keeps_half_and_analysis_changes
 def test_hsdp_gathers_over_the_shard_dimension_only():
     """HSDP on a 2 x 2 (replicate, shard) mesh: the all-gather runs over "shard" (2 ranks), so a
     unit re-gathers padded shard bytes x 2, not x 4; the replicas hold the same padded storages."""
-    from dist_runs import rank_results
-
     fsdp = rank_results(4, "hsdp")[0]["layout"]["metadata"]["fsdp"]
     ((unit,),) = [e["units"] for e in fsdp["units"]]  # one unit: fully_shard on the root only
     assert fsdp["units"][0]["ranks"] == [0, 1, 2, 3] and unit["world"] == 2
