@@ -44,6 +44,23 @@ def chromium() -> str:
     return path
 
 
+@contextlib.contextmanager
+def launched_chromium(expect_timeout: int = 60_000) -> Iterator:
+    """Headless Chromium driven by Playwright, closed afterwards; skips the test, with the
+    reason, where Chromium or the playwright package is missing."""
+    path = chromium()
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="the playwright Python package is needed to drive Chromium"
+    )
+    sync_api.expect.set_options(timeout=expect_timeout)  # expect() has its own 5 s default
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

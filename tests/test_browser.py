@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from lab_notebooks import BIG, LLAMA, TINY
-from labserver import TOKEN, chromium, lab_server, open_notebook, run_all, run_cell, write_notebook
+from labserver import TOKEN, chromium, lab_server, launched_chromium, open_notebook, run_all, run_cell, write_notebook
 
 from tensorviz.explorer.static import png_size
 
@@ -54,19 +54,8 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    path = chromium()
-    sync_api = pytest.importorskip(
-        "playwright.sync_api", reason="the playwright Python package is needed to drive Chromium"
-    )
-    sync_api.expect.set_options(timeout=60_000)  # expect() has its own 5 s default
-    from labserver import CHROME_ARGS
-
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched_chromium(60_000) as b:
+        yield b
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import json
 
 import pytest
 import torch
-from labserver import CHROME_ARGS, chromium
+from labserver import launched_chromium
 
 pytest.importorskip("anywidget")
 
@@ -55,8 +55,6 @@ window.ready = true;
 @pytest.fixture(scope="module")
 def shown(tmp_path_factory):
     """Per name: the tooltip's box, its text's widths and lines, the page's width; the lane labels."""
-    path = chromium()
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is needed")
     w = torch.zeros(64)
     lay = tv.analyze({n: w[8 * k : 8 * k + 16] for k, n in enumerate(NAMES)})
     canvas = DiagramCanvas()
@@ -64,24 +62,20 @@ def shown(tmp_path_factory):
     html = tmp_path_factory.mktemp("canvas") / "names.html"
     html.write_text(page(canvas, 900), encoding="utf-8")
     out, errors = {}, []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
-        try:
-            pg = browser.new_page(viewport={"width": 1000, "height": 700})
-            pg.on("pageerror", lambda e: errors.append(str(e)))
-            pg.goto(html.as_uri())
-            pg.wait_for_function("window.ready === true")
-            for name in NAMES:
-                at = pg.evaluate("(n) => document.querySelector('.tvz-cv').tvz.locate(n)", browser_form(name))
-                pg.mouse.move(at["x"], at["y"])
-                out[name] = pg.evaluate(
-                    """() => { const t = document.querySelector('.tvz-tip');
-                    return {width: t.getBoundingClientRect().width, scroll: t.scrollWidth, client: t.clientWidth,
-                            height: t.getBoundingClientRect().height, first: t.querySelector('b').textContent,
-                            page: document.documentElement.scrollWidth}; }"""
-                )
-        finally:
-            browser.close()
+    with launched_chromium() as browser:
+        pg = browser.new_page(viewport={"width": 1000, "height": 700})
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(html.as_uri())
+        pg.wait_for_function("window.ready === true")
+        for name in NAMES:
+            at = pg.evaluate("(n) => document.querySelector('.tvz-cv').tvz.locate(n)", browser_form(name))
+            pg.mouse.move(at["x"], at["y"])
+            out[name] = pg.evaluate(
+                """() => { const t = document.querySelector('.tvz-tip');
+                return {width: t.getBoundingClientRect().width, scroll: t.scrollWidth, client: t.clientWidth,
+                        height: t.getBoundingClientRect().height, first: t.querySelector('b').textContent,
+                        page: document.documentElement.scrollWidth}; }"""
+            )
     assert errors == []
     return out
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from lab_notebooks import FREED, LLAMA
-from labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_all, write_notebook
+from labserver import chromium, lab_server, launched_chromium, open_notebook, run_all, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -51,15 +51,8 @@ def lab(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    path = chromium()
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is needed")
-    sync_api.expect.set_options(timeout=120_000)
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
+    with launched_chromium(120_000) as b:
+        yield b
 
 
 def _open(browser, lab, name: str, width: int):

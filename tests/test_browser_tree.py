@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook
+from labserver import chromium, lab_server, launched_chromium, open_notebook, run_cell, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -51,19 +51,14 @@ def lab(tmp_path_factory):
 
 @pytest.fixture
 def page(lab):
-    path = chromium()
-    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is needed")
-    sync_api.expect.set_options(timeout=60_000)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, headless=True, args=CHROME_ARGS)
+    with launched_chromium(60_000) as browser:
         pg = browser.new_page(viewport={"width": 1500, "height": 1000})
         pg.set_default_timeout(60_000)
         try:
             yield pg
         finally:
             pg.screenshot(path=str(SHOTS / "final_tree.png"))
-            browser.close()
 
 
 def test_clicking_a_module_in_the_tree_filters_the_diagram(lab, page):
