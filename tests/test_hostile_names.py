@@ -185,3 +185,17 @@ def test_html_table_shows_controls_as_escapes():
     assert "bidi\\u202eexe.txt" in page and "\u202e" not in page
     assert "sur\\ud800" in page and "&lt;b&gt;x&lt;/b&gt;" in page and "<b>x</b>" not in page
     page.encode("utf-8")  # no lone surrogate left to refuse
+
+
+def test_overview_labels_elide_a_very_long_name():
+    """The overview's label list (PNG, canvas, text) names a storage by its first view: a name
+    of 20,000 characters is shown by its start and end (100 characters), not run off the page."""
+    from tensorviz.core.units import format_bytes
+
+    sd = {"a" * 10_000 + "z" * 10_000: torch.zeros(1000), "b" * 30 + "\u202e": torch.zeros(900)}
+    sd.update({f"w{i}": torch.zeros(4) for i in range(1200)})
+    ov = diagram(tv.analyze(sd), overview=True).overview
+    first, second = ov.labels[0].text, ov.labels[1].text
+    assert first == f"#0 {names.elide('a' * 10_000 + 'z' * 10_000, 100)} · {format_bytes(4000)} · simple"
+    assert first.startswith("#0 " + "a" * 49 + "…" + "z" * 50 + " ·")
+    assert second == f"#1 {'b' * 30}\u202e · {format_bytes(3600)} · simple"  # short names whole (renderers escape)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from tensorviz.core.names import elide
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ KINDS = ("simple", "packed", "overlapping", "tied")
 AUTO_STORAGES = 1000
 _LABELS = 4  # largest storages labelled, and as many of the largest tied and overlapping ones
 _MARKER_PX = 14  # a numbered marker's diameter in pixels, at the nominal width
+_NAME_SHOWN = 100  # characters of a name a label shows (its start and end of a longer one)
 _WIDTH = 900  # nominal grid width in pixels: columns are chosen for cells of a few pixels
 _AREA = 900 * 300  # nominal grid area in pixels
 
@@ -225,5 +227,10 @@ def _who(layout: Layout, s: int, kind: int, views: int, names: tuple[str, ...]) 
         gi = layout.group_index("span")[pos]
         g = int(gi[np.flatnonzero(np.diff(bounds)[gi] >= 2)[0]])
         a, b = order[bounds[g]], order[bounds[g] + 1]
-        return f"{names[a]} ≡ {names[b]}" + (f" +{views - 2:,} views" if views > 2 else "")
-    return names[int(pos[0])] + (f" +{views - 1:,} view{'s' * (views > 2)}" if views > 1 else "")
+        return f"{_shown(names[a])} ≡ {_shown(names[b])}" + (f" +{views - 2:,} views" if views > 2 else "")
+    return _shown(names[int(pos[0])]) + (f" +{views - 1:,} view{'s' * (views > 2)}" if views > 1 else "")
+
+
+def _shown(name: str) -> str:
+    """A name as a label shows it: a hostile 20,000-character one by its start and end."""
+    return elide(name, _NAME_SHOWN)
