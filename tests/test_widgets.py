@@ -534,3 +534,14 @@ def test_executed_notebook_keeps_static_pictures(tmp_path):
     assert base64.b64decode(result.data["image/png"]).startswith(PNG)
     assert "&lt;b&gt;" in result.data["text/html"] and "<b>" not in result.data["text/html"]
     assert result.data["text/plain"].startswith("tensorviz explorer (dict): 2 tensors on 1 storage")
+
+
+def test_explorer_title_shows_a_hostile_source_as_escapes(shown, tmp_path):
+    from safetensors.torch import save_file
+
+    path = tmp_path / "ckpt\x1b[2J\u202eevil.safetensors"
+    save_file({"w": torch.zeros(2, 2)}, str(path))
+    ex = explore(str(path))
+    plain = ex._repr_mimebundle_()["text/plain"]
+    assert "\x1b" not in plain and "\u202e" not in plain
+    assert "ckpt\\x1b[2J\\u202eevil.safetensors" in plain.splitlines()[0]

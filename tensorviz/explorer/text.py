@@ -10,6 +10,7 @@ import math
 from decimal import ROUND_HALF_UP, Decimal
 
 from tensorviz.core.layout import Layout
+from tensorviz.core.names import terminal
 from tensorviz.core.records import TensorView
 
 _RELATIONS_SHOWN = 12  # details pane: relations listed one by one, the rest counted
@@ -159,7 +160,7 @@ def shown_text(layout: Layout, diagram: object, drawn: int) -> str:
 def title(layout: Layout) -> str:
     """``tensorviz explorer (source): N tensors on S storages · unique … · storages …``."""
     n, s = len(layout), len(layout.storages)
-    src = f" ({layout.source})" if layout.source else ""
+    src = f" ({terminal(layout.source)})" if layout.source else ""  # a path is data: escapes shown
     return (
         f"tensorviz explorer{src}: {n} tensor{'s' * (n != 1)} on {s} storage{'s' * (s != 1)} · "
         f"unique {byte_text(layout.unique_nbytes)} · storages {byte_text(layout.storage_nbytes)}"
