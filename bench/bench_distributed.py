@@ -20,6 +20,7 @@ Also printed: bytes of one description, bytes each rank sends and receives, view
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import socket
@@ -66,10 +67,31 @@ def timed(fn, repeat: int):
     return best, out
 
 
-def run(rank: int, world: int, port: int, n: int, repeat: int, out: str) -> None:
+@contextlib.contextmanager
+def process_group(rank: int, world: int, port: int):
+    """A gloo process group on this machine, for the body of one spawned rank."""
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def slowest(t: dict[str, float], world: int) -> dict[str, float]:
+    """Each step's time on the slowest rank (a collective: every rank calls it)."""
+    everyone = [None] * world
+    dist.all_gather_object(everyone, t)
+    return {k: max(e[k] for e in everyone) for k in t}
+
+
+def time_lines(times: dict[str, float], width: int) -> list[str]:
+    """One line per step: milliseconds and the ratio to ``analyze``."""
+    return [f"{k:{width}s} {v * 1e3:9.1f} ms  ({v / times['analyze']:.2f}x analyze)" for k, v in times.items()]
+
+
+def run(rank: int, world: int, port: int, n: int, repeat: int, out: str) -> None:
+    with process_group(rank, world, port):
         sd = state_dict(n, world, rank)
         t = {}
         t["describe"], (desc, facts) = timed(lambda: describe(sd), repeat)
@@ -79,20 +101,14 @@ def run(rank: int, world: int, port: int, n: int, repeat: int, out: str) -> None
         gathered = [None] * world
         t["peer: all_gather_object"], _ = timed(lambda: dist.all_gather_object(gathered, desc), repeat)
         t["peer: local analyze"], _ = timed(lambda: tv.analyze(sd), repeat)
-        everyone = [None] * world
-        dist.all_gather_object(everyone, t)
+        times = slowest(t, world)
         if rank == 0:
-            slowest = {k: max(e[k] for e in everyone) for k in t}
             nbytes = len(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL))
             report = [f"== {world} ranks, {n:,} DTensors, {len(layout):,} views in the layout"]
             report.append(f"description: {nbytes:,} bytes ({nbytes / n:.0f} per parameter)")
-            report += [
-                f"{k:26s} {v * 1e3:9.1f} ms  ({v / slowest['analyze']:.2f}x analyze)" for k, v in slowest.items()
-            ]
+            report += time_lines(times, 26)
             with open(out, "w") as f:
                 f.write("\n".join(report) + "\n")
-    finally:
-        dist.destroy_process_group()
 
 
 def free_port() -> int:
@@ -107,10 +123,15 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    for world in args.worlds:
+    run_worlds(run, args.worlds, args.n, args.repeat)
+
+
+def run_worlds(run, worlds: list[int], *args) -> None:
+    """Spawn ``run(rank, world, port, *args, out)`` on each world size; print rank 0's report."""
+    for world in worlds:
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "report.txt")
-            mp.spawn(run, args=(world, free_port(), args.n, args.repeat, out), nprocs=world)
+            mp.spawn(run, args=(world, free_port(), *args, out), nprocs=world)
             with open(out) as f:
                 print(f.read(), end="")
 

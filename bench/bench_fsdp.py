@@ -22,14 +22,9 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import socket
 import sys
-import tempfile
-import time
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,6 +32,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorviz as tv  # noqa: E402
 from tensorviz.sources.distributed import build_layout, describe, exchange  # noqa: E402
 from tensorviz.sources.fsdp_units import describe_units  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_distributed import process_group, run_worlds, slowest, time_lines, timed  # noqa: E402
 
 
 def model(blocks: int, world: int) -> nn.Module:
@@ -52,20 +50,8 @@ def model(blocks: int, world: int) -> nn.Module:
     return m
 
 
-def timed(fn, repeat: int):
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        dist.barrier()
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def run(rank: int, world: int, port: int, blocks: int, repeat: int, out: str) -> None:
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with process_group(rank, world, port):
         m = model(blocks, world)
         sd = m.state_dict()
         t = {}
@@ -75,10 +61,8 @@ def run(rank: int, world: int, port: int, blocks: int, repeat: int, out: str) ->
         t["build"], layout = timed(lambda: build_layout(shared, per_rank, "m", stats), repeat)
         t["analyze"], _ = timed(lambda: tv.analyze(m, group=True), repeat)
         t["peer: describe without FSDP2"], (plain, _) = timed(lambda: describe(sd), repeat)
-        everyone = [None] * world
-        dist.all_gather_object(everyone, t)
+        times = slowest(t, world)
         if rank == 0:
-            slowest = {k: max(e[k] for e in everyone) for k in t}
             with_units = len(pickle.dumps(desc, protocol=pickle.HIGHEST_PROTOCOL))
             without = len(pickle.dumps(plain, protocol=pickle.HIGHEST_PROTOCOL))
             n = len(desc["entries"])
@@ -89,19 +73,9 @@ def run(rank: int, world: int, port: int, blocks: int, repeat: int, out: str) ->
                 f"({(with_units - without) / n:.0f} more per parameter)"
             )
             report.append(f"rank 0: {totals}")
-            report += [
-                f"{k:30s} {v * 1e3:9.1f} ms  ({v / slowest['analyze']:.2f}x analyze)" for k, v in slowest.items()
-            ]
+            report += time_lines(times, 30)
             with open(out, "w") as f:
                 f.write("\n".join(report) + "\n")
-    finally:
-        dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:
@@ -110,12 +84,7 @@ def main() -> None:
     ap.add_argument("--worlds", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    for world in args.worlds:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = os.path.join(tmp, "report.txt")
-            mp.spawn(run, args=(world, free_port(), args.blocks, args.repeat, out), nprocs=world)
-            with open(out) as f:
-                print(f.read(), end="")
+    run_worlds(run, args.worlds, args.blocks, args.repeat)
 
 
 if __name__ == "__main__":
