@@ -44,6 +44,17 @@ def chromium() -> str:
     return path
 
 
+def watched_page(browser, width: int, height: int, timeout: int):
+    """A new page of ``width`` x ``height`` px whose console errors and uncaught exceptions
+    collect in ``page.errors`` (tests assert it stays empty)."""
+    pg = browser.new_page(viewport={"width": width, "height": height})
+    pg.set_default_timeout(timeout)
+    pg.errors = []
+    pg.on("console", lambda m: m.type == "error" and pg.errors.append(m.text))
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    return pg
+
+
 @contextlib.contextmanager
 def launched_chromium(expect_timeout: int = 60_000) -> Iterator:
     """Headless Chromium driven by Playwright, closed afterwards; skips the test, with the

@@ -19,7 +19,17 @@ from pathlib import Path
 
 import pytest
 from lab_notebooks import BIG, LLAMA, TINY
-from labserver import TOKEN, chromium, lab_server, launched_chromium, open_notebook, run_all, run_cell, write_notebook
+from labserver import (
+    TOKEN,
+    chromium,
+    lab_server,
+    launched_chromium,
+    open_notebook,
+    run_all,
+    run_cell,
+    watched_page,
+    write_notebook,
+)
 
 from tensorviz.explorer.static import png_size
 
@@ -61,11 +71,7 @@ def browser():
 @pytest.fixture
 def page(browser, request):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    pg = browser.new_page(viewport={"width": 1400, "height": 1100})
-    pg.set_default_timeout(60_000)
-    pg.errors = []
-    pg.on("console", lambda m: m.type == "error" and pg.errors.append(m.text))
-    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg = watched_page(browser, 1400, 1100, 60_000)
     yield pg
     pg.screenshot(path=str(SHOTS / f"final_{request.node.name}.png"))  # the last state, also on failure
     pg.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from lab_notebooks import FREED, LLAMA
-from labserver import chromium, lab_server, launched_chromium, open_notebook, run_all, write_notebook
+from labserver import chromium, lab_server, launched_chromium, open_notebook, run_all, watched_page, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -59,11 +59,7 @@ def _open(browser, lab, name: str, width: int):
     """A page of ``width`` px with the sidebar open, the notebook run, its explorer drawn."""
     from playwright.sync_api import expect
 
-    pg = browser.new_page(viewport={"width": width, "height": 1000})
-    pg.set_default_timeout(120_000)
-    pg.errors = []
-    pg.on("console", lambda m: m.type == "error" and pg.errors.append(m.text))
-    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg = watched_page(browser, width, 1000, 120_000)
     open_notebook(pg, lab, name)
     if not pg.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current").count():
         pg.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab").first.click()  # open the sidebar
