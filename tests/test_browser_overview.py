@@ -103,7 +103,12 @@ def test_overview_hover_names_a_storage_click_scrolls_to_it(lab, browser, width)
     # click: the lanes scroll so that storage's row is in view, marked
     pg.mouse.click(cell["x"], cell["y"])
     root = ex.locator(".tvz-cv")
-    expect(root).to_have_attribute("data-focus-lane", str(cell["lane"]))
+    expect(root).to_have_attribute("data-focus-lane", str(cell["lane"]))  # set at once; the lanes redraw next frame
+    root.evaluate(
+        "(el, lane) => new Promise(ok => { const done = () => +el.dataset.firstLane <= lane && lane < +el.dataset.lastLane;"
+        " const poll = () => (done() ? ok() : requestAnimationFrame(poll)); setTimeout(ok, 10000); poll(); })",
+        cell["lane"],
+    )
     first, last = int(root.get_attribute("data-first-lane")), int(root.get_attribute("data-last-lane"))
     assert first <= cell["lane"] < last, (first, cell["lane"], last)
     box = ex.locator(".tvz-cv-scroll").bounding_box()
