@@ -39,7 +39,14 @@ __all__ = [
 ]
 
 
-def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layout:
+def analyze(
+    obj: Any,
+    *,
+    group: Any = None,
+    variant: str | None = None,
+    optimizer: Any = None,
+    grad: bool | None = None,
+) -> Layout:
     """Compute the byte layout of every named tensor in ``obj``, from metadata only.
 
     Args:
@@ -55,6 +62,14 @@ def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layou
         variant: for a model folder holding several weight variants (``model.safetensors``
             and ``model.fp16.safetensors``), the one to read, as ``from_pretrained(variant=)``
             does; None reads the default and lists the others in ``layout.metadata["variants"]``.
+        optimizer: with an ``nn.Module``, its ``torch.optim.Optimizer`` (or a
+            ``ZeroRedundancyOptimizer``, accelerate or Lightning wrapper of one): each state
+            tensor is added as a view named ``optimizer.<param name>.<state key>``, mapped
+            through the optimizer's ``param_groups`` order (a tied parameter has one state,
+            under its first name). Every view then has a ``category``: weights, buffers,
+            gradients or optimizer.
+        grad: add each parameter's ``.grad`` as ``<param name>.grad``; None (the default)
+            adds them when ``optimizer`` is given, False leaves them out.
 
     Returns:
         An immutable :class:`Layout`; it keeps no reference to the tensors.
@@ -68,10 +83,15 @@ def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layou
     >>> layout = tv.analyze({"a": a, "b": a[2:4]})
     >>> layout["b"].start, layout["b"].stop, layout.relation("a", "b")
     (4000, 8000, 'contains')
+    >>> m = torch.nn.Linear(2, 1); opt = torch.optim.Adam(m.parameters())
+    >>> m(torch.ones(1, 2)).sum().backward(); opt.step()
+    >>> t = tv.analyze(m, optimizer=opt)
+    >>> t["optimizer.weight.exp_avg"].category, t["weight.grad"].category, t["bias"].category
+    ('optimizer', 'gradients', 'weights')
     """
     from tensorviz.sources import analyze as _analyze
 
-    return _analyze(obj, group=group, variant=variant)
+    return _analyze(obj, group=group, variant=variant, optimizer=optimizer, grad=grad)
 
 
 def explain(*tensors: Any, names: Any = None, width: float | None = None, region: Any = None):

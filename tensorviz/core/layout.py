@@ -91,6 +91,8 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
             )
             if v.note:
                 rows.notes[i] = v.note
+            if v.category:
+                rows.categories[i] = v.category
         used = {v.storage for v in views}
         rows.labels = {key: info.label for key, info in infos.items() if info.label}
         # Storages with no views (possible for files) come last.
@@ -196,13 +198,13 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
         return self._cached("views", self._make_views)
 
     def _make_views(self) -> tuple[TensorView, ...]:
-        t, records, names, notes = self._table, self._records, self._names, self._raw.notes
+        t, records, names, notes, raw = self._table, self._records, self._names, self._raw.notes, self._raw
         keys, devices, geos, dtypes = t.keys, t.devices, t.geos, t.dtypes
         columns = (t.sidx.tolist(), t.gid.tolist(), t.start.tolist(), t.did.tolist(), t.offset.tolist())
         for i, (s, g, start, d, offset) in enumerate(zip(*columns)):
             if records[i] is None:
-                note = notes.get(i, "")
-                records[i] = view_record(names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note)
+                note, cat = notes.get(i, ""), raw.category_of(i)
+                records[i] = view_record(names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note, cat)
         return tuple(records)
 
     def _view(self, i: int) -> TensorView:
@@ -212,8 +214,9 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
             t = self._table
             s = int(t.sidx[i])
             dtype, offset, start = t.dtypes[t.did[i]], int(t.offset[i]), int(t.start[i])
-            note = self._raw.notes.get(i, "")
-            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], t.geos[t.gid[i]], start, note)
+            note, cat = self._raw.notes.get(i, ""), self._raw.category_of(i)
+            geo = t.geos[t.gid[i]]
+            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], geo, start, note, cat)
             records[i] = v
         return v
 

@@ -26,6 +26,7 @@ __all__ = [
     "StorageKey",
     "StorageStats",
     "ViewSpans",
+    "CATEGORIES",
 ]
 
 GroupBy = Literal["storage", "span", "overlap"]
@@ -33,6 +34,11 @@ GROUPINGS = ("storage", "span", "overlap")
 RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps", "disjoint", "unrelated")
 
 StorageKey = tuple  # (device: str, identity: int | str)
+
+#: What a view is in training state (:attr:`TensorView.category`); "" when the source cannot tell.
+#: ``copies`` are further copies of the weights (EMA, fp32 masters); ``other`` is anything else a
+#: training checkpoint holds (an LR scheduler's, a grad scaler's, a sampler's tensors).
+CATEGORIES = ("weights", "buffers", "gradients", "optimizer", "copies", "other")
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class TensorView:
     ``footprint_nbytes`` counts the distinct bytes read (smaller for expanded views). ``exact``
     is False when the footprint has more blocks than :data:`tensorviz.core.footprint.RUN_BUDGET`:
     then the span stands in for it (an upper bound) and ``footprint_nbytes`` is the span size.
+    ``category`` is one of :data:`CATEGORIES` (weights, gradients, optimizer state...) when the
+    source knows it, else "".
     """
 
     name: str
@@ -61,6 +69,7 @@ class TensorView:
     is_contiguous: bool
     exact: bool = True
     note: str = ""
+    category: str = ""
 
     @property
     def numel(self) -> int:
@@ -243,6 +252,7 @@ def view_record(
     geo: fp.Geometry,
     start: int,
     note: str,
+    category: str = "",
 ) -> TensorView:
     """The TensorView of one view: its name, ``(dtype name, itemsize)``, offset, storage and Geometry."""
     dtype, itemsize = dtype
@@ -264,6 +274,7 @@ def view_record(
             geo.contiguous,
             geo.exact,
             note,
+            category,
         ),
     )
 

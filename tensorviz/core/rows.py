@@ -25,7 +25,9 @@ class Rows:
     (dtype name, itemsize), shape, stride, offset in elements, start in bytes or None for
     offset * itemsize)``. The token is the storage id (an int; the key becomes ``(str(device),
     id)``) or the storage key itself (a tuple). ``labels`` names storages by key, ``extra``
-    lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row.
+    lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row,
+    ``categories`` a category by row (:data:`~tensorviz.core.records.CATEGORIES`) and
+    ``category`` the category of every row not in ``categories``.
     Set ``unique`` to False when names may repeat (flattened nested containers). Building
     records for 100k views costs more than reading their metadata, so :class:`Layout` groups
     storages and derives geometries and records on first use. ``finish``, if set, is a source's
@@ -39,11 +41,13 @@ class Rows:
     never all live at once.
     """
 
-    __slots__ = ("rows", "notes", "labels", "extra", "geometries", "unique", "finish")
+    __slots__ = ("rows", "notes", "categories", "category", "labels", "extra", "geometries", "unique", "finish")
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
         self.notes: dict[int, str] = {}
+        self.categories: dict[int, str] = {}
+        self.category = ""
         self.labels: dict[StorageKey, str] = {}
         self.extra: list[tuple] = []
         self.geometries: dict[tuple, fp.Geometry] = {}
@@ -62,6 +66,10 @@ class Rows:
                     metadata.update(self.finish(self))
                     self.finish = None
         return self.rows
+
+    def category_of(self, i: int) -> str:
+        """The category of row ``i``."""
+        return self.categories.get(i, self.category)
 
     def geometry(self, shape: Sequence[int], stride: Sequence[int]) -> fp.Geometry:
         """The shared :class:`~tensorviz.core.footprint.Geometry` of a shape and stride."""
@@ -103,6 +111,9 @@ def drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
         seen.add(row[0])
         if i in rows.notes:
             out.notes[len(out.rows)] = rows.notes[i]
+        if i in rows.categories:
+            out.categories[len(out.rows)] = rows.categories[i]
         out.rows.append(row)
     out.labels, out.extra, out.geometries, out.finish = rows.labels, rows.extra, rows.geometries, rows.finish
+    out.category = rows.category
     return out, skipped + tuple(extra)

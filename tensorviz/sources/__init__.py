@@ -16,9 +16,13 @@ from tensorviz.core.layout import Layout
 __all__ = ["analyze"]
 
 
-def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layout:
+def analyze(
+    obj: Any, *, group: Any = None, variant: str | None = None, optimizer: Any = None, grad: bool | None = None
+) -> Layout:
     """The layout of ``obj`` (see :func:`tensorviz.analyze`): with ``group`` a collective over
     :mod:`.distributed`; a path is read by :mod:`.files`; anything else by :mod:`.live`."""
+    if (optimizer is not None or grad) and (group not in (None, False) or isinstance(obj, (str, os.PathLike))):
+        raise TypeError("optimizer= and grad= read a live model's training state; not with group= or a path")
     if group is not None and group is not False:
         from tensorviz.sources.distributed import analyze_group
 
@@ -31,4 +35,4 @@ def analyze(obj: Any, *, group: Any = None, variant: str | None = None) -> Layou
         raise TypeError(f"variant= picks weights in a model folder; got a {type(obj).__qualname__}, not a path")
     from tensorviz.sources.live import analyze_object
 
-    return analyze_object(obj)
+    return analyze_object(obj, optimizer=optimizer, grad=grad)

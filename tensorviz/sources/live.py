@@ -27,6 +27,7 @@ from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.fsdp_units import gathered_to_sharded, local_record, module_values
 from tensorviz.sources.memory import finish
 from tensorviz.sources.modules import module_facts
+from tensorviz.sources.training import add_training, categorise_module
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
 
@@ -347,18 +348,33 @@ def collect(items: Any, source: str = "") -> Layout:
         return c.layout(source)
 
 
-def analyze_object(obj: Any) -> Layout:
-    """Analyse an in-memory object (module, mapping, tensor, sequence)."""
+def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None) -> Layout:
+    """Analyse an in-memory object (module, mapping, tensor, sequence); for a module, also its
+    gradients (``grad``: None means "when an optimizer is given") and its optimizer's state
+    (:mod:`tensorviz.sources.training`)."""
     if not isinstance(obj, (torch.nn.Module, Mapping, torch.Tensor, list, tuple)):
         raise TypeError(
             f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; "
             f"it accepts " + "; ".join(ACCEPTED)
         )
+    module = isinstance(obj, torch.nn.Module)
+    if not module and (optimizer is not None or grad):
+        raise TypeError(
+            f"optimizer= and grad= need the model (an nn.Module) to name the state after its "
+            f"parameters; got a {type(obj).__qualname__}"
+        )
     c = _Collector()
     with gc_paused():
         c.walk(obj, "")
+        if not module:
+            return c.layout(type(obj).__name__)
         # Submodule classes and buffer names, for the module tree (tensorviz.core.tree).
-        metadata = {"modules": module_facts(obj)} if isinstance(obj, torch.nn.Module) else None
+        facts = module_facts(obj)
+        metadata: dict[str, Any] = {"modules": facts}
+        categorise_module(c.rows, facts["buffers"])
+        if optimizer is not None or grad:
+            with_grads = optimizer is not None if grad is None else grad
+            metadata["training"] = add_training(c.add, c.rows, obj, optimizer, with_grads)
         fsdp = local_record(obj)
         if fsdp:  # FSDP2's sharded and gathered parameter storages on this rank
             metadata["fsdp"] = fsdp
