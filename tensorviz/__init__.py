@@ -24,6 +24,7 @@ __all__ = [
     "diagram",
     "show",
     "explain",
+    "explain_view",
     "explore",
     "save_check",
     "Layout",
@@ -103,6 +104,21 @@ def explain(*tensors: Any, names: Any = None, width: float | None = None, region
     from tensorviz.render.explain import explain as _explain
 
     return _explain(*tensors, names=names, width=width, region=region)
+
+
+def explain_view(x: Any, shape: Any, *, name: str = "x"):
+    """Whether ``x.view(shape)`` works and ``x.reshape(shape)`` copies, exactly as torch decides,
+    and why; what ``contiguous()`` allocates, the alternatives that work, what ``x`` keeps alive.
+
+    See :func:`tensorviz.render.explain_view.explain_view` (imported on first use).
+
+    >>> import torch, tensorviz as tv
+    >>> tv.explain_view(torch.zeros(3, 4).t(), -1).view_works
+    False
+    """
+    from tensorviz.render.explain_view import explain_view as _explain_view
+
+    return _explain_view(x, shape, name=name)
 
 
 def explore(obj: Any, **options: Any):

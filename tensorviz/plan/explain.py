@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
     from tensorviz.core.records import TensorView
 
-__all__ = ["layout_plan", "names_for", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
+__all__ = ["layout_plan", "Geometry", "names_for", "ExplainPlan", "Strip", "ExplainedView", "MAX_ELEMENTS", "MAX_CELLS"]
 
 #: Most logical elements one view may have in the panel.
 MAX_ELEMENTS = 256
@@ -141,7 +141,7 @@ def formula(offset: int, stride: Sequence[int]) -> str:
     return "addr = " + " + ".join(terms)
 
 
-def layout_plan(layout: Layout, region: Any = None) -> ExplainPlan:
+def layout_plan(layout: Layout, region: Any = None, extra: Sequence[Any] = ()) -> ExplainPlan:
     """:func:`explain_plan` from an analysed layout (metadata only, no tensors needed).
 
     The explorer uses it: it keeps layouts, never tensors. Strip ``storage`` numbers are the
@@ -149,17 +149,38 @@ def layout_plan(layout: Layout, region: Any = None) -> ExplainPlan:
     (see :mod:`tensorviz.plan.corner`); ``region`` (slices, as in ``t[region]``) picks the part
     of every view to draw instead.
 
+    ``extra`` are more views of the first storage that the layout does not hold (records with
+    a TensorView's ``name, dtype, shape, stride, offset, itemsize, start, numel``, e.g. the
+    view ``x.view(shape)`` would make, see :class:`Geometry`), drawn after its own views.
+
     Raises:
         TooLargeError: a region over :data:`MAX_ELEMENTS` elements, or views reaching more than
             :data:`MAX_CELLS` storage cells.
     """
     strips = []
-    palette = iter(_VIEW_COLORS * (1 + len(layout.views) // len(_VIEW_COLORS)))
-    for s in layout.storages:
-        views = [_drawn(v, region) for v in layout.storage_views(s.key)]
+    palette = iter(_VIEW_COLORS * (1 + (len(layout.views) + len(extra)) // len(_VIEW_COLORS)))
+    for k, s in enumerate(layout.storages):
+        views = [_drawn(v, region) for v in (*layout.storage_views(s.key), *(extra if k == 0 else ()))]
         if views:
             strips.append(_strip(s.index, s.nbytes, views, palette))
     return ExplainPlan(tuple(strips))
+
+
+class Geometry(NamedTuple):
+    """A view that exists only as numbers (``x.view(shape)`` before it is made): the fields of a
+    :class:`~tensorviz.core.records.TensorView` that the panel reads."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+    itemsize: int
+    start: int
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
 
 
 class _Drawn(NamedTuple):

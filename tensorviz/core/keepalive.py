@@ -1,0 +1,80 @@
+"""Who keeps a storage alive: a view holds its whole storage, whatever part of it the view reads.
+
+A 4 KiB slice of a 400 MiB tensor keeps all 400 MiB allocated as long as the slice lives (and
+``torch.save`` of the slice writes all 400 MiB); ``.clone()`` gives it a storage of its own, of
+its own size. :func:`kept_alive` says this in numbers for one view of a layout; the save check
+and the teaching panel call it (metadata only).
+
+>>> import torch, tensorviz as tv
+>>> big = torch.zeros(100, 1024)
+>>> k = kept_alive(tv.analyze({"row": big[3]}), "row")
+>>> k.storage_nbytes, k.read_nbytes, k.unread_nbytes
+(409600, 4096, 405504)
+>>> k.sentence()
+'row reads 4.0 KiB but keeps its whole 400.0 KiB storage alive; row.clone() would hold 4.0 KiB (405504 bytes fewer)'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tensorviz.core.names import elide, terminal
+from tensorviz.core.units import format_bytes
+
+if TYPE_CHECKING:
+    from tensorviz.core.layout import Layout
+
+__all__ = ["KeptAlive", "kept_alive"]
+
+
+@dataclass(frozen=True)
+class KeptAlive:
+    """What one view keeps allocated: its whole storage (``storage_nbytes``) for the
+    ``read_nbytes`` it reads (its footprint). ``others_read_nbytes`` is what the layout's other
+    views of that storage read beyond this view's bytes (all of the storage's read bytes,
+    this view's included, are ``storage_nbytes - unreferenced_nbytes``)."""
+
+    name: str
+    storage_nbytes: int
+    read_nbytes: int
+    unreferenced_nbytes: int  # bytes of the storage no view of the layout reads
+
+    @property
+    def unread_nbytes(self) -> int:
+        """Bytes of the storage this view does not read."""
+        return self.storage_nbytes - self.read_nbytes
+
+    @property
+    def wasteful(self) -> bool:
+        """Whether the view reads less than the storage it keeps alive."""
+        return self.unread_nbytes > 0
+
+    def sentence(self) -> str:
+        """One line for a person: what it reads, what it keeps alive, what ``.clone()`` holds."""
+        name = elide(terminal(self.name), 60)
+        if not self.wasteful:
+            return f"{name} reads all {format_bytes(self.storage_nbytes)} of its storage"
+        return (
+            f"{name} reads {format_bytes(self.read_nbytes)} but keeps its whole "
+            f"{format_bytes(self.storage_nbytes)} storage alive; {name}.clone() would hold "
+            f"{format_bytes(self.read_nbytes)} ({self.unread_nbytes} bytes fewer)"
+        )
+
+
+def kept_alive(layout: Layout, name: str) -> KeptAlive:
+    """The storage ``name`` keeps alive and the bytes of it that ``name`` does not read.
+
+    Args:
+        layout: an analysed layout (``tv.analyze``); nothing is read from any tensor.
+        name: a view of the layout.
+
+    Returns:
+        A :class:`KeptAlive` (``sentence()`` says it in words).
+
+    Raises:
+        KeyError: ``name`` is not a view of the layout.
+    """
+    v = layout[name]
+    s = layout.storage(name)
+    return KeptAlive(v.name, int(s.nbytes), int(v.footprint_nbytes), int(s.unreferenced_nbytes))
