@@ -27,6 +27,7 @@ __all__ = [
     "explain_view",
     "explore",
     "save_check",
+    "diff",
     "Layout",
     "TensorView",
     "Storage",
@@ -133,6 +134,38 @@ def save_check(obj: Any, **options: Any):
     from tensorviz.savecheck.report import save_check as _save_check
 
     return _save_check(obj, **options)
+
+
+def diff(a: Any, b: Any) -> Any:
+    """What differs between two models, checkpoints or layouts: names, fields, ties, sharing,
+    dtypes, files.
+
+    Args:
+        a: anything :func:`analyze` takes (a model, a state dict, a file, an index, a model or
+            DCP folder), or a :class:`Layout`. Files are read header-only.
+        b: the same, for the other side.
+
+    Returns:
+        A frozen :class:`~tensorviz.core.diff.LayoutDiff`: ``same``, ``only_a``, ``only_b``,
+        ``renamed`` (and the ``rules`` that matched them), ``changed``, ``ties_lost``,
+        ``ties_gained``, ``sharing_lost``, ``sharing_gained``, ``dtypes_a``, ``dtypes_b``,
+        ``moved``, ``content``, ``modules()``; ``print(d)``, ``d._repr_html_()``, ``d.to_json()``.
+
+    Raises:
+        TypeError: a side is none of the kinds :func:`analyze` accepts.
+        TensorvizError: a file is malformed, hostile or unsafe (names the file and the fix).
+
+    >>> import torch, tensorviz as tv
+    >>> w = torch.zeros(4, 4)
+    >>> d = tv.diff({"emb": w, "head": w}, {"emb": w, "head": w.clone().double()})
+    >>> [sorted(g) for g in d.ties_lost], [(c.field, c.a, c.b) for c in d.changed]
+    ([['emb', 'head']], [('dtype', 'float32', 'float64'), ('nbytes', 64, 128)])
+    """
+    from tensorviz.core.diff import diff_layouts
+    from tensorviz.core.layout import as_layout
+
+    la, lb = as_layout(a), as_layout(b)
+    return diff_layouts(la, lb)
 
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------

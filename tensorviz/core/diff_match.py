@@ -1,0 +1,83 @@
+"""Names matched between two layouts: exact names first, then a stated rule.
+
+Pure Python + numpy. Names left over on both sides after the exact match are reduced by
+removing wrapper prefixes from their start (:data:`WRAPPER_PREFIXES`, repeatedly, in any
+order); left-over names whose reduced forms are equal, and unique on each side, match. The
+rules used are returned in words, so a diff always says how it matched names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["match_names", "WRAPPER_PREFIXES"]
+
+#: Prefixes that wrappers add to every name: DDP/DataParallel, torch.compile, a task head's
+#: base model, a peft model. Removed (repeatedly, in any order) to match names left over.
+WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.", "base_model.model.")
+
+
+def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndarray, list, list[str]]:
+    """Per name of a, the position of its match in b (-1 when none); the pairs matched by a
+    rule; the rules used, in words.
+
+    Exact names first. Then every name left over is reduced by removing wrapper prefixes from
+    its start (:data:`WRAPPER_PREFIXES`, repeatedly); left-over names whose reduced forms are
+    equal and unique on each side match.
+
+    >>> pos, renamed, rules = match_names(["module.w", "b"], ["w", "b", "c"])
+    >>> pos.tolist(), renamed, rules
+    ([0, 1], [('module.w', 'w')], ["1 name matched with prefix 'module.' removed from a"])
+    """
+    index_b = dict(zip(names_b, range(len(names_b))))
+    get = index_b.get
+    pos = np.fromiter((get(n, -1) for n in names_a), np.int64, len(names_a))
+    left_a = np.flatnonzero(pos < 0).tolist()
+    if not left_a:
+        return pos, [], []
+    taken = np.zeros(len(names_b), dtype=bool)
+    taken[pos[pos >= 0]] = True
+    left_b = np.flatnonzero(~taken).tolist()
+    reduced_a = _reduced(names_a, left_a)
+    reduced_b = _reduced(names_b, left_b)
+    renamed: list[tuple[str, str]] = []
+    counts: dict[tuple, int] = {}
+    for core, (i, strip_a) in reduced_a.items():
+        hit = reduced_b.get(core)
+        if hit is None or i < 0 or hit[0] < 0:
+            continue
+        j, strip_b = hit
+        pos[i] = j
+        renamed.append((names_a[i], names_b[j]))
+        counts[(strip_a, strip_b)] = counts.get((strip_a, strip_b), 0) + 1
+    return pos, renamed, [_rule_words(n, sa, sb) for (sa, sb), n in counts.items()]
+
+
+def _reduced(names: Sequence[str], positions: list[int]) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """Reduced name -> (position, prefixes removed); position -1 when two names reduce alike."""
+    out: dict[str, tuple[int, tuple[str, ...]]] = {}
+    for i in positions:
+        core, removed = _strip(names[i])
+        out[core] = (-1, removed) if core in out else (i, removed)
+    return out
+
+
+def _strip(name: str) -> tuple[str, tuple[str, ...]]:
+    removed: tuple[str, ...] = ()
+    while True:
+        for p in WRAPPER_PREFIXES:
+            if name.startswith(p) and len(name) > len(p):
+                name, removed = name[len(p) :], (*removed, p)
+                break
+        else:
+            return name, removed
+
+
+def _rule_words(n: int, strip_a: tuple[str, ...], strip_b: tuple[str, ...]) -> str:
+    """Words for a rule; prefixes removed from both sides alike (the innermost) cancel out."""
+    while strip_a and strip_b and strip_a[-1] == strip_b[-1]:
+        strip_a, strip_b = strip_a[:-1], strip_b[:-1]
+    parts = [f"{''.join(s)!r} removed from {side}" for s, side in ((strip_a, "a"), (strip_b, "b")) if s]
+    return f"{n} name{'s' * (n != 1)} matched with prefix {' and '.join(parts)}"
