@@ -136,14 +136,20 @@ def save_check(obj: Any, **options: Any):
     return _save_check(obj, **options)
 
 
-def diff(a: Any, b: Any) -> Any:
+def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None) -> Any:
     """What differs between two models, checkpoints or layouts: names, fields, ties, sharing,
-    dtypes, files.
+    dtypes, files, and (``content=True``) the tensors' bytes.
 
     Args:
         a: anything :func:`analyze` takes (a model, a state dict, a file, an index, a model or
             DCP folder), or a :class:`Layout`. Files are read header-only.
         b: the same, for the other side.
+        content: also read every tensor's bytes (streamed in bounded chunks and hashed, never
+            all in memory) to say which matched tensors of equal shape and dtype are
+            byte-identical or differ, and which names hold redundant copies of another name's
+            bytes. Off by default: the default reads metadata only.
+        progress: with ``content=True``, a tqdm progress bar over the bytes hashed: True
+            always, False never, None (default) when more than 1 GiB is hashed.
 
     Returns:
         A frozen :class:`~tensorviz.core.diff.LayoutDiff`: ``same``, ``only_a``, ``only_b``,
@@ -164,8 +170,12 @@ def diff(a: Any, b: Any) -> Any:
     from tensorviz.core.diff import diff_layouts
     from tensorviz.core.layout import as_layout
 
-    la, lb = as_layout(a), as_layout(b)
-    return diff_layouts(la, lb)
+    d = diff_layouts(as_layout(a), as_layout(b))
+    if content:
+        from tensorviz.sources.content import compare_content
+
+        d = compare_content(d, a, b, progress=progress)
+    return d
 
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------
