@@ -214,7 +214,7 @@ def test_a_slice_says_what_it_keeps_alive():
     assert (e.keeps.storage_nbytes, e.keeps.read_nbytes) == (400 * 2**20, 4096)
     assert e.keeps.sentence() == (
         "piece reads 4.0 KiB but keeps its whole 400.0 MiB storage alive; piece.clone() would hold "
-        "4.0 KiB (419426304 bytes fewer)"
+        "4.0 KiB (419,426,304 bytes fewer)"
     )
     assert "keeps alive: piece reads 4.0 KiB but keeps its whole 400.0 MiB" in str(e)
 
@@ -269,3 +269,35 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_explain_and_the_model_map_say_what_a_slice_keeps_alive():
+    big = torch.empty(100 * 2**20, device="meta")
+    fig = tv.explain(big[1024:1040].view(4, 4), names=["piece"])
+    alive = [t.get_text() for t in fig.axes[0].texts if t.get_gid() == "alive"]
+    assert alive == [
+        "piece reads 64 B but keeps its whole 400.0 MiB storage alive; piece.clone() would hold 64 B "
+        "(419,430,336 bytes fewer)"
+    ]
+    x = torch.arange(12.0)
+    assert [t for t in fig.axes[0].texts if t.get_gid() == "alive"]
+    whole = tv.explain(x, x[2:6], names=["x", "x[2:6]"])  # x reads it all: nothing kept in vain
+    assert not [t for t in whole.axes[0].texts if t.get_gid() == "alive"]
+    lay = tv.analyze({"emb.piece": big[1024:2048], "emb.weight": torch.zeros(3, 3), "head.w": x[2:4], "head.v": x[8:]})
+    lines = lay.tree().to_text().splitlines()
+    piece = next(line for line in lines if "piece" in line)
+    assert piece.endswith(
+        "float32[1024]  keeps its 400.0 MiB storage alive; 419,426,304 B of it no tensor reads (.clone() frees them)"
+    )
+    w = next(line for line in lines if "─ w " in line)
+    assert w.endswith("float32[2]  keeps its 48 B storage alive; 24 B of it no tensor reads (.clone() frees them)")
+    assert "keeps" not in next(line for line in lines if "weight" in line)
+    assert lay.tree().find("head.v").kept == (48, 24)
+
+
+def test_a_file_storage_is_not_said_to_be_kept_alive(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"a": torch.zeros(4), "b": torch.zeros(2)}, tmp_path / "m.safetensors")
+    lay = tv.analyze(tmp_path / "m.safetensors")
+    assert "keeps" not in lay.tree().to_text()

@@ -11,7 +11,7 @@ and the teaching panel call it (metadata only).
 >>> k.storage_nbytes, k.read_nbytes, k.unread_nbytes
 (409600, 4096, 405504)
 >>> k.sentence()
-'row reads 4.0 KiB but keeps its whole 400.0 KiB storage alive; row.clone() would hold 4.0 KiB (405504 bytes fewer)'
+'row reads 4.0 KiB but keeps its whole 400.0 KiB storage alive; row.clone() would hold 4.0 KiB (405,504 bytes fewer)'
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class KeptAlive:
         return (
             f"{name} reads {format_bytes(self.read_nbytes)} but keeps its whole "
             f"{format_bytes(self.storage_nbytes)} storage alive; {name}.clone() would hold "
-            f"{format_bytes(self.read_nbytes)} ({self.unread_nbytes} bytes fewer)"
+            f"{format_bytes(self.read_nbytes)} ({self.unread_nbytes:,} bytes fewer)"
         )
 
 

@@ -29,6 +29,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
 
@@ -72,6 +74,8 @@ class Node:
     counted_in: tuple[str, str] = ()
     view: TensorView | None = field(default=None, repr=False)
     reason: str = ""
+    kept: tuple[int, int] = ()  # a tensor keeping a storage alive that no tensor reads in full:
+    #                             (storage bytes, bytes of it no tensor reads); see core.keepalive
 
     @property
     def name(self) -> str:
@@ -151,11 +155,26 @@ def model_tree(layout: Layout) -> ModelTree:
         acc.add_view(v, kind, own[i], partners.get(v.name, ()), counted.get(v.name, ()))
     for sk in layout.skipped:
         acc.add_skipped(sk.name, sk.reason)
+    acc.kept = _kept_alive(layout)
     owned = {n: own[i] for i, n in enumerate(layout.names) if n in runs}
     shared = _shared_per_prefix(distinct_groups, owned, runs)
     total = sum(own)
     root = acc.freeze("", classes, shared, total)
     return ModelTree(root, total, layout.storage_nbytes, bool(mods))
+
+
+def _kept_alive(layout: Layout) -> dict[str, tuple[int, int]]:
+    """Per tensor of a storage in memory that its tensors do not read in full: (storage bytes,
+    bytes no tensor reads). A file's storage is the file (its header is read by no tensor), so
+    file layouts have none."""
+    stats = layout.storage_stats()
+    unread = stats.nbytes - stats.covered
+    out: dict[str, tuple[int, int]] = {}
+    for s in np.flatnonzero(unread > 0).tolist():
+        for v in layout.storage_views(s):
+            if v.device != "file":
+                out[v.name] = (int(stats.nbytes[s]), int(unread[s]))
+    return out
 
 
 def _role(name: str, live: bool, buffers: set, unsaved: set) -> str:
@@ -322,6 +341,7 @@ class _Acc:
         self.stats: dict[str, list] = {}
         self.kids: dict[str, dict[str, None]] = {}
         self.leaf: dict[str, tuple] = {}
+        self.kept: dict[str, tuple[int, int]] = {}
 
     def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
         """Record one name's own totals; prefixes sum their children when frozen."""
@@ -392,4 +412,5 @@ class _Acc:
             counted_in=counted,
             view=view,
             reason=reason,
+            kept=self.kept.get(path, ()),
         )

@@ -131,6 +131,11 @@ def _numbers(node: Node, root: bool = False) -> str:
         text += "  ↔ " + _partner_text(node)
     elif node.shared_nbytes:
         text += f"  shared {format_bytes(node.shared_nbytes)} counted elsewhere"
+    if node.kept:
+        whole, unread = node.kept
+        text += (
+            f"  keeps its {format_bytes(whole)} storage alive; {unread:,} B of it no tensor reads (.clone() frees them)"
+        )
     if not node.is_tensor and node.nskipped:
         text += f"  ({node.nskipped} skipped)"
     return text

@@ -19,6 +19,7 @@ address formula in real numbers: ``addr = 2 + 4·i + 1·j``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from tensorviz.core.errors import TensorvizError, TooLargeError
+from tensorviz.core.keepalive import KeptAlive, kept_alive
 from tensorviz.plan.corner import part
 
 if TYPE_CHECKING:
@@ -39,6 +41,8 @@ __all__ = ["layout_plan", "Geometry", "names_for", "ExplainPlan", "Strip", "Expl
 MAX_ELEMENTS = 256
 #: Most storage cells one strip may show.
 MAX_CELLS = 256
+#: Most "keeps alive" lines per strip.
+MAX_ALIVE = 3
 _INDEX = "ijklmnpq"
 _VIEW_COLORS = ("#222222", "#aa3377", "#228833", "#4477aa", "#ee7733", "#66ccee", "#997700", "#5566dd")
 
@@ -82,6 +86,7 @@ class Strip:
     hi: int
     views: tuple[ExplainedView, ...]
     segments: tuple[tuple[int, int], ...] = ()
+    alive: tuple[KeptAlive, ...] = ()  # when no view reads the whole storage: what each keeps alive
 
     def __post_init__(self) -> None:
         if not self.segments:
@@ -162,7 +167,11 @@ def layout_plan(layout: Layout, region: Any = None, extra: Sequence[Any] = ()) -
     for k, s in enumerate(layout.storages):
         views = [_drawn(v, region) for v in (*layout.storage_views(s.key), *(extra if k == 0 else ()))]
         if views:
-            strips.append(_strip(s.index, s.nbytes, views, palette))
+            strip = _strip(s.index, s.nbytes, views, palette)
+            if s.unreferenced_nbytes:
+                alive = tuple(kept_alive(layout, v.name) for v in layout.storage_views(s.key)[:MAX_ALIVE])
+                strip = dataclasses.replace(strip, alive=alive)
+            strips.append(strip)
     return ExplainPlan(tuple(strips))
 
 

@@ -85,10 +85,12 @@ def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) 
         window = f", showing cells [{strip.lo}, {strip.hi})"
     if strip.hi * strip.cell_bytes > strip.nbytes:  # a freed storage: views read past its end
         window += f"; cells from {strip.nbytes // strip.cell_bytes} on lie past its end (storage freed)"
+    header = f"storage #{strip.storage}: {strip.nbytes:,} bytes, {unit}{window}"
+    wide = max([0.15 + 0.08 * len(header)] + [0.15 + 0.065 * len(k.sentence()) for k in strip.alive])
     ax.text(
         0.15,
         y + 0.12,
-        f"storage #{strip.storage}: {strip.nbytes:,} bytes, {unit}{window}",
+        header,
         fontsize=10,
         fontweight="bold",
         va="center",
@@ -104,10 +106,13 @@ def _draw_strip_section(ax: Axes, strip: Strip, si: int, y: float, left: float) 
             color="#b45309",
         )
         y += 0.22
+    for k in strip.alive:  # no view reads all of the storage: say what each keeps alive
+        ax.text(0.15, y + 0.36, k.sentence(), fontsize=8, va="center", color="#b45309", gid="alive")
+        y += 0.2
     y += 0.35
     y, right = _draw_strip(ax, strip, si, y, colors, left)
     y, r2 = draw_grids(ax, strip, si, y + 0.15, colors)
-    return y + 0.2, max(right, r2)
+    return y + 0.2, max(right, r2, wide)
 
 
 def _wide(strip: Strip) -> bool:
