@@ -19,6 +19,7 @@ import torch
 from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo
+from tensorviz.sources.ckpt_training import checkpoint_training
 from tensorviz.sources.ckpt_walk import MAX_VALUES, check_pickle_ops, walk
 from tensorviz.sources.ckpt_walk import SCAN_FROM as _SCAN_FROM
 from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, open_regular, short
@@ -45,7 +46,13 @@ def torch_part(path: str) -> Part:
         obj = _torch_load(path, by_fd if os.path.exists(by_fd) else path, keep_storage)
     try:
         tensors, values, contents, n_values = walk(path, obj, len(records))
-        return _torch_views(path, tensors, values, n_values, contents, records, saved_on)
+        training = checkpoint_training(obj, tensors)  # optimizer state named after parameters
+        tensors = [(training.renames.get(n, n), t) for n, t in tensors] if training.renames else tensors
+        part = _torch_views(path, tensors, values, n_values, contents, records, saved_on)
+        part.categories = training.categories
+        if training.optimizers:
+            part.meta["training"] = {"optimizers": training.optimizers}
+        return part
     finally:
         del obj  # drops the last reference to the mapping
 

@@ -40,7 +40,8 @@ class Part:
     """What one file contributes: view rows (with notes by name), storages, skips, metadata.
 
     ``label`` names the file in messages about a name found in two files; ``unlaid`` holds the
-    byte counts of tensors the file holds but no view can show (packed sub-byte dtypes).
+    byte counts of tensors the file holds but no view can show (packed sub-byte dtypes);
+    ``categories`` a category by name (weights, optimizer...: :data:`tensorviz.core.records.CATEGORIES`).
     """
 
     rows: list[tuple] = field(default_factory=list)
@@ -51,6 +52,7 @@ class Part:
     problems: list[str] = field(default_factory=list)
     label: str = "?"
     unlaid: dict[str, int] = field(default_factory=dict)
+    categories: dict[str, str] = field(default_factory=dict)
 
     def names(self) -> Iterator[str]:
         """Every tensor name the file holds, with or without a view."""
@@ -117,6 +119,8 @@ class _Merged:
             owner[name] = label
             if name in part.notes:
                 rows.notes[len(rows.rows)] = part.notes[name]
+            if name in part.categories:
+                rows.categories[len(rows.rows)] = part.categories[name]
             rows.rows.append(row)
 
     def layout(self, source: str, extra: Mapping[str, Any] | None) -> Layout:

@@ -1,0 +1,170 @@
+"""Training checkpoints (.pt) read through the restricted walker: optimizer state named after its
+parameters (saved param_names, else the model's order when unambiguous, else why not), and a
+category for every tensor. Every mapping is checked against the live optimizer's own
+param_groups order (tv.analyze(model, optimizer=opt), tests/test_training.py) and against what
+torch.load gives back for the same file."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_training import OPTIMIZERS, Tied, stepped, untied
+from torch import nn
+
+import tensorviz as tv
+
+
+def save(tmp_path, obj, name: str = "ckpt.pt") -> str:
+    path = str(tmp_path / name)
+    torch.save(obj, path)
+    return path
+
+
+def live_state(model: nn.Module, opt) -> list[tuple[str, tuple, tuple, str]]:
+    layout = tv.analyze(model, optimizer=opt, grad=False)
+    return [(v.name, v.shape, v.stride, v.dtype) for v in layout.views if v.category == "optimizer"]
+
+
+def file_state(layout: tv.Layout, prefix: str = "optimizer") -> list[tuple[str, tuple, tuple, str]]:
+    out = []
+    for v in layout.views:
+        if v.category == "optimizer":
+            assert v.name.startswith(prefix + ".")
+            out.append(("optimizer." + v.name[len(prefix) + 1 :], v.shape, v.stride, v.dtype))
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("model_kind", ["tied", "untied"])
+@pytest.mark.parametrize("named", [True, False])
+def test_pt_optimizer_state_named(tmp_path, kind: str, model_kind: str, named: bool) -> None:
+    model = Tied() if model_kind == "tied" else untied()
+    opt = stepped(model, OPTIMIZERS[kind], named=named)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+    path = save(
+        tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict(), "lr_scheduler": sched.state_dict()}
+    )
+    layout = tv.analyze(path)
+    if model_kind == "tied" and not named:  # its buffer "scale" could be a parameter: ambiguous
+        why = layout.metadata["training"]["optimizers"]["optimizer"]["why_not"]
+        assert "numbers 5 parameters while 'model' holds 6 tensors" in why and "1 tied copy" in why
+        return
+    assert file_state(layout) == live_state(model, opt)
+    facts = layout.metadata["training"]["optimizers"]["optimizer"]
+    assert facts == {
+        "mapped_by": "param_names" if named else "model order",
+        "why_not": "",
+        "model": "" if named else "model",
+    }
+    # each renamed view is the tensor torch.load finds at state[index][key]
+    loaded = torch.load(path, weights_only=True)
+    names = [n for g in opt.param_groups for n in (g.get("param_names") or [])] or [
+        n for n, _ in model.named_parameters()
+    ]
+    for index, name in enumerate(names):
+        for key, t in loaded["optimizer"]["state"][index].items():
+            v = layout[f"optimizer.{name}.{key}"]
+            assert (v.shape, v.stride, v.offset) == (tuple(t.shape), t.stride(), t.storage_offset())
+    sd = model.state_dict()
+    cats = {v.name: v.category for v in layout.views}
+    assert [cats[f"model.{n}"] for n in sd] == [
+        "buffers" if "running" in n or "batches" in n else "weights" for n in sd
+    ]
+
+
+def test_two_groups_without_names_say_why(tmp_path) -> None:
+    model = untied()
+    decay = [p for n, p in model.named_parameters() if n.endswith("weight")]
+    no_decay = [p for n, p in model.named_parameters() if n.endswith("bias")]
+    opt = torch.optim.AdamW([{"params": decay}, {"params": no_decay, "weight_decay": 0.0}])
+    model(torch.randn(4, 5)).sum().backward()
+    opt.step()
+    layout = tv.analyze(save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict()}))
+    facts = layout.metadata["training"]["optimizers"]["optimizer"]
+    assert facts["mapped_by"] == "" and "2 parameter groups" in facts["why_not"]
+    assert "optimizer.state.0.exp_avg" in layout and layout["optimizer.state.0.exp_avg"].category == "optimizer"
+
+
+def test_tied_copy_left_out_of_the_model_order(tmp_path) -> None:
+    """A tied weight is one record in the file: the model's order maps it once."""
+    model = Tied()
+    del model._buffers["scale"]
+    model.register_buffer("scale", torch.ones(6), persistent=False)  # not in the state dict
+    opt = stepped(model, OPTIMIZERS["adam"], named=False)
+    layout = tv.analyze(save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict()}))
+    assert layout.metadata["training"]["optimizers"]["optimizer"]["mapped_by"] == "model order"
+    assert file_state(layout) == live_state(model, opt)
+    assert not any(n.startswith("optimizer.head.weight") for n in layout.names)
+
+
+def test_frozen_parameter_makes_counts_differ(tmp_path) -> None:
+    model = untied()
+    model[0].weight.requires_grad_(False)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad])
+    model(torch.randn(4, 5)).sum().backward()
+    opt.step()
+    layout = tv.analyze(save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict()}))
+    why = layout.metadata["training"]["optimizers"]["optimizer"]["why_not"]
+    assert "numbers 5 parameters while 'model' holds 6 tensors" in why
+    assert "0 tied copies and 3 BatchNorm buffer(s) left out" in why
+
+
+def test_order_not_the_optimizers_is_caught_by_shapes(tmp_path) -> None:
+    model = untied()
+    opt = torch.optim.SGD(list(model.parameters())[::-1], lr=0.1, momentum=0.9)
+    model(torch.randn(4, 5)).sum().backward()
+    opt.step()
+    layout = tv.analyze(save(tmp_path, {"model": model.state_dict(), "optimizer": opt.state_dict()}))
+    why = layout.metadata["training"]["optimizers"]["optimizer"]["why_not"]
+    assert why.endswith("the order is not the optimizer's") and "state 0 (momentum_buffer, shape (3,))" in why
+
+
+def test_optimizer_alone_says_why(tmp_path) -> None:
+    model = untied()
+    opt = stepped(model, OPTIMIZERS["adam"], named=False)
+    layout = tv.analyze(save(tmp_path, {"optimizer": opt.state_dict()}))
+    assert "no model state dict beside it" in layout.metadata["training"]["optimizers"]["optimizer"]["why_not"]
+    named = stepped(untied(), OPTIMIZERS["adam"], named=True)
+    alone = tv.analyze(save(tmp_path, {"optim": named.state_dict()}, "named.pt"))
+    assert "optim.0.weight.exp_avg" in alone  # saved param_names need no model
+
+
+def test_lightning_checkpoint(tmp_path) -> None:
+    """Lightning's layout: state_dict (keys under the LightningModule's attribute), a list of
+    optimizer states, a list of scheduler states, loop counters."""
+    model = untied()
+    opt = stepped(model, OPTIMIZERS["adamw_foreach"], named=False)
+    ckpt = {
+        "epoch": 1,
+        "global_step": 2,
+        "pytorch-lightning_version": "2.5.0",
+        "state_dict": {f"net.{k}": v for k, v in model.state_dict().items()},
+        "loops": {"fit_loop": {"state_dict": {}}},
+        "callbacks": {},
+        "optimizer_states": [opt.state_dict()],
+        "lr_schedulers": [torch.optim.lr_scheduler.StepLR(opt, 1).state_dict()],
+    }
+    layout = tv.analyze(save(tmp_path, ckpt, "last.ckpt"))
+    state = [v.name for v in layout.views if v.category == "optimizer"]
+    assert state == [n.replace("optimizer.", "optimizer_states.0.net.", 1) for n, *_ in live_state(model, opt)]
+    assert layout.metadata["training"]["optimizers"]["optimizer_states.0"]["mapped_by"] == "model order"
+    assert {v.category for v in layout.views if v.name.startswith("state_dict.")} == {"weights", "buffers"}
+
+
+def test_ema_and_other_entries(tmp_path) -> None:
+    model = untied()
+    ema = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = stepped(model, OPTIMIZERS["sgd_momentum"])
+    scaler_state = {"scale": torch.tensor(65536.0), "growth_tracker": torch.tensor(0)}
+    ckpt = {"model": model.state_dict(), "ema": ema, "optimizer": opt.state_dict(), "scaler": scaler_state}
+    layout = tv.analyze(save(tmp_path, ckpt))
+    cats = {v.name: v.category for v in layout.views}
+    assert {cats[f"ema.{k}"] for k in ema} == {"copies"}
+    assert cats["scaler.scale"] == "other" and cats["optimizer.0.weight.momentum_buffer"] == "optimizer"
+
+
+def test_plain_state_dict_is_unchanged(tmp_path) -> None:
+    model = untied()
+    layout = tv.analyze(save(tmp_path, model.state_dict()))
+    assert layout.names == tuple(model.state_dict()) and {v.category for v in layout.views} == {""}
+    assert "training" not in layout.metadata
