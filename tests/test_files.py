@@ -379,12 +379,15 @@ def test_torch_wrappers_keep_their_path_in_names(tmp_path):
     opt.step()
     ckpt = {"state_dict": model.state_dict(), "optimizer": opt.state_dict(), "epoch": 7, "tag": "best"}
     layout = tv.analyze(torch_ckpt(tmp_path, ckpt, "train.pth"))
-    assert layout.names[:5] == (
-        "state_dict.wte.weight",
-        "state_dict.ln.weight",
-        "state_dict.ln.bias",
-        "state_dict.lm_head.weight",
-        "optimizer.wte.weight.momentum_buffer",  # state 0, named by the model's order (tests/test_training_checkpoints.py)
+    assert (
+        layout.names[:5]
+        == (
+            "state_dict.wte.weight",
+            "state_dict.ln.weight",
+            "state_dict.ln.bias",
+            "state_dict.lm_head.weight",
+            "optimizer.wte.weight.momentum_buffer",  # state 0, named by the model's order (tests/test_training_checkpoints.py)
+        )
     )
     assert layout.relation("state_dict.wte.weight", "state_dict.lm_head.weight") == "identical"
     md = layout.metadata
