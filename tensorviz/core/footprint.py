@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorviz.core.towers import is_row_major, listed, tower_geometry
+
 __all__ = [
     "RUN_BUDGET",
     "Footprint",
@@ -41,12 +43,19 @@ __all__ = [
     "byte_runs_many",
     "gaps",
     "clip",
+    "EXPLICIT_BUDGET",
 ]
 
 #: Largest number of element *starts* a single footprint is expanded into (16 Mi, 256 MiB of
 #: int64 pairs at worst). Above it the footprint is reported as the whole span with
 #: ``exact=False`` -- an upper bound that tensorviz flags everywhere it is used, never silently.
 RUN_BUDGET = 1 << 24
+
+#: Views needing more runs than this are not listed but kept as a tower: copies of a base run set
+#: at a fixed period (see :func:`tower_geometry` and :mod:`tensorviz.core.periodic`), measured
+#: exactly without listing them.
+EXPLICIT_BUDGET = 1 << 20
+
 
 EMPTY = np.zeros((0, 2), dtype=np.int64)
 EMPTY.flags.writeable = False
@@ -183,11 +192,13 @@ class Geometry:
         dense: the footprint is ``[0, reach)`` with no gap.
         exact: False when the footprint needed more than the run budget.
         contiguous: torch's row-major contiguity.
-        runs: canonical element runs of the footprint (None when dense or empty).
+        runs: canonical element runs of the footprint (None when dense, empty or a tower).
         shape, stride: as plain tuples of ints.
+        tower: ``(base element runs, period, count)`` when the footprint needs more than
+            :data:`EXPLICIT_BUDGET` runs and is kept as copies of a base (else None); exact.
     """
 
-    __slots__ = ("numel", "reach", "footprint", "dense", "exact", "contiguous", "runs", "shape", "stride")
+    __slots__ = ("numel", "reach", "footprint", "dense", "exact", "contiguous", "runs", "shape", "stride", "tower")
 
     def __init__(
         self,
@@ -204,9 +215,15 @@ class Geometry:
         self.numel, self.reach, self.footprint = numel, reach, footprint
         self.dense, self.exact, self.contiguous, self.runs = dense, exact, contiguous, runs
         self.shape, self.stride = shape, stride
+        self.tower: tuple[np.ndarray, int, int] | None = None
 
     def byte_runs(self, start: int, itemsize: int) -> np.ndarray:
-        """The footprint of a view with this geometry starting at byte ``start``."""
+        """The footprint of a view with this geometry starting at byte ``start``.
+
+        A tower is listed run by run up to :data:`RUN_BUDGET` runs; above, its span stands in
+        (an upper bound: measure it with :mod:`tensorviz.core.periodic` instead)."""
+        if self.tower is not None:
+            return _freeze(listed(self.tower, self.reach, RUN_BUDGET) * itemsize + start)
         if self.runs is None:
             return _freeze(np.array([[start, start + self.reach * itemsize]], dtype=np.int64)) if self.reach else EMPTY
         return _freeze(self.runs * itemsize + start)
@@ -237,6 +254,11 @@ def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = N
     if run is not None:
         return Geometry(numel, run[1], run[1], True, True, contiguous, None, shape, stride)
     reach = span(0, shape, stride, 1)[1]
+    tower = tower_geometry(shape, stride, EXPLICIT_BUDGET)
+    if tower:
+        geo = Geometry(numel, reach, total(tower[0]) * tower[2], False, True, contiguous, None, shape, stride)
+        geo.tower = (_freeze(tower[0]), tower[1], tower[2])
+        return geo
     f = footprint(0, shape, stride, 1, budget)
     if not f.exact:
         return Geometry(numel, reach, reach, False, False, contiguous, f.runs, shape, stride)
@@ -267,23 +289,6 @@ def byte_runs_many(
         runs.append((base[None] * itemsize[idx, None, None] + start[idx, None, None]).reshape(-1, 2))
         owners.append(np.repeat(owner[idx], len(base)))
     return np.concatenate(runs), np.concatenate(owners)
-
-
-def is_row_major(shape: Sequence[int], stride: Sequence[int]) -> bool:
-    """torch's row-major contiguity rule, from metadata alone (size-1 dims ignored).
-
-    >>> is_row_major((2, 3), (3, 1)), is_row_major((3, 2), (1, 3)), is_row_major((2, 1), (1, 7))
-    (True, False, True)
-    """
-    if 0 in shape:
-        return True
-    expected = 1
-    for size, st in zip(reversed(shape), reversed(stride)):
-        if size != 1:
-            if st != expected:
-                return False
-            expected *= size
-    return True
 
 
 def _merge_equal_length(starts: np.ndarray, length: int) -> np.ndarray:

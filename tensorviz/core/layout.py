@@ -283,7 +283,17 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
     def _sweep(self):
         if "sweep" not in self._cache:
             t = self._table
-            self._cache["sweep"] = sweep(t.sidx, t.start, t.stop, t.dense, t.nbytes, self._runs_of)
+            tower = self._tower_mask()
+            self._cache["sweep"] = sweep(
+                t.sidx,
+                t.start,
+                t.stop,
+                t.dense,
+                t.nbytes,
+                self._runs_of,
+                tower if tower.any() else None,
+                self._piece_at,
+            )
         return self._cache["sweep"]
 
     def _runs_at(self, i: int) -> np.ndarray:

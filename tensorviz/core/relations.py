@@ -4,13 +4,45 @@ bytes, contains/within, overlaps, disjoint or unrelated, from their exact footpr
 
 from __future__ import annotations
 
-from tensorviz.core import footprint as fp
+import numpy as np
+
+from tensorviz.core import periodic
 
 
 class RelationFacts:
-    """``relation`` and ``overlap_nbytes``; mixed into :class:`Layout`."""
+    """``relation``, ``overlap_nbytes``, ``footprint_piece`` and ``union_nbytes``; mixed into :class:`Layout`."""
 
     __slots__ = ()
+
+    def _tower_mask(self) -> np.ndarray:
+        """Per view, True where its footprint is a tower (see :mod:`tensorviz.core.periodic`)."""
+        t = self._table
+        return np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid]
+
+    def _piece_at(self, i: int):
+        """View ``i``'s exact footprint: a Tower, or canonical byte runs."""
+        t = self._table
+        return periodic.piece(t.geos[t.gid[i]], int(t.start[i]), int(t.itemsize[i]))
+
+    def footprint_piece(self, name: str):
+        """The exact footprint of a view: canonical byte runs, or a
+        :class:`~tensorviz.core.periodic.Tower` when it has too many runs to list
+        (measure it with :func:`union_nbytes` or :func:`~tensorviz.core.periodic.intersection_nbytes`)."""
+        return self._piece_at(self._position(name))
+
+    def union_nbytes(self, names) -> int:
+        """Distinct bytes read by the named views together (exact, towers included; views on
+        different storages count apart).
+
+        >>> import torch, tensorviz as tv
+        >>> x = torch.zeros(8, dtype=torch.uint8)
+        >>> tv.analyze({"even": x[::2], "odd": x[1::2], "head": x[:3]}).union_nbytes(["even", "head"])
+        5
+        """
+        by_storage: dict = {}
+        for n in names:
+            by_storage.setdefault(self[n].storage, []).append(self._piece_at(self._position(n)))
+        return sum(periodic.Union(p).nbytes for p in by_storage.values())
 
     # -- relations ----------------------------------------------------------------------
     def relation(self, a: str, b: str) -> str:
@@ -39,18 +71,21 @@ class RelationFacts:
             return "identical"
         if va.stop <= vb.start or vb.stop <= va.start:
             return "disjoint"
-        ra, rb = self.footprint_runs(a), self.footprint_runs(b)
-        inter = fp.intersection_nbytes(ra, rb)
+        pa, pb = self.footprint_piece(a), self.footprint_piece(b)
+        inter, exact = periodic.intersection_nbytes(pa, pb)
         if inter == 0:
             return "disjoint"
-        return _compare(inter, fp.total(ra), va.exact, fp.total(rb), vb.exact)
+        na, nb = periodic.piece_nbytes(pa), periodic.piece_nbytes(pb)
+        if not exact:  # two towers whose common period is too long: the figure is a bound
+            return "overlaps"
+        return _compare(inter, na, va.exact, nb, vb.exact)
 
     def overlap_nbytes(self, a: str, b: str) -> int:
         """Bytes read by both views (0 for different storages)."""
         va, vb = self[a], self[b]
         if va.storage != vb.storage:
             return 0
-        return fp.intersection_nbytes(self.footprint_runs(a), self.footprint_runs(b))
+        return periodic.intersection_nbytes(self.footprint_piece(a), self.footprint_piece(b))[0]
 
 
 def _compare(inter: int, na: int, exact_a: bool, nb: int, exact_b: bool) -> str:

@@ -61,8 +61,9 @@ class StorageFacts:
 
     def _make_storage_columns(self) -> tuple[list, ...]:
         t = self._table
-        covered = self._sweep().covered
-        exact = np.ones(self._nstores, dtype=bool)
+        sw = self._sweep()
+        covered = sw.covered
+        exact = np.ones(self._nstores, dtype=bool) if sw.inexact is None else ~sw.inexact
         exact[t.sidx[~t.exact]] = False
         return (
             t.devices,
@@ -187,7 +188,9 @@ class StorageFacts:
         return StorageStats(*map(readonly, columns))
 
     def footprint_runs(self, name: str) -> np.ndarray:
-        """Exact footprint of a view as byte runs (its span if the view is not ``exact``)."""
+        """Exact footprint of a view as byte runs (its span if the view is not ``exact``, or if it
+        is a tower of more than :data:`~tensorviz.core.footprint.RUN_BUDGET` runs: measure
+        those with :meth:`footprint_piece` and :meth:`union_nbytes`)."""
         return self._runs_at(self._position(name))
 
 
@@ -201,4 +204,6 @@ def _storage_record(layout, s: int) -> Storage:
     complete = names if whole.all() and names else tuple(layout._names_array[members[whole]].tolist())
     covered = int(layout._sweep().covered[s])
     values = (t.key(s), s, t.devices[s], nbytes, names, covered, nbytes - covered, complete, t.labels[s])
-    return record(Storage, (*values, bool(t.exact[members].all())))
+    inexact = layout._sweep().inexact
+    exact = bool(t.exact[members].all()) and not (inexact is not None and inexact[s])
+    return record(Storage, (*values, exact))

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tensorviz.core import footprint as fp
+from tensorviz.core import periodic
+
 __all__ = ["Sweep", "sweep", "components", "ranked", "same_keys", "min_roots"]
 
 
@@ -24,10 +27,13 @@ class Sweep:
         overlap: per view, a label shared exactly by views connected through intersecting
             footprints (empty views get labels of their own).
         covered: per storage, bytes read by at least one footprint (clipped to the storage).
+        inexact: per storage, True where ``covered`` is an upper bound (towers of periods whose
+            common multiple needs a base over the budget; see :mod:`tensorviz.core.periodic`).
     """
 
     overlap: np.ndarray
     covered: np.ndarray
+    inexact: np.ndarray | None = None
 
 
 def sweep(
@@ -37,6 +43,8 @@ def sweep(
     dense: np.ndarray,
     nbytes: np.ndarray,
     runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    tower: np.ndarray | None = None,
+    tower_of: Callable[[int], periodic.Tower] | None = None,
 ) -> Sweep:
     """Overlap labels and coverage for views ``i`` on storage ``sidx[i]`` with span ``[start, stop)``.
 
@@ -46,6 +54,8 @@ def sweep(
         runs_of: footprint runs (storage bytes) of the views at the given indices, as
             ``(runs (k, 2), owning view of each run)``; only called for the views of span
             clusters that hold a non-dense view.
+        tower, tower_of: per view, True where its footprint is a tower (too many runs to list),
+            and the :class:`~tensorviz.core.periodic.Tower` of such a view; never listed.
     """
     n, ns = len(sidx), len(nbytes)
     labels = np.arange(n, dtype=np.int64) + n  # empty views keep these singleton labels
@@ -78,9 +88,11 @@ def sweep(
     )
     labels[live] = cid
     members = live[sparse[cid]]
+    inexact = np.zeros(ns, dtype=bool)
     if members.size:
-        _refine(members, sidx, base, nbytes, runs_of, labels, covered, n)
-    return Sweep(labels, covered)
+        towers = tower[members] if tower is not None else np.zeros(members.size, dtype=bool)
+        _refine(members, towers, sidx, base, nbytes, runs_of, tower_of, labels, covered, inexact, n)
+    return Sweep(labels, covered, inexact)
 
 
 def _bases(sidx: np.ndarray, stop: np.ndarray, ns: int) -> np.ndarray:
@@ -105,22 +117,55 @@ def _add_clipped(covered, storage, a, b, lo, hi) -> None:
     np.add.at(covered, storage, length)
 
 
-def _refine(members, sidx, base, nbytes, runs_of, labels, covered, n) -> None:
+def _refine(members, towers, sidx, base, nbytes, runs_of, tower_of, labels, covered, inexact, n) -> None:
     """Exact footprint sweep over the views of clusters that hold a non-dense view."""
-    allruns, owner = runs_of(members)
-    allruns = allruns + base[sidx[owner]][:, None]
-    order = np.argsort(allruns[:, 0], kind="stable")
-    allruns, owner = allruns[order], owner[order]
-    rc, first = _clusters(allruns[:, 0], allruns[:, 1])
-    st = sidx[owner[first]]
-    _add_clipped(
-        covered, st, allruns[first, 0], np.maximum.reduceat(allruns[:, 1], first), base[st], base[st] + nbytes[st]
-    )
-    # Views sharing a run cluster share a byte: link each to the cluster's first owner.
-    head = owner[first][rc]
-    link = head != owner
-    local = np.searchsorted(members, np.stack((head[link], owner[link])))  # members is sorted
+    listed, towered = members[~towers], members[towers]
+    a, b = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    runs, owner = runs_of(listed) if listed.size else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
+    if len(runs):
+        allruns = runs + base[sidx[owner]][:, None]
+        order = np.argsort(allruns[:, 0], kind="stable")
+        allruns, sorted_owner = allruns[order], owner[order]
+        rc, first = _clusters(allruns[:, 0], allruns[:, 1])
+        st = sidx[sorted_owner[first]]
+        top = np.maximum.reduceat(allruns[:, 1], first)
+        _add_clipped(covered, st, allruns[first, 0], top, base[st], base[st] + nbytes[st])
+        # Views sharing a run cluster share a byte: link each to the cluster's first owner.
+        head = sorted_owner[first][rc]
+        link = head != sorted_owner
+        a.append(head[link])
+        b.append(sorted_owner[link])
+    if towered.size:
+        for ta, tb in _tower_links(towered, runs, owner, sidx, nbytes, tower_of, covered, inexact):
+            a.append(ta)
+            b.append(tb)
+    local = np.searchsorted(members, np.stack((np.concatenate(a), np.concatenate(b))))  # members is sorted
     labels[members] = 2 * n + members[min_roots(members.size, local[0], local[1])]
+
+
+def _tower_links(towered, runs, owner, sidx, nbytes, tower_of, covered, inexact):
+    """Links and coverage for views whose footprints are towers, storage by storage: a tower
+    meets a listed view where it holds bytes of that view's runs, another tower where their
+    exact union is smaller than their sum. Nothing is listed run by run."""
+    for s in np.unique(sidx[towered]).tolist():
+        ts = towered[sidx[towered] == s]
+        pieces = [tower_of(int(i)) for i in ts.tolist()]
+        mine = sidx[owner] == s if owner.size else np.zeros(0, dtype=bool)
+        r, o = runs[mine], owner[mine]
+        listed = fp.union(r) if len(r) else fp.EMPTY
+        u = periodic.Union([listed, *pieces])
+        covered[s] += u.within(0, int(nbytes[s])) - fp.total(fp.clip(listed, 0, int(nbytes[s])))
+        inexact[s] |= not u.exact
+        for i, t in zip(ts.tolist(), pieces):
+            if len(r):
+                hit = np.unique(o[(t.below(r[:, 1]) - t.below(r[:, 0])) > 0])
+                yield np.full(hit.size, i, dtype=np.int64), hit
+        for k, (i, t) in enumerate(zip(ts.tolist(), pieces)):
+            for j, other in zip(ts[k + 1 :].tolist(), pieces[k + 1 :]):
+                shared, exact = periodic.intersection_nbytes(t, other)
+                inexact[s] |= not exact
+                if shared:
+                    yield np.array([i]), np.array([j])
 
 
 def min_roots(size: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:

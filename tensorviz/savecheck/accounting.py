@@ -9,7 +9,6 @@ import collections
 from dataclasses import dataclass
 from typing import Any
 
-from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck.outcomes import OUTCOMES
@@ -114,9 +113,8 @@ def _storage_bytes(st: Any, sub: Layout, kept_names) -> tuple[int, int]:
     kept = set(kept_names)
     if kept.issuperset(st.names) or not kept.isdisjoint(st.complete_names):
         return 0, st.covered_nbytes
-    every = fp.union(*[sub.footprint_runs(n) for n in st.names])
-    kept_runs = fp.union(*[sub.footprint_runs(n) for n in kept])
-    return fp.total(every) - fp.total(kept_runs), fp.total(kept_runs)
+    every, kept_nbytes = sub.union_nbytes(st.names), sub.union_nbytes(kept)
+    return every - kept_nbytes, kept_nbytes
 
 
 def _nbytes(v: Any) -> int:
@@ -134,7 +132,7 @@ def _freed_nbytes(run: sv.Run, sub: Layout) -> int:
     by_storage: dict[Any, list[str]] = collections.defaultdict(list)
     for n in freed:
         by_storage[sub[n].storage].append(n)
-    return sum(fp.total(fp.union(*[sub.footprint_runs(n) for n in names])) for names in by_storage.values())
+    return sum(sub.union_nbytes(names) for names in by_storage.values())
 
 
 def _unrestored_nbytes(run: sv.Run, sub: Layout) -> int:
@@ -154,8 +152,23 @@ def file_nbytes(run: sv.Run) -> int | None:
     return None if any(x is None for x in sizes) else sum(sizes)
 
 
-def problems(run: sv.Run, b: Bytes) -> list[str]:
-    """Every outcome that applies to a saver's run, worst first (see :data:`OUTCOMES`)."""
+#: The note on a verdict whose byte figures are bounds, not exact counts.
+INEXACT = (
+    "byte figures are upper bounds, not exact: a footprint here has too many runs to list and no "
+    "periodic form tensorviz can measure ({names}); no outcome is derived from them"
+)
+
+
+def inexact_names(sub: Layout) -> list[str]:
+    """Names on storages whose coverage is only an upper bound (empty when every figure is exact)."""
+    return [n for st in sub.storages if st.device != "meta" and not st.exact for n in st.names]
+
+
+def problems(run: sv.Run, b: Bytes, inexact: bool = False) -> list[str]:
+    """Every outcome that applies to a saver's run, worst first (see :data:`OUTCOMES`). With
+    ``inexact`` byte figures nothing is derived from bytes: "could not evaluate" unless it raises."""
+    if inexact:
+        return ["raises" if run.error is not None else "could not evaluate"]
     flags = [
         ("raises", run.error is not None),
         ("drops data", b.lost),

@@ -362,8 +362,9 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
     sub = _given_layout(s, run.given)
     kept, cloned, sources = acc.written_names(run, _storage_of(s))
     b = acc.byte_counts(saver, run, sub, sources)
-    problems = acc.problems(run, b)
-    notes = list(run.notes)
+    bounds = acc.inexact_names(sub)  # figures only bounds: no outcome from them, and a note says so
+    problems = acc.problems(run, b, inexact=bool(bounds))
+    notes = list(run.notes) + ([acc.INEXACT.format(names=", ".join(bounds[:3]))] if bounds else [])
     if run.error is None and any(st.device == "meta" for st in sub.storages):
         notes.append("meta tensors carry no data: only their shapes are saved")
     if saver == "torch.save" and b.duplicated:

@@ -331,7 +331,4 @@ def _torch_steps(st, views: list[TensorView], contiguous: dict[str, bool], save:
 
 
 def _overlap_bytes(layout: Layout, names: list[str]) -> int:
-    from tensorviz.core import footprint as fp
-
-    runs = [layout.footprint_runs(n) for n in names]
-    return sum(fp.total(r) for r in runs) - fp.total(fp.union(*runs)) if runs else 0
+    return sum(layout[n].footprint_nbytes for n in names) - layout.union_nbytes(names) if names else 0
