@@ -19,13 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from tensorviz.core.names import elide, terminal
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
 
-__all__ = ["KeptAlive", "kept_alive"]
+__all__ = ["KeptAlive", "kept_alive", "storages_kept_alive"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +80,18 @@ def kept_alive(layout: Layout, name: str) -> KeptAlive:
     v = layout[name]
     s = layout.storage(name)
     return KeptAlive(v.name, int(s.nbytes), int(v.footprint_nbytes), int(s.unreferenced_nbytes))
+
+
+def storages_kept_alive(layout: Layout) -> dict[str, tuple[int, int]]:
+    """Per view of an in-memory storage that the layout's views do not read in full:
+    ``(storage bytes, bytes no view reads)``. A file's storage is the file (its header is read
+    by no tensor), so views of files are left out. Work in the storages with unread bytes only.
+    """
+    stats = layout.storage_stats()
+    unread = stats.nbytes - stats.covered
+    out: dict[str, tuple[int, int]] = {}
+    for s in np.flatnonzero(unread > 0).tolist():
+        for v in layout.storage_views(s):
+            if v.device != "file":
+                out[v.name] = (int(stats.nbytes[s]), int(unread[s]))
+    return out

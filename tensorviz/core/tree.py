@@ -29,10 +29,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
+from tensorviz.core.keepalive import storages_kept_alive
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
@@ -74,8 +73,7 @@ class Node:
     counted_in: tuple[str, str] = ()
     view: TensorView | None = field(default=None, repr=False)
     reason: str = ""
-    kept: tuple[int, int] = ()  # a tensor keeping a storage alive that no tensor reads in full:
-    #                             (storage bytes, bytes of it no tensor reads); see core.keepalive
+    kept: tuple[int, int] = ()  # (storage bytes, bytes of it no tensor reads): core.keepalive
 
     @property
     def name(self) -> str:
@@ -155,26 +153,12 @@ def model_tree(layout: Layout) -> ModelTree:
         acc.add_view(v, kind, own[i], partners.get(v.name, ()), counted.get(v.name, ()))
     for sk in layout.skipped:
         acc.add_skipped(sk.name, sk.reason)
-    acc.kept = _kept_alive(layout)
+    acc.kept = storages_kept_alive(layout)
     owned = {n: own[i] for i, n in enumerate(layout.names) if n in runs}
     shared = _shared_per_prefix(distinct_groups, owned, runs)
     total = sum(own)
     root = acc.freeze("", classes, shared, total)
     return ModelTree(root, total, layout.storage_nbytes, bool(mods))
-
-
-def _kept_alive(layout: Layout) -> dict[str, tuple[int, int]]:
-    """Per tensor of a storage in memory that its tensors do not read in full: (storage bytes,
-    bytes no tensor reads). A file's storage is the file (its header is read by no tensor), so
-    file layouts have none."""
-    stats = layout.storage_stats()
-    unread = stats.nbytes - stats.covered
-    out: dict[str, tuple[int, int]] = {}
-    for s in np.flatnonzero(unread > 0).tolist():
-        for v in layout.storage_views(s):
-            if v.device != "file":
-                out[v.name] = (int(stats.nbytes[s]), int(unread[s]))
-    return out
 
 
 def _role(name: str, live: bool, buffers: set, unsaved: set) -> str:
