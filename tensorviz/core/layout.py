@@ -93,6 +93,8 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
                 rows.notes[i] = v.note
             if v.category:
                 rows.categories[i] = v.category
+            if v.logical is not None:
+                rows.logical[i] = v.logical
         used = {v.storage for v in views}
         rows.labels = {key: info.label for key, info in infos.items() if info.label}
         # Storages with no views (possible for files) come last.
@@ -203,8 +205,10 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
         columns = (t.sidx.tolist(), t.gid.tolist(), t.start.tolist(), t.did.tolist(), t.offset.tolist())
         for i, (s, g, start, d, offset) in enumerate(zip(*columns)):
             if records[i] is None:
-                note, cat = notes.get(i, ""), raw.category_of(i)
-                records[i] = view_record(names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note, cat)
+                note, cat, lg = notes.get(i, ""), raw.category_of(i), raw.logical.get(i)
+                records[i] = view_record(
+                    names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note, cat, lg
+                )
         return tuple(records)
 
     def _view(self, i: int) -> TensorView:
@@ -214,9 +218,9 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
             t = self._table
             s = int(t.sidx[i])
             dtype, offset, start = t.dtypes[t.did[i]], int(t.offset[i]), int(t.start[i])
-            note, cat = self._raw.notes.get(i, ""), self._raw.category_of(i)
+            note, cat, lg = self._raw.notes.get(i, ""), self._raw.category_of(i), self._raw.logical.get(i)
             geo = t.geos[t.gid[i]]
-            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], geo, start, note, cat)
+            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], geo, start, note, cat, lg)
             records[i] = v
         return v
 

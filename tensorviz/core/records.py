@@ -27,6 +27,7 @@ __all__ = [
     "StorageStats",
     "ViewSpans",
     "CATEGORIES",
+    "Logical",
 ]
 
 GroupBy = Literal["storage", "span", "overlap"]
@@ -39,6 +40,30 @@ StorageKey = tuple  # (device: str, identity: int | str)
 #: ``copies`` are further copies of the weights (EMA, fp32 masters); ``other`` is anything else a
 #: training checkpoint holds (an LR scheduler's, a grad scaler's, a sampler's tensors).
 CATEGORIES = ("weights", "buffers", "gradients", "optimizer", "copies", "other")
+
+
+@dataclass(frozen=True)
+class Logical:
+    """What a view of packed or block-quantized bytes means: the tensor the bytes encode.
+
+    A GGUF ``Q4_K`` tensor of logical shape ``(4096, 4096)`` is stored as blocks of 256
+    elements in 144 bytes each; no strided view of elements exists, so its view reads the
+    bytes (``uint8``, one dimension) and this record says what they hold: ``dtype`` is the
+    format's own type name ("Q4_K", "IQ2_XXS", ...), ``shape`` the logical shape (outermost
+    first), ``block`` the elements per block and ``block_nbytes`` the bytes per block.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    block: int = 1
+    block_nbytes: int = 0
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
 
 
 @dataclass(frozen=True)
@@ -70,6 +95,7 @@ class TensorView:
     exact: bool = True
     note: str = ""
     category: str = ""
+    logical: Logical | None = None
 
     @property
     def numel(self) -> int:
@@ -253,6 +279,7 @@ def view_record(
     start: int,
     note: str,
     category: str = "",
+    logical: Logical | None = None,
 ) -> TensorView:
     """The TensorView of one view: its name, ``(dtype name, itemsize)``, offset, storage and Geometry."""
     dtype, itemsize = dtype
@@ -275,6 +302,7 @@ def view_record(
             geo.exact,
             note,
             category,
+            logical,
         ),
     )
 

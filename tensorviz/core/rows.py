@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from tensorviz.core import footprint as fp
-from tensorviz.core.records import Skipped, StorageInfo, StorageKey
+from tensorviz.core.records import Logical, Skipped, StorageInfo, StorageKey
 
 __all__ = ["Rows", "gc_paused"]
 
@@ -27,7 +27,8 @@ class Rows:
     id)``) or the storage key itself (a tuple). ``labels`` names storages by key, ``extra``
     lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row,
     ``categories`` a category by row (:data:`~tensorviz.core.records.CATEGORIES`) and
-    ``category`` the category of every row not in ``categories``.
+    ``category`` the category of every row not in ``categories``;
+    ``logical`` a :class:`~tensorviz.core.records.Logical` by row (block-quantized bytes).
     Set ``unique`` to False when names may repeat (flattened nested containers). Building
     records for 100k views costs more than reading their metadata, so :class:`Layout` groups
     storages and derives geometries and records on first use. ``finish``, if set, is a source's
@@ -41,13 +42,25 @@ class Rows:
     never all live at once.
     """
 
-    __slots__ = ("rows", "notes", "categories", "category", "labels", "extra", "geometries", "unique", "finish")
+    __slots__ = (
+        "rows",
+        "notes",
+        "categories",
+        "category",
+        "logical",
+        "labels",
+        "extra",
+        "geometries",
+        "unique",
+        "finish",
+    )
 
     def __init__(self) -> None:
         self.rows: list[tuple] = []
         self.notes: dict[int, str] = {}
         self.categories: dict[int, str] = {}
         self.category = ""
+        self.logical: dict[int, Logical] = {}
         self.labels: dict[StorageKey, str] = {}
         self.extra: list[tuple] = []
         self.geometries: dict[tuple, fp.Geometry] = {}
@@ -113,6 +126,8 @@ def drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
             out.notes[len(out.rows)] = rows.notes[i]
         if i in rows.categories:
             out.categories[len(out.rows)] = rows.categories[i]
+        if i in rows.logical:
+            out.logical[len(out.rows)] = rows.logical[i]
         out.rows.append(row)
     out.labels, out.extra, out.geometries, out.finish = rows.labels, rows.extra, rows.geometries, rows.finish
     out.category = rows.category

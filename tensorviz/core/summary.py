@@ -32,6 +32,10 @@ def view_line(v: TensorView) -> str:
     if v.note:
         flags.append(v.note)
     tail = f"  ({', '.join(flags)})" if flags else ""
+    if v.logical is not None:  # quantized bytes: what they encode, then how they are viewed
+        lg = v.logical
+        blocks = f", {lg.block}-element blocks of {lg.block_nbytes} B" if lg.block > 1 else ""
+        shape = f"{shape}] holding {lg.dtype}[{'×'.join(map(str, lg.shape)) or 'scalar'}{blocks}"
     return f"{v.name}  {v.dtype}[{shape}] stride={v.stride} offset={v.offset}  bytes [{v.start}, {v.stop}){tail}"
 
 

@@ -35,7 +35,9 @@ Only regular files are opened (``parts.open_regular``: a FIFO, socket, device or
 named as such, never read), every read has a size the format bounds, links out of a model
 folder are not followed, and no message quotes the bytes of a file that is not in the format.
 
-This module is the entry point and reads model folders; the readers: ``safetensors`` (headers)
+Which reader opens a file is decided by its first bytes (:mod:`.formats`, the formats table:
+also GGUF in :mod:`.gguf` and NumPy ``.npy``/``.npz`` in :mod:`.numpy_files`); the name decides
+only when no format's magic matches. This module is the entry point and reads model folders; the readers: ``safetensors`` (headers)
 with ``st_rules`` (safetensors' own validation rules), ``checkpoint`` (torch zip checkpoints)
 with ``ckpt_walk`` (the bounded walk of what a pickle holds), ``shards`` (which reader a file
 needs, sharded indexes), ``dcp`` and ``parts`` (opening files, what each file contributes, and
@@ -59,14 +61,15 @@ from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.rows import gc_paused
 from tensorviz.sources.dcp import analyze_dcp, is_dcp_folder
-from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, open_regular
+from tensorviz.sources.formats import sniff
+from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, merge, open_regular
 from tensorviz.sources.safetensors import (
     SAFETENSORS_DTYPES,
     HeaderEntry,
     SafetensorsHeader,
     read_safetensors_header,
 )
-from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, same_spelling, sniff
+from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, same_spelling
 from tensorviz.sources.variants import pick_variant
 
 __all__ = [
@@ -119,10 +122,10 @@ def analyze_path(path: str | os.PathLike, variant: str | None = None) -> Layout:
             return _analyze_folder(p, variant)
         if variant is not None:
             raise ValueError(f"variant= picks weights in a model folder; {p!r} is a file: analyse it without variant=")
-        kind = sniff(p)
-        if kind == "index":
+        fmt = sniff(p)  # the file's first bytes pick the reader (see :mod:`.formats`)
+        if fmt.part is None:
             return analyze_index(p)
-        return analyze_files([p], "torch" if kind == "torch" else "safetensors", source=p)
+        return merge([fmt.part(p)], fmt.name, source=p)
 
 
 # -- model folders ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.footprint import span
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import Skipped, StorageInfo
+from tensorviz.core.records import Logical, Skipped, StorageInfo
 from tensorviz.core.rows import Rows
 
 #: Largest JSON header (or index file, or checkpoint pickle) accepted; safetensors' own limit.
@@ -41,7 +41,8 @@ class Part:
 
     ``label`` names the file in messages about a name found in two files; ``unlaid`` holds the
     byte counts of tensors the file holds but no view can show (packed sub-byte dtypes);
-    ``categories`` a category by name (weights, optimizer...: :data:`tensorviz.core.records.CATEGORIES`).
+    ``categories`` a category by name (weights, optimizer...: :data:`tensorviz.core.records.CATEGORIES`);
+    ``logical`` what a view of quantized bytes encodes, by name.
     """
 
     rows: list[tuple] = field(default_factory=list)
@@ -53,6 +54,7 @@ class Part:
     label: str = "?"
     unlaid: dict[str, int] = field(default_factory=dict)
     categories: dict[str, str] = field(default_factory=dict)
+    logical: dict[str, Logical] = field(default_factory=dict)
 
     def names(self) -> Iterator[str]:
         """Every tensor name the file holds, with or without a view."""
@@ -121,6 +123,8 @@ class _Merged:
                 rows.notes[len(rows.rows)] = part.notes[name]
             if name in part.categories:
                 rows.categories[len(rows.rows)] = part.categories[name]
+            if name in part.logical:
+                rows.logical[len(rows.rows)] = part.logical[name]
             rows.rows.append(row)
 
     def layout(self, source: str, extra: Mapping[str, Any] | None) -> Layout:

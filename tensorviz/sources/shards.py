@@ -15,10 +15,9 @@ from typing import Any
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
+from tensorviz.sources import formats
 from tensorviz.sources.parts import (
     MAX_HEADER_BYTES,
-    TORCH_EXTS,
-    ZIP_MAGIC,
     Part,
     check_regular,
     merge,
@@ -29,35 +28,20 @@ from tensorviz.sources.parts import (
     row_span,
     short,
 )
-from tensorviz.sources.safetensors import read_safetensors_header, safetensors_part
 
 
 def sniff(path: str) -> str:
-    """'safetensors', 'index' or 'torch' from the name, else from the first bytes."""
-    low = path.lower()
-    if low.endswith(".json"):
-        return "index"
-    if low.endswith(".safetensors"):
-        return "safetensors"
-    with open_regular(path) as f:
-        head = f.read(16)
-    if head[:4] in ZIP_MAGIC or head[:1] == b"\x80" or low.endswith(TORCH_EXTS):
-        return "torch"
-    if len(head) > 8 and head[8:9] == b"{":
-        return "safetensors"
-    raise FileFormatError(  # the bytes are not quoted: they are the contents of some other file
-        f"{path}: not a file tensorviz knows (neither a safetensors header nor a zip archive); "
-        f"expected a .safetensors file, a *.index.json, a model folder or a torch zip checkpoint (.pt/.pth/.bin)"
-    )
+    """The name of the file's format ("safetensors", "torch", "gguf", "index", ...), from its
+    first bytes (see :mod:`.formats`)."""
+    return formats.sniff(path).name
 
 
 def read_part(path: str) -> Part:
-    """What one weights file (safetensors or torch) contributes."""
-    if sniff(path) == "torch":
-        from tensorviz.sources.checkpoint import torch_part  # torch is imported only for torch files
-
-        return torch_part(path)
-    return safetensors_part(read_safetensors_header(path))
+    """What one weights file contributes (any format of :mod:`.formats` but an index)."""
+    fmt = formats.sniff(path)
+    if fmt.part is None:
+        raise FileFormatError(f"{path}: is an index of other files, not a weights file; analyse it on its own")
+    return fmt.part(path)
 
 
 def analyze_files(paths: list[str], fmt: str, source: str, extra: Mapping[str, Any] | None = None) -> Layout:

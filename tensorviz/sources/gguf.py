@@ -1,0 +1,380 @@
+"""GGUF files (llama.cpp, Ollama, LM Studio), header only, with a bounded reader of our own.
+
+A GGUF file is a little-endian header -- the magic ``GGUF``, a version, the tensor and key
+counts, the key/value metadata, then one *tensor info* per tensor (name, dimensions, ggml
+type, offset) -- followed, at the next multiple of the alignment (``general.alignment``,
+default 32), by the data section. This module reads the header with the standard library (no
+mmap, no numpy, no torch, no ``gguf`` package) and never reads tensor data.
+
+Each tensor becomes a view of the file (``device == "file"``) at its absolute byte range,
+``data start + offset``, of the size the format's block table gives (``ne[0] / block *
+type_size`` per row). Float and integer types (F32, F16, BF16, F64, I8..I64) are views of
+their own dtype and shape (outermost dimension first, the reverse of GGUF's ``ne``);
+block-quantized types (Q4_K, Q8_0, IQ2_XXS, ...) have no element view, so their view reads the
+bytes (``uint8``) and :class:`~tensorviz.core.records.Logical` on the record names the ggml type
+and the logical shape. The header and the alignment padding after each tensor are bytes no view
+reads: they show as unreferenced, and the layout's ``gguf`` metadata counts them.
+
+Refused exactly where ggml's own reader (``gguf_init_from_file_impl`` in ``ggml/src/gguf.cpp``)
+refuses, each with a :class:`~tensorviz.core.errors.FileFormatError` that names the rule: a
+version other than 2 or 3 (big-endian files included), a count, length or dimension that
+claims more bytes than the file holds, an unknown value or ggml type (or one ggml removed), an
+array of arrays, a key or tensor name given twice, a tensor name of 64 bytes or more, more
+than 4 dimensions, a row not a multiple of its type's block, an alignment that is not a power
+of two, and a tensor whose offset is not where the previous one ended, padded to the alignment
+(so no gaps, overlaps or reordering). A tensor whose bytes run past the end of the file is
+refused as llama.cpp's loader refuses it. Work is bounded: at most :data:`MAX_HEADER_BYTES` of
+header, :data:`MAX_TENSORS` tensors and :data:`MAX_ARRAY_STRINGS` strings in arrays (a
+:class:`~tensorviz.core.errors.TooLargeError` past them).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tensorviz.core.errors import FileFormatError, TooLargeError
+from tensorviz.core.layout import Layout
+from tensorviz.core.records import Logical, StorageInfo
+from tensorviz.sources.bounded import Reader
+from tensorviz.sources.parts import Part, merge, open_regular
+from tensorviz.sources.safetensors import _contiguous_stride
+
+__all__ = ["GGML_TYPES", "GGUFHeader", "GGUFTensor", "analyze_gguf", "gguf_part", "read_gguf_header"]
+
+MAGIC = b"GGUF"
+#: Most header bytes read (tokenizer vocabularies of 262k tokens take a few MB).
+MAX_HEADER_BYTES = 256 << 20
+MAX_TENSORS = 1_000_000
+#: Most strings in metadata arrays, all arrays together (vocabulary + merges of real models: < 1M).
+MAX_ARRAY_STRINGS = 4_000_000
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_NAME = 64  # GGML_MAX_NAME: a tensor name has at most 63 bytes
+DEFAULT_ALIGNMENT = 32
+
+#: ggml type id -> (name, elements per block, bytes per block, torch dtype name or "" when the
+#: type is block-quantized). ggml's own table (``ggml.c`` type_traits; gguf-py's
+#: ``GGML_QUANT_SIZES``); ids 4, 5, 31-33 and 36-38 were removed from ggml and are refused.
+GGML_TYPES: dict[int, tuple[str, int, int, str]] = {
+    0: ("F32", 1, 4, "float32"), 1: ("F16", 1, 2, "float16"), 2: ("Q4_0", 32, 18, ""),
+    3: ("Q4_1", 32, 20, ""), 6: ("Q5_0", 32, 22, ""), 7: ("Q5_1", 32, 24, ""), 8: ("Q8_0", 32, 34, ""),
+    9: ("Q8_1", 32, 40, ""), 10: ("Q2_K", 256, 84, ""), 11: ("Q3_K", 256, 110, ""),
+    12: ("Q4_K", 256, 144, ""), 13: ("Q5_K", 256, 176, ""), 14: ("Q6_K", 256, 210, ""),
+    15: ("Q8_K", 256, 292, ""), 16: ("IQ2_XXS", 256, 66, ""), 17: ("IQ2_XS", 256, 74, ""),
+    18: ("IQ3_XXS", 256, 98, ""), 19: ("IQ1_S", 256, 50, ""), 20: ("IQ4_NL", 32, 18, ""),
+    21: ("IQ3_S", 256, 110, ""), 22: ("IQ2_S", 256, 82, ""), 23: ("IQ4_XS", 256, 136, ""),
+    24: ("I8", 1, 1, "int8"), 25: ("I16", 1, 2, "int16"), 26: ("I32", 1, 4, "int32"),
+    27: ("I64", 1, 8, "int64"), 28: ("F64", 1, 8, "float64"), 29: ("IQ1_M", 256, 56, ""),
+    30: ("BF16", 1, 2, "bfloat16"), 34: ("TQ1_0", 256, 54, ""), 35: ("TQ2_0", 256, 66, ""),
+    39: ("MXFP4", 32, 17, ""), 40: ("NVFP4", 64, 36, ""), 41: ("Q1_0", 128, 18, ""),
+}  # fmt: skip
+
+# GGUF value types: id -> (name, fixed size in bytes; 0 for STRING and ARRAY).
+_VALUE_TYPES = {
+    0: ("UINT8", 1), 1: ("INT8", 1), 2: ("UINT16", 2), 3: ("INT16", 2), 4: ("UINT32", 4), 5: ("INT32", 4),
+    6: ("FLOAT32", 4), 7: ("BOOL", 1), 8: ("STRING", 0), 9: ("ARRAY", 0), 10: ("UINT64", 8), 11: ("INT64", 8),
+    12: ("FLOAT64", 8),
+}  # fmt: skip
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+_SHORT_TEXT = 120  # metadata strings longer than this are summarised by their length
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor info of a GGUF header: name, ``ne`` (GGUF order, innermost first), ggml type
+    id, offset in the data section and size in bytes (from the block table)."""
+
+    name: str
+    ne: tuple[int, ...]
+    type_id: int
+    offset: int
+    nbytes: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical shape, outermost dimension first (numpy and torch order)."""
+        return tuple(reversed(self.ne))
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """A validated GGUF header: tensors in file order and what the metadata says, summarised.
+
+    ``data_start`` is the absolute position of the data section (header end rounded up to
+    ``alignment``); ``metadata`` keeps numbers, booleans and short strings, and says of a long
+    string or an array only its type and length (a vocabulary is not copied).
+    """
+
+    path: str
+    file_nbytes: int
+    version: int
+    alignment: int
+    header_nbytes: int
+    data_start: int
+    tensors: tuple[GGUFTensor, ...]
+    metadata: dict[str, Any]
+
+
+def read_gguf_header(path: str | os.PathLike) -> GGUFHeader:
+    """Read and validate a GGUF header without touching tensor data.
+
+    Args:
+        path: the ``.gguf`` file (any name: the magic decides).
+
+    Returns:
+        A :class:`GGUFHeader`.
+
+    Raises:
+        FileFormatError: anything ggml's reader refuses (see the module docstring).
+        TooLargeError: a header past the work limits.
+
+    >>> h = read_gguf_header("model.gguf")                       # doctest: +SKIP
+    >>> h.data_start, h.tensors[0].name, h.metadata["general.architecture"]   # doctest: +SKIP
+    """
+    p = os.fspath(path)
+    with open_regular(p) as f:
+        r = Reader(p, f, os.fstat(f.fileno()).st_size, MAX_HEADER_BYTES, "GGUF header")
+        version, n_tensors, n_kv = _preamble(r)
+        metadata = _read_kv(r, n_kv)
+        alignment = _alignment(p, metadata)
+        infos = _read_infos(r, n_tensors)
+        header_end = r.at
+    data_start = -(-header_end // alignment) * alignment
+    tensors = _place(p, infos, alignment, data_start, r.size)
+    summary = {k: v.value for k, v in metadata.items()}
+    return GGUFHeader(p, r.size, version, alignment, header_end, data_start, tensors, summary)
+
+
+# -- reading the header ------------------------------------------------------------------------------
+def _preamble(r: Reader) -> tuple[int, int, int]:
+    """(version, tensor count, key count), checked."""
+    if r.size < 4:
+        raise FileFormatError(f"{r.path}: the file is {r.size} bytes, too short for the GGUF magic")
+    r.need(min(24, r.size), "the GGUF preamble")
+    if r.buf[:4] != MAGIC:
+        raise FileFormatError(f"{r.path}: not a GGUF file: it does not start with the magic bytes 'GGUF'")
+    r.i = 4
+    version = r.u32("the version")
+    if version & 0xFFFF == 0 and version:
+        raise FileFormatError(
+            f"{r.path}: a big-endian GGUF file (its version reads {version:#x} little-endian); "
+            f"ggml reads only little-endian GGUF"
+        )
+    if version == 1:
+        raise FileFormatError(f"{r.path}: GGUF version 1 is no longer supported by ggml; convert the model again")
+    if version not in (2, 3):
+        raise FileFormatError(f"{r.path}: GGUF version {version}; ggml reads versions 2 and 3")
+    n_tensors, n_kv = r.u64("the tensor count"), r.u64("the key/value count")
+    left = r.size - r.at
+    if n_tensors > left // 24:  # a tensor info takes at least 24 bytes
+        raise FileFormatError(
+            f"{r.path}: the header claims {n_tensors} tensors, but the {left} bytes after the counts "
+            f"hold at most {left // 24} tensor infos of 24 bytes each; the count is corrupt"
+        )
+    if n_kv > left // 13:  # a key/value takes at least 13 bytes
+        raise FileFormatError(
+            f"{r.path}: the header claims {n_kv} key/value pairs, but the {left} bytes after the counts "
+            f"hold at most {left // 13} of 13 bytes each; the count is corrupt"
+        )
+    if n_tensors > MAX_TENSORS:
+        raise TooLargeError(f"{r.path}: {n_tensors:,} tensors; tensorviz reads GGUF files of up to {MAX_TENSORS:,}")
+    return version, n_tensors, n_kv
+
+
+@dataclass(frozen=True)
+class _Value:
+    type_id: int
+    value: Any  # a number, bool, short string, or {"type": ..., "length": ...} for a long one
+
+
+def _read_kv(r: Reader, n_kv: int) -> dict[str, _Value]:
+    """Every key/value pair, values summarised; a repeated key is refused as ggml refuses it."""
+    out: dict[str, _Value] = {}
+    for k in range(n_kv):
+        _, key = r.string(f"the key of key/value pair {k}", keep=MAX_HEADER_BYTES)
+        assert key is not None
+        where = f"key {key!r}"
+        t = r.u32(f"the value type of {where}")
+        if key in out:
+            raise FileFormatError(f"{r.path}: the header gives {where} twice; ggml refuses a duplicate key")
+        out[key] = _Value(t, _read_value(r, t, where))
+    return out
+
+
+def _type_name(r: Reader, t: int, where: str) -> str:
+    if t not in _VALUE_TYPES:
+        known = ", ".join(f"{i} {n}" for i, (n, _) in _VALUE_TYPES.items())
+        raise FileFormatError(f"{r.path}: {where} has value type {t}, which GGUF does not define (known: {known})")
+    return _VALUE_TYPES[t][0]
+
+
+def _read_value(r: Reader, t: int, where: str) -> Any:
+    name = _type_name(r, t, where)
+    if t == _STRING:
+        n, text = r.string(f"the value of {where}", keep=_SHORT_TEXT)
+        return text if text is not None else {"type": "STRING", "length": n}
+    if t != _ARRAY:
+        return r.unpack(_SCALAR[t], _VALUE_TYPES[t][1], f"the {name} value of {where}")
+    item = r.u32(f"the item type of array {where}")
+    item_name = _type_name(r, item, f"array {where}")
+    count = r.u64(f"the length of array {where}")
+    if item == _ARRAY:
+        raise FileFormatError(f"{r.path}: {where} is an array of arrays; ggml reads no nested arrays")
+    if item == _STRING:
+        if count > (r.size - r.at) // 8:
+            r.need(count * 8, f"the {count} strings of array {where}")  # raises, naming the lie
+        r.counted += count
+        if r.counted > MAX_ARRAY_STRINGS:
+            raise TooLargeError(
+                f"{r.path}: array {where} makes more than {MAX_ARRAY_STRINGS:,} strings in metadata arrays; "
+                f"tensorviz reads at most that many (a real vocabulary has well under a million)"
+            )
+        r.skip_strings(count, f"array {where}")
+    else:
+        r.skip(count * _VALUE_TYPES[item][1], f"the {count} {item_name} items of array {where}")
+    return {"type": f"ARRAY[{item_name}]", "length": count}
+
+
+def _alignment(path: str, metadata: dict[str, _Value]) -> int:
+    v = metadata.get("general.alignment")
+    if v is None:
+        return DEFAULT_ALIGNMENT
+    if v.type_id != 4:
+        raise FileFormatError(f"{path}: general.alignment has type {_VALUE_TYPES[v.type_id][0]}; ggml requires UINT32")
+    a = v.value
+    if a == 0 or a & (a - 1):
+        raise FileFormatError(f"{path}: general.alignment is {a}, not a power of two; ggml refuses it")
+    return a
+
+
+def _read_infos(r: Reader, n_tensors: int) -> list[GGUFTensor]:
+    """Every tensor info, checked one by one (names, dimensions, types, row blocks)."""
+    infos: list[GGUFTensor] = []
+    seen: set[str] = set()
+    for k in range(n_tensors):
+        n, name = r.string(f"the name of tensor {k}", keep=MAX_NAME - 1)
+        if name is None:
+            raise FileFormatError(
+                f"{r.path}: tensor {k}'s name is {n} bytes; ggml allows at most {MAX_NAME - 1} (GGML_MAX_NAME)"
+            )
+        where = f"{r.path}: tensor {name!r}"
+        n_dims = r.u32(f"the dimension count of tensor {name!r}")
+        if n_dims > MAX_DIMS:
+            raise FileFormatError(f"{where}: {n_dims} dimensions; ggml allows at most {MAX_DIMS}")
+        ne = tuple(r.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims))
+        type_id = r.u32(f"the type of tensor {name!r}")
+        offset = r.u64(f"the offset of tensor {name!r}")
+        if name in seen:
+            raise FileFormatError(f"{where}: named twice; ggml refuses duplicate tensor names")
+        seen.add(name)
+        infos.append(GGUFTensor(name, ne, type_id, offset, _nbytes(where, ne, type_id)))
+    return infos
+
+
+def _nbytes(where: str, ne: tuple[int, ...], type_id: int) -> int:
+    """The tensor's bytes from the block table, refusing what ggml refuses."""
+    facts = GGML_TYPES.get(type_id)
+    if facts is None:
+        raise FileFormatError(
+            f"{where}: ggml type {type_id} is unknown or removed from ggml (known: "
+            f"{', '.join(f'{i} {t[0]}' for i, t in GGML_TYPES.items())})"
+        )
+    name, block, size, _ = facts
+    numel = 1
+    for d, n in enumerate(ne):
+        if n >= 1 << 63:
+            raise FileFormatError(f"{where}: dimension {d} is {n}, over ggml's int64 range")
+        numel *= n
+        if numel >= 1 << 63:
+            raise FileFormatError(f"{where}: dimensions {list(ne)} hold more than 2^63 elements (ggml refuses)")
+    if ne and ne[0] % block:
+        raise FileFormatError(
+            f"{where}: rows of {ne[0]} elements are not a multiple of {name}'s block of {block}; ggml refuses it"
+        )
+    return numel // block * size
+
+
+def _place(path: str, infos: list[GGUFTensor], alignment: int, data_start: int, size: int) -> tuple[GGUFTensor, ...]:
+    """Check that each tensor sits where ggml expects it: right after the previous one, padded."""
+    expected = 0
+    for t in infos:
+        if t.offset != expected:
+            what = "overlaps the tensor before it" if t.offset < expected else "leaves a gap after the tensor before it"
+            raise FileFormatError(
+                f"{path}: tensor {t.name!r} has offset {t.offset}, expected {expected} (it {what}); ggml "
+                f"requires each tensor right after the previous one, padded to {alignment} bytes"
+            )
+        end = data_start + t.offset + t.nbytes
+        if end > size:
+            raise FileFormatError(
+                f"{path}: tensor {t.name!r} ends at byte {end}, past the end of the file ({size} bytes); "
+                f"the file is truncated (an incomplete download?)"
+            )
+        expected += -(-t.nbytes // alignment) * alignment
+    return tuple(infos)
+
+
+# -- the layout --------------------------------------------------------------------------------------
+def gguf_part(h: GGUFHeader) -> Part:
+    """The rows of a validated header: one storage (the file), one view per tensor."""
+    key, base = ("file", h.path), os.path.basename(h.path)
+    part = Part(storages=[StorageInfo(key, "file", h.file_nbytes, base)], label=base)
+    for t in h.tensors:
+        name, block, size, dtype = GGML_TYPES[t.type_id]
+        start = h.data_start + t.offset
+        if dtype:
+            shape = t.shape
+            part.rows.append((t.name, key, "file", h.file_nbytes, (dtype, size), shape, _contiguous_stride(shape), t.offset // size, start))  # fmt: skip
+            continue
+        part.rows.append((t.name, key, "file", h.file_nbytes, ("uint8", 1), (t.nbytes,), (1,), t.offset, start))
+        part.logical[t.name] = Logical(name, t.shape, block, size)
+    part.meta["header"] = {h.path: (0, h.header_nbytes)}
+    part.meta["gguf"] = summary(h)
+    part.meta["unreferenced"] = {f"{k} bytes": v for k, v in unreferenced(h).items()}
+    names = {t.name for t in h.tensors}
+    if "token_embd.weight" in names and "output.weight" not in names:
+        part.meta["dropped"] = {"output.weight": "token_embd.weight"}
+        part.meta["tied"] = "llama.cpp reads the absent output.weight from token_embd.weight (tied embeddings)"
+    return part
+
+
+def summary(h: GGUFHeader) -> dict[str, Any]:
+    """What a reader wants from the metadata: architecture, context length, tokenizer and its
+    size (not the vocabulary), the file type, the version and the alignment."""
+    md = h.metadata
+    arch = md.get("general.architecture")
+    out: dict[str, Any] = {}
+    if isinstance(arch, str):
+        out["architecture"] = arch
+    for key, field in _SUMMARY_KEYS:
+        value = md.get(key.format(arch=arch))
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            out[field] = value
+    tokens = md.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, dict):
+        out["vocabulary"] = tokens["length"]
+    out.update(version=h.version, alignment=h.alignment, keys=len(md))
+    return out
+
+
+_SUMMARY_KEYS = (
+    ("general.name", "name"), ("{arch}.context_length", "context_length"),
+    ("{arch}.embedding_length", "embedding_length"), ("{arch}.block_count", "block_count"),
+    ("tokenizer.ggml.model", "tokenizer"), ("general.file_type", "file_type"),
+)  # fmt: skip
+
+
+def unreferenced(h: GGUFHeader) -> dict[str, int]:
+    """The bytes no tensor reads: the header, alignment padding (before the data section and
+    after each tensor) and trailing bytes after the last tensor."""
+    used = sum(t.nbytes for t in h.tensors)
+    end = h.data_start + (h.tensors[-1].offset + h.tensors[-1].nbytes if h.tensors else 0)
+    padding = (h.data_start - h.header_nbytes) + (end - h.data_start - used)
+    return {"header": h.header_nbytes, "alignment padding": padding, "trailing": h.file_nbytes - end}
+
+
+def analyze_gguf(path: str) -> Layout:
+    """The layout of a GGUF file, header only (see the module docstring)."""
+    return merge([gguf_part(read_gguf_header(path))], "gguf", source=path)

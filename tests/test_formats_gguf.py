@@ -1,0 +1,202 @@
+"""GGUF, header only: every view checked against ``gguf.GGUFReader`` (ggml's own Python
+reader) on files ``gguf.GGUFWriter`` wrote, and against the bytes themselves; and each rule of
+ggml's reader refused by name."""
+
+from __future__ import annotations
+
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+
+import gguf
+import numpy as np
+import pytest
+from formats_files import ARR, STR, U32, gguf_raw, gstr, kv, quant_bytes, tinfo, write_gguf
+from gguf import GGMLQuantizationType as Q
+
+import tensorviz as tv
+from tensorviz.core.errors import FileFormatError
+from tensorviz.sources.gguf import GGML_TYPES, read_gguf_header
+
+MIXED = [
+    ("token_embd.weight", np.arange(64, dtype=np.float32).reshape(8, 8), None),
+    ("blk.0.attn_q.weight", quant_bytes(Q.Q4_K, 3, 512, 1), Q.Q4_K),
+    ("blk.0.attn_k.weight", quant_bytes(Q.Q8_0, 5, 64, 2), Q.Q8_0),
+    ("blk.0.attn_v.weight", np.arange(12, dtype=np.float16).reshape(3, 4), None),
+    ("blk.0.ffn_up.weight", quant_bytes(Q.IQ2_XXS, 2, 256, 3), Q.IQ2_XXS),
+    ("blk.0.ffn_down.weight", quant_bytes(Q.Q6_K, 1, 768, 4), Q.Q6_K),
+    ("blk.0.ffn_gate.weight", quant_bytes(Q.IQ4_NL, 4, 32, 5), Q.IQ4_NL),
+    ("blk.0.attn_norm.weight", np.ones(7, dtype=np.float32), None),
+    ("blk.0.bf16.weight", quant_bytes(Q.BF16, 2, 6, 6), Q.BF16),
+    ("blk.0.mxfp4.weight", quant_bytes(Q.MXFP4, 2, 64, 7), Q.MXFP4),
+    ("blk.0.count", np.arange(3, dtype=np.int32), None),
+]
+
+
+def read_bytes(path: str, start: int, stop: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read(stop - start)
+
+
+@pytest.mark.parametrize("alignment", [None, 64])
+def test_every_view_is_where_gguf_reader_puts_it(tmp_path, alignment):
+    path = str(tmp_path / "mixed.gguf")
+    write_gguf(path, MIXED, alignment=alignment, vocab=40, context=2048)
+    layout = tv.analyze(path)
+    reader = gguf.GGUFReader(path)
+    assert [v.name for v in layout.views] == [t.name for t in reader.tensors]
+    for t in reader.tensors:
+        v = layout[t.name]
+        assert (v.start, v.stop) == (t.data_offset, t.data_offset + t.n_bytes), t.name
+        assert v.start % (alignment or 32) == 0
+        assert read_bytes(path, v.start, v.stop) == t.data.tobytes()  # the bytes themselves
+        shape = tuple(int(n) for n in reversed(t.shape))
+        name = t.tensor_type.name
+        if GGML_TYPES[int(t.tensor_type)][3]:  # a float or integer type: a view of its elements
+            assert v.logical is None and v.shape == shape and v.dtype == GGML_TYPES[int(t.tensor_type)][3]
+            assert v.itemsize == gguf.GGML_QUANT_SIZES[t.tensor_type][1] and v.is_contiguous
+        else:
+            assert (v.dtype, v.shape, v.stride) == ("uint8", (t.n_bytes,), (1,))
+            assert v.logical.dtype == name and v.logical.shape == shape
+            assert (v.logical.block, v.logical.block_nbytes) == gguf.GGML_QUANT_SIZES[t.tensor_type]
+    assert layout["blk.0.attn_q.weight"].logical.shape == (3, 512)
+    (st,) = layout.storages
+    assert st.nbytes == os.path.getsize(path)
+    assert st.covered_nbytes == sum(int(t.n_bytes) for t in reader.tensors)
+    md = layout.metadata
+    assert md["format"] == "gguf" and md["header"] == {path: (0, md["header"][path][1])}
+    un = md["unreferenced"]
+    assert un["header bytes"] + un["alignment padding bytes"] + un["trailing bytes"] == st.unreferenced_nbytes
+    assert (
+        un["header bytes"] + un["alignment padding bytes"] - md["header"][path][1] < (alignment or 32) * len(MIXED) + 64
+    )
+    assert md["gguf"]["architecture"] == "llama" and md["gguf"]["context_length"] == 2048
+    assert md["gguf"]["vocabulary"] == 40 and md["gguf"]["alignment"] == (alignment or 32)
+    assert reader.data_offset == md["header"][path][1] + -md["header"][path][1] % (alignment or 32)
+
+
+def test_the_block_table_is_ggmls():
+    for qtype, (block, size) in gguf.GGML_QUANT_SIZES.items():
+        name, b, s, _ = GGML_TYPES[int(qtype)]
+        assert (name, b, s) == (qtype.name, block, size)
+    assert set(GGML_TYPES) == {int(q) for q in gguf.GGML_QUANT_SIZES}
+
+
+def test_tied_output_is_said_and_text_shows_quant_types(tmp_path):
+    path = str(tmp_path / "m.gguf")
+    write_gguf(path, MIXED[:3])
+    layout = tv.analyze(path)
+    assert layout.metadata["dropped"] == {"output.weight": "token_embd.weight"}
+    text = str(layout)
+    assert "dropped: output.weight -> kept token_embd.weight" in text
+    assert "tied: llama.cpp reads the absent output.weight from token_embd.weight" in text
+    assert "uint8[864] holding Q4_K[3×512, 256-element blocks of 144 B]" in text
+    write_gguf(path, [*MIXED[:2], ("output.weight", np.zeros((8, 8), np.float32), None)])
+    assert "dropped" not in tv.analyze(path).metadata
+
+
+def test_renamed_gguf_and_safetensors_named_bin_open_by_their_magic(tmp_path):
+    from safetensors.numpy import save_file
+
+    write_gguf(str(tmp_path / "model.dat"), MIXED[:2])
+    assert tv.analyze(str(tmp_path / "model.dat")).metadata["format"] == "gguf"
+    save_file({"w": np.zeros(3, np.float32)}, str(tmp_path / "pytorch_model.bin"))
+    layout = tv.analyze(str(tmp_path / "pytorch_model.bin"))
+    assert layout.metadata["format"] == "safetensors" and layout["w"].start == 8 + raw_len(
+        tmp_path / "pytorch_model.bin"
+    )
+
+
+def raw_len(path) -> int:
+    with open(path, "rb") as f:
+        return struct.unpack("<Q", f.read(8))[0]
+
+
+def test_an_unknown_file_says_what_was_looked_for(tmp_path):
+    p = tmp_path / "weights.dat"
+    p.write_bytes(b"hello, this is not a model\n" * 4)
+    with pytest.raises(FileFormatError) as err:
+        tv.analyze(str(p))
+    msg = str(err.value)
+    assert "weights.dat: not a file tensorviz knows (108 bytes)" in msg
+    for what in ("gguf: the magic 'GGUF'", "safetensors: an 8-byte little-endian header length", "zip archive"):
+        assert what in msg
+    assert "hello" not in msg  # the file's bytes are not quoted
+
+
+def test_header_only_gguf_never_imports_torch_or_gguf(tmp_path):
+    path = str(tmp_path / "m.gguf")
+    write_gguf(path, MIXED)
+    code = textwrap.dedent(f"""
+        import sys, tensorviz as tv
+        layout = tv.analyze({path!r}); layout.storages; str(layout)
+        print(sorted(m for m in ("torch", "gguf", "matplotlib", "onnx") if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- ggml's rules, one by one -------------------------------------------------------------------------
+GOOD_KV = [kv("general.architecture", STR, gstr("llama"))]
+
+
+def one(name="w", ne=(32, 2), type_id=8, offset=0):
+    return tinfo(name, ne, type_id, offset)
+
+
+CASES = {
+    "tensor count lies": (gguf_raw(GOOD_KV, [one()], bytes(68), n_tensors=2**62), "the header claims 4611686018427387904 tensors"),
+    "kv count lies": (gguf_raw(GOOD_KV, [], n_kv=10**12), "the header claims 1000000000000 key/value pairs"),
+    "string of 2^63 bytes": (gguf_raw([kv("k", STR, gstr(b"x", 2**63))], []), "the value of key 'k' (9223372036854775808 bytes) at byte"),
+    "key of 2^63 bytes": (b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 2**63) + bytes(20), "needs 9223372036854775808 bytes, but the file ends"),
+    "array length lies": (gguf_raw([kv("a", ARR, struct.pack("<IQ", STR, 2**40))], []), "the 1099511627776 strings of array key 'a'"),
+    "unknown value type": (gguf_raw([kv("k", 13, b"\0" * 8)], []), "key 'k' has value type 13, which GGUF does not define"),
+    "array of arrays": (gguf_raw([kv("a", ARR, struct.pack("<IQ", ARR, 1))], []), "key 'a' is an array of arrays"),
+    "duplicate key": (gguf_raw(GOOD_KV * 2, []), "gives key 'general.architecture' twice"),
+    "unknown ggml type": (gguf_raw(GOOD_KV, [one(type_id=77)], bytes(68)), "tensor 'w': ggml type 77 is unknown or removed"),
+    "removed ggml type": (gguf_raw(GOOD_KV, [one(type_id=4)], bytes(68)), "tensor 'w': ggml type 4 is unknown or removed"),
+    "row not a block multiple": (gguf_raw(GOOD_KV, [one(ne=(31, 2))], bytes(68)), "rows of 31 elements are not a multiple of Q8_0's block of 32"),
+    "five dimensions": (gguf_raw(GOOD_KV, [one(ne=(32, 1, 1, 1, 1))], bytes(68)), "tensor 'w': 5 dimensions; ggml allows at most 4"),
+    "dimension over int64": (gguf_raw(GOOD_KV, [one(ne=(32, 2**63))], bytes(68)), "dimension 1 is 9223372036854775808, over ggml's int64 range"),
+    "element count overflow": (gguf_raw(GOOD_KV, [one(ne=(2**32, 2**32))], bytes(68)), "hold more than 2^63 elements"),
+    "name of 64 bytes": (gguf_raw(GOOD_KV, [one(name="n" * 64)], bytes(68)), "tensor 0's name is 64 bytes; ggml allows at most 63"),
+    "duplicate tensor": (gguf_raw(GOOD_KV, [one(), one(offset=96)], bytes(160)), "tensor 'w': named twice"),
+    "overlapping tensors": (gguf_raw(GOOD_KV, [one(), one("v", offset=32)], bytes(160)), "tensor 'v' has offset 32, expected 96 (it overlaps the tensor before it)"),
+    "gap between tensors": (gguf_raw(GOOD_KV, [one(), one("v", offset=128)], bytes(200)), "tensor 'v' has offset 128, expected 96 (it leaves a gap"),
+    "offset of 2^64-1": (gguf_raw(GOOD_KV, [one(offset=2**64 - 1)], bytes(68)), "tensor 'w' has offset 18446744073709551615, expected 0"),
+    "truncated data": (gguf_raw(GOOD_KV, [one()], bytes(60)), "tensor 'w' ends at byte"),
+    "alignment not a power of two": (gguf_raw([kv("general.alignment", U32, struct.pack("<I", 48))], []), "general.alignment is 48, not a power of two"),
+    "alignment of another type": (gguf_raw([kv("general.alignment", 10, struct.pack("<Q", 32))], []), "general.alignment has type UINT64; ggml requires UINT32"),
+    "version 1": (gguf_raw([], [], version=1), "GGUF version 1 is no longer supported"),
+    "version 4": (gguf_raw([], [], version=4), "GGUF version 4; ggml reads versions 2 and 3"),
+    "big-endian": (b"GGUF" + struct.pack(">IQQ", 3, 0, 0), "a big-endian GGUF file"),
+    "magic only": (b"GGUF", "the version at byte 4 needs 4 bytes, but the file ends at byte 4"),
+    "key not utf-8": (gguf_raw([kv("k", STR, gstr(b"\xff\xfe"))], []), "the value of key 'k' is not UTF-8 text"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_ggml_rules_are_named(tmp_path, case):
+    data, fragment = CASES[case]
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(data)
+    with pytest.raises(FileFormatError) as err:
+        read_gguf_header(str(path))
+    assert fragment in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_a_raw_valid_file_matches_gguf_reader(tmp_path):
+    """The hand-written builder agrees with GGUFReader (so the cases above differ from a valid
+    file only by the field they break)."""
+    path = tmp_path / "ok.gguf"
+    data = gguf_raw(GOOD_KV, [one(), one("v", offset=96)], bytes(96 + 68))
+    path.write_bytes(data)
+    r = gguf.GGUFReader(str(path))
+    layout = tv.analyze(str(path))
+    assert [(layout[t.name].start, layout[t.name].stop) for t in r.tensors] == [
+        (int(t.data_offset), int(t.data_offset) + int(t.n_bytes)) for t in r.tensors
+    ]
