@@ -76,7 +76,8 @@ class TensorView:
     is False when the footprint has more blocks than :data:`tensorviz.core.footprint.RUN_BUDGET`:
     then the span stands in for it (an upper bound) and ``footprint_nbytes`` is the span size.
     ``category`` is one of :data:`CATEGORIES` (weights, gradients, optimizer state...) when the
-    source knows it, else "".
+    source knows it, else "". ``logical`` says what a view of block-quantized bytes encodes
+    (a GGUF ``Q4_K`` tensor: its ggml type and logical shape; see :class:`Logical`), else None.
     """
 
     name: str
