@@ -26,7 +26,16 @@ from typing import Any
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.names import terminal, unicode_safe
 
-__all__ = ["main", "build_parser", "layout_to_json", "json_text", "JSON_SCHEMA", "JSON_SCHEMA_VERSION"]
+__all__ = [
+    "main",
+    "diff_main",
+    "build_diff_parser",
+    "build_parser",
+    "layout_to_json",
+    "json_text",
+    "JSON_SCHEMA",
+    "JSON_SCHEMA_VERSION",
+]
 
 JSON_SCHEMA = "tensorviz.layout"
 JSON_SCHEMA_VERSION = 1
@@ -206,7 +215,12 @@ def _count(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 bad input, 2 usage)."""
+    """Run the command line; returns the exit status (0 ok, 1 bad input, 2 usage).
+
+    ``tensorviz diff A B`` is :func:`diff_main` (a path named ``diff`` is ``./diff``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["diff"]:
+        return diff_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
@@ -257,6 +271,44 @@ def _run(args: argparse.Namespace) -> int:
 
         _write(args.html, unicode_safe(show(layout, by=args.by).to_html()).encode())
     return 0
+
+
+def build_diff_parser() -> argparse.ArgumentParser:
+    """The parser of ``tensorviz diff`` (exposed for documentation and tests)."""
+    p = argparse.ArgumentParser(
+        prog="tensorviz diff",
+        description="What differs between two checkpoints (files, indexes, model or DCP folders), read "
+        "header-only: names, shapes, dtypes, strides, offsets, ties, sharing, files. Exit status: 0 same, "
+        "1 different, 2 error (as diff(1)).",
+    )
+    p.add_argument("a", help="the first checkpoint")
+    p.add_argument("b", help="the second checkpoint")
+    p.add_argument("--json", action="store_true", help="write the difference as JSON (schema tensorviz.diff)")
+    p.add_argument("--content", action="store_true", help="also hash every tensor's bytes (reads all data, streamed)")
+    p.add_argument("--width", type=_count, default=80, metavar="N", help="columns of the text (default: 80)")
+    return p
+
+
+def diff_main(argv: Sequence[str]) -> int:
+    """``tensorviz diff A B [--json] [--content]``: 0 when the same, 1 when they differ, 2 on error."""
+    try:
+        args = build_diff_parser().parse_args(argv)
+    except SystemExit as stop:  # argparse: 0 for --help, 2 for a usage error
+        return int(stop.code or 0)
+    from tensorviz import diff
+
+    try:
+        d = diff(args.a, args.b, content=args.content)
+        print(json_text(d.to_json()) if args.json else d.to_text(width=max(args.width, 40)))
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
+    except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
+        print(f"tensorviz diff: error: {terminal(_one_line(err))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0 if d.same else 1
 
 
 def _write(path: str, data: bytes) -> None:

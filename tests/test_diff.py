@@ -299,7 +299,13 @@ def test_modules_count_bytes_once_as_the_tree_does() -> None:
 
 @pytest.mark.parametrize(
     "module",
-    ["tensorviz.core.diff", "tensorviz.core.diff_match", "tensorviz.core.diff_modules", "tensorviz.core.diff_text"],
+    [
+        "tensorviz.core.diff",
+        "tensorviz.core.diff_match",
+        "tensorviz.core.diff_modules",
+        "tensorviz.core.diff_text",
+        "tensorviz.render.diff",
+    ],
 )
 def test_docstring_examples_run(module: str) -> None:
     import doctest

@@ -51,7 +51,8 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
         j, strip_b = hit
         pos[i] = j
         renamed.append((names_a[i], names_b[j]))
-        counts[(strip_a, strip_b)] = counts.get((strip_a, strip_b), 0) + 1
+        rule = _cancelled(strip_a, strip_b)
+        counts[rule] = counts.get(rule, 0) + 1
     return pos, renamed, [_rule_words(n, sa, sb) for (sa, sb), n in counts.items()]
 
 
@@ -75,9 +76,14 @@ def _strip(name: str) -> tuple[str, tuple[str, ...]]:
             return name, removed
 
 
-def _rule_words(n: int, strip_a: tuple[str, ...], strip_b: tuple[str, ...]) -> str:
-    """Words for a rule; prefixes removed from both sides alike (the innermost) cancel out."""
+def _cancelled(strip_a: tuple[str, ...], strip_b: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The prefixes removed, less those removed from both sides alike (the innermost)."""
     while strip_a and strip_b and strip_a[-1] == strip_b[-1]:
         strip_a, strip_b = strip_a[:-1], strip_b[:-1]
+    return strip_a, strip_b
+
+
+def _rule_words(n: int, strip_a: tuple[str, ...], strip_b: tuple[str, ...]) -> str:
+    """Words for a rule (the prefixes removed from each side)."""
     parts = [f"{''.join(s)!r} removed from {side}" for s, side in ((strip_a, "a"), (strip_b, "b")) if s]
     return f"{n} name{'s' * (n != 1)} matched with prefix {' and '.join(parts)}"

@@ -55,7 +55,18 @@ def fold(items: Iterable[tuple[str, str]], least: int = 3) -> list[tuple[str, st
     return out
 
 
+def _renamed_as(a: str, b: str) -> str:
+    """``b`` with the end it shares with ``a`` (at a dot) written ``…``: ``module.…``."""
+    k = 0
+    while k < min(len(a), len(b)) and a[-1 - k] == b[-1 - k]:
+        k += 1
+    if k == len(a) and (len(b) == k or b[-k - 1] == "."):
+        return b[: len(b) - k] + "…"
+    return b
+
+
 def _range(values: list[str]) -> str:
+    values = sorted(set(values), key=int)
     nums = [int(v) for v in values]
     if nums == list(range(nums[0], nums[0] + len(nums))):
         return f"{{{nums[0]}…{nums[-1]}}}"
@@ -75,7 +86,7 @@ def sections(d: LayoutDiff) -> list[tuple[str, list[tuple[str, str, int]]]]:
     out = [
         ("only in a", [(n, "") for n in d.only_a]),
         ("only in b", [(n, "") for n in d.only_b]),
-        ("renamed (a → b)", [(a, f"→ {b}") for a, b in d.renamed]),
+        ("renamed (a → b)", [(a, f"→ {_renamed_as(a, b)}") for a, b in d.renamed]),
         ("changed", _changed_items(d)),
         ("ties lost (tied in a, not in b)", [(_group_text(g, oa), "") for g in d.ties_lost]),
         ("ties gained (tied in b, not in a)", [(_group_text(g, ob), "") for g in d.ties_gained]),
@@ -126,14 +137,12 @@ def _value(v: Any) -> str:
 
 
 def _line(name: str, tail: str, count: int, width: int) -> str:
-    """``  name  tail (count×)`` in ``width`` columns: the name keeps at least half the room."""
-    name, tail = terminal(name), terminal(tail) + (f"  ({count}×)" if count > 1 else "")
-    room = width - 4
-    if len(name) + len(tail) > room:
-        keep_tail = max(room - len(name), room // 2) if tail else 0
-        tail = elide(tail, keep_tail)
-        name = elide(name, room - len(tail))
-    return f"  {name}  {tail}".rstrip()
+    """``  name  tail  (count×)`` in ``width`` columns; when both do not fit, the tail goes on a
+    second line, indented, and each is elided in the middle to fit."""
+    name, tail = terminal(name) + (f"  ({count}×)" if count > 1 else ""), terminal(tail)
+    if len(name) + len(tail) + 4 <= width:
+        return f"  {name}  {tail}".rstrip()
+    return f"  {elide(name, width - 2)}\n      {elide(tail, width - 6)}"
 
 
 def diff_text(d: LayoutDiff, width: int = 80, limit: int = 8) -> str:

@@ -56,12 +56,13 @@ class Shown:
         return self.text
 
 
-def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any) -> Shown:
+def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any) -> Any:
     """Render a layout's diagram for display (PNG + HTML table + text).
 
     Args:
         obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts (not a Diagram:
-            the table needs the layout).
+            the table needs the layout), or a ``tv.diff`` result: then the two layouts side by
+            side (:mod:`tensorviz.render.diff`; ``max_rows`` is its one option).
         dpi: PNG resolution.
         width: figure width in inches (default 10), as in :func:`tensorviz.explore` and
             :func:`tensorviz.render.mpl.render`: the PNG is ``width * dpi`` pixels wide.
@@ -78,9 +79,14 @@ def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any
     >>> tv.show({"w": torch.zeros(4, 4)}).png[:4]
     b'\\x89PNG'
     """
+    from tensorviz.core.diff import LayoutDiff
     from tensorviz.render.mpl import check_width, to_png
 
     width = check_width(width)
+    if isinstance(obj, LayoutDiff):  # two layouts side by side (tensorviz.render.diff)
+        from tensorviz.render.diff import show_diff
+
+        return show_diff(obj, dpi=dpi, width=width or 10.0, **options)
     if isinstance(obj, Diagram):
         raise TypeError(
             "show() needs the Layout for its table: pass tv.show(layout, ...) or the analysed object, not a Diagram"

@@ -1,0 +1,146 @@
+"""What a diff shows: print(d) (one screen, 80 columns, folded layers, escaped names), its HTML
+(escaped, no JavaScript), tv.show(d) (rows aligned, changes marked by hatch and words, not by
+colour alone) and the CLI ``tensorviz diff`` (exit status 0 / 1 / 2, JSON, header-only)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import tensorviz as tv
+from tensorviz.cli import main
+from tensorviz.render.diff import STYLES, diff_figure, diff_rows
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+
+HOSTILE = "w\x1b[31m\nStorage #9 <b>&amp;</b> \u202eexe.txt"
+
+
+def _layers(n: int, dtype: torch.dtype = torch.float32, prefix: str = "") -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    out = {}
+    for i in range(n):
+        for part in ("self_attn.q_proj", "self_attn.k_proj", "mlp.up_proj", "mlp.down_proj"):
+            out[f"{prefix}model.layers.{i}.{part}.weight"] = torch.randn(8, 4).to(dtype)
+    out[f"{prefix}lm_head.weight"] = torch.randn(10, 4)
+    return out
+
+
+def test_text_fits_a_screen_and_80_columns_with_folded_layers() -> None:
+    d = tv.diff(_layers(32), _layers(32, torch.bfloat16, prefix="module."))
+    text = str(d)
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert len(lines) <= 40
+    assert "names matched by rule: 129 names matched with prefix 'module.' removed from b" in lines
+    assert "  model.layers.{0…31}.mlp.up_proj.weight  (32×)" in lines
+    assert "      dtype float32 → bfloat16, nbytes 128 → 64" in lines
+    assert lines[-1] == "differ"
+
+
+def test_text_and_html_escape_hostile_names() -> None:
+    d = tv.diff({HOSTILE: torch.zeros(2)}, {HOSTILE: torch.zeros(3)})
+    text = str(d)
+    assert "\x1b" not in text and "\u202e" not in text and "\\x1b[31m\\nStorage" in text
+    assert max(map(len, text.splitlines())) <= 80
+    page = d._repr_html_()
+    assert "<script" not in page.lower() and "<b>&amp;</b>" not in page
+    assert "&lt;b&gt;&amp;amp;&lt;/b&gt;" in page and "\\u202e" in page
+
+
+def test_same_layouts_say_so() -> None:
+    d = tv.diff(_layers(2), _layers(2))
+    assert d.same and str(d).splitlines()[-1] == "same" and "<b>same</b>" in d._repr_html_()
+
+
+def test_json_is_plain_and_complete() -> None:
+    w = torch.zeros(4)
+    d = tv.diff({"a": w, "b": w}, {"a": w.clone(), "b": w.clone(), "c": w})
+    doc = json.loads(json.dumps(d.to_json()))
+    assert doc["schema"] == "tensorviz.diff" and doc["same"] is False
+    assert doc["only_b"] == ["c"] and doc["ties_lost"] == [["a", "b"]] and doc["changed"] == []
+
+
+def test_show_aligns_names_and_marks_changes_without_colour_alone() -> None:
+    a = _layers(6)
+    b = {k: (v.half() if "mlp" in k else v) for k, v in _layers(6).items() if k != "lm_head.weight"}
+    b["extra"] = torch.zeros(3)
+    d = tv.diff(a, b)
+    rows, left_out = diff_rows(d)
+    got = [(r.label, r.a, r.b, r.tags, r.kind, r.count) for r in rows]
+    assert left_out == 0
+    assert got == [
+        ("model.layers.{0…5}.self_attn.q_proj.weight", 128, 128, (), "same", 6),
+        ("model.layers.{0…5}.self_attn.k_proj.weight", 128, 128, (), "same", 6),
+        ("model.layers.{0…5}.mlp.up_proj.weight", 128, 64, ("dtype",), "changed", 6),
+        ("model.layers.{0…5}.mlp.down_proj.weight", 128, 64, ("dtype",), "changed", 6),
+        ("lm_head.weight", 160, None, ("only in a",), "only", 1),
+        ("extra", None, 12, ("only in b",), "only", 1),
+    ]
+    fig = diff_figure(d)
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches]
+    assert [p.get_hatch() or "" for p in bars] == ["", "", "", "", "//", "//", "//", "//", "xx", "xx"]
+    assert {p.get_linestyle() for p in bars if p.get_hatch() == "xx"} == {"dotted"}  # a dotted edge too
+    words = [t.get_text() for t in ax.texts]
+    assert words.count("dtype") == 2 and "only in a" in words and "only in b" in words
+    # a's bars grow leftwards from x = -1, b's rightwards from x = 1, a row per name on both
+    for p in bars:
+        x0, x1 = sorted((p.get_x(), p.get_x() + p.get_width()))
+        assert x1 == pytest.approx(-1.0) or x0 == pytest.approx(1.0)
+    assert set(STYLES) == {"same", "changed", "tie", "only"}
+    shown = tv.show(d)
+    assert shown.png[:4] == b"\x89PNG" and set(shown._repr_mimebundle_()) == {"image/png", "text/html", "text/plain"}
+
+
+def test_show_puts_changed_rows_first_when_they_do_not_all_fit() -> None:
+    a = {f"t{i}": torch.zeros(i + 1) for i in range(50)}
+    b = dict(a, t42=torch.zeros(3).double())
+    rows, left_out = diff_rows(tv.diff(a, b), max_rows=10)
+    assert len(rows) == 10 and left_out == 40 and ("t42", 172, 24) in [(r.label, r.a, r.b) for r in rows]
+
+
+@pytest.fixture
+def two_files(tmp_path) -> tuple[str, str, str]:
+    from safetensors.torch import save_file
+
+    paths = [str(tmp_path / f"{k}.safetensors") for k in "abc"]
+    save_file(_layers(4), paths[0])
+    save_file(_layers(4), paths[1])
+    save_file(_layers(4, torch.float16), paths[2])
+    return paths[0], paths[1], paths[2]
+
+
+def test_cli_exit_status_and_output(two_files, capsys) -> None:
+    a, same, other = two_files
+    assert main(["diff", a, same]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "same"
+    assert main(["diff", a, other]) == 1
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 80 and out.splitlines()[-1] == "differ"
+    assert main(["diff", a, other, "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == json.loads(json.dumps(tv.diff(a, other).to_json()))
+    assert main(["diff", a, other, "--content", "--json"]) == 1
+    assert "content" in json.loads(capsys.readouterr().out)
+    assert main(["diff", a, a + ".missing"]) == 2
+    assert "tensorviz diff: error:" in capsys.readouterr().err
+    assert main(["diff", a]) == 2
+
+
+def test_cli_diff_of_files_is_header_only(two_files) -> None:
+    a, _, other = two_files
+    code = (
+        "import sys\nfrom tensorviz.cli import main\n"
+        f"status = main(['diff', {a!r}, {other!r}])\n"
+        "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules, 'imported'\n"
+        "sys.exit(status)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1, done.stderr
