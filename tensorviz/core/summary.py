@@ -161,7 +161,7 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
                 f"also variant {v}: {', '.join(map(str, files))} (variant={v!r} reads it)" for v, files in value.items()
             ]
         elif key == "header":
-            items = [f"header: bytes [{a}, {b}) of {os.path.basename(f)}" for f, (a, b) in value.items()]
+            items = [f"header: bytes [{a}, {b}) of {os.path.basename(f)}" for f, (a, b) in value.items() if b > a]
         elif key == "__metadata__":
             items = [
                 f"__metadata__ of {os.path.basename(f)}: " + _brief({k: v for k, v in md.items() if k not in dropped})

@@ -36,7 +36,7 @@ named as such, never read), every read has a size the format bounds, links out o
 folder are not followed, and no message quotes the bytes of a file that is not in the format.
 
 Which reader opens a file is decided by its first bytes (:mod:`.formats`, the formats table:
-also GGUF in :mod:`.gguf` and NumPy ``.npy``/``.npz`` in :mod:`.numpy_files`); the name decides
+also GGUF in :mod:`.gguf`, NumPy ``.npy``/``.npz`` in :mod:`.numpy_files`, ONNX in :mod:`.onnx_files`); the name decides
 only when no format's magic matches. This module is the entry point and reads model folders; the readers: ``safetensors`` (headers)
 with ``st_rules`` (safetensors' own validation rules), ``checkpoint`` (torch zip checkpoints)
 with ``ckpt_walk`` (the bounded walk of what a pickle holds), ``shards`` (which reader a file

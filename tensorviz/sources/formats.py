@@ -71,8 +71,8 @@ def _is_onnx(head: bytes, size: int) -> bool:
     return len(head) >= 3 and head[0] == 0x08 and 1 <= head[1] <= 0x7F and head[2] in _MODEL_FIELDS
 
 
-# Tags of ModelProto's fields 2-8 and 14, 20, 25 (length-delimited) and 5 (model_version, varint).
-_MODEL_FIELDS = frozenset((0x12, 0x1A, 0x22, 0x28, 0x32, 0x3A, 0x42, 0x72, 0xA2, 0xCA))
+# Tags of ModelProto's fields 2-8 and 14, 20, 25, 26 (length-delimited) and 5 (model_version, varint).
+_MODEL_FIELDS = frozenset((0x12, 0x1A, 0x22, 0x28, 0x32, 0x3A, 0x42, 0x72, 0xA2, 0xCA, 0xD2))
 
 
 # -- the readers (each imports its module, and any optional dependency, when such a file is opened) --
@@ -106,6 +106,12 @@ def _npz_part(path: str) -> Part:
     return npz_part(path)
 
 
+def _onnx_part(path: str) -> Part:
+    from tensorviz.sources.onnx_files import onnx_part
+
+    return onnx_part(path)
+
+
 FORMATS: tuple[Format, ...] = (
     Format("safetensors", "an 8-byte little-endian header length followed by '{'", _is_safetensors,
            (".safetensors",), _safetensors_part),
@@ -113,6 +119,7 @@ FORMATS: tuple[Format, ...] = (
     Format("npy", "the magic '\\x93NUMPY'", lambda head, size: head[:6] == b"\x93NUMPY", (".npy",), _npy_part),
     Format("npz", "a zip archive whose first member is a .npy", _is_npz, (".npz",), _npz_part),
     Format("torch", "a zip archive (torch.save) or a pickle", _is_torch, TORCH_EXTS, _torch_part),
+    Format("onnx", "an ONNX ModelProto (protobuf: ir_version, field 1, first)", _is_onnx, (".onnx",), _onnx_part),
     Format("index", "a JSON object (a *.index.json of shards)", lambda head, size: head.lstrip()[:1] == b"{",
            (".json",), None),
 )  # fmt: skip
