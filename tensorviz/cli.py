@@ -47,7 +47,9 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
 
     Top level: ``schema``, ``version``, ``tensorviz_version``, ``source``, ``storages``,
     ``views``, ``groups`` (``{"storage": [...], "span": [...], "overlap": [...]}``),
-    ``skipped`` and ``metadata``. A storage key is ``[device, identity]``; views and groups
+    ``skipped``, ``metadata`` and ``categories`` (bytes per category of training state, counted
+    once; each view's ``category``: weights, buffers, gradients, optimizer, copies, other or
+    ""). A storage key is ``[device, identity]``; views and groups
     also give ``storage_index``, the position in ``storages``. New fields may be added within
     a version; a renamed or removed field bumps ``version``.
 
@@ -71,7 +73,16 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
         "groups": {by: [_group_json(g, index) for g in layout.groups(by)] for by in _GROUPINGS},
         "skipped": [{"name": s.name, "reason": s.reason} for s in layout.skipped],
         "metadata": _plain(layout.metadata),
+        "categories": _categories_json(layout),
     }
+
+
+def _categories_json(layout: Any) -> dict[str, int]:
+    """Bytes per category, counted once (as the module tree counts them); {} unless the layout
+    is training state (gradients, optimizer state, copies...)."""
+    from tensorviz.core.categories import is_training
+
+    return dict(layout.tree().root.categories) if is_training(layout) else {}
 
 
 def _storage_json(s: Any) -> dict[str, Any]:
@@ -107,6 +118,7 @@ def _view_json(v: Any, index: dict) -> dict[str, Any]:
         "is_contiguous": v.is_contiguous,
         "exact": v.exact,
         "note": v.note,
+        "category": v.category,
     }
 
 

@@ -72,7 +72,9 @@ def test_json_schema(sliced_ckpt, capsys):
         "groups",
         "skipped",
         "metadata",
+        "categories",  # training state by category ({} here: a plain state dict)
     }
+    assert doc["categories"] == {}
     layout = tv.analyze(sliced_ckpt)
     b = next(v for v in doc["views"] if v["name"] == "b")
     assert b == {
@@ -92,6 +94,7 @@ def test_json_schema(sliced_ckpt, capsys):
         "is_contiguous": True,
         "exact": True,
         "note": "",
+        "category": "",
     }
     assert [v["name"] for v in doc["views"]] == list(layout.names)
     s0 = doc["storages"][0]

@@ -252,3 +252,55 @@ def test_state_across_ranks(spawned: dict, scenario: str) -> None:
         ]
     # as bucket views, the parameters are views of one flat bucket per rank
     assert ranks[0]["facts"]["weight_storages"] == (2 if scenario == "zero_bucket" else 6)
+
+
+# -- categories in the model map, the text summary and JSON ----------------------------------------
+def test_category_totals_counted_once() -> None:
+    model = Tied()
+    opt = stepped(model, OPTIMIZERS["adam"])
+    layout = tv.analyze(model, optimizer=opt)
+    params = list(model.parameters())  # 5 objects: the tied weight once
+    weights = sum(p.numel() * 4 for p in params)
+    assert weights == (11 * 6 + 6 + 6 + 36 + 6) * 4
+    tree = layout.tree()
+    assert tree.optimizer == "Adam"
+    assert dict(tree.root.categories) == {
+        "weights": weights,  # head.weight is embed.weight: counted once
+        "buffers": 6 * 4,
+        "gradients": weights,
+        "optimizer": 2 * weights + 4 * len(params),  # exp_avg, exp_avg_sq and a float32 step each
+    }
+    assert sum(dict(tree.root.categories).values()) == layout.unique_nbytes
+    # a module's optimizer state is counted where its parameters are
+    mid = dict(tree.find("mid").categories)
+    assert mid == {"weights": 42 * 4, "gradients": 42 * 4, "optimizer": 2 * 42 * 4 + 8}
+    line = next(line for line in str(layout).splitlines() if line.startswith("by category"))
+    assert line == "by category (counted once): weights 480 B · buffers 24 B · grads 480 B · Adam 980 B"
+    mid_line = next(
+        line for line in tree.to_text().splitlines() if line.startswith("├─ mid") or line.startswith("└─ mid")
+    )
+    assert mid_line.endswith("weights 168 B · grads 168 B · Adam 344 B")
+    assert "6 parameters, 1 buffers" in str(layout)  # names; grads and state are not parameters
+
+
+def test_categories_in_json_and_cli(tmp_path) -> None:
+    from tensorviz.cli import layout_to_json, main
+
+    model = untied()
+    opt = stepped(model, OPTIMIZERS["sgd_momentum"])
+    doc = layout_to_json(tv.analyze(model, optimizer=opt, grad=False))
+    cats = {v["name"]: v["category"] for v in doc["views"]}
+    assert cats["0.weight"] == "weights" and cats["3.running_mean"] == "buffers"
+    assert cats["optimizer.0.weight.momentum_buffer"] == "optimizer"
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    assert doc["categories"] == {"weights": weights, "buffers": 3 * 4 * 2 + 8, "optimizer": weights}
+    assert layout_to_json(tv.analyze(model))["categories"] == {}
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+    out = tmp_path / "out.json"
+    assert main([str(path), "--json", str(out)]) == 0
+    import json
+
+    doc = json.loads(out.read_text())
+    assert doc["categories"] == {"weights": weights, "buffers": 3 * 4 * 2 + 8, "optimizer": weights}
+    assert doc["metadata"]["training"]["optimizers"]["optimizer"]["mapped_by"] == "param_names"

@@ -243,6 +243,13 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
     def names(self) -> tuple[str, ...]:
         return tuple(self._names)
 
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """Each view's category, in source order: weights, buffers, gradients, optimizer, copies,
+        other (:data:`~tensorviz.core.records.CATEGORIES`), or "" where the source cannot tell."""
+        raw = self._raw
+        return self._cached("categories", lambda: tuple(map(raw.category_of, range(len(self)))))
+
     def __len__(self) -> int:
         return len(self._rows)
 

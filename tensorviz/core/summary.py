@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
+from tensorviz.core.categories import category_words, is_training, training_lines
 from tensorviz.core.fsdp import fsdp_lines
 from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
@@ -132,12 +133,16 @@ def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str
 def header_lines(layout: Layout) -> list[str]:
     """How many tensors on how many storages, and the three byte totals."""
     n, ns = len(layout), len(layout.storages)
-    return [
+    lines = [
         f"{n} tensor{'s' * (n != 1)} on {ns} {storage_noun(layout)}{'s' * (ns != 1)}"
         + (f" ({layout.source})" if layout.source else ""),
         f"unique bytes {format_bytes(layout.unique_nbytes)} · sum of views "
         f"{format_bytes(layout.naive_nbytes)} · storages {format_bytes(layout.storage_nbytes)}",
     ]
+    if is_training(layout):
+        tree = layout.tree()
+        lines.append(f"by category (counted once): {category_words(tree.root.categories, tree.optimizer)}")
+    return lines
 
 
 def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]:
@@ -170,6 +175,8 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
             ]
         elif key == "fsdp":
             items = fsdp_lines(value)
+        elif key == "training":
+            items = training_lines(value)
         elif key == "values":
             more = metadata.get("values_omitted")
             items = [f"values: {_brief(values)}" + (f" (+{more} more)" if more else "")]

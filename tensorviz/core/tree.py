@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
+from tensorviz.core.categories import category_bytes, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 
 if TYPE_CHECKING:
@@ -73,6 +74,7 @@ class Node:
     counted_in: tuple[str, str] = ()
     view: TensorView | None = field(default=None, repr=False)
     reason: str = ""
+    categories: tuple[tuple[str, int], ...] = ()  # training state: bytes per category, counted once
     kept: tuple[int, int] = ()  # (storage bytes, bytes of it no tensor reads): core.keepalive
 
     @property
@@ -109,6 +111,7 @@ class ModelTree:
     total_nbytes: int
     storage_nbytes: int
     has_modules: bool
+    optimizer: str = ""  # the optimizer's class name, for "Adam 2.0 GiB" in category totals
 
     def find(self, path: str) -> Node:
         """The node of a prefix or tensor name (KeyError naming the nearest existing prefix)."""
@@ -149,8 +152,9 @@ def model_tree(layout: Layout) -> ModelTree:
     unsaved = set(mods.get("not_saved", ()))
     acc = _Acc()
     for i, v in enumerate(views):
-        kind = _role(v.name, bool(mods), buffers, unsaved)
+        kind = role(v.name, v.category, bool(mods), buffers, unsaved)
         acc.add_view(v, kind, own[i], partners.get(v.name, ()), counted.get(v.name, ()))
+    acc.cats = category_bytes(layout, own, _prefixes)
     for sk in layout.skipped:
         acc.add_skipped(sk.name, sk.reason)
     acc.kept = storages_kept_alive(layout)
@@ -158,15 +162,7 @@ def model_tree(layout: Layout) -> ModelTree:
     shared = _shared_per_prefix(distinct_groups, owned, runs)
     total = sum(own)
     root = acc.freeze("", classes, shared, total)
-    return ModelTree(root, total, layout.storage_nbytes, bool(mods))
-
-
-def _role(name: str, live: bool, buffers: set, unsaved: set) -> str:
-    if not live:
-        return "tensor"
-    if name in unsaved:
-        return "buffer (not saved)"
-    return "buffer" if name in buffers else "parameter"
+    return ModelTree(root, total, layout.storage_nbytes, bool(mods), optimizer_name(layout))
 
 
 def _attribution(layout: Layout) -> tuple[list[int], list[tuple[str, ...]], dict, dict, dict]:
@@ -326,6 +322,7 @@ class _Acc:
         self.kids: dict[str, dict[str, None]] = {}
         self.leaf: dict[str, tuple] = {}
         self.kept: dict[str, tuple[int, int]] = {}
+        self.cats: dict[str, tuple[tuple[str, int], ...]] = {}
 
     def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
         """Record one name's own totals; prefixes sum their children when frozen."""
@@ -397,4 +394,5 @@ class _Acc:
             view=view,
             reason=reason,
             kept=self.kept.get(path, ()),
+            categories=self.cats.get(path, ()),
         )

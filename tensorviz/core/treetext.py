@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tensorviz.core.categories import category_words
 from tensorviz.core.names import elide, terminal
 from tensorviz.core.units import format_bytes
 
@@ -46,7 +47,7 @@ def tree_lines(tree: ModelTree, depth: int | None = None, max_children: int | No
     """Lines of the tree down to ``depth`` levels, at most ``max_children`` per node (the rest
     summed on one ``…`` line)."""
     rows: list[tuple[str, str]] = []
-    _walk(tree.root, "", "", depth, max_children, rows)
+    _walk(tree.root, "", "", depth, max_children, rows, tree.optimizer)
     width = max(len(left) for left, _ in rows)
     return [f"{left:<{width}}  {right}".rstrip() for left, right in rows]
 
@@ -55,8 +56,8 @@ def tree_text(tree: ModelTree, depth: int | None = None, max_children: int | Non
     return "\n".join(tree_lines(tree, depth, max_children))
 
 
-def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None, rows: list) -> None:
-    rows.append((lead + _label(node), _numbers(node, root=not node.path)))
+def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None, rows: list, opt: str = "") -> None:
+    rows.append((lead + _label(node), _numbers(node, root=not node.path, optimizer=opt)))
     if depth is not None and depth <= 0:
         return
     kids = alike_runs(node.children)
@@ -66,11 +67,11 @@ def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None
         last = i == len(shown) - 1 and not rest
         lead, below = indent + ("└─ " if last else "├─ "), indent + ("   " if last else "│  ")
         if len(run) == 1:
-            _walk(run[0], lead, below, _less(depth), cap, rows)
+            _walk(run[0], lead, below, _less(depth), cap, rows, opt)
             continue
         rows.append((lead + _run_label(run), _run_numbers(run)))
         if depth is None or depth > 1:  # one of them stands for all
-            _walk(run[0], below + "└─ ", below + "   ", _less(_less(depth)), cap, rows)
+            _walk(run[0], below + "└─ ", below + "   ", _less(_less(depth)), cap, rows, opt)
     if rest:
         nbytes = sum(c.nbytes for c in rest)
         share = nbytes / node.nbytes * node.fraction if node.nbytes else 0.0
@@ -117,7 +118,7 @@ def _label(node: Node) -> str:
     return f"{name}  {_show(node.kind)}" if node.path else _show(node.kind)
 
 
-def _numbers(node: Node, root: bool = False) -> str:
+def _numbers(node: Node, root: bool = False, optimizer: str = "") -> str:
     if node.kind == "skipped":
         return f"{'—':>9} {'':6}  skipped: {node.reason}"
     text = f"{format_bytes(node.nbytes):>9} {node.fraction:6.1%} {format_count(node.numel):>6}"
@@ -138,6 +139,8 @@ def _numbers(node: Node, root: bool = False) -> str:
         )
     if not node.is_tensor and node.nskipped:
         text += f"  ({node.nskipped} skipped)"
+    if len(node.categories) > 1:  # training state: what the module's bytes are
+        text += "  " + category_words(node.categories, optimizer)
     return text
 
 

@@ -1,0 +1,153 @@
+"""Training state by category: weights, buffers, gradients, optimizer state, copies, other.
+
+Pure Python (no torch). A view's category comes from its source (:attr:`TensorView.category`);
+this module says which layouts are training state, where an optimizer state view belongs in the
+model (its parameter's module: ``optimizer.layers.0.attn.q.weight.exp_avg`` is the optimizer
+state of module ``layers.0.attn.q``) and how totals read ("weights 1.0 GiB · grads 1.0 GiB ·
+Adam 2.0 GiB").
+
+>>> category_words([("weights", 2**30), ("gradients", 2**30), ("optimizer", 2**31)], optimizer="Adam")
+'weights 1.0 GiB · grads 1.0 GiB · Adam 2.0 GiB'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from tensorviz.core.records import CATEGORIES
+from tensorviz.core.units import format_bytes
+
+if TYPE_CHECKING:
+    from tensorviz.core.layout import Layout
+
+__all__ = ["CATEGORIES", "LABELS", "TRAINING", "category_words", "is_training", "homes", "home_of"]
+
+#: Short words for each category in totals and legends.
+LABELS = {
+    "weights": "weights",
+    "buffers": "buffers",
+    "gradients": "grads",
+    "optimizer": "optimizer state",
+    "copies": "copies (EMA, masters)",
+    "other": "other",
+}
+#: Categories that only training state has: a layout holding one of them is training state.
+TRAINING = ("gradients", "optimizer", "copies", "other")
+
+
+def is_training(layout: Layout) -> bool:
+    """Whether any view is a gradient, optimizer state, a copy or other training state."""
+    return "training" in layout.metadata or any(c in TRAINING for c in set(layout.categories))
+
+
+def category_words(pairs: Iterable[tuple[str, int]], optimizer: str = "") -> str:
+    """``category bytes`` joined with " · ", in :data:`CATEGORIES` order, zero totals left out;
+    the optimizer's state is named after the optimizer when known."""
+    totals = dict(pairs)
+    words = []
+    for c in (*CATEGORIES, ""):
+        if totals.get(c):
+            label = optimizer if c == "optimizer" and optimizer else LABELS.get(c, "unclassified")
+            words.append(f"{label} {format_bytes(totals[c])}")
+    return " · ".join(words)
+
+
+def optimizer_name(layout: Layout) -> str:
+    """The optimizer's class name when the layout came with one (live), else ""."""
+    facts = layout.metadata.get("training")
+    name = facts.get("optimizer", "") if isinstance(facts, Mapping) else ""
+    return name if isinstance(name, str) else ""
+
+
+def homes(layout: Layout) -> dict[str, str]:
+    """``{optimizer prefix: model prefix}``: where the parameters an optimizer's state is named
+    after live in the layout ("" for a live model's own names)."""
+    facts = layout.metadata.get("training")
+    if not isinstance(facts, Mapping):
+        return {}
+    if "optimizer" in facts and isinstance(facts.get("optimizer"), str):
+        return {"optimizer": ""}
+    out = {}
+    for prefix, info in (facts.get("optimizers") or {}).items():
+        if isinstance(info, Mapping) and info.get("mapped_by"):
+            out[prefix] = str(info.get("model") or "")
+    return out
+
+
+def home_of(name: str, where: Mapping[str, str]) -> str:
+    """The module path an optimizer state view belongs to (its parameter's), or "" if none.
+
+    >>> home_of("optimizer.0.weight.exp_avg", {"optimizer": ""})
+    '0.weight'
+    >>> home_of("optim.fc.bias.step", {"optim": "model"})
+    'model.fc.bias'
+    """
+    for prefix, model in where.items():
+        if name.startswith(prefix + "."):
+            param = name[len(prefix) + 1 :].rpartition(".")[0]
+            if param:
+                return f"{model}.{param}" if model else param
+    return ""
+
+
+def training_lines(facts: object) -> list[str]:
+    """``metadata["training"]`` in words: the optimizer (and wrapper, notes) of a live model, or
+    how each optimizer of a checkpoint was mapped to parameter names, or why it was not.
+
+    >>> training_lines({"optimizers": {"optim": {"mapped_by": "", "why_not": "no saved param_names", "model": ""}}})
+    ['optimizer state optim.state.<i>: not named after parameters: no saved param_names']
+    """
+    if not isinstance(facts, Mapping):
+        return []
+    if isinstance(facts.get("optimizer"), str):
+        opt, wrapper = facts.get("optimizer") or "none", facts.get("wrapper")
+        head = f"optimizer: {opt}" + (f" (in {wrapper})" if wrapper else "")
+        return [head, *map(str, facts.get("notes") or ())]
+    out = []
+    for prefix, info in (facts.get("optimizers") or {}).items():
+        if not isinstance(info, Mapping):
+            continue
+        if info.get("mapped_by"):
+            out.append(f"optimizer state {prefix}.<param name>.<key>: named by {info['mapped_by']}")
+        else:
+            out.append(f"optimizer state {prefix}.state.<i>: not named after parameters: {info.get('why_not')}")
+    return out
+
+
+_ROLES = {"gradients": "gradient", "optimizer": "optimizer state", "copies": "copy", "other": "other"}
+
+
+def role(name: str, category: str, live: bool, buffers: set, unsaved: set) -> str:
+    """What a name is in the module tree: its training role (gradient, optimizer state...), or
+    for a live module's own tensors parameter, buffer or buffer (not saved); else "tensor"."""
+    if category in _ROLES:
+        return _ROLES[category]
+    if not live:
+        return "tensor"
+    if name in unsaved:
+        return "buffer (not saved)"
+    return "buffer" if name in buffers else "parameter"
+
+
+def category_bytes(
+    layout: Layout, own: Sequence[int], prefixes: Callable[[str], list[str]]
+) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Per prefix of the module tree (``prefixes(name)`` lists a name's), the bytes each view
+    owns (``own``: counted once, see :mod:`tensorviz.core.tree`) summed by category, in
+    :data:`CATEGORIES` order; an optimizer state view also counts under its parameter's
+    modules (:func:`home_of`). Empty unless the layout is training state."""
+    if not is_training(layout):
+        return {}
+    where = homes(layout)
+    cats: dict[str, dict[str, int]] = {}
+    for v, nbytes in zip(layout.views, own):
+        chain = prefixes(v.name)
+        home = home_of(v.name, where) if v.category == "optimizer" and where else ""
+        if home:
+            chain = list(dict.fromkeys(chain + prefixes(home)))
+        for p in chain:
+            per = cats.setdefault(p, {})
+            per[v.category] = per.get(v.category, 0) + nbytes
+    order = {c: i for i, c in enumerate(CATEGORIES)}
+    return {p: tuple(sorted(per.items(), key=lambda kv: order.get(kv[0], len(order)))) for p, per in cats.items()}
