@@ -96,12 +96,28 @@ def analyze(
     return _analyze(obj, group=group, variant=variant, optimizer=optimizer, grad=grad)
 
 
-def explain(*tensors: Any, names: Any = None, width: float | None = None, region: Any = None):
+def explain(
+    *tensors: Any, names: Any = None, width: float | None = None, region: Any = None, interactive: bool = False
+):
     """Teaching figure: how each view's logical indices map onto its storage's cells (a large
     tensor is drawn as its corner, or as ``region``).
 
+    With ``interactive=True``, the same panel as a widget drawn in the browser: hover an element
+    to light its storage cell and formula, hover a cell to light every element reading it, and
+    type shapes, strides and offsets into the stride playground (see
+    :mod:`tensorviz.explorer.explain_widget`; needs the ``widgets`` extra). Its display carries
+    the static PNG for pages without a kernel.
+
     See :func:`tensorviz.render.explain.explain` (imported on first use: it needs torch).
+
+    >>> import torch, tensorviz as tv
+    >>> tv.explain(torch.zeros(2, 3)).get_size_inches()[0] >= 6
+    True
     """
+    if interactive:
+        from tensorviz.explorer.explain_widget import explain_widget
+
+        return explain_widget(*tensors, names=names, width=width, region=region)
     from tensorviz.render.explain import explain as _explain
 
     return _explain(*tensors, names=names, width=width, region=region)
