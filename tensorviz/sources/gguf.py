@@ -31,8 +31,9 @@ header, :data:`MAX_TENSORS` tensors and :data:`MAX_ARRAY_STRINGS` strings in arr
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.layout import Layout
@@ -81,10 +82,10 @@ _STRING, _ARRAY = 8, 9
 _SHORT_TEXT = 120  # metadata strings longer than this are summarised by their length
 
 
-@dataclass(frozen=True)
-class GGUFTensor:
+class GGUFTensor(NamedTuple):
     """One tensor info of a GGUF header: name, ``ne`` (GGUF order, innermost first), ggml type
-    id, offset in the data section and size in bytes (from the block table)."""
+    id, offset in the data section and size in bytes (from the block table). A NamedTuple: a
+    header may hold 100,000 of them."""
 
     name: str
     ne: tuple[int, ...]
@@ -254,27 +255,62 @@ def _read_infos(r: Reader, n_tensors: int) -> list[GGUFTensor]:
     infos: list[GGUFTensor] = []
     seen: set[str] = set()
     for k in range(n_tensors):
-        n, name = r.string(f"the name of tensor {k}", keep=MAX_NAME - 1)
-        if name is None:
-            raise FileFormatError(
-                f"{r.path}: tensor {k}'s name is {n} bytes; ggml allows at most {MAX_NAME - 1} (GGML_MAX_NAME)"
-            )
-        where = f"{r.path}: tensor {name!r}"
-        n_dims = r.u32(f"the dimension count of tensor {name!r}")
-        if n_dims > MAX_DIMS:
-            raise FileFormatError(f"{where}: {n_dims} dimensions; ggml allows at most {MAX_DIMS}")
-        ne = tuple(r.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims))
-        type_id = r.u32(f"the type of tensor {name!r}")
-        offset = r.u64(f"the offset of tensor {name!r}")
+        name, ne, type_id, offset = _fast_info(r) or _slow_info(r, k)
         if name in seen:
-            raise FileFormatError(f"{where}: named twice; ggml refuses duplicate tensor names")
+            raise FileFormatError(f"{r.path}: tensor {name!r}: named twice; ggml refuses duplicate tensor names")
         seen.add(name)
-        infos.append(GGUFTensor(name, ne, type_id, offset, _nbytes(where, ne, type_id)))
+        infos.append(GGUFTensor(name, ne, type_id, offset, _nbytes(r.path, name, ne, type_id)))
     return infos
 
 
-def _nbytes(where: str, ne: tuple[int, ...], type_id: int) -> int:
+_U32 = struct.Struct("<I").unpack_from
+_U64 = struct.Struct("<Q").unpack_from
+_TYPE_OFFSET = struct.Struct("<IQ").unpack_from
+_DIMS = [struct.Struct(f"<{n}Q").unpack_from for n in range(MAX_DIMS + 1)]
+
+
+def _fast_info(r: Reader) -> tuple[str, tuple[int, ...], int, int] | None:
+    """A tensor info read straight from the buffer when it is all there and well formed; None
+    otherwise (then :func:`_slow_info` reads it field by field and names what is wrong)."""
+    buf, i = r.buf, r.i
+    end = len(buf)
+    if i + 8 > end:
+        return None
+    n = _U64(buf, i)[0]
+    j = i + 8 + n
+    if n >= MAX_NAME or j + 4 > end:
+        return None
+    n_dims = _U32(buf, j)[0]
+    stop = j + 16 + 8 * n_dims
+    if n_dims > MAX_DIMS or stop > end:
+        return None
+    try:
+        name = buf[i + 8 : j].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    ne = _DIMS[n_dims](buf, j + 4)
+    type_id, offset = _TYPE_OFFSET(buf, j + 4 + 8 * n_dims)
+    r.i = stop
+    return name, ne, type_id, offset
+
+
+def _slow_info(r: Reader, k: int) -> tuple[str, tuple[int, ...], int, int]:
+    n, name = r.string(f"the name of tensor {k}", keep=MAX_NAME - 1)
+    if name is None:
+        raise FileFormatError(
+            f"{r.path}: tensor {k}'s name is {n} bytes; ggml allows at most {MAX_NAME - 1} (GGML_MAX_NAME)"
+        )
+    n_dims = r.u32(f"the dimension count of tensor {name!r}")
+    if n_dims > MAX_DIMS:
+        raise FileFormatError(f"{r.path}: tensor {name!r}: {n_dims} dimensions; ggml allows at most {MAX_DIMS}")
+    ne = tuple(r.u64(f"dimension {d} of tensor {name!r}") for d in range(n_dims))
+    type_id = r.u32(f"the type of tensor {name!r}")
+    return name, ne, type_id, r.u64(f"the offset of tensor {name!r}")
+
+
+def _nbytes(path: str, name: str, ne: tuple[int, ...], type_id: int) -> int:
     """The tensor's bytes from the block table, refusing what ggml refuses."""
+    where = f"{path}: tensor {name!r}"
     facts = GGML_TYPES.get(type_id)
     if facts is None:
         raise FileFormatError(

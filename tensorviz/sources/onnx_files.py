@@ -58,6 +58,10 @@ ONNX_TYPES: dict[int, tuple[str, int, str]] = {
 
 # -- protobuf wire format ----------------------------------------------------------------------------
 def _varint(r: Reader, what: str) -> int:
+    buf, i = r.buf, r.i
+    if i < len(buf) and buf[i] < 0x80:  # most tags and lengths: one byte
+        r.i = i + 1
+        return buf[i]
     shift = value = 0
     for _ in range(10):
         r.need(1, what)
