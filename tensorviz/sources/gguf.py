@@ -39,6 +39,7 @@ from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Logical, StorageInfo
 from tensorviz.sources.bounded import Reader
+from tensorviz.sources.gguf_types import GGML_TYPES, SCALAR, VALUE_TYPES
 from tensorviz.sources.parts import Part, merge, open_regular
 from tensorviz.sources.safetensors import _contiguous_stride
 
@@ -54,30 +55,6 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NAME = 64  # GGML_MAX_NAME: a tensor name has at most 63 bytes
 DEFAULT_ALIGNMENT = 32
 
-#: ggml type id -> (name, elements per block, bytes per block, torch dtype name or "" when the
-#: type is block-quantized). ggml's own table (``ggml.c`` type_traits; gguf-py's
-#: ``GGML_QUANT_SIZES``); ids 4, 5, 31-33 and 36-38 were removed from ggml and are refused.
-GGML_TYPES: dict[int, tuple[str, int, int, str]] = {
-    0: ("F32", 1, 4, "float32"), 1: ("F16", 1, 2, "float16"), 2: ("Q4_0", 32, 18, ""),
-    3: ("Q4_1", 32, 20, ""), 6: ("Q5_0", 32, 22, ""), 7: ("Q5_1", 32, 24, ""), 8: ("Q8_0", 32, 34, ""),
-    9: ("Q8_1", 32, 40, ""), 10: ("Q2_K", 256, 84, ""), 11: ("Q3_K", 256, 110, ""),
-    12: ("Q4_K", 256, 144, ""), 13: ("Q5_K", 256, 176, ""), 14: ("Q6_K", 256, 210, ""),
-    15: ("Q8_K", 256, 292, ""), 16: ("IQ2_XXS", 256, 66, ""), 17: ("IQ2_XS", 256, 74, ""),
-    18: ("IQ3_XXS", 256, 98, ""), 19: ("IQ1_S", 256, 50, ""), 20: ("IQ4_NL", 32, 18, ""),
-    21: ("IQ3_S", 256, 110, ""), 22: ("IQ2_S", 256, 82, ""), 23: ("IQ4_XS", 256, 136, ""),
-    24: ("I8", 1, 1, "int8"), 25: ("I16", 1, 2, "int16"), 26: ("I32", 1, 4, "int32"),
-    27: ("I64", 1, 8, "int64"), 28: ("F64", 1, 8, "float64"), 29: ("IQ1_M", 256, 56, ""),
-    30: ("BF16", 1, 2, "bfloat16"), 34: ("TQ1_0", 256, 54, ""), 35: ("TQ2_0", 256, 66, ""),
-    39: ("MXFP4", 32, 17, ""), 40: ("NVFP4", 64, 36, ""), 41: ("Q1_0", 128, 18, ""),
-}  # fmt: skip
-
-# GGUF value types: id -> (name, fixed size in bytes; 0 for STRING and ARRAY).
-_VALUE_TYPES = {
-    0: ("UINT8", 1), 1: ("INT8", 1), 2: ("UINT16", 2), 3: ("INT16", 2), 4: ("UINT32", 4), 5: ("INT32", 4),
-    6: ("FLOAT32", 4), 7: ("BOOL", 1), 8: ("STRING", 0), 9: ("ARRAY", 0), 10: ("UINT64", 8), 11: ("INT64", 8),
-    12: ("FLOAT64", 8),
-}  # fmt: skip
-_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 _SHORT_TEXT = 120  # metadata strings longer than this are summarised by their length
 
@@ -205,10 +182,10 @@ def _read_kv(r: Reader, n_kv: int) -> dict[str, _Value]:
 
 
 def _type_name(r: Reader, t: int, where: str) -> str:
-    if t not in _VALUE_TYPES:
-        known = ", ".join(f"{i} {n}" for i, (n, _) in _VALUE_TYPES.items())
+    if t not in VALUE_TYPES:
+        known = ", ".join(f"{i} {n}" for i, (n, _) in VALUE_TYPES.items())
         raise FileFormatError(f"{r.path}: {where} has value type {t}, which GGUF does not define (known: {known})")
-    return _VALUE_TYPES[t][0]
+    return VALUE_TYPES[t][0]
 
 
 def _read_value(r: Reader, t: int, where: str) -> Any:
@@ -217,7 +194,7 @@ def _read_value(r: Reader, t: int, where: str) -> Any:
         n, text = r.string(f"the value of {where}", keep=_SHORT_TEXT)
         return text if text is not None else {"type": "STRING", "length": n}
     if t != _ARRAY:
-        return r.unpack(_SCALAR[t], _VALUE_TYPES[t][1], f"the {name} value of {where}")
+        return r.unpack(SCALAR[t], VALUE_TYPES[t][1], f"the {name} value of {where}")
     item = r.u32(f"the item type of array {where}")
     item_name = _type_name(r, item, f"array {where}")
     count = r.u64(f"the length of array {where}")
@@ -234,7 +211,7 @@ def _read_value(r: Reader, t: int, where: str) -> Any:
             )
         r.skip_strings(count, f"array {where}")
     else:
-        r.skip(count * _VALUE_TYPES[item][1], f"the {count} {item_name} items of array {where}")
+        r.skip(count * VALUE_TYPES[item][1], f"the {count} {item_name} items of array {where}")
     return {"type": f"ARRAY[{item_name}]", "length": count}
 
 
@@ -243,7 +220,7 @@ def _alignment(path: str, metadata: dict[str, _Value]) -> int:
     if v is None:
         return DEFAULT_ALIGNMENT
     if v.type_id != 4:
-        raise FileFormatError(f"{path}: general.alignment has type {_VALUE_TYPES[v.type_id][0]}; ggml requires UINT32")
+        raise FileFormatError(f"{path}: general.alignment has type {VALUE_TYPES[v.type_id][0]}; ggml requires UINT32")
     a = v.value
     if a == 0 or a & (a - 1):
         raise FileFormatError(f"{path}: general.alignment is {a}, not a power of two; ggml refuses it")
