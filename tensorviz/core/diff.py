@@ -311,25 +311,23 @@ def _changes(ca: _Columns, cb: _Columns, ia: np.ndarray, ib: np.ndarray, names_a
 
 def _groups_not_kept(x: Layout, y: Layout, to_y: np.ndarray, by: str) -> tuple[frozenset[str], ...]:
     """Groups of ``by`` with two or more names in ``x`` whose names are not all matched into
-    one group of ``y`` (``to_y``: per view of x, its match in y or -1)."""
+    one group of ``y`` (``to_y``: per view of x, its match in y or -1). Vectorised: each
+    member's group label in y (a unique negative number when unmatched), then per group the
+    least and greatest label over its members, which are contiguous in ``order``."""
     order, bounds = x.group_members(by)
     sizes = np.diff(bounds)
-    big = np.flatnonzero(sizes >= 2)
-    if not big.size:
+    if not (sizes >= 2).any():
         return ()
+    in_big = np.repeat(sizes >= 2, sizes)
+    members = order[in_big]
+    partner = to_y[members]
     label_y = y.group_index(by) if len(y) else np.zeros(0, np.int64)
-    lost = []
-    for g in big.tolist():
-        members = order[bounds[g] : bounds[g + 1]]
-        partner = to_y[members]
-        if (partner < 0).any():
-            lost.append(members)
-            continue
-        labels = label_y[partner]
-        if (labels != labels[0]).any():
-            lost.append(members)
-    names = x.names
-    return tuple(frozenset(names[i] for i in members.tolist()) for members in lost)
+    labels = np.where(partner >= 0, label_y[np.maximum(partner, 0)] if label_y.size else -1, -1 - members)
+    starts = np.concatenate(([0], np.cumsum(sizes[sizes >= 2])[:-1]))
+    lo, hi = np.minimum.reduceat(labels, starts), np.maximum.reduceat(labels, starts)
+    lost = np.flatnonzero((lo != hi) | (lo < 0))
+    names, ends = x.names, np.append(starts[1:], members.size)
+    return tuple(frozenset(names[i] for i in members[starts[g] : ends[g]].tolist()) for g in lost.tolist())
 
 
 def _dtype_totals(c: _Columns, layout: Layout) -> tuple[DtypeTotal, ...]:

@@ -8,6 +8,8 @@ rules used are returned in words, so a diff always says how it matched names.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,40 +42,50 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
     taken = np.zeros(len(names_b), dtype=bool)
     taken[pos[pos >= 0]] = True
     left_b = np.flatnonzero(~taken).tolist()
-    reduced_a = _reduced(names_a, left_a)
-    reduced_b = _reduced(names_b, left_b)
-    renamed: list[tuple[str, str]] = []
-    counts: dict[tuple, int] = {}
-    for core, (i, strip_a) in reduced_a.items():
-        hit = reduced_b.get(core)
-        if hit is None or i < 0 or hit[0] < 0:
-            continue
-        j, strip_b = hit
-        pos[i] = j
-        renamed.append((names_a[i], names_b[j]))
-        rule = _cancelled(strip_a, strip_b)
-        counts[rule] = counts.get(rule, 0) + 1
-    return pos, renamed, [_rule_words(n, sa, sb) for (sa, sb), n in counts.items()]
+    reduced_a, reduced_b = _reduced(names_a, left_a), _reduced(names_b, left_b)
+    get_b = reduced_b.get
+    pairs = [(i, j, c) for c, i in reduced_a.items() if i >= 0 and (j := get_b(c, -1)) >= 0]
+    if pairs:
+        pos[np.fromiter((p[0] for p in pairs), np.int64, len(pairs))] = np.fromiter(
+            (p[1] for p in pairs), np.int64, len(pairs)
+        )
+    renamed = [(names_a[i], names_b[j]) for i, j, _ in pairs]
+    counts = Counter((a[: len(a) - len(c)], b[: len(b) - len(c)]) for (a, b), (_, _, c) in zip(renamed, pairs))
+    merged: dict[tuple, int] = {}
+    for (sa, sb), n in counts.items():
+        rule = _cancelled(_split(sa), _split(sb))
+        merged[rule] = merged.get(rule, 0) + n
+    return pos, renamed, [_rule_words(n, sa, sb) for (sa, sb), n in merged.items()]
 
 
-def _reduced(names: Sequence[str], positions: list[int]) -> dict[str, tuple[int, tuple[str, ...]]]:
-    """Reduced name -> (position, prefixes removed); position -1 when two names reduce alike."""
-    out: dict[str, tuple[int, tuple[str, ...]]] = {}
-    for i in positions:
-        core, removed = _strip(names[i])
-        out[core] = (-1, removed) if core in out else (i, removed)
+#: Wrapper prefixes at the start of a name, repeated; never the whole name.
+_PREFIXES = re.compile(
+    "^(?:(?:" + "|".join(re.escape(p) for p in sorted(WRAPPER_PREFIXES, key=len, reverse=True)) + ")(?=.))+"
+)
+
+
+def _reduced(names: Sequence[str], positions: list[int]) -> dict[str, int]:
+    """Reduced name -> position; -1 when two names reduce alike (then neither matches)."""
+    sub = _PREFIXES.sub
+    cores = [sub("", names[i], count=1) for i in positions]
+    out = dict(zip(cores, positions))
+    if len(out) != len(cores):
+        seen: set[str] = set()
+        for core in cores:
+            if core in seen:
+                out[core] = -1
+            seen.add(core)
     return out
 
 
-def _strip(name: str) -> tuple[str, tuple[str, ...]]:
-    removed: tuple[str, ...] = ()
-    while True:
-        for p in WRAPPER_PREFIXES:
-            if name.startswith(p) and len(name) > len(p):
-                name, removed = name[len(p) :], (*removed, p)
-                break
-        else:
-            return name, removed
+def _split(removed: str) -> tuple[str, ...]:
+    """The wrapper prefixes a removed start is made of, in order."""
+    out: list[str] = []
+    while removed:
+        p = next(p for p in sorted(WRAPPER_PREFIXES, key=len, reverse=True) if removed.startswith(p))
+        out.append(p)
+        removed = removed[len(p) :]
+    return tuple(out)
 
 
 def _cancelled(strip_a: tuple[str, ...], strip_b: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -1,0 +1,158 @@
+"""How fast is ``tv.diff``, next to its peers in the same run?
+
+Prints (best of ``--repeat`` runs each, seconds and ratios):
+
+* state dicts -- ``tv.diff(a, b)`` of two synthetic state dicts of ``--n`` tensors (and of
+  ``--big`` tensors), next to ``tv.analyze(a)`` of one side (goal: diff <= 2.5x one analyze,
+  linear in tensors). Side b is side a with 1 % of the tensors cast to float16, 1 % of the ties
+  broken (cloned) and every name under a ``module.`` prefix: all of the diff's work is done.
+  Also split: both analyses alone, so what the comparison itself adds is visible;
+* indexes -- ``tv.diff`` of two 100-shard ``*.safetensors.index.json`` checkpoints (the same
+  tensors sharded two ways), header-only, next to ``tv.analyze`` of one index;
+* content -- ``tv.diff(..., content=True)`` of two safetensors files of ``--mib`` MiB each,
+  next to reading the same files with ``readinto`` and hashing every byte with BLAKE2b
+  ("cat-speed hashing"), and plain reading alone (goal: >= 0.8x of cat-speed hashing).
+
+    .venv/bin/python bench/bench_diff.py [--n 100000] [--big 1000000] [--repeat 3] [--mib 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from bench_analyze import synthetic_state_dict
+
+import tensorviz as tv
+
+
+def best(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def other_side(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Side b: 1 % of the tensors cast to float16, 1 % of the ties cloned, names under module."""
+    out = {}
+    for i, (name, t) in enumerate(sd.items()):
+        if i % 100 == 7:
+            t = t.half()
+        elif i % 100 == 5 and name.endswith("head"):
+            t = t.clone()
+        out["module." + name] = t
+    return out
+
+
+def state_dicts(n: int, repeat: int) -> None:
+    a = synthetic_state_dict(n)
+    b = other_side(a)
+    t_analyze = best(lambda: tv.analyze(a), repeat)
+    t_both = best(lambda: (tv.analyze(a)._table, tv.analyze(b)._table), repeat)
+    t_diff = best(lambda: tv.diff(a, b), repeat)
+    d = tv.diff(a, b)
+    print(
+        f"state dicts, {n:>9,} tensors: diff {t_diff:6.3f} s   analyze(a) {t_analyze:6.3f} s   "
+        f"ratio {t_diff / t_analyze:4.2f}x   (both sides analysed and tabled {t_both:6.3f} s)"
+    )
+    print(f"    {len(d.renamed):,} renamed, {len(d.changed):,} changes, {len(d.ties_lost):,} ties lost")
+
+
+def write_index(folder: str, tensors: dict[str, torch.Tensor], shards: int) -> str:
+    from safetensors.torch import save_file
+
+    names = list(tensors)
+    weight_map = {}
+    for s in range(shards):
+        part = names[s::shards]
+        fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+        save_file({k: tensors[k] for k in part}, os.path.join(folder, fname))
+        weight_map.update(dict.fromkeys(part, fname))
+    index = os.path.join(folder, "model.safetensors.index.json")
+    with open(index, "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    return index
+
+
+def indexes(repeat: int, per_shard: int = 100) -> None:
+    torch.manual_seed(0)
+    tensors = {f"model.layers.{i // 10}.w{i % 10}": torch.zeros(4, 4) for i in range(100 * per_shard)}
+    with tempfile.TemporaryDirectory() as root:
+        os.mkdir(os.path.join(root, "a"))
+        os.mkdir(os.path.join(root, "b"))
+        ia = write_index(os.path.join(root, "a"), tensors, 100)
+        shuffled = dict(reversed(list(tensors.items())))
+        ib = write_index(os.path.join(root, "b"), shuffled, 100)
+        t_analyze = best(lambda: tv.analyze(ia), repeat)
+        t_diff = best(lambda: tv.diff(ia, ib), repeat)
+        moved = len(tv.diff(ia, ib).moved)
+    print(
+        f"two 100-shard indexes, {len(tensors):,} tensors: diff {t_diff:6.3f} s   analyze(index) {t_analyze:6.3f} s   "
+        f"ratio {t_diff / t_analyze:4.2f}x   ({moved:,} tensors in another shard)"
+    )
+
+
+def hash_files(paths: list[str], chunk: int = 8 << 20, digest: bool = True) -> None:
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    for path in paths:
+        h = hashlib.blake2b(digest_size=16)
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(view):
+                if digest:
+                    h.update(view[:n])
+
+
+def content(mib: int, repeat: int) -> None:
+    from safetensors.torch import save_file
+
+    n = mib * (1 << 20) // (4 * 4096 * 256)
+    torch.manual_seed(0)
+    tensors = {f"layers.{i}.w": torch.randn(4096, 256) for i in range(n)}
+    with tempfile.TemporaryDirectory() as root:
+        pa, pb = os.path.join(root, "a.safetensors"), os.path.join(root, "b.safetensors")
+        save_file(tensors, pa)
+        tensors["layers.0.w"][0, 0] += 1
+        save_file(tensors, pb)
+        size = os.path.getsize(pa) + os.path.getsize(pb)
+        hash_files([pa, pb])  # warm the page cache for every contender alike
+        t_read = best(lambda: hash_files([pa, pb], digest=False), repeat)
+        t_hash = best(lambda: hash_files([pa, pb]), repeat)
+        t_diff = best(lambda: tv.diff(pa, pb, content=True, progress=False), repeat)
+        different = tv.diff(pa, pb, content=True, progress=False).content.different
+    gib = size / (1 << 30)
+    print(
+        f"content=True, 2 x {mib} MiB: diff {t_diff:6.3f} s ({gib / t_diff:5.2f} GiB/s)   read+BLAKE2b {t_hash:6.3f} s "
+        f"({gib / t_hash:5.2f} GiB/s)   read only {t_read:6.3f} s ({gib / t_read:5.2f} GiB/s)   "
+        f"diff / cat-speed hashing: {t_hash / t_diff:4.2f}x   differ: {list(different)}"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--big", type=int, default=1_000_000, help="0 to skip")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--mib", type=int, default=256)
+    args = p.parse_args()
+    state_dicts(args.n, args.repeat)
+    if args.big:
+        state_dicts(args.big, max(1, args.repeat - 1))
+    indexes(args.repeat)
+    content(args.mib, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
