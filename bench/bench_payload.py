@@ -78,7 +78,8 @@ def measure(label: str, obj) -> None:
     c, d = ex.canvas, ex.diagram
     bars = max(len(d.bars), 1)
     total = ex.payload_nbytes
-    ov = {k: getattr(c, k) for k in c.trait_names() if k.startswith(OVERVIEW_KEYS)}
+    sent = {**c.payload, **c.columns}  # the payload trait: its JSON values and framed columns
+    ov = {k: v for k, v in sent.items() if k.startswith(OVERVIEW_KEYS)}
     ov_bytes = sum(len(v) if isinstance(v, bytes) else len(repr(v)) for v in ov.values())
     line = f"{label:<26} {len(d.bars):>8,} bars {total:>12,} B = {total / bars:6.1f} B/bar"
     if d.overview is not None:

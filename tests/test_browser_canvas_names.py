@@ -1,5 +1,6 @@
 """Hostile names in the real canvas (headless Chromium, no JupyterLab): the canvas's ES module
-rendered in a bare page with a stand-in anywidget model fed a real payload. A long dotted name
+(its imports linked as data URLs, as anywidget gets it) rendered in a bare page with its styles and
+a stand-in anywidget model fed a real payload. A long dotted name
 (no spaces) or a 20,000-character one must stay inside its tooltip and not widen the page; a
 right-to-left override is shown as an escape, as the static HTML table shows it.
 
@@ -29,22 +30,22 @@ NAMES = [LORA, "bidi\u202eexe.txt", "<img src=x onerror=alert(1)>&amp;\"'\\", "z
 
 
 def page(canvas: DiagramCanvas, width: int) -> str:
-    """A page that renders ``canvas``'s ES module with its traits (bytes as DataViews)."""
-    traits = {}
-    for k in canvas.trait_names():
-        v = getattr(canvas, k)
-        if k.startswith("_") or k in ("comm", "keys", "log", "layout", "tabbable", "tooltip"):
-            continue
-        if isinstance(v, bytes):
-            traits[k] = {"b64": base64.b64encode(v).decode()}
-        elif isinstance(v, (list, int, float, str)):
-            traits[k] = v
-    return f"""<!doctype html><html><body style="margin:0"><div id="host" style="width:{width}px"></div>
+    """A page that renders ``canvas``'s ES module and styles with its traits (the payload's bytes
+    as DataViews, as ipywidgets hands them to the browser)."""
+    traits = {k: getattr(canvas, k) for k in ("vocab", "selected", "zoom")}
+    for k in ("payload", "relations"):
+        traits[k] = {
+            c: {"b64": base64.b64encode(v).decode()} if isinstance(v, bytes) else v
+            for c, v in getattr(canvas, k).items()
+        }
+    return f"""<!doctype html><html><head><style>{canvas._css}</style></head>
+<body style="margin:0"><div id="host" style="width:{width}px"></div>
 <script type="module">
 const T = {json.dumps(traits)};
-const get = (k) => {{ const v = T[k]; if (!v || v.b64 === undefined) return v;
-  const s = atob(v.b64), a = new Uint8Array(s.length); for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i);
-  return new DataView(a.buffer); }};
+const bytes = (v) => {{ const s = atob(v.b64), a = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) a[i] = s.charCodeAt(i); return new DataView(a.buffer); }};
+const get = (k) => {{ const v = T[k]; if (!v || Array.isArray(v) || typeof v !== "object" || k === "vocab") return v;
+  return Object.fromEntries(Object.entries(v).map(([c, x]) => [c, x && x.b64 !== undefined ? bytes(x) : x])); }};
 const model = {{ get, set(k, v) {{ T[k] = v; }}, save_changes() {{}}, on() {{}}, off() {{}} }};
 const mod = await import(URL.createObjectURL(new Blob([{json.dumps(esm_source())}], {{ type: "text/javascript" }})));
 mod.default.render({{ model, el: document.getElementById("host") }});

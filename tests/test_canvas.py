@@ -3,6 +3,8 @@ and the explorer's selection synced both ways (driven in-process through traits)
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -64,6 +66,32 @@ def test_payload_columns_are_the_plan(strided):
     marks = list(zip(col(p, "mark_kind", "u1"), col(p, "mark_lane", "<u4"), col(p, "mark_start", "<f8")))
     assert (1, 0, 0.0) in marks and (0, 5, 16.0) in marks
     assert p["x_range"] == [0.0, 96.0]
+
+
+def test_the_canvas_frames_every_binary_column_into_one_buffer(strided, tmp_path):
+    """One payload trait: the binary columns framed in COLUMNS order (split again in Python and, by
+    geometry.js unframe, in node), the rest as JSON."""
+    from tensorviz.explorer.payload import COLUMNS
+    from tensorviz.explorer.wire import frame
+
+    lay = tv.analyze(strided)
+    d = tv.diagram(lay, max_lanes=ALL_LANES, overview=True)
+    p = payload(d, lay)
+    assert {k for k, v in p.items() if isinstance(v, bytes)} == set(COLUMNS)
+    c = DiagramCanvas()
+    c.show(d, lay, caption="5 of 5 tensors shown")
+    assert c.columns == {k: p[k] for k in COLUMNS}
+    assert c.payload == {k: v for k, v in p.items() if k not in COLUMNS} | {
+        "frame": frame(p, COLUMNS), "caption": "5 of 5 tensors shown", "revision": 1,
+    }  # fmt: skip
+    out = run_geometry(
+        tmp_path,
+        f"const f = new Uint8Array([7, ...{json.dumps(list(c.payload['frame']))}]);\n"  # at an odd offset
+        f"const cols = g.unframe(new DataView(f.buffer, 1), {json.dumps(list(COLUMNS))});\n"
+        "console.log(JSON.stringify(Object.fromEntries(Object.entries(cols).map(([k, v]) =>"
+        " [k, Array.from(new Uint8Array(v.buffer, v.byteOffset, v.byteLength))]))));\n",
+    )
+    assert out == {k: list(p[k]) for k in COLUMNS}
 
 
 def test_names_are_front_coded_and_summary_rows_sized():
@@ -147,10 +175,59 @@ def test_simplify_bounds_the_runs_and_covers_them():
     assert simplify(runs[:5], 64) is not None and simplify(runs[:5], 64).tolist() == runs[:5].tolist()
 
 
-def test_esm_is_one_module_without_imports():
+def test_esm_ships_the_three_files_as_modules_with_their_imports(tmp_path):
+    """canvas.js keeps its import lines, each pointing at a data URL of the file it names (itself
+    linked the same way): the files as they are on disk, one instance of geometry.js, and a module
+    node (and the browser) imports with nothing to build."""
+    import base64
+    import re
+    import shutil
+    import subprocess
+
+    from tensorviz.explorer.modules import HERE
+
     src = esm_source()
-    assert "import {" not in src and "export default { render }" in src
-    assert src.index("export function hitBar") < src.index("function render(")
+    urls = re.findall(r'from "data:text/javascript;base64,([^"]+)"', src)
+    assert len(urls) == 2 and "./geometry.js" not in src and "./overview.js" not in src
+    geometry, overview = (base64.b64decode(u).decode() for u in urls)
+    assert geometry == (HERE / "geometry.js").read_text(encoding="utf-8")
+    assert overview.startswith((HERE / "overview.js").read_text(encoding="utf-8")[:200])
+    assert f'from "data:text/javascript;base64,{urls[0]}"' in overview  # the same URL: one module
+    assert re.sub(r'"data:[^"]+"', '"./geometry.js"', src, count=1).startswith(
+        (HERE / "canvas.js").read_text(encoding="utf-8")[:300]
+    )
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the linked module cannot be imported here")
+    (tmp_path / "esm.mjs").write_text(src, encoding="utf-8")
+    probe = "const m = await import(process.argv[1]); console.log(typeof m.default.render, typeof m.decodeAll);"
+    out = subprocess.run([node, "--input-type=module", "-e", probe, (tmp_path / "esm.mjs").as_uri()],
+                         capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    assert out.split() == ["function", "function"]
+
+
+def test_the_browser_reads_flags_and_kinds_by_the_names_python_sends(tmp_path):
+    """One table (payload.VOCAB, the canvas's constant ``vocab`` trait): geometry.js turns it into
+    bit masks and kind numbers, and every name the JavaScript asks for is in it."""
+    import re
+
+    from tensorviz.explorer.modules import HERE
+    from tensorviz.explorer.payload import LANE_KINDS, MARK_KINDS, VOCAB
+
+    assert DiagramCanvas().vocab == VOCAB
+    out = run_geometry(tmp_path, f"console.log(JSON.stringify(g.vocabCodes({json.dumps(VOCAB)})));\n")
+    assert out["flag"] == {name: 1 << k for k, name in enumerate(FLAGS)}
+    assert out["lane"] == {name: k for k, name in enumerate(LANE_KINDS)}
+    assert out["mark"] == {name: k for k, name in enumerate(MARK_KINDS)}
+    assert out["rel"] == {name: k for k, name in enumerate(RELATIONS)}
+    js = "".join((HERE / f).read_text(encoding="utf-8") for f in ("canvas.js", "geometry.js", "overview.js"))
+    used = {
+        (t, n) for t, a, b in re.findall(r"\bC\.(flag|lane|mark|rel)(?:\.(\w+)|\[\"([\w-]+)\"\])", js) for n in [a or b]
+    }
+    used |= {("flag", n) for n in re.findall(r"\bF\.(\w+)", js)}
+    table = {"flag": FLAGS, "lane": LANE_KINDS, "mark": MARK_KINDS, "rel": RELATIONS}
+    assert used and all(n in table[t] for t, n in used), sorted((t, n) for t, n in used if n not in table[t])
+    assert not re.search(r"flags\[\w+\] & \d|flags & \d|Kind\[l\] === \d", js)  # no bare bits or kind numbers
 
 
 def test_payload_bytes_per_bar_with_short_names():
@@ -169,7 +246,7 @@ def test_selected_syncs_list_canvas_and_details(strided):
     ex.selected = ["row"]
     assert ex.tensor_list.value == ("row",) and ex.canvas.selected == ["row"]
     assert "<b>row</b>" in ex.details.value
-    code = np.frombuffer(ex.canvas.rel, "u1")
+    code = np.frombuffer(ex.canvas.relations["code"], "u1")
     assert [RELATIONS[c] for c in code] == ["contains", "selected", "overlaps", "contains", ""]
     ex.canvas.selected = ["col", "t"]  # as a shift-click in the browser does
     assert ex.selected == ["col", "t"] and ex.tensor_list.value == ("col", "t")

@@ -36,7 +36,7 @@ def test_the_canvas_keeps_the_layouts_own_names():
     assert sorted(c.drawn_names) == sorted(HOSTILE)
     c.selected = ["plain"]
     assert c.selected == ["plain"]
-    code = dict(zip(c.drawn_names, c.rel))
+    code = dict(zip(c.drawn_names, c.relations["code"]))
     assert code["plain"] == 1 and code["z" * 20_000] == 6  # selected; overlaps (bytes [20, 52) and [24, 56))
 
 
@@ -47,7 +47,7 @@ def test_a_click_in_the_browser_selects_the_tensor(name):
     ex = tv.explore(lay, snapshot=False)
     ex.canvas.selected = [wire.browser_form(name)]
     assert ex.selected == [name] and ex.canvas.selected == [name]
-    assert dict(zip(ex.canvas.drawn_names, ex.canvas.rel))[name] == 1
+    assert dict(zip(ex.canvas.drawn_names, ex.canvas.relations["code"]))[name] == 1
 
 
 def test_browser_form_is_what_the_browser_decodes(tmp_path):

@@ -113,6 +113,7 @@ def test_a_filtered_overview_sends_its_storage_indices(mixed):
 
 def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
     """geometry.js decodes the columns and colours every cell as render/_mpl_overview.py does."""
+    from tensorviz.plan.overview import KINDS
     from tensorviz.render._mpl_overview import cell_codes, grid_shape
 
     lay = tv.analyze(mixed)
@@ -126,7 +127,7 @@ def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
         tmp_path,
         f"const t = {json.dumps(traits)};\n"
         "const get = (k) => (Array.isArray(t[k]) && k !== 'ov_colors' ? new DataView(new Uint8Array(t[k]).buffer) : t[k]);\n"
-        "const ov = g.decodeOverview(get);\n"
+        f"const ov = g.decodeOverview(get, {json.dumps(list(KINDS))});\n"
         f"console.log(JSON.stringify({{storage: Array.from(ov.storage), unref: Array.from(ov.unrefBytes),"
         f" grids: {json.dumps(rooms)}.map((w) => g.overviewGrid(ov, w)),"
         f" codes: {json.dumps([c for c, _, _ in shapes])}.map((c) => Array.from(g.overviewCodes(ov, c)))}}));\n",
@@ -152,17 +153,17 @@ def test_payload_with_an_overview_stays_under_64_bytes_a_bar():
     ex = explore(sd, snapshot=False)
     assert len(ex.diagram.bars) == 2000 and ex.diagram.overview.storage.size == 2000
     assert ex.payload_nbytes / 2000 <= 64, ex.payload_nbytes / 2000
-    assert len(unvarint(ex.canvas.ov_cells)) == 2000
+    assert len(unvarint(ex.canvas.columns["ov_cells"])) == 2000
 
 
 def test_the_explorer_shows_an_overview_where_the_png_would():
     from tensorviz.explorer.widget import explore
 
     many = explore({f"w{i}": torch.zeros(4) for i in range(50)}, snapshot=False)
-    assert many.canvas.ov_columns > 0 and len(unvarint(many.canvas.ov_cells)) == 50
+    assert many.canvas.payload["ov_columns"] > 0 and len(unvarint(many.canvas.columns["ov_cells"])) == 50
     assert many._renderer.picture(many.state)[0].overview is not None  # the static picture has one too
     few = explore({f"w{i}": torch.zeros(4) for i in range(10)}, snapshot=False)
-    assert few.canvas.ov_columns == 0 and few.canvas.ov_cells == b""
+    assert few.canvas.payload["ov_columns"] == 0 and few.canvas.columns["ov_cells"] == b""
     assert few._renderer.picture(few.state)[0].overview is None
 
 

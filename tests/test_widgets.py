@@ -109,8 +109,8 @@ def test_explore_seed_tensors_first_state(shown):
     assert lanes(ex) == [("storage", "storage #0 · 15.6 KiB"), ("view", "a"), ("view", "b"), ("view", "c")]
     assert bars(ex) == [("a", 0, 16000), ("b", 4000, 8000), ("c", 8000, 12000)]
     assert ex.png.startswith(PNG)
-    assert np.frombuffer(ex.canvas.bar_start, "<f8").tolist() == [0, 4000, 8000]
-    assert np.frombuffer(ex.canvas.bar_stop, "<f8").tolist() == [16000, 8000, 12000]
+    assert np.frombuffer(ex.canvas.columns["bar_start"], "<f8").tolist() == [0, 4000, 8000]
+    assert np.frombuffer(ex.canvas.columns["bar_stop"], "<f8").tolist() == [16000, 8000, 12000]
     assert ex.canvas.drawn_names == ["a", "b", "c"] and ex.canvas.caption == "3 of 3 tensors shown"
     assert ex.tensor_list.options == ("a", "b", "c")
     assert ex.storage_picker.options == (("all storages", -1), ("#0 a +2 · 15.63 KiB", 0))
@@ -178,9 +178,9 @@ def test_grouping_toggle(shown):
     ]
     assert ex.png != first and ex.canvas.revision == revision + 1
     assert ex.canvas.drawn_names == ["wte.weight", "lm_head.weight"]
-    assert np.frombuffer(ex.canvas.lane_kind, "u1").tolist() == [0, 1, 5]  # storage, view, summary
-    assert np.frombuffer(ex.canvas.tie_first, "<u4").tolist() == [0, 1]  # the bar's second name
-    assert np.frombuffer(ex.canvas.ties, "<u4").tolist() == [1]
+    assert np.frombuffer(ex.canvas.columns["lane_kind"], "u1").tolist() == [0, 1, 5]  # storage, view, summary
+    assert np.frombuffer(ex.canvas.columns["tie_first"], "<u4").tolist() == [0, 1]  # the bar's second name
+    assert np.frombuffer(ex.canvas.columns["ties"], "<u4").tolist() == [1]
     span_png = ex.png
     ex.by_toggle.value = "overlap"
     assert ex.diagram.by == "overlap" and ex.png not in (first, span_png)
@@ -545,3 +545,40 @@ def test_explorer_title_shows_a_hostile_source_as_escapes(shown, tmp_path):
     plain = ex._repr_mimebundle_()["text/plain"]
     assert "\x1b" not in plain and "\u202e" not in plain
     assert "ckpt\\x1b[2J\\u202eevil.safetensors" in plain.splitlines()[0]
+
+
+# -- planning once ------------------------------------------------------------------------------------
+def _many_storages() -> dict[str, torch.Tensor]:
+    x = torch.zeros(64)
+    return {"x": x, "a": x[:8], **{f"w{i}": torch.zeros(4) for i in range(50)}}
+
+
+@pytest.mark.parametrize(
+    "make, options",
+    [
+        (seed_tensors, {}),
+        (TiedLM, {"by": "span"}),
+        (FusedQKV, {"by": "overlap", "show_unreferenced": False}),
+        (tiny_gpt2, {}),  # 27 simple storages folded into the summary row
+        (_many_storages, {}),  # 51 storages: more lanes than the budget, an overview
+        (_many_storages, {"expand_simple": True, "names": "w1"}),
+    ],
+)
+def test_the_static_picture_is_the_planners_own(make, options, shown, monkeypatch):
+    """The explorer plans a state once; the static picture derives from that plan when its lanes fit
+    the budget: the same Diagram and PNG as ``tv.diagram(max_lanes=40)`` would give."""
+    from tensorviz.plan import planner
+    from tensorviz.render.mpl import png_bytes, render
+
+    plans, plan = [], planner.plan
+    monkeypatch.setattr(planner, "plan", lambda layout, opts: plans.append(opts.max_lanes) or plan(layout, opts))
+    ex = explore(make(), **options)
+    capped, png = ex._renderer.picture(ex.state)
+    want = tv.diagram(ex.tensor_layout, max_lanes=40, **ex.state.diagram_options())
+    assert capped.options == want.options and capped.to_text() == want.to_text()
+    assert (capped.overview is None) == (want.overview is None) and capped.hidden_storages == want.hidden_storages
+    fits = len(ex.diagram.lanes) <= 40
+    assert plans == ([1 << 62] if fits else [1 << 62, 40])  # the canvas's plan, then the picture's if needed
+    fig = render(want)
+    assert png == png_bytes(fig, dpi=100, compress_level=1)
+    fig.clear()

@@ -1,46 +1,21 @@
-"""The explorer's controls: built, arranged, read back into a state and written quietly.
+"""The explorer's controls: built, arranged, read back into a state, and shown.
 
 A mixin of :class:`tensorviz.explorer.widget.Explorer`, which wires the callbacks. Imported only by
-:mod:`tensorviz.explorer.widget` (so only through :func:`tensorviz.explore`).
+:mod:`tensorviz.explorer.widget` (so only through :func:`tensorviz.explore`). The styles are in
+``explorer.css`` (the canvas's ``_css``).
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import ipywidgets as W
 
 from tensorviz.core.layout import Layout
 from tensorviz.explorer.state import GROUPINGS, ExplorerState, groupings
 from tensorviz.explorer.text import byte_text, details_html, offset_label, title, zoom_points
-
-_CSS = """<style>
-.tvz-explorer { gap: 4px; max-width: 1600px; min-width: 0; container-type: inline-size; }
-.tvz-explorer .tvz-main { gap: 8px 12px; align-items: flex-start; }
-.tvz-explorer .tvz-canvas { flex: 1 1 560px; min-width: 320px; order: 2; }
-.tvz-explorer .tvz-side { flex: 0 1 300px; min-width: 240px; order: 3; }
-.tvz-explorer .tvz-panel { flex: 0 1 340px; min-width: 200px; order: 1; overflow-x: auto; }
-/* A narrow output (a 1024 px window with the sidebar open): the diagram first, full width;
-   the side panel and the list share the row under it when both fit (the panel's tree rows
-   need ~360 px), else each gets a full row. */
-@container (max-width: 1180px) {
-  .tvz-explorer .tvz-canvas { flex-basis: 100%; order: 1; }
-  .tvz-explorer .tvz-panel { flex: 1 1 360px; order: 2; }
-  .tvz-explorer .tvz-side { flex: 1 1 280px; order: 3; }
-}
-.tvz-explorer .tvz-title { font-size: 13px; }
-.tvz-explorer .tvz-status, .tvz-explorer .tvz-status .widget-html-content {
-  font-size: 12px; line-height: 1.4; min-height: 18px; }
-.tvz-explorer .tvz-details { font-size: 12px; line-height: 1.35; }
-.tvz-explorer .tvz-details table { border-collapse: collapse; margin: 2px 0 8px 0; }
-.tvz-explorer .tvz-details th { text-align: left; padding: 1px 8px 1px 0; font-weight: 600;
-  vertical-align: top; white-space: nowrap; color: var(--jp-ui-font-color1, #333); }
-.tvz-explorer .tvz-details td { padding: 1px 0; font-family: var(--jp-code-font-family, monospace);
-  font-size: 11.5px; }
-.tvz-explorer .tvz-row { gap: 4px 14px; }
-.tvz-explorer .tvz-muted { opacity: 0.7; }
-.tvz-explorer .tvz-error { color: var(--jp-error-color1, #b00020); }
-</style>"""
 
 #: Names listed in the tensor list at most (a <select> of 100,000 options slows the whole page);
 #: the diagram draws and the selection accepts every name.
@@ -52,17 +27,19 @@ _ALL = -1  # the storage picker's "all storages" (None would mean "nothing selec
 class ExplorerControls:
     """Builds the explorer's widgets from a state and reads the state back from them.
 
-    Expects ``tensor_layout`` (the analysed Layout) and ``_quiet`` (True while the code, not
-    the user, writes to the controls: the callbacks ignore those writes).
+    Expects ``tensor_layout`` (the analysed Layout) and the callbacks ``_on_control`` (a control
+    changed) and ``_on_list`` (the list's selection changed), which it keeps from seeing its own
+    writes to the zoom slider and the list.
     """
 
     tensor_layout: Layout
-    _quiet: bool
+    _on_control: Callable
+    _on_list: Callable
 
     # -- construction --------------------------------------------------------------------
     def _build_controls(self, state: ExplorerState) -> None:
         head, _, rest = title(self.tensor_layout).partition(": ")
-        self.title = W.HTML(_CSS + f'<div class="tvz-title"><b>{html.escape(head)}</b>: {html.escape(rest)}</div>')
+        self.title = W.HTML(f'<div class="tvz-title"><b>{html.escape(head)}</b>: {html.escape(rest)}</div>')
         self._build_switches(state)
         self._build_storage_controls(state)
         self._build_outputs()
@@ -143,6 +120,7 @@ class ExplorerControls:
             layout=W.Layout(width="480px"),
             style={"description_width": "46px"},
         )
+        self.zoom.observe(self._on_control, names="value")  # wired here: _set_zoom_options mutes it
         self.zoom_hint = W.HTML('<span class="tvz-muted">choose one storage to zoom into its bytes</span>')
         self._set_zoom_options(state.storage, state.byte_range)
 
@@ -153,8 +131,8 @@ class ExplorerControls:
         self.status_line.add_class("tvz-status")
         self.canvas = DiagramCanvas()  # sized by the explorer's CSS (.tvz-canvas), not inline styles
         self.tensor_list = W.SelectMultiple(options=[], rows=9, description="", layout=W.Layout(width="auto"))
+        self.tensor_list.observe(self._on_list, names="value")  # wired here: _show_selection mutes it
         self.list_note = W.HTML()
-        self._drawn: frozenset[str] = frozenset()
         self._drawn_order: tuple[str, ...] = ()
         self.details = W.HTML(
             details_html(self.tensor_layout, ()), layout=W.Layout(max_height="360px", overflow="auto")
@@ -239,8 +217,7 @@ class ExplorerControls:
         )
 
     def _set_zoom_options(self, storage: int | None, byte_range: tuple[int, int] | None) -> None:
-        quiet, self._quiet = self._quiet, True
-        try:
+        with _unobserved(self.zoom, self._on_control):
             self.zoom.layout.display = "none" if storage is None else None
             self.zoom_hint.layout.display = None if storage is None else "none"
             if storage is None:
@@ -254,30 +231,19 @@ class ExplorerControls:
             self.zoom.options = [(offset_label(p), p) for p in points]
             lo, hi = byte_range or (0, nbytes)
             self.zoom.index = (points.index(lo), points.index(hi))
-        finally:
-            self._quiet = quiet
 
-    def _update_list(self, names: tuple[str, ...]) -> None:
-        """The list shows the drawn names (the first :data:`LIST_CAP`, plus any selected), and
-        drops selected names that are no longer drawn."""
-        self._drawn = frozenset(names)
-        self._drawn_order = names
-        keep = tuple(n for n in self.tensor_list.value if n in self._drawn)
-        self._set_list(keep)
-        self.selected = list(keep)
-        self.details.value = details_html(self.tensor_layout, keep)
-
-    def _set_list(self, selected: tuple[str, ...]) -> None:
+    def _show_selection(self) -> None:
+        """The list and the details show the selection (held once, by the canvas): the list has
+        the drawn names (the first :data:`LIST_CAP`, plus any selected)."""
+        selected = tuple(self.canvas.selected)
         names = self._drawn_order
         listed = names[:LIST_CAP]
         extra = tuple(n for n in selected if n not in set(listed))
-        quiet, self._quiet = self._quiet, True
-        try:
+        with _unobserved(self.tensor_list, self._on_list):  # new options first clear its value
             if tuple(self.tensor_list.options) != listed + extra:
                 self.tensor_list.options = listed + extra
             self.tensor_list.value = selected
-        finally:
-            self._quiet = quiet
+        self.details.value = details_html(self.tensor_layout, selected)
         more = len(names) - len(listed)
         self.list_note.value = (
             f'<span class="tvz-muted">first {len(listed):,} of {len(names):,} listed: hover or click the '
@@ -285,6 +251,17 @@ class ExplorerControls:
             if more > 0
             else ""
         )
+
+
+@contextmanager
+def _unobserved(widget: W.Widget, handler: Callable) -> Iterator[None]:
+    """``widget``'s value written by the code, not the user: ``handler`` (observing it since the
+    widget was built) does not see it."""
+    widget.unobserve(handler, names="value")
+    try:
+        yield
+    finally:
+        widget.observe(handler, names="value")
 
 
 def _label(text: str) -> W.HTML:

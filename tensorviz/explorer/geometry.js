@@ -1,6 +1,6 @@
 // Pure geometry for the tensorviz diagram canvas: decoding columns, byte labels, ticks, lane
 // windows, bar rectangles and hit-testing. No DOM here, so `node --test` imports this file as is;
-// the Python side concatenates it in front of canvas.js to make the widget's one ES module.
+// canvas.js and overview.js import it (explorer/modules.py links the three for anywidget).
 
 const UNITS = [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
 
@@ -35,6 +35,22 @@ export function varints(view) {
   return out;
 }
 
+// The payload's framed columns (Python's wire.py frame): the lengths of the `names` columns as
+// varints, then their bytes -> {name: DataView} (views into the message, no copy).
+export function unframe(view, names) {
+  const out = {};
+  if (!view || !view.byteLength) return out;
+  const bytes = new Uint8Array(view.buffer, view.byteOffset, view.byteLength), lengths = [];
+  let pos = 0;
+  while (lengths.length < names.length) {
+    let v = 0, mul = 1, b;
+    do { b = bytes[pos++]; v += (b & 127) * mul; mul *= 128; } while (b & 128);
+    lengths.push(v);
+  }
+  names.forEach((name, k) => { out[name] = new DataView(view.buffer, view.byteOffset + pos, lengths[k]); pos += lengths[k]; });
+  return out;
+}
+
 // Each view's "shape;stride;offset" from the distinct "shape;stride" heads and the varint
 // pairs (head, offset) per view.
 export function geomLines(heads, pairs) {
@@ -56,23 +72,34 @@ export function frontDecode(rest, prefix, suffix) {
   return out;
 }
 
-// Lane kinds: 0 storage, 1 view, 2 simple, 3 more, 4 more-storages, 5 summary.
-// Bars sent without lanes sit one on each view/simple lane, in order.
-export function ownLanes(kind, n) {
-  const out = new Uint32Array(n);
+// The payload's codes by name, from the canvas's `vocab` trait (explorer/payload.py VOCAB, the one
+// table): `flag[name]` is a bar flag's bit mask; `lane`, `mark`, `rel` number the lane kinds, mark
+// kinds and relations; `names` keeps the lists (code -> name).
+export function vocabCodes(vocab) {
+  const number = (names) => Object.fromEntries(names.map((name, k) => [name, k]));
+  return {
+    flag: Object.fromEntries(vocab.flags.map((name, k) => [name, 1 << k])),
+    lane: number(vocab.lane_kinds), mark: number(vocab.mark_kinds), rel: number(vocab.relations),
+    names: vocab,
+  };
+}
+
+// Bars sent without lanes sit one on each view/simple lane, in order (`C`: vocabCodes).
+export function ownLanes(kind, n, C) {
+  const out = new Uint32Array(n), { view, simple } = C.lane;
   let k = 0;
-  for (let l = 0; l < kind.length && k < n; l++) if (kind[l] === 1 || kind[l] === 2) out[k++] = l;
+  for (let l = 0; l < kind.length && k < n; l++) if (kind[l] === view || kind[l] === simple) out[k++] = l;
   return out;
 }
 
 // The block of each lane: a block starts at a storage or simple lane and runs to the next one,
 // or to a diagram-wide row ("more storages", the summary), which belongs to none (-1).
-export function blockOfLanes(kind) {
-  const out = new Int32Array(kind.length);
+export function blockOfLanes(kind, C) {
+  const out = new Int32Array(kind.length), { storage, simple, summary } = C.lane, more = C.lane["more-storages"];
   let b = -1;
   for (let l = 0; l < kind.length; l++) {
-    if (kind[l] === 0 || kind[l] === 2) b++;
-    out[l] = kind[l] === 4 || kind[l] === 5 ? -1 : b;
+    if (kind[l] === storage || kind[l] === simple) b++;
+    out[l] = kind[l] === more || kind[l] === summary ? -1 : b;
   }
   return out;
 }
@@ -228,15 +255,18 @@ export function storageLabel(storage, tag, nbytes) {
   return [`storage #${storage}`, tag, formatBytes(nbytes)].filter(Boolean).join(" · ");
 }
 
-export const MARKS = ["unreferenced bytes (no view reads them)", "read by ≥ 2 bars", "file header",
-  "past its storage's end (storage freed: no memory there)"];
-export const PAST_END = 3;  // the mark kind of bytes views address past their storage's end
+// What each mark kind means (by its name in the vocab), as the legend and tooltips say it.
+export const MARK_WORDS = {
+  unreferenced: "unreferenced bytes (no view reads them)", "read-twice": "read by ≥ 2 bars", header: "file header",
+  "past-end": "past its storage's end (storage freed: no memory there)",
+};
+export const markWords = (C, kind) => MARK_WORDS[C.names.mark_kinds[kind]];
 
 // Bytes [storage end, bar end) that bar `bar` addresses past its storage's end (a storage freed
 // with resize_(0) keeps its views), or null. Simple rows are their storage: never past it.
 export function pastEnd(d, bar) {
   const b = d.laneBlock[d.lane[bar]];
-  if (b < 0 || d.laneKind[d.lane[bar]] === 2) return null;
+  if (b < 0 || d.laneKind[d.lane[bar]] === d.C.lane.simple) return null;
   const end = d.blockNbytes[b];
   return d.stop[bar] > end && d.stop[bar] > d.start[bar] ? [Math.max(end, d.start[bar]), d.stop[bar]] : null;
 }
@@ -251,14 +281,20 @@ export function storageTooltip(d, l, at, tol) {
   for (let j = a; j < e; j++) {
     const m = d.markIndex.order[j], s0 = d.markStart[m], s1 = d.markStop[m];
     if (at + tol < s0 || at - tol >= s1) continue;
-    out.push(`${MARKS[d.markKind[m]]}: bytes [${formatBytes(s0)}, ${formatBytes(s1)}) · ${formatBytes(s1 - s0)}`);
+    out.push(`${markWords(d.C, d.markKind[m])}: bytes [${formatBytes(s0)}, ${formatBytes(s1)}) · ${formatBytes(s1 - s0)}`);
   }
   if (hidden) out.push(`${hidden.toLocaleString()} of them share bytes with views not shown (filtered out)`);
   return out;
 }
 
-export const RELATIONS = ["", "selected", "identical", "same bytes as", "contains", "within", "overlaps", "disjoint from", "unrelated to"];
-export const SHARES_BYTES = (code) => code >= 1 && code <= 6;
+// How a view relates to the selected one it was compared with (by the relation's name).
+export const RELATION_WORDS = {
+  identical: "identical", "same-bytes": "same bytes as", contains: "contains", within: "within", overlaps: "overlaps",
+  disjoint: "disjoint from", unrelated: "unrelated to",
+};
+const SHARING = new Set(["selected", "identical", "same-bytes", "contains", "within", "overlaps"]);
+// True when relation `code` means the view shares bytes with the selection (or is selected).
+export const sharesBytes = (C, code) => SHARING.has(C.names.relations[code]);
 
 // The lines of a bar's tooltip. `d` holds the decoded columns (see canvas.js `decodeAll`).
 export function tooltip(d, bar) {
@@ -274,14 +310,16 @@ export function tooltip(d, bar) {
   if (past) out.push(`reads past its storage's end (${formatBytes(d.blockNbytes[d.laneBlock[d.lane[bar]]])}): storage freed, bytes [${formatBytes(past[0])}, ${formatBytes(past[1])}) have no memory`);
   const pct = d.fpct[bar];
   out.push(`footprint ${trim((100 * pct).toPrecision(4))}% of its span${pct < 1 ? " (strided, with gaps)" : ""}`);
-  const flags = d.flags[bar];
-  if (flags & 2) out.push((flags & 64) ? "shares bytes with a view not shown (filtered out)" : "shares bytes with another bar (red)");
-  if (flags & 8) out.push("reads bytes as another dtype (reinterpreted)");
-  if (flags & 16) out.push("expanded: some bytes read more than once");
+  const flags = d.flags[bar], F = d.C.flag;
+  if (flags & F.overlaps_other) {
+    out.push(flags & F.partner_hidden ? "shares bytes with a view not shown (filtered out)" : "shares bytes with another bar (red)");
+  }
+  if (flags & F.reinterpreted) out.push("reads bytes as another dtype (reinterpreted)");
+  if (flags & F.expanded) out.push("expanded: some bytes read more than once");
   if (d.rel && d.rel.length) {
     const code = d.rel[v];
-    if (code === 1) out.push("selected");
-    else if (code > 1) out.push(`${RELATIONS[code]} ${clipName(d.names[d.relTo[v]])} (selected)`);
+    if (code === d.C.rel.selected) out.push("selected");
+    else if (code) out.push(`${RELATION_WORDS[d.C.names.relations[code]]} ${clipName(d.names[d.relTo[v]])} (selected)`);
   }
   return out;
 }
@@ -298,12 +336,15 @@ export function barViews(d, bar) {
 
 // -- the overview: every storage as cells of a grid sized by bytes (the PNG's overview panel) --
 
-export const OVERVIEW_KINDS = ["simple", "packed", "overlapping", "tied"];
-const KIND_WORDS = ["one view or none", "several views, no byte shared", "views share bytes (slices, fused weights)",
-  "two views read the same span (tied weights)"];
+// What each overview kind (plan/overview.py KINDS, in the vocab) means.
+const KIND_WORDS = {
+  simple: "one view or none", packed: "several views, no byte shared", overlapping: "views share bytes (slices, fused weights)",
+  tied: "two views read the same span (tied weights)",
+};
 
-// The overview's columns (payload_overview.py) from a getter of the traits; null when none.
-export function decodeOverview(get) {
+// The overview's columns (payload_overview.py) from a getter of the payload; null when none.
+// `kinds` names each kind code (the vocab's overview_kinds).
+export function decodeOverview(get, kinds) {
   const columns = get("ov_columns");
   if (!columns) return null;
   const packed = varints(get("ov_cells")), n = packed.length;
@@ -319,7 +360,7 @@ export function decodeOverview(get) {
   const labelEntry = Array.from(column(get("ov_label_entry"), Uint32Array));
   const prefix = column(get("ov_name_prefix"), Uint8Array), suffix = column(get("ov_name_suffix"), Uint8Array);
   return {
-    n, kind, cells, first, total: first[n], storage, unrefCells, unrefBytes, columns,
+    n, kind, kinds, cells, first, total: first[n], storage, unrefCells, unrefBytes, columns,
     views: varints(get("ov_views")), nbytes: varints(get("ov_nbytes")),
     names: frontDecode(lines(get("ov_names"), prefix.length), prefix, suffix),
     labelEntry, labels: lines(get("ov_labels"), labelEntry.length), colors: get("ov_colors"),
@@ -337,13 +378,14 @@ export function overviewGrid(ov, width) {
 }
 
 // Per cell (row-major, rows * cols), its colour's index: kind k shade j at 2k + j (neighbouring
-// storages alternate shades), a storage's last unreferenced cells 8 + j, the background 10.
+// storages alternate shades), a storage's last unreferenced cells 2K + j (K kinds: 8 + j), the
+// background 2K + 2 (10).
 export function overviewCodes(ov, cols) {
-  const rows = Math.ceil(ov.total / cols), out = new Uint8Array(rows * cols).fill(10);
+  const unref = 2 * ov.kinds.length, rows = Math.ceil(ov.total / cols), out = new Uint8Array(rows * cols).fill(unref + 2);
   for (let e = 0; e < ov.n; e++) {
     const a = ov.first[e], b = ov.first[e + 1], u = b - ov.unrefCells[e], j = e & 1;
     out.fill(2 * ov.kind[e] + j, a, u);
-    out.fill(8 + j, u, b);
+    out.fill(unref + j, u, b);
   }
   return out;
 }
@@ -381,7 +423,7 @@ export function overviewSegments(ov, grid, e) {
 }
 
 export function overviewCounts(ov) {
-  const out = [0, 0, 0, 0];
+  const out = ov.kinds.map(() => 0);
   for (let e = 0; e < ov.n; e++) out[ov.kind[e]]++;
   return out;
 }
@@ -392,7 +434,7 @@ export function overviewTargets(ov, d) {
   const blockOf = new Map(), laneOf = new Int32Array(d.blockStorage.length).fill(-1);
   d.blockStorage.forEach((s, b) => blockOf.set(s, b));
   for (let l = d.laneKind.length - 1; l >= 0; l--) if (d.laneBlock[l] >= 0) laneOf[d.laneBlock[l]] = l;
-  const summary = Array.from(d.laneKind).indexOf(5);
+  const summary = Array.from(d.laneKind).indexOf(d.C.lane.summary);
   const lane = new Int32Array(ov.n), state = new Uint8Array(ov.n), name = new Array(ov.n);
   for (let e = 0, k = 0; e < ov.n; e++) {
     const b = blockOf.get(ov.storage[e]);
@@ -416,10 +458,10 @@ export function blockName(d, b, lane) {
 // bytes; and what a click does.
 export function overviewTooltip(ov, targets, e) {
   const v = ov.views[e], k = ov.kind[e];
-  const out = [`storage #${ov.storage[e]} · ${formatBytes(ov.nbytes[e])} · ${OVERVIEW_KINDS[k]}`];
+  const out = [`storage #${ov.storage[e]} · ${formatBytes(ov.nbytes[e])} · ${ov.kinds[k]}`];
   const more = v > 1 ? ` +${(v - 1).toLocaleString()} view${v > 2 ? "s" : ""}` : "";
   out.push(v ? `${clipName(targets.name[e]) || "(no view drawn)"}${more}` : "no views");
-  out.push(KIND_WORDS[k]);
+  out.push(KIND_WORDS[ov.kinds[k]]);
   if (ov.unrefBytes[e]) out.push(`${formatBytes(ov.unrefBytes[e])} unreferenced (no view reads them)`);
   const s = targets.state[e];
   out.push(s === 1 ? "click: scroll the lanes to it" : s === 2

@@ -1,23 +1,10 @@
 // The overview under the lanes (DOM side): every storage as cells of a grid sized by bytes,
 // coloured by how its views share it, the labelled storages numbered as in the PNG. Hover a cell:
 // a tooltip names its storage; click it (or a label): the lanes scroll to that storage.
-// The grid, hit-testing and texts are pure functions of geometry.js (prepended by the Python side).
-import { decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts, overviewSegments, overviewTargets, overviewTooltip, OVERVIEW_KINDS } from "./geometry.js";
+// The grid, hit-testing and texts are pure functions of geometry.js; styles in explorer.css.
+import { decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts, overviewSegments, overviewTargets, overviewTooltip } from "./geometry.js";
 
 const M = 7;  // pixels around the grid: room for the markers on its edge cells
-
-export const OVERVIEW_CSS = `
-.tvz-ov { margin-top: 8px; }
-.tvz-ov[hidden] { display: none; }
-.tvz-ov-hint { opacity: 0.7; }
-.tvz-ov-legend { display: flex; flex-wrap: wrap; gap: 2px 10px; }
-.tvz-ov-head { display: flex; flex-wrap: wrap; gap: 2px 12px; align-items: center; margin: 2px 0 4px; }
-.tvz-ov-scroll { max-height: 320px; overflow-y: auto; overflow-x: hidden; }
-.tvz-ov-scroll canvas { display: block; cursor: pointer; }
-.tvz-ov-labels { margin: 4px 0 0; padding-left: 2.2em; columns: 2 320px; column-gap: 16px; font-size: 11.5px; }
-.tvz-ov-labels li { cursor: pointer; overflow-wrap: anywhere; break-inside: avoid; }
-.tvz-ov-labels li:hover { text-decoration: underline; }
-`;
 
 // Mount the overview in `host` (a .tvz-ov element); `showTip(event, lines)` shows or (lines null)
 // hides the shared tooltip; `pick(lane)` scrolls the lanes. Returns {update, draw}.
@@ -29,7 +16,7 @@ export function mountOverview(host, showTip, pick) {
   let ov = null, targets = null, grid = null, drawnWidth = -1, tile = null, hovered = -1;
 
   function update(get, d) {
-    ov = decodeOverview(get);
+    ov = decodeOverview(get, d.C.names.overview_kinds);
     host.hidden = !ov;
     drawnWidth = -1; hovered = -1;
     if (!ov) return;
@@ -52,8 +39,9 @@ export function mountOverview(host, showTip, pick) {
       s.append(i, text);
       legend.append(s);
     };
-    counts.forEach((c, k) => { if (c) key(ov.colors[2 * k], ov.colors[2 * k + 1], `${OVERVIEW_KINDS[k]} ${c.toLocaleString()}`); });
-    if (ov.unrefBytes.some((u) => u > 0)) key(ov.colors[8], ov.colors[9], "unreferenced bytes");
+    counts.forEach((c, k) => { if (c) key(ov.colors[2 * k], ov.colors[2 * k + 1], `${ov.kinds[k]} ${c.toLocaleString()}`); });
+    const unref = 2 * ov.kinds.length;
+    if (ov.unrefBytes.some((u) => u > 0)) key(ov.colors[unref], ov.colors[unref + 1], "unreferenced bytes");
   }
 
   function labels() {

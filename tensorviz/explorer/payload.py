@@ -51,10 +51,23 @@ import numpy as np
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
 from tensorviz.explorer import wire
-from tensorviz.explorer.payload_overview import overview_columns
+from tensorviz.explorer.payload_overview import OVERVIEW_BYTES, overview_columns
+from tensorviz.plan.overview import KINDS as OVERVIEW_KINDS
 from tensorviz.render._mpl_layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
 
-__all__ = ["payload", "view_names", "relations", "payload_nbytes", "FLAGS", "LANE_KINDS", "RELATIONS", "RUN_BUDGET"]
+__all__ = [
+    "payload",
+    "view_names",
+    "relations",
+    "payload_nbytes",
+    "FLAGS",
+    "LANE_KINDS",
+    "MARK_KINDS",
+    "RELATIONS",
+    "VOCAB",
+    "COLUMNS",
+    "RUN_BUDGET",
+]
 
 LANE_KINDS = ("storage", "view", "simple", "more", "more-storages", "summary")
 FLAGS = (
@@ -69,9 +82,33 @@ FLAGS = (
 )
 #: Relation codes of :func:`relations` (0: no selection, or not computed).
 RELATIONS = ("", "selected", "identical", "same-bytes", "contains", "within", "overlaps", "disjoint", "unrelated")
+#: ``mark_kind`` codes: bytes no view reads, bytes read by two or more bars, a file's header,
+#: bytes views address past their storage's end.
+MARK_KINDS = ("unreferenced", "read-twice", "header", "past-end")
+#: The binary columns of a payload, in the order the canvas frames them into one buffer
+#: (:func:`tensorviz.explorer.wire.frame`); the rest (palettes, ``x_range``) travel as JSON.
+COLUMNS = (
+    *("bar_start", "bar_stop", "bar_lane", "bar_color", "bar_flags", "pct_bar", "pct", "bar_view"),
+    *("tie_first", "ties", "run_bar", "runs", "lane_kind", "lane_labels", "block_tag", "special_lane"),
+    *("special_size", "block_storage", "block_nbytes", "mark_kind", "mark_lane", "mark_start", "mark_stop"),
+    *("names", "name_prefix", "name_suffix", "geom_heads", "geom", "dtype"),
+    *OVERVIEW_BYTES,
+)
+#: The names of every code the payload sends, in code order: the canvas's constant ``vocab``
+#: trait, from which the browser builds its bit masks and kind numbers (``flags[k]`` is bit k);
+#: and the order of the framed columns.
+VOCAB = {
+    "columns": list(COLUMNS),
+    "flags": list(FLAGS),
+    "lane_kinds": list(LANE_KINDS),
+    "mark_kinds": list(MARK_KINDS),
+    "relations": list(RELATIONS),
+    "overview_kinds": list(OVERVIEW_KINDS),
+}
 #: Most footprint runs sent for all sparse bars together; past it each bar's runs are merged
 #: across gaps narrower than its share (what a screen pixel could show anyway).
 RUN_BUDGET = 200_000
+_HIDDEN, _INEXACT = 1 << FLAGS.index("partner_hidden"), 1 << FLAGS.index("inexact")
 _MARK_BUDGET = 50_000
 
 
@@ -116,10 +153,8 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
     bars = diagram.bars
     n = len(bars)
     flags = np.zeros(n, dtype=np.uint8)
-    for bit, col in enumerate(
-        (cols.sparse, cols.overlaps_other, cols.non_contiguous, cols.reinterpreted, cols.expanded, cols.empty)
-    ):
-        flags |= np.asarray(col, dtype=np.uint8) << bit
+    for name in FLAGS[:6]:  # the plan's own boolean columns
+        flags |= np.asarray(getattr(cols, name), dtype=np.uint8) << FLAGS.index(name)
     pct_bar, pct = [], []
     first = np.fromiter((index[b.names[0]] for b in bars), dtype=np.int64, count=n)
     tie_first, ties = np.zeros(n + 1, dtype=np.int64), []
@@ -133,10 +168,10 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
         drawn: dict[int, np.ndarray] = {}
         for i in np.flatnonzero(cols.overlaps_other):
             if _partner_hidden(diagram, bars[i], drawn):
-                flags[i] |= 1 << 6
+                flags[i] |= _HIDDEN
     for i, bar in enumerate(bars):
         if not bar.exact:
-            flags[i] |= 1 << 7
+            flags[i] |= _INEXACT
         if len(bar.names) > 1:
             ties.extend(index[m] for m in bar.names[1:])
         tie_first[i + 1] = len(ties)
@@ -242,7 +277,8 @@ def _marks(diagram: Any) -> dict[str, bytes]:
     kinds, lanes, parts = [], [], []
     share = max(16, _MARK_BUDGET // max(len(diagram.blocks), 1))
     for bi, block in enumerate(diagram.blocks):
-        for kind, runs in enumerate((block.unreferenced, block.overlap_runs, block.header, past_end(diagram, bi))):
+        marks = (block.unreferenced, block.overlap_runs, block.header, past_end(diagram, bi))  # as MARK_KINDS
+        for kind, runs in enumerate(marks):
             if runs is None or not len(runs):
                 continue
             runs = simplify(np.asarray(runs), share)

@@ -25,15 +25,18 @@ ALL_LANES = 1 << 62
 
 @dataclass(frozen=True)
 class Render:
-    """One planned state: its Diagram (every lane, for the canvas) and how long planning took."""
+    """One planned state: its Diagram (every lane, for the canvas), how long planning took, and
+    the options the plan's normaliser made of the state (the static picture's start from them)."""
 
     diagram: Any
     ms: float
+    options: Any
 
 
 class Renderer:
-    """Per normalised state (LRU caches): the full Diagram for the canvas, and on demand the
-    capped Diagram + PNG of the static picture, drawn into one reused Figure."""
+    """Per normalised state (LRU caches): the full Diagram for the canvas, planned once; on demand
+    the static picture's capped Diagram (the full one when its lanes fit the budget, else planned
+    from the same options) + PNG, drawn into one reused Figure."""
 
     def __init__(self, layout: Layout, *, dpi: int, max_lanes: int, width: float | None):
         self.layout = layout
@@ -52,11 +55,13 @@ class Renderer:
         if hit is not None:
             self.cache.move_to_end(state)
             return hit, True
-        from tensorviz.plan.diagram import diagram
+        from tensorviz.plan.options import normalise
+        from tensorviz.plan.planner import plan
 
         t0 = time.perf_counter()
-        d = self._with_overview(diagram(self.layout, max_lanes=ALL_LANES, overview=True, **state.diagram_options()))
-        out = Render(d, 1000 * (time.perf_counter() - t0))
+        opts = normalise(self.layout, max_lanes=ALL_LANES, overview=True, **state.diagram_options())
+        d = self._with_overview(plan(self.layout, opts))
+        out = Render(d, 1000 * (time.perf_counter() - t0), opts)
         self.misses += 1
         _remember(self.cache, state, out, self.cache_size)
         return out, False
@@ -76,16 +81,30 @@ class Renderer:
         if hit is not None:
             self.pictures.move_to_end(state)
             return hit
-        from tensorviz.plan.diagram import diagram
         from tensorviz.render.mpl import png_bytes, render
 
         if self.figure is None:
             self.figure = _new_figure()
-        d = diagram(self.layout, max_lanes=self.max_lanes, **state.diagram_options())
+        d = self._capped(self.get(state)[0])
         render(d, figure=self.figure, width=self.width)
         out = (d, png_bytes(self.figure, dpi=self.dpi, compress_level=1))
         _remember(self.pictures, state, out, self.cache_size)
         return out
+
+    def _capped(self, full: Render) -> Any:
+        """The static picture's Diagram: ``diagram(max_lanes=self.max_lanes)`` of the state. When
+        every lane of the canvas's Diagram fits the budget, the planner would emit the same lanes,
+        blocks and bars (none left out, so its automatic overview is there only for thousands of
+        storages): that Diagram, with the picture's options. Else planned from the same options."""
+        from tensorviz.plan.overview import AUTO_STORAGES
+        from tensorviz.plan.planner import plan
+
+        opts = replace(full.options, max_lanes=self.max_lanes, overview=None)
+        d = full.diagram
+        if len(d.lanes) > self.max_lanes or d.hidden_storages:
+            return plan(self.layout, opts)
+        ov = d.overview  # the canvas's plan asked for one; a fitting picture has it for thousands only
+        return replace(d, options=opts, overview=ov if ov is not None and ov.storage.size >= AUTO_STORAGES else None)
 
 
 def _remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:

@@ -29,7 +29,6 @@ from typing import Any
 
 try:
     import ipywidgets as W
-    import traitlets
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "tensorviz.explore needs ipywidgets>=8 and matplotlib: "
@@ -95,14 +94,13 @@ class Explorer(ExplorerControls, W.VBox):
     ``only_shared_box``, ``unreferenced_box``, ``storage_picker``, ``zoom``, ``expand_box``, ``tensor_list``,
     ``explain_button``; the outputs: ``canvas`` (a :class:`~tensorviz.explorer.canvas.DiagramCanvas`),
     ``status_line``, ``details``, ``explain_pane``, ``save_pane``; ``panel``, the slot left of
-    the diagram (:meth:`set_panel`), holding ``tree_panel`` (the model map) when names nest. ``selected`` is the list of selected names, synced both ways
-    with clicks in the diagram and the tensor list. ``state`` and ``diagram`` describe what is
+    the diagram (:meth:`set_panel`), holding ``tree_panel`` (the model map) when names nest.
+    ``selected`` is the list of selected names, synced both ways with clicks in the diagram and
+    the tensor list (held once: ``canvas.selected``; observe that trait for changes). ``state`` and ``diagram`` describe what is
     shown now (``png`` is the static picture of that state); ``tensor_layout`` is the analysed
     :class:`~tensorviz.core.layout.Layout` (``layout`` is the ipywidgets CSS layout);
     ``last_error``/``last_traceback`` keep the latest callback failure.
     """
-
-    selected = traitlets.List(traitlets.Unicode(), help="the selected tensor names")
 
     def __init__(
         self,
@@ -117,7 +115,6 @@ class Explorer(ExplorerControls, W.VBox):
         self.last_error: BaseException | None = None
         self.last_traceback = ""
         self.save_subject: Callable[[], Any] | None = None  # weakref to the analysed object
-        self._quiet = False
         self._renderer = Renderer(layout, dpi=dpi, max_lanes=max_lanes, width=width)
         state = normalise(state or ExplorerState(), layout)
         self._build_controls(state)
@@ -128,21 +125,13 @@ class Explorer(ExplorerControls, W.VBox):
         self._current: Render | None = None
         self._wire()
         self._add_tree_panel()
-        self._refresh(state)  # not guarded: a first render that fails raises to the caller
+        self._show(state)  # not guarded: a first render that fails raises to the caller
 
     def _wire(self) -> None:
-        for box in (
-            self.by_toggle,
-            self.name_filter,
-            self.only_shared_box,
-            self.unreferenced_box,
-            self.zoom,
-            self.expand_box,
-        ):
+        for box in (self.by_toggle, self.name_filter, self.only_shared_box, self.unreferenced_box, self.expand_box):
             box.observe(self._on_control, names="value")
         self.storage_picker.observe(self._on_storage, names="value")
-        self.tensor_list.observe(self._on_select, names="value")
-        self.canvas.observe(self._on_canvas_select, names="selected")
+        self.canvas.observe(self._on_selected, names="selected")
         self.explain_button.on_click(self._on_explain)
         if self.save_pane is not None:
             self.save_pane.observe(self._on_save_opened, names="selected_index")
@@ -162,58 +151,41 @@ class Explorer(ExplorerControls, W.VBox):
     def _on_module(self, change: dict) -> None:
         self.name_filter.value = self.tree_panel.name_pattern()
 
-    @traitlets.validate("selected")
-    def _check_selected(self, proposal: dict) -> list[str]:
-        names = list(dict.fromkeys(proposal["value"]))
-        for name in names:
-            if name in self._drawn:
-                continue
-            self.tensor_layout[name]  # KeyError naming close matches when there is no such tensor
-            raise traitlets.TraitError(
-                f"{name!r} is not in the picture now ({self.state.describe()}): clear the name filter "
-                f"or pick its storage to select it"
-            )
-        return names
+    @property
+    def selected(self) -> list[str]:
+        """The selected tensor names (the canvas holds them; a click there or in the list sets them).
 
-    @traitlets.observe("selected")
-    def _on_selected(self, change: dict) -> None:
-        names = tuple(change["new"])
-        quiet, self._quiet = self._quiet, True
-        try:
-            if tuple(self.tensor_list.value) != names:
-                self._set_list(names)
-            if list(self.canvas.selected) != list(names):
-                self.canvas.selected = list(names)
-        finally:
-            self._quiet = quiet
-        self.details.value = details_html(self.tensor_layout, names)
+        Raises (on assignment):
+            KeyError: no such tensor (naming close matches).
+            traitlets.TraitError: a tensor not in the picture now (the message says how to show it).
+        """
+        return list(self.canvas.selected)
+
+    @selected.setter
+    def selected(self, names: list[str]) -> None:
+        self.canvas.selected = list(names)
 
     # -- callbacks -------------------------------------------------------------------------
+    @_guarded("selection")
+    def _on_selected(self, change: dict) -> None:
+        self._show_selection()
+
     @_guarded("redraw")
     def _on_control(self, change: dict) -> None:
-        if not self._quiet:
-            self._refresh(self._read_controls())
+        self._refresh(self._read_controls())
 
     @_guarded("storage selection")
     def _on_storage(self, change: dict) -> None:
-        if self._quiet:
-            return
         self._set_zoom_options(storage_index(change["new"]), None)
         self._refresh(self._read_controls())
 
     @_guarded("details")
-    def _on_select(self, change: dict) -> None:
-        if not self._quiet:
-            self.selected = list(self.tensor_list.value)
-
-    @_guarded("selection")
-    def _on_canvas_select(self, change: dict) -> None:
-        if not self._quiet:
-            self.selected = [n for n in change["new"] if n in self._drawn]
+    def _on_list(self, change: dict) -> None:
+        self.canvas.selected = list(change["new"])
 
     @_guarded("explain")
     def _on_explain(self, _button: Any = None) -> None:
-        names = tuple(self.tensor_list.value)
+        names = tuple(self.selected)
         message, png = explain_png(self.tensor_layout, names)
         self.explain_message.value = message
         if png is not None:
@@ -233,18 +205,23 @@ class Explorer(ExplorerControls, W.VBox):
 
     # -- redrawing --------------------------------------------------------------------------
     def _refresh(self, state: ExplorerState) -> None:
+        """Show what the controls say, once it can be drawn (else say why, keeping the picture)."""
         problem = control_problem(state, self.tensor_layout)
         if problem:
             self._say(problem, error=True)
             return
-        state = normalise(state, self.tensor_layout)
+        self._show(normalise(state, self.tensor_layout))
+
+    def _show(self, state: ExplorerState) -> None:
+        """Plan (or take from the cache) a normalised state and show it."""
         render, cached = self._renderer.get(state)
         self.state, self._current = state, render
         d = render.diagram
         names = diagram_names(d)
-        self._update_list(names)
+        self._drawn_order = names
         shown = shown_text(self.tensor_layout, d, len(names))
-        self.payload_nbytes = self.canvas.show(d, self.tensor_layout, caption=shown)
+        self.payload_nbytes = self.canvas.show(d, self.tensor_layout, caption=shown, context=state.describe())
+        self._show_selection()
         self._say_inert(folded=d.collapsed is not None)
         how = "from cache" if cached else f"planned in {render.ms:.0f} ms"
         if not names and d.collapsed is None:

@@ -2,7 +2,8 @@
 ``"\\n"``-joined UTF-8 text, and unsigned LEB128 varints for integer columns whose values are
 mostly small (cell counts, view counts, element offsets, byte sizes up to 2**53).
 
-``geometry.js`` reads each form back (``column``, ``lines``, ``varints``). Text is sent as the
+``geometry.js`` reads each form back (``column``, ``lines``, ``varints``). The columns travel as
+one buffer (:func:`frame`: their lengths, then their bytes; ``unframe`` in the browser). Text is sent as the
 browser shows it: names are data, so controls, bidi overrides, zero-width characters and lone
 surrogates arrive as visible escapes (:func:`tensorviz.core.names.terminal`, as the static HTML
 table shows them) and a newline as ``\\n``, never as a line of its own.
@@ -16,7 +17,7 @@ import numpy as np
 
 from tensorviz.core.names import terminal
 
-__all__ = ["le", "text", "browser_form", "varint", "affix_code"]
+__all__ = ["le", "text", "browser_form", "varint", "affix_code", "frame", "unframe"]
 
 
 def le(a: Iterable | np.ndarray, dtype: str) -> bytes:
@@ -105,3 +106,39 @@ def _shared(prev: str, name: str, most: int, test: Callable[[str, str], bool], p
         else:
             hi = mid - 1
     return lo
+
+
+def frame(columns: dict[str, bytes], names: tuple[str, ...]) -> bytes:
+    """The ``names`` columns as one buffer: each one's length as a varint, in ``names`` order, then
+    their bytes one after the other (``geometry.js`` ``unframe`` splits it; one binary message
+    part, one buffer path, instead of one per column).
+
+    >>> frame({"a": b"xy", "b": b""}, ("a", "b")).hex()
+    '02007879'
+    """
+    parts = [columns[n] for n in names]
+    return varint([len(p) for p in parts]) + b"".join(parts)
+
+
+def unframe(data: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
+    """The columns of a :func:`frame` by name (what the browser reads; for tests and tools).
+
+    >>> unframe(bytes.fromhex("02007879"), ("a", "b"))
+    {'a': b'xy', 'b': b''}
+    """
+    lengths, pos = [], 0
+    while len(lengths) < len(names):
+        n = shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        lengths.append(n)
+    out = {}
+    for name, n in zip(names, lengths):
+        out[name] = bytes(data[pos : pos + n])
+        pos += n
+    return out

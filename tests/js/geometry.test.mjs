@@ -4,8 +4,11 @@ import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
   tooltip, storageTooltip, storageLabel, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
-  pastEnd, PAST_END,
+  pastEnd,
 } from "../../tensorviz/explorer/geometry.js";
+import { C, lanes } from "./vocab.mjs";
+
+const F = C.flag, R = C.rel;
 
 test("column copies an unaligned DataView into an aligned typed array", () => {
   const buf = new ArrayBuffer(1 + 16); // two float64 at byte offset 1: unaligned
@@ -110,16 +113,16 @@ test("barRect clips to the window and keeps thin bars visible", () => {
 
 test("tooltip: name, dtype[shape], stride, offset, byte range, footprint, relation", () => {
   const d = {
-    names: ["qkv.weight", "q.weight", "wte.weight", "lm_head.weight"],
+    C, names: ["qkv.weight", "q.weight", "wte.weight", "lm_head.weight"],
     geom: ["48, 16;;0", "16, 16;16, 1;0", "64, 16;;0", "64, 16;;0"],
     dtype: new Uint8Array([0, 0, 0, 0]), dtypes: ["float32"],
     start: new Float64Array([0, 0, 0]), stop: new Float64Array([3072, 1024, 4096]),
-    fpct: new Float32Array([1, 0.5, 1]), flags: new Uint8Array([0, 1 | 2 | 64, 0]),
+    fpct: new Float32Array([1, 0.5, 1]), flags: new Uint8Array([0, F.sparse | F.overlaps_other | F.partner_hidden, 0]),
     storageOf: new Int32Array([1, 1, 0]), barView: new Uint32Array([0, 1, 2]),
     tieFirst: new Uint32Array([0, 0, 0, 1]), ties: new Uint32Array([3]),
-    rel: new Uint8Array([4, 1, 0, 0]), relTo: new Uint32Array([1, 1, 0, 0]),
+    rel: new Uint8Array([R.contains, R.selected, 0, 0]), relTo: new Uint32Array([1, 1, 0, 0]),
     // storage #1 (3 KiB) with qkv and q on its view lanes; wte's storage is one simple row
-    lane: new Uint32Array([1, 2, 3]), laneKind: new Uint8Array([0, 1, 1, 2]),
+    lane: new Uint32Array([1, 2, 3]), laneKind: lanes("storage", "view", "view", "simple"),
     laneBlock: new Int32Array([0, 0, 0, 1]), blockNbytes: new Float64Array([3072, 4096]),
   };
   assert.deepEqual(tooltip(d, 0), [
@@ -153,18 +156,18 @@ test("frontDecode undoes the affix coding; rowMajor gives contiguous strides", (
 });
 
 test("lanes of bars sent without lanes, and the block of every lane", () => {
-  // storage, view, view, more, storage, view, simple, simple, summary
-  const kind = new Uint8Array([0, 1, 1, 3, 0, 1, 2, 2, 5]);
-  assert.deepEqual(Array.from(ownLanes(kind, 5)), [1, 2, 5, 6, 7]);
-  assert.deepEqual(Array.from(blockOfLanes(kind)), [0, 0, 0, 0, 1, 1, 2, 3, -1]);
+  const kind = lanes("storage", "view", "view", "more", "storage", "view", "simple", "simple", "summary");
+  assert.deepEqual(Array.from(ownLanes(kind, 5, C)), [1, 2, 5, 6, 7]);
+  assert.deepEqual(Array.from(blockOfLanes(kind, C)), [0, 0, 0, 0, 1, 1, 2, 3, -1]);
+  assert.equal(blockOfLanes(lanes("storage", "view", "more-storages"), C)[2], -1);
 });
 
 test("storageTooltip: the storage, its bars, the marks under the mouse, filtered-out readers", () => {
   const markStart = new Float64Array([0, 512]), markStop = new Float64Array([256, 1024]);
   const d = {
-    laneBlock: new Int32Array([0, 0]), laneLabels: ["storage #3 · 1 KiB", ""], blockStorage: new Int32Array([3]),
+    C, laneBlock: new Int32Array([0, 0]), laneLabels: ["storage #3 · 1 KiB", ""], blockStorage: new Int32Array([3]),
     blockBars: new Uint32Array([2]), blockHidden: new Uint32Array([1]),
-    markKind: new Uint8Array([1, 0]), markStart, markStop,
+    markKind: new Uint8Array([C.mark["read-twice"], C.mark.unreferenced]), markStart, markStop,
     markIndex: laneIndex(new Uint32Array([0, 0]), markStart, markStop, 2),
   };
   assert.deepEqual(storageTooltip(d, 0, 100, 1), [
@@ -182,10 +185,10 @@ test("storageLabel: number, tag, size in the one byte format", () => {
 test("pastEnd: the bytes a view of a freed storage addresses past its end, and its tooltip says so", () => {
   // storage #0 freed (0 B): w reads [0, 80), v [20, 60); storage #1 (32 B) is a simple row
   const d = {
-    names: ["w", "v", "other"], geom: ["4, 5;;0", "2, 5;;5", "8;;0"], dtype: new Uint8Array(3), dtypes: ["float32"],
+    C, names: ["w", "v", "other"], geom: ["4, 5;;0", "2, 5;;5", "8;;0"], dtype: new Uint8Array(3), dtypes: ["float32"],
     start: new Float64Array([0, 20, 0]), stop: new Float64Array([80, 60, 32]), fpct: new Float32Array([1, 1, 1]),
     flags: new Uint8Array(3), storageOf: new Int32Array([0, 0, 1]), barView: new Uint32Array(0),
-    lane: new Uint32Array([1, 2, 3]), laneKind: new Uint8Array([0, 1, 1, 2]),
+    lane: new Uint32Array([1, 2, 3]), laneKind: lanes("storage", "view", "view", "simple"),
     laneBlock: new Int32Array([0, 0, 0, 1]), blockNbytes: new Float64Array([0, 32]),
   };
   assert.deepEqual(pastEnd(d, 0), [0, 80]);
@@ -196,10 +199,10 @@ test("pastEnd: the bytes a view of a freed storage addresses past its end, and i
   d.blockNbytes[0] = 0;
   assert.ok(tooltip(d, 1).includes("reads past its storage's end (0 B): storage freed, bytes [20 B, 60 B) have no memory"));
   assert.ok(!tooltip(d, 2).some((line) => line.includes("past")));
-  // the storage row's tooltip names the past-end mark the planner sends (kind PAST_END)
+  // the storage row's tooltip names the past-end mark the planner sends
   const markStart = new Float64Array([0]), markStop = new Float64Array([80]);
-  const s = { laneBlock: d.laneBlock, laneLabels: ["storage #0 · 0 B", "", "", ""], blockStorage: new Int32Array([0, 1]),
-    blockBars: new Uint32Array([2, 1]), blockHidden: new Uint32Array(2), markKind: new Uint8Array([PAST_END]),
+  const s = { C, laneBlock: d.laneBlock, laneLabels: ["storage #0 · 0 B", "", "", ""], blockStorage: new Int32Array([0, 1]),
+    blockBars: new Uint32Array([2, 1]), blockHidden: new Uint32Array(2), markKind: new Uint8Array([C.mark["past-end"]]),
     markStart, markStop, markIndex: laneIndex(new Uint32Array([0]), markStart, markStop, 4) };
   assert.equal(storageTooltip(s, 0, 50, 1)[2], "past its storage's end (storage freed: no memory there): bytes [0 B, 80 B) · 80 B");
 });

@@ -5,6 +5,9 @@ import {
   varints, geomLines, decodeOverview, overviewGrid, overviewCodes, overviewEntryAt, overviewMarkers, overviewCounts,
   overviewTargets, overviewTooltip, overviewSegments, blockName, laneIndex,
 } from "../../tensorviz/explorer/geometry.js";
+import { C, VOCAB, lanes } from "./vocab.mjs";
+
+const K = Object.fromEntries(VOCAB.overview_kinds.map((name, k) => [name, k]));  // overview kind codes
 
 const bytes = (...b) => new DataView(new Uint8Array(b).buffer);
 const text = (s) => new DataView(new TextEncoder().encode(s).buffer);
@@ -26,7 +29,7 @@ test("geomLines rebuilds each view's shape;stride;offset from the shared heads",
 function sample() {
   const traits = {
     ov_columns: 3,
-    ov_cells: bytes((1 << 2) | 0, (4 << 2) | 3, (2 << 2) | 2),
+    ov_cells: bytes((1 << 2) | K.simple, (4 << 2) | K.tied, (2 << 2) | K.overlapping),
     ov_views: bytes(1, 2, 3),
     ov_nbytes: bytes(0x80, 0x08, 0x80, 0x20, 0xc0, 0x0c),  // 1024, 4096, 1600
     ov_storage: bytes(0, 2, 3),
@@ -36,13 +39,13 @@ function sample() {
     ov_labels: text("#2 wte ≡ head · 4 KiB · tied\n#5 qkv +2 views · 1.562 KiB · overlapping"),
     ov_colors: ["#a9c4e4", "#86a9d6", "#93cc9e", "#6db27b", "#f3a35c", "#e0823a", "#c2448f", "#982c6c", "#e6e6e6", "#cfcfcf"],
   };
-  return decodeOverview((k) => traits[k]);
+  return decodeOverview((k) => traits[k], VOCAB.overview_kinds);
 }
 
 test("decodeOverview: kinds, cells, storages, unreferenced cells, names and labels", () => {
   const ov = sample();
   assert.equal(ov.n, 3);
-  assert.deepEqual(Array.from(ov.kind), [0, 3, 2]);
+  assert.deepEqual(Array.from(ov.kind), [K.simple, K.tied, K.overlapping]);
   assert.deepEqual(Array.from(ov.cells), [1, 4, 2]);
   assert.deepEqual(Array.from(ov.first), [0, 1, 5, 7]);
   assert.equal(ov.total, 7);
@@ -53,8 +56,9 @@ test("decodeOverview: kinds, cells, storages, unreferenced cells, names and labe
   assert.deepEqual(ov.names, ["solo.weight"]);
   assert.deepEqual(ov.labelEntry, [1, 2]);
   assert.equal(ov.labels[1], "#5 qkv +2 views · 1.562 KiB · overlapping");
+  assert.deepEqual(VOCAB.overview_kinds, ["simple", "packed", "overlapping", "tied"]);  // the counts' order
   assert.deepEqual(overviewCounts(ov), [1, 0, 1, 1]);
-  assert.equal(decodeOverview((k) => (k === "ov_columns" ? 0 : null)), null);
+  assert.equal(decodeOverview((k) => (k === "ov_columns" ? 0 : null), VOCAB.overview_kinds), null);
 });
 
 test("overviewGrid lays the cells out as the PNG does", () => {
@@ -90,7 +94,7 @@ test("overviewTargets and overviewTooltip: drawn storages scroll to their lanes,
   const start = new Float64Array([0, 0, 0]), stop = new Float64Array([4096, 4096, 1600]);
   const lane = new Uint32Array([1, 2, 3]);
   const d = {
-    blockStorage: new Int32Array([2, 5]), laneKind: new Uint8Array([0, 1, 1, 2, 5]),
+    C, blockStorage: new Int32Array([2, 5]), laneKind: lanes("storage", "view", "view", "simple", "summary"),
     laneBlock: new Int32Array([0, 0, 0, 1, -1]), names: ["wte", "head", "qkv"],
     barView: new Uint32Array(0), tieFirst: new Uint32Array(0), index: laneIndex(lane, start, stop, 5),
   };
@@ -104,6 +108,6 @@ test("overviewTargets and overviewTooltip: drawn storages scroll to their lanes,
     "100 B unreferenced (no view reads them)", "click: scroll the lanes to it"]);
   assert.equal(overviewTooltip(ov, t, 2)[1], "qkv +2 views");
   assert.equal(overviewTooltip(ov, t, 0).at(-1), "folded into the summary row (expand simple storages draws it): click to scroll there");
-  d.laneKind[4] = 4;  // no summary row: a storage not drawn is filtered out
+  d.laneKind[4] = C.lane["more-storages"];  // no summary row: a storage not drawn is filtered out
   assert.equal(overviewTooltip(ov, overviewTargets(ov, d), 0).at(-1), "not in the lanes (filtered out)");
 });
