@@ -94,8 +94,7 @@ class ExplainWidget(anywidget.AnyWidget):
         data["text/plain"] = self._text
         if self._png:
             png = base64.b64encode(self._png).decode("ascii")
-            data["image/png"] = png
-            data["text/html"] = f"<img alt='tv.explain panel' src='data:image/png;base64,{png}'>"
+            data["image/png"] = png  # once: the widget view, else this picture
         return (data, meta) if isinstance(bundle, tuple) else data
 
 

@@ -91,11 +91,11 @@ class ViewExplanation:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         from tensorviz.render._figure import png_bytes
 
+        # the picture once, in the HTML beside the text (an image/png copy would double a notebook)
         png = base64.b64encode(png_bytes(self.figure())).decode("ascii")
         return {
             "text/plain": str(self),
-            "image/png": png,
-            "text/html": f"<pre>{html.escape(str(self))}</pre><img src='data:image/png;base64,{png}'>",
+            "text/html": f"<pre>{html.escape(str(self))}</pre><img alt='explain_view' src='data:image/png;base64,{png}'>",
         }
 
 
@@ -157,7 +157,7 @@ def _check_shape(shape: Any) -> tuple[int, ...]:
 
 
 def _args(shape: Sequence[int]) -> str:
-    return ", ".join(map(str, shape)) if len(shape) != 1 else f"{shape[0]},"
+    return ", ".join(map(str, shape))
 
 
 def _reason(shape, stride, new_shape, blocked: Sequence[rule.Blocked]) -> str:
@@ -264,13 +264,14 @@ def _draw_dims(ax: Axes, e: ViewExplanation, y: float) -> tuple[float, float]:
     ax.text(0.15, y + 0.1, f"{terminal(e.call)} {verdict}", fontsize=10, fontweight="bold", va="center",
             color=_OK if e.view_works else _BAD)  # fmt: skip
     top, bottom = y + 0.4, y + 1.6
-    xin = [1.0 + d * (_BOX_W + _GAP) for d in range(len(e.shape))]
-    xout = [1.0 + j * (_BOX_W + _GAP) for j in range(len(e.new_shape))]
+    left = max(1.0, 0.3 + 0.075 * len(terminal(e.name)))  # room for the row label
+    xin = [left + d * (_BOX_W + _GAP) for d in range(len(e.shape))]
+    xout = [left + j * (_BOX_W + _GAP) for j in range(len(e.new_shape))]
     bad_out = {b.out_dim for b in e.blocked}
     bad_pairs = {b.pair for b in e.blocked}
     _boxes(ax, "dims-in", xin, top, [f"dim {d}\nsize {s} · stride {t}" for d, (s, t) in enumerate(zip(e.shape, e.stride))],
            [False] * len(e.shape))  # fmt: skip
-    ax.text(0.9, top + _BOX_H / 2, terminal(e.name), ha="right", va="center", fontsize=8, fontweight="bold")
+    ax.text(left - 0.1, top + _BOX_H / 2, terminal(e.name), ha="right", va="center", fontsize=8, fontweight="bold")
     _joins(ax, e, xin, top, bad_pairs)
     out_stride = e.view_stride or (None,) * len(e.new_shape)
     labels = [
@@ -278,9 +279,9 @@ def _draw_dims(ax: Axes, e: ViewExplanation, y: float) -> tuple[float, float]:
         for j, (s, t) in enumerate(zip(e.new_shape, out_stride))
     ]
     _boxes(ax, "dims-out", xout, bottom, labels, [j in bad_out for j in range(len(e.new_shape))])
-    ax.text(0.9, bottom + _BOX_H / 2, "view", ha="right", va="center", fontsize=8, fontweight="bold")
+    ax.text(left - 0.1, bottom + _BOX_H / 2, "view", ha="right", va="center", fontsize=8, fontweight="bold")
     _links(ax, e, xin, xout, top + _BOX_H, bottom, bad_out)
-    right = max(xin[-1] if xin else 1.0, xout[-1] if xout else 1.0) + _BOX_W
+    right = max(xin[-1] if xin else left, xout[-1] if xout else left) + _BOX_W
     return bottom + _BOX_H + 0.25, right
 
 

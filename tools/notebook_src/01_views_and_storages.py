@@ -23,6 +23,13 @@ CELLS = [
       and its colour is the colour of that storage cell.
     * `tv.show(...)` draws the bar diagram used for real models: one row per view, bytes along
       the x axis.
+    * `tv.explain(..., interactive=True)` draws the same panel in the browser: hover an element
+      to light the storage cell it reads (and its address formula with the numbers filled in),
+      hover a storage cell to light every element that reads it, and type a shape, stride and
+      offset into the **stride playground** to see where they would read. With no kernel (on
+      GitHub) it shows the static picture instead.
+    * `tv.explain_view(x, shape)` says whether `x.view(shape)` works, exactly as torch decides,
+      and if not, which dimensions cannot merge and why.
 
     A few **predict, then check** exercises ask you to guess before running a cell.
     """),
@@ -107,6 +114,30 @@ CELLS = [
     print("stride:", xt.stride(), "| contiguous:", xt.is_contiguous())
     print("relation:", tv.analyze({"x": x, "x.t()": xt}).relation("x", "x.t()"))
     tv.explain(x, xt, names=["x", "x.t()"])
+    """),
+    md("""
+    ### Predict, then check: which cell does `x.t()[1, 2]` read?
+
+    Use the formula of `x.t()` (offset 0, stride `(1, 4)`) to predict the storage cell of
+    `x.t()[1, 2]`, and which elements of `x` and `x.t()` read storage cell 6. Then hover them in
+    the interactive panel below (hover the element, then the cell), or run the next cell.
+    In the playground, pick `x.t()` and type the stride `5, 1`: the cells past the storage's
+    end turn red and the panel says which element leaves the storage first.
+    """),
+    code("""
+    tv.explain(x, xt, names=["x", "x.t()"], interactive=True)
+    """),
+    code("""
+    print("x.t()[1, 2] reads cell", xt.storage_offset() + 1 * xt.stride(0) + 2 * xt.stride(1))
+    print("cell 6 is read by x[1, 2] and x.t()[2, 1]:", x[1, 2].item() == xt[2, 1].item() == 6.0)
+    """),
+    md("""
+    <details><summary><b>Answer</b> (click)</summary>
+
+    `0 + 1·1 + 4·2 = 9`: stepping down `x.t()` moves one cell, stepping across moves a row of
+    `x`. Cell 6 is `x[1, 2]` (`4·1 + 2`) and, transposed, `x.t()[2, 1]`. The transpose reads
+    the same cells in another order; nothing was copied.
+    </details>
     """),
     md("""
     ### Predict, then check: every other column
@@ -284,6 +315,133 @@ CELLS = [
     tv.show(zoo, by="overlap", expand_simple=True)
     """),
     md("""
+    ## 9. Why `.view` fails: "at least one dimension spans across two contiguous subspaces"
+
+    `x.view(shape)` never copies, so it only works when the new shape can be read with *some*
+    strides from the same cells. torch decides it like this (`computeStride` in ATen): the
+    dimensions of `x` fall into **chunks** of dimensions that are contiguous with each other
+    (`stride[k] == size[k+1] · stride[k+1]`); every chunk boundary must also be a boundary of
+    the new shape. When a new dimension has to run across two chunks, `view` raises the error
+    above. `reshape` then copies instead (it calls `contiguous()`).
+
+    `tv.explain_view(x, shape)` runs that rule on the tensor's metadata, names the dimensions
+    that cannot merge, and lists what works. Three real cases, each from a GitHub issue.
+
+    ### Case 1: top-k accuracy (mit-han-lab/temporal-shift-module#235)
+
+    The classic `accuracy()` of the ImageNet example transposes the top-k predictions, then
+    flattens the first k rows of the comparison with `correct[:k].view(-1)`.
+    **Predict:** does that view work?
+    """),
+    code("""
+    output, target = torch.randn(8, 10), torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
+    _, pred = output.topk(5, 1, True, True)
+    correct = pred.t().eq(target.view(1, -1).expand(5, 8))
+    try:
+        correct[:3].view(-1)
+    except RuntimeError as err:
+        print("RuntimeError:", err)
+    print(tv.explain_view(correct[:3], -1, name="correct[:3]"))
+    """),
+    md("""
+    `pred.t()` has strides `(1, 5)`: going down a row moves one element, going along a row
+    moves five. Flattening needs dim 0 to continue dim 1, i.e. a stride of 8 · 5 = 40; it is 1.
+    No permutation helps here, so the fix is `reshape(-1)` (a 24-byte copy), which is what the
+    issue suggests.
+
+    ### Case 2: merging attention heads
+
+    Attention code computes `out` as `(batch, heads, tokens, head_dim)`, swaps heads and
+    tokens, then merges the last two dims: `out.transpose(1, 2).view(B, T, H * D)` raises.
+    The picture marks the pair that cannot merge.
+    """),
+    code("""
+    B, H, T, D = 1, 2, 3, 2
+    out = torch.arange(float(B * H * T * D)).view(B, H, T, D)
+    tv.explain_view(out.transpose(1, 2), (B, T, H * D), name="out.transpose(1, 2)")
+    """),
+    md("""
+    After the transpose, dim 2 (heads) has stride 6 and dim 3 (head_dim) stride 1: to merge
+    them the heads' stride would have to be 2 · 1 = 2. `.contiguous().view(...)` (the usual fix)
+    copies 48 bytes first; `reshape` does the same copy. The `permute` that makes a view work
+    just undoes the transpose, which gives the numbers in the wrong order for attention.
+
+    ### Case 3: flattening a channels_last activation (`x.view(x.size(0), -1)`, sergeywong/cp-vton#30)
+
+    A convolution on a `channels_last` input returns a `channels_last` output: shape
+    `(N, C, H, W)` but strides `(H·W·C, 1, W·C, C)`. The usual flatten before a linear layer
+    then fails. **Predict** which dims cannot merge before running the cell.
+    """),
+    code("""
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 4, 3, padding=1).to(memory_format=torch.channels_last)
+    act = conv(torch.randn(1, 3, 3, 3).to(memory_format=torch.channels_last))
+    e = tv.explain_view(act, (act.size(0), -1), name="act")
+    print("strides:", act.stride(), "| view works:", e.view_works, "| reshape copies:", e.reshape_copies)
+    print("why:", e.reason)
+    """),
+    code("""
+    # every prediction checked against torch itself
+    for t, shape in [(correct[:3], (-1,)), (out.transpose(1, 2), (B, T, H * D)), (act, (act.size(0), -1))]:
+        e = tv.explain_view(t, shape)
+        try:
+            t.view(shape); works = True
+        except RuntimeError:
+            works = False
+        shares = t.reshape(shape).untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+        print(f"predicted view_works={e.view_works}, torch: {works}; predicted reshape_copies={e.reshape_copies}, torch: {not shares}")
+    """),
+    md("""
+    <details><summary><b>Answer</b> (click)</summary>
+
+    Channels (dim 1, stride 1) cannot continue height (dim 2, stride `W·C` = 12): merging needs
+    a stride of 3 · 12 = 36. Height and width *do* merge (12 = 3 · 4: one chunk; `e.figure()`
+    draws it as a green bar between their boxes). `act.permute(0, 2, 3, 1).view(1, -1)` works without a copy, but flattens
+    in (h, w, c) order, so a linear layer trained on (c, h, w) order would see the features
+    shuffled; `reshape` copies and keeps the order.
+    </details>
+
+    ## 10. A small slice keeps its whole storage alive
+
+    A view holds a reference to its **whole storage**, not just the bytes it reads. Keep the
+    first row of a 4 MB matrix and the other 3.99 MB stay allocated as long as the row lives;
+    `torch.save` of the row writes all 4 MB (pytorch/pytorch#152100, #153542). `.clone()` gives
+    the row a storage of its own size.
+    """),
+    code("""
+    big = torch.zeros(1000, 1000)
+    row = big[0, :16]
+    print(tv.explain_view(row, (4, 4), name="row").keeps.sentence())
+    tv.explain(row.view(4, 4), names=["row.view(4, 4)"])
+    """),
+    md("""
+    ### Predict, then check: how many bytes does `torch.save(row)` write? And after `.clone()`?
+    """),
+    code("""
+    import io
+
+    def saved_bytes(t):
+        buf = io.BytesIO()
+        torch.save(t, buf)
+        return len(buf.getvalue())
+
+    print(f"torch.save(row):         {saved_bytes(row):>9,} bytes")
+    print(f"torch.save(row.clone()): {saved_bytes(row.clone()):>9,} bytes")
+    """),
+    md("""
+    <details><summary><b>Answer</b> (click)</summary>
+
+    About 4 MB for the slice: `torch.save` writes every storage it meets whole, and the row's
+    storage is the whole matrix. The clone writes its own 64 bytes plus the file's overhead.
+    </details>
+
+    The module tree says the same for a model (or any dictionary of tensors): a tensor whose
+    storage no tensor reads in full is marked with what it keeps alive.
+    """),
+    code("""
+    print(tv.analyze({"cache.first_row": row, "cache.bias": torch.zeros(4)}).tree())
+    """),
+    md("""
     ## What to remember
 
     * A tensor is `(storage, offset, shape, stride, dtype)`. Slicing, `t()`, `expand`,
@@ -293,6 +451,9 @@ CELLS = [
       `overlaps`, `disjoint` or `unrelated`.
     * `contiguous()` (and `reshape`, `clone`) may give a new storage. Saving a small view of a
       big storage can write the whole storage; notebook 03 shows that with a real checkpoint.
+    * `view` works only when no new dimension runs across two chunks of contiguous dimensions;
+      `tv.explain_view(x, shape)` names the pair that cannot merge and what works instead.
+    * A slice keeps its whole storage alive; `.clone()` it to keep only what it reads.
 
     Next: [02 — debugging weight tying](02_debugging_weight_tying.ipynb) applies the same ideas
     to models whose parameters share storage.
