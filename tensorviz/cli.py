@@ -15,6 +15,7 @@ status 1 and one line on stderr, never a traceback; usage errors exit with 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -119,6 +120,7 @@ def _view_json(v: Any, index: dict) -> dict[str, Any]:
         "exact": v.exact,
         "note": v.note,
         "category": v.category,
+        "logical": None if v.logical is None else dataclasses.asdict(v.logical),  # quantized bytes: what they hold
     }
 
 
@@ -177,10 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tensorviz",
         description="Show where the tensors of a checkpoint live, reading only its metadata "
-        "(safetensors header, index, or torch.load(weights_only=True, mmap=True)).",
+        "(safetensors, GGUF, NumPy and ONNX headers, indexes, or torch.load(weights_only=True, mmap=True)).",
     )
     p.add_argument(
-        "path", help="a .safetensors file, a *.index.json, a model folder, a .pt/.pth/.bin or a DCP checkpoint folder"
+        "path",
+        help="a .safetensors file, a *.index.json, a model folder, a .pt/.pth/.bin, a DCP checkpoint folder, "
+        "a GGUF, .npy, .npz or .onnx file (a file's first bytes decide how it is read)",
     )
     p.add_argument(
         "--by",

@@ -95,6 +95,7 @@ def test_json_schema(sliced_ckpt, capsys):
         "exact": True,
         "note": "",
         "category": "",
+        "logical": None,
     }
     assert [v["name"] for v in doc["views"]] == list(layout.names)
     s0 = doc["storages"][0]

@@ -200,3 +200,24 @@ def test_a_raw_valid_file_matches_gguf_reader(tmp_path):
     assert [(layout[t.name].start, layout[t.name].stop) for t in r.tensors] == [
         (int(t.data_offset), int(t.data_offset) + int(t.n_bytes)) for t in r.tensors
     ]
+
+
+def test_model_map_and_json_show_quant_types_by_their_logical_elements(tmp_path):
+    from tensorviz.cli import layout_to_json
+
+    path = str(tmp_path / "m.gguf")
+    write_gguf(path, MIXED[:3])  # F32 8x8, Q4_K 3x512, Q8_0 5x64
+    layout = tv.analyze(path)
+    tree = layout.tree()
+    assert tree.root.numel == 64 + 3 * 512 + 5 * 64  # elements, not bytes
+    assert tree.root.nbytes == 256 + 3 * 2 * 144 + 5 * 2 * 34
+    text = tree.to_text()
+    assert "Q4_K[3, 512]" in text and "Q8_0[5, 64]" in text and "float32[8, 8]" in text
+    views = {v["name"]: v for v in layout_to_json(layout)["views"]}
+    assert views["blk.0.attn_q.weight"]["logical"] == {
+        "dtype": "Q4_K",
+        "shape": (3, 512),
+        "block": 256,
+        "block_nbytes": 144,
+    }  # noqa: E501
+    assert views["token_embd.weight"]["logical"] is None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -100,11 +101,21 @@ def test_npz_deflated_members_are_storages_with_both_sizes(tmp_path):
             v, info = layout[key], infos[key]
             st = layout.storage(v.storage)
             assert st.key == ("file", f"{path}:{key}.npy") and st.nbytes == info.file_size
-            assert f"{info.compress_size} B in the archive, {info.file_size} B inflated" in st.label
+            assert st.label == f"{key}.npy (deflated)"
             inflated = zf.read(info)
             assert inflated[v.start : v.stop] == a.tobytes()  # the view's bytes, in the inflated member
-            npz = layout.metadata["npz"][key]
-            assert npz["inflated"] == info.file_size and npz["deflated"][1] - npz["deflated"][0] == info.compress_size
+            local = file_bytes(path, info.header_offset, info.header_offset + 30)  # the member's local header
+            at = (
+                info.header_offset
+                + 30
+                + int.from_bytes(local[26:28], "little")
+                + int.from_bytes(local[28:30], "little")
+            )
+            assert layout.metadata["npz"][key] == (
+                f"deflated: {info.compress_size} B at bytes [{at}, {at + info.compress_size}) of the archive, "
+                f"{info.file_size} B inflated"
+            )
+            assert zlib.decompress(file_bytes(path, at, at + info.compress_size), -15) == inflated
 
 
 def test_object_arrays_are_refused_by_name_and_never_unpickled(tmp_path):

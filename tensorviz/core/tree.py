@@ -347,8 +347,9 @@ class _Acc:
         s[8] += skipped
 
     def add_view(self, v: TensorView, role: str, own: int, partners: tuple, counted: tuple) -> None:
-        file = _file_name(str(v.storage[1])) if v.device == "file" else ""
-        self._bump(v.name, own // v.itemsize if v.itemsize else 0, own, role, (v.dtype, v.device, file), 0)
+        file, lg = _file_name(str(v.storage[1])) if v.device == "file" else "", v.logical  # lg: quantized bytes
+        numel = own * lg.block // lg.block_nbytes if lg and lg.block_nbytes else own // v.itemsize if v.itemsize else 0
+        self._bump(v.name, numel, own, role, (lg.dtype if lg else v.dtype, v.device, file), 0)
         self.leaf[v.name] = (role, v, partners, counted, "")
 
     def add_skipped(self, name: str, reason: str) -> None:

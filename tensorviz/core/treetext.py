@@ -125,7 +125,8 @@ def _numbers(node: Node, root: bool = False, optimizer: str = "") -> str:
     if root:
         text += " elements"
     if node.view is not None:
-        text += f"  {node.view.dtype}[{', '.join(map(str, node.view.shape))}]"
+        shown = node.view.logical or node.view  # a quantized tensor by its ggml type and logical shape
+        text += f"  {shown.dtype}[{', '.join(map(str, shown.shape))}]"
         if node.kind.startswith("buffer"):
             text += f"  {node.kind}"
     if node.partners:

@@ -14,8 +14,9 @@ unpickled (in an archive, that member is skipped and the others are read).
 An ``.npz`` file is a zip archive of ``.npy`` members (``np.savez``, ``np.savez_compressed``). A
 stored member is a view of the archive itself at its absolute offset (local header, then the
 ``.npy`` header, then the data); a deflated member cannot be viewed in the archive, so it is a
-storage of its own (its inflated bytes, ``("file", "ARCHIVE:MEMBER")``), and the layout's
-``npz`` metadata gives its compressed and inflated sizes. Only the zip directory and each
+storage of its own (its inflated bytes, ``("file", "ARCHIVE:MEMBER")``, labelled "MEMBER
+(deflated)"), and the layout's ``npz`` metadata says where each member is and, for a deflated
+one, its compressed and inflated sizes. Only the zip directory and each
 member's first bytes are read (at most :data:`MAX_MEMBERS` members).
 """
 
@@ -211,13 +212,16 @@ def _member(path: str, f: BinaryIO, size: int, info: zipfile.ZipInfo, part: Part
         )
     if info.compress_type == zipfile.ZIP_STORED:
         part.rows.append(_row(name, part.storages[0].key, size, h, data_start))
-        members[name] = {"stored at": [data_start, data_start + info.file_size]}
+        members[name] = f"stored at bytes [{data_start}, {data_start + info.file_size})"
     else:
         key = ("file", f"{path}:{info.filename}")
-        label = f"{info.filename} (deflated: {info.compress_size} B in the archive, {info.file_size} B inflated)"
+        label = f"{info.filename} (deflated)"
         part.storages.append(StorageInfo(key, "file", info.file_size, label))
         part.rows.append(_row(name, key, info.file_size, h, 0))
-        members[name] = {"deflated": [data_start, data_start + info.compress_size], "inflated": info.file_size}
+        members[name] = (
+            f"deflated: {info.compress_size} B at bytes [{data_start}, {data_start + info.compress_size}) "
+            f"of the archive, {info.file_size} B inflated"
+        )
     if h.note:
         part.notes[name] = h.note
 
