@@ -27,6 +27,7 @@ __all__ = [
     "explain_view",
     "explore",
     "save_check",
+    "why_size",
     "diff",
     "Layout",
     "TensorView",
@@ -143,6 +144,31 @@ def explore(obj: Any, **options: Any):
     from tensorviz.explorer.widget import explore as _explore
 
     return _explore(obj, **options)
+
+
+def why_size(obj: Any, *, name: str | None = None):
+    """Why a torch checkpoint is this size: bytes written vs bytes any name reads, per category
+    (weights, optimizer state, copies...); slices that drag their whole storage into the file;
+    EMA copies and fp32 masters beside the weights; fixes to paste, each with the exact size of
+    the file it gives (torch.save itself, dry-run: no tensor byte is read or written).
+
+    Args:
+        obj: a path to a ``.pt`` checkpoint, or what you would pass to ``torch.save``.
+        name: for a live object, the file name it would be saved as (default ``checkpoint.pt``;
+            torch names the archive's records after it).
+
+    Returns:
+        A :class:`~tensorviz.savecheck.filesize.SizeReport` (``print`` it; ``.fixes``,
+        ``.slices``, ``.categories``, ``.file_nbytes``).
+
+    >>> import torch, tensorviz as tv
+    >>> r = tv.why_size({"w": torch.zeros(1000)[:10]}, name="w.pt")
+    >>> r.slices[0].wasted_nbytes, r.fixes[0].code
+    (3960, "ckpt['w'] = ckpt['w'].clone()")
+    """
+    from tensorviz.savecheck.filesize import size_report
+
+    return size_report(obj, name=name)
 
 
 def save_check(obj: Any, **options: Any):

@@ -2,7 +2,8 @@
 
 Prints the text summary (storages, views, shared groups, file metadata); ``--json`` writes the
 layout as JSON with a stable, versioned schema (see :func:`layout_to_json`), ``--png``/``--html``
-write the diagram, ``--save-check`` adds what each saver would do, ``--tree [--depth N]`` prints the
+write the diagram, ``--save-check`` adds what each saver would do, ``--why-size`` why a torch
+checkpoint is this size (bytes per category, slices, copies, fixes), ``--tree [--depth N]`` prints the
 module tree instead (bytes counted once per module) and ``--full`` lists every storage. Bad input exits with
 status 1 and one line on stderr, never a traceback; usage errors exit with 2.
 
@@ -212,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--save-check", action="store_true", help="also report what each saver (safetensors, torch.save, ...) would do"
     )
     p.add_argument(
+        "--why-size",
+        action="store_true",
+        help="also say why a torch checkpoint is this size: bytes per category, slices, copies, fixes with their sizes",
+    )
+    p.add_argument(
         "--max-views", type=_count, default=12, metavar="N", help="views listed per storage in the text (default: 12)"
     )
     p.add_argument("--full", action="store_true", help="list every storage even when the listing is long")
@@ -271,6 +277,10 @@ def _run(args: argparse.Namespace) -> int:
 
         report = save_check(layout).to_text()
         print(report, file=sys.stderr if json_to_stdout else sys.stdout)
+    if args.why_size:
+        from tensorviz.savecheck.filesize import size_report
+
+        print(size_report(args.path), file=sys.stderr if json_to_stdout else sys.stdout)
     if args.json:
         text = json_text(layout_to_json(layout))
         if json_to_stdout:

@@ -168,3 +168,17 @@ def test_plain_state_dict_is_unchanged(tmp_path) -> None:
     layout = tv.analyze(save(tmp_path, model.state_dict()))
     assert layout.names == tuple(model.state_dict()) and {v.category for v in layout.views} == {""}
     assert "training" not in layout.metadata
+
+
+def test_live_checkpoint_dict_named_as_its_file(tmp_path) -> None:
+    """The dict about to be saved is read as its saved file is: same names, same categories."""
+    model = Tied()
+    opt = stepped(model, OPTIMIZERS["adamw_fused"], named=True)
+    ckpt = {
+        "model": model.state_dict(),
+        "optimizer": opt.state_dict(),
+        "ema": {k: v.clone() for k, v in model.state_dict().items()},
+    }
+    live, saved = tv.analyze(ckpt), tv.analyze(save(tmp_path, ckpt))
+    assert [(v.name, v.category) for v in live.views] == [(v.name, v.category) for v in saved.views]
+    assert live.metadata["training"] == saved.metadata["training"]

@@ -80,18 +80,23 @@ def category_of_key(key: str) -> str:
     return "weights" if key in MODEL_KEYS else "other"
 
 
+def looks_like_training(obj: Any) -> bool:
+    """A mapping with no tensor at its top and an optimizer state or a known model key (cheap)."""
+    if not isinstance(obj, Mapping) or any(isinstance(v, torch.Tensor) for v in obj.values()):
+        return False
+    return any(isinstance(obj.get(k), Mapping) for k in MODEL_KEYS) or bool(_optimizers(obj))
+
+
 def checkpoint_training(obj: Any, tensors: list[tuple[str, torch.Tensor]]) -> CheckpointTraining:
     """How to name and categorise a loaded checkpoint's tensors (``tensors``: the walker's names).
 
     Returns an empty record for anything that is not a training checkpoint (no optimizer state,
     no known model key besides other entries): a plain state dict keeps its names, uncategorised.
     """
-    if not isinstance(obj, Mapping) or any(isinstance(v, torch.Tensor) for v in obj.values()):
+    if not looks_like_training(obj):
         return CheckpointTraining()
     optimizers = _optimizers(obj)
     model_key = next((k for k in MODEL_KEYS if isinstance(obj.get(k), Mapping)), "")
-    if not optimizers and not model_key:
-        return CheckpointTraining()
     result = CheckpointTraining()
     model = [(n, t) for n, t in tensors if model_key and n.startswith(model_key + ".")]
     for prefix, state in optimizers:

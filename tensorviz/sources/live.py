@@ -27,7 +27,7 @@ from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.fsdp_units import gathered_to_sharded, local_record, module_values
 from tensorviz.sources.memory import finish
 from tensorviz.sources.modules import module_facts
-from tensorviz.sources.training import add_training, categorise_module
+from tensorviz.sources.training import add_training, categorise_module, name_training_state
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
 
@@ -367,7 +367,8 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
     with gc_paused():
         c.walk(obj, "")
         if not module:
-            return c.layout(type(obj).__name__)
+            facts = name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
+            return c.layout(type(obj).__name__, {"training": facts} if facts else None)
         # Submodule classes and buffer names, for the module tree (tensorviz.core.tree).
         facts = module_facts(obj)
         metadata: dict[str, Any] = {"modules": facts}

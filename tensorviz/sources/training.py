@@ -16,7 +16,7 @@ tensor.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,3 +160,26 @@ def add_training(
             add(name, value)
         rows.categories.update(dict.fromkeys(range(first, len(rows.rows)), category))
     return {"optimizer": state.optimizer, "wrapper": state.wrapper, "notes": state.notes}
+
+
+def name_training_state(rows: Rows, obj: Mapping, leaves: Iterable[tuple[str, Any]]) -> dict[str, Any] | None:
+    """A live training checkpoint dict (``{"model": ..., "optimizer": opt.state_dict()}``) named
+    and categorised as its saved file would be (:mod:`tensorviz.sources.ckpt_training`): rows
+    renamed in place, categories set; returns the optimizer facts, or None. ``leaves``: the
+    ``(name, value)`` pairs the collector named (:func:`tensorviz.sources.live.iter_named_values`)."""
+    from tensorviz.sources.ckpt_training import checkpoint_training, looks_like_training
+
+    if not looks_like_training(obj):
+        return None
+    tensors = [(n, t) for n, t in leaves if isinstance(t, torch.Tensor)]
+    found = checkpoint_training(obj, tensors)
+    if not found.categories:
+        return None
+    renames, cats = found.renames, found.categories
+    for i, row in enumerate(rows.rows):
+        name = renames.get(row[0], row[0])
+        if name != row[0]:
+            rows.rows[i] = (name, *row[1:])
+        if name in cats:
+            rows.categories[i] = cats[name]
+    return {"optimizers": found.optimizers} if found.optimizers else None
