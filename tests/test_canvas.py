@@ -256,6 +256,17 @@ def test_selected_syncs_list_canvas_and_details(strided):
     assert ex.selected == [] and ex.canvas.selected == [] and ex.canvas.drawn_names == ["row", "col"]
 
 
+def test_a_browser_click_on_a_view_no_longer_drawn_is_dropped(strided):
+    """A click sent before Python's redraw reached the browser names a view the filter has since
+    left out: the message keeps the names still drawn (from Python the same name raises)."""
+    ex = explore(strided, snapshot=False)
+    ex.name_filter.value = "^(row|col)$"
+    ex.canvas.set_state({"selected": ["x", "col"]})  # as ipywidgets applies a message from the browser
+    assert ex.selected == ["col"] and ex.tensor_list.value == ("col",) and "<b>col</b>" in ex.details.value
+    with pytest.raises(Exception, match=r"'x' is not in the picture now \(grouped by storage, names matching"):
+        ex.selected = ["x"]
+
+
 def test_selecting_a_name_not_drawn_says_why(strided):
     ex = explore(strided, names="^row$", snapshot=False)
     with pytest.raises(Exception, match=r"'col' is not in the picture now .*clear the name filter"):
@@ -316,3 +327,35 @@ def test_storage_rows_carry_a_device_tag_and_simple_rows_none():
     p = payload(tv.diagram(lay, expand_simple=True, max_lanes=ALL_LANES), lay)
     assert col(p, "lane_kind", "u1") == [0, 1, 1, 2]  # storage, views, then the simple storage's one row
     assert text(p, "block_tag") == ["meta"] and col(p, "block_nbytes", "<f8") == [32]
+
+
+def test_hot_reload_relinks_the_module_for_live_canvases(monkeypatch):
+    """With anywidget's ANYWIDGET_HMR=1, a change to a .js file beside the canvas re-links the module
+    and sets ``_esm`` on each live canvas (watchfiles' ``watch`` stood in by one change event)."""
+    import sys
+    import threading
+    import types
+    import weakref
+
+    from tensorviz.explorer import modules
+
+    changed, seen = threading.Event(), []
+
+    def watch(path, watch_filter):
+        seen.append((watch_filter(None, str(path / "geometry.js")), watch_filter(None, str(path / "canvas.py"))))
+        changed.wait(30)
+        yield {("modified", str(path / "geometry.js"))}
+
+    monkeypatch.setitem(sys.modules, "watchfiles", types.SimpleNamespace(watch=watch))
+    monkeypatch.setenv("ANYWIDGET_HMR", "1")
+    monkeypatch.setattr(modules, "_WATCHER", [])
+    monkeypatch.setattr(modules, "_LIVE", weakref.WeakSet())
+    c = DiagramCanvas()
+    assert c._esm == esm_source() and len(modules._WATCHER) == 1
+    monkeypatch.setattr(modules, "linked", lambda entry: f"// {entry}, linked again")
+    changed.set()
+    modules._WATCHER[0].join(30)
+    assert seen == [(True, False)] and c._esm == "// canvas.js, linked again"
+    monkeypatch.delenv("ANYWIDGET_HMR")
+    DiagramCanvas()  # hot reload off (anywidget's default): no watcher started
+    assert len(modules._WATCHER) == 1
