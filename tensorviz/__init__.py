@@ -57,7 +57,10 @@ def analyze(
             non-persistent buffers), a mapping of names to tensors (nested mappings flattened
             with "."), a tensor, a sequence of tensors, or a path (``str``/``PathLike``) to a
             ``.safetensors`` file, a ``*.safetensors.index.json``, a model folder, or a torch
-            checkpoint (``.pt``/``.pth``/``.bin``), or a ``torch.distributed.checkpoint`` folder.
+            checkpoint (``.pt``/``.pth``/``.bin``), or a ``torch.distributed.checkpoint`` folder,
+            or a GGUF, NumPy ``.npy``/``.npz`` or ONNX file (each tensor a view of the file at its
+            bytes; a file's first bytes, not its name, pick the reader: see
+            :mod:`tensorviz.sources.formats`).
         group: a ``torch.distributed`` process group, or True for the default group: then this
             is a collective (every rank calls it) and every rank gets the same global layout,
             each DTensor a global tensor with its ranks' shards as views ``NAME@rankR``
