@@ -301,3 +301,18 @@ def test_a_file_storage_is_not_said_to_be_kept_alive(tmp_path):
     save_file({"a": torch.zeros(4), "b": torch.zeros(2)}, tmp_path / "m.safetensors")
     lay = tv.analyze(tmp_path / "m.safetensors")
     assert "keeps" not in lay.tree().to_text()
+
+
+def test_views_too_scattered_to_draw_are_still_explained_in_text():
+    far = torch.zeros(4096).as_strided((16, 16), (256, 2))  # 16 runs of 31 cells: over MAX_CELLS
+    bundle = tv.explain_view(far, (256,))._repr_mimebundle_()
+    assert "x.view(256) fails" in bundle["text/plain"] and "MAX_CELLS=256" in bundle["text/html"]
+
+
+def test_long_reasons_wrap_inside_the_figure():
+    e = tv.explain_view(torch.empty(4096, 4096, device="meta").t(), (-1,), name="w.t()")
+    fig = e.figure()
+    fig.canvas.draw()
+    right = fig.get_window_extent().x1
+    words = [t for t in fig.axes[0].texts if t.get_gid() == "view-words"]
+    assert len(words) >= 6 and all(t.get_window_extent().x1 <= right for t in words)

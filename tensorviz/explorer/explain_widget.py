@@ -5,7 +5,7 @@ An ``anywidget`` with its own ES module (``explain.js``, no build step): Python 
 (shape, stride, offset, itemsize, name, colour); the browser computes every element's storage
 cell itself, so hovering an element lights its cell and formula, hovering a cell lights every
 element that reads it, and the stride playground redraws a view with typed-in numbers, all
-without a kernel round trip. ``hovered`` and ``playground`` sync back to Python. Where no kernel
+without a kernel round trip. ``playground`` (the last geometry typed in) syncs back to Python. Where no kernel
 runs (a saved notebook, GitHub), the display bundle carries the static panel's PNG.
 
 >>> import torch, tensorviz as tv                                   # doctest: +SKIP

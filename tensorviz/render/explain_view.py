@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tensorviz.core.errors import TensorvizError
+from tensorviz.core.errors import TensorvizError, TooLargeError
 from tensorviz.core.keepalive import KeptAlive, kept_alive
 from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
@@ -92,7 +92,13 @@ class ViewExplanation:
         from tensorviz.render._figure import png_bytes
 
         # the picture once, in the HTML beside the text (an image/png copy would double a notebook)
-        png = base64.b64encode(png_bytes(self.figure())).decode("ascii")
+        try:
+            png = base64.b64encode(png_bytes(self.figure())).decode("ascii")
+        except TooLargeError as err:  # views too scattered to draw: the text still explains
+            return {
+                "text/plain": str(self),
+                "text/html": f"<pre>{html.escape(str(self))}\n({html.escape(str(err))})</pre>",
+            }
         return {
             "text/plain": str(self),
             "text/html": f"<pre>{html.escape(str(self))}</pre><img alt='explain_view' src='data:image/png;base64,{png}'>",
@@ -249,8 +255,8 @@ def _figure(e: ViewExplanation, width: float | None) -> Figure:
     ax = fig.axes[0]
     w, y = fig.get_size_inches()
     y, right = _draw_dims(ax, e, float(y))
-    y = _draw_words(ax, e, y)
     w = max(float(w), right + 0.3)
+    y = _draw_words(ax, e, y, chars=int((w - 0.3) / 0.062))  # 7.5-pt text: ~0.06 inch a character
     fig.set_size_inches(w, y + 0.1)
     ax.set_xlim(0, w)
     ax.set_ylim(y + 0.1, 0)
@@ -356,7 +362,7 @@ def _made_of(shape: tuple[int, ...], new_shape: tuple[int, ...], j: int) -> tupl
     return rule.overlapping(shape, new_shape, j)
 
 
-def _draw_words(ax: Axes, e: ViewExplanation, y: float) -> float:
+def _draw_words(ax: Axes, e: ViewExplanation, y: float, chars: int) -> float:
     lines = []
     if not e.view_works:
         lines += [(f"why: {r}", _BAD) for r in e.reason.split("; ")]
@@ -364,7 +370,7 @@ def _draw_words(ax: Axes, e: ViewExplanation, y: float) -> float:
     lines += [(f"✓ {terminal(a.code)}: {a.note}", _OK) for a in e.alternatives]
     lines.append(("keeps alive: " + e.keeps.sentence(), "#b45309" if e.keeps.wasteful else "#333333"))
     for text, color in lines:
-        for part in _wrap(text, 120):
+        for part in _wrap(text, chars):
             ax.text(0.15, y + 0.08, part, fontsize=7.5, va="center", color=color, gid="view-words")
             y += 0.2
     return y
