@@ -221,3 +221,87 @@ def test_model_map_and_json_show_quant_types_by_their_logical_elements(tmp_path)
         "block_nbytes": 144,
     }  # noqa: E501
     assert views["token_embd.weight"]["logical"] is None
+
+
+NUMPY_TYPES = {
+    Q.F32: np.float32,
+    Q.F16: np.float16,
+    Q.F64: np.float64,
+    Q.I8: np.int8,
+    Q.I16: np.int16,
+    Q.I32: np.int32,
+    Q.I64: np.int64,
+}  # noqa: E501
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_files_match_gguf_reader(tmp_path, seed):
+    """Random tensor lists (every ggml type GGUFWriter writes, 1-4 dims, odd sizes, alignments
+    8-256): every view where GGUFReader puts it, with its bytes."""
+    rng = np.random.default_rng(seed)
+    tensors = []
+    for i in range(int(rng.integers(1, 25))):
+        qtype = list(gguf.GGML_QUANT_SIZES)[int(rng.integers(len(gguf.GGML_QUANT_SIZES)))]
+        block, size = gguf.GGML_QUANT_SIZES[qtype]
+        outer = tuple(int(n) for n in rng.integers(1, 5, size=int(rng.integers(0, 3))))
+        row = block * int(rng.integers(1, 4))
+        if qtype in NUMPY_TYPES:
+            tensors.append((f"t{i}", rng.integers(0, 100, size=(*outer, row)).astype(NUMPY_TYPES[qtype]), None))
+        else:
+            tensors.append((f"t{i}", rng.integers(0, 256, size=(*outer, row // block * size), dtype=np.uint8), qtype))
+    path = str(tmp_path / "r.gguf")
+    alignment = int(2 ** rng.integers(3, 9))
+    write_gguf(path, tensors, alignment=alignment)
+    layout = tv.analyze(path)
+    for t in gguf.GGUFReader(path).tensors:
+        v = layout[t.name]
+        assert (v.start, v.stop) == (t.data_offset, t.data_offset + t.n_bytes)
+        assert read_bytes(path, v.start, v.stop) == t.data.tobytes()
+        assert (v.logical.shape if v.logical else v.shape) == tuple(int(n) for n in reversed(t.shape))
+    assert layout.metadata["gguf"]["alignment"] == alignment
+
+
+def test_metadata_values_match_gguf_reader(tmp_path):
+    path = str(tmp_path / "kv.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_uint8("a.u8", 200)
+    w.add_int8("a.i8", -5)
+    w.add_uint16("a.u16", 60000)
+    w.add_int16("a.i16", -300)
+    w.add_uint32("a.u32", 4_000_000_000)
+    w.add_int32("a.i32", -7)
+    w.add_float32("a.f32", 0.5)
+    w.add_uint64("a.u64", 2**63)
+    w.add_int64("a.i64", -(2**40))
+    w.add_float64("a.f64", 1.25)
+    w.add_bool("a.bool", True)
+    w.add_string("a.short", "hello")
+    w.add_string("a.long", "x" * 500)
+    w.add_array("a.ints", [1, 2, 3])
+    w.add_array("a.strs", ["p", "qq"])
+    w.add_tensor("w", np.zeros(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    h = read_gguf_header(path)
+    fields = gguf.GGUFReader(path).fields
+    for key in (
+        "a.u8",
+        "a.i8",
+        "a.u16",
+        "a.i16",
+        "a.u32",
+        "a.i32",
+        "a.f32",
+        "a.u64",
+        "a.i64",
+        "a.f64",
+        "a.bool",
+        "a.short",
+    ):
+        assert h.metadata[key] == fields[key].contents(), key
+    assert h.metadata["a.long"] == {"type": "STRING", "length": 500}  # long strings are summarised
+    assert h.metadata["a.ints"] == {"type": "ARRAY[INT32]", "length": 3}
+    assert h.metadata["a.strs"] == {"type": "ARRAY[STRING]", "length": 2}
+    assert h.data_start == gguf.GGUFReader(path).data_offset

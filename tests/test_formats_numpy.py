@@ -174,3 +174,14 @@ def test_npy_headers_numpy_refuses_are_named(tmp_path, case):
     assert fragment in str(err.value) and str(path) in str(err.value)
     with pytest.raises(Exception):  # noqa: B017 - numpy refuses it too (its own error types vary)
         np.load(str(path), mmap_mode="r")[...].copy()
+
+
+def test_a_torch_checkpoint_named_npz_and_an_npz_named_pt_open_as_what_they_are(tmp_path):
+    import torch
+
+    torch.save({"w": torch.arange(4.0)}, str(tmp_path / "ckpt.npz"))
+    assert tv.analyze(str(tmp_path / "ckpt.npz")).metadata["format"] == "torch"
+    np.savez(str(tmp_path / "arrays.npz"), x=np.arange(3))
+    os.rename(tmp_path / "arrays.npz", tmp_path / "arrays.pt")
+    layout = tv.analyze(str(tmp_path / "arrays.pt"))
+    assert layout.metadata["format"] == "npz" and layout.names == ("x",)

@@ -184,3 +184,14 @@ def test_corrupt_protos_are_named(tmp_path):
     varint.write_bytes(b"\x08\x07\x3a" + b"\xff" * 12)
     with pytest.raises(FileFormatError, match="varint of more than 10 bytes"):
         tv.analyze(str(varint))
+
+
+def test_one_data_file_per_initializer_is_one_storage_each(tmp_path):
+    path = str(tmp_path / "m.onnx")
+    inits = [numpy_helper.from_array(a, k) for k, a in ARRAYS.items()]
+    onnx.save_model(model(inits), path, save_as_external_data=True, all_tensors_to_one_file=False, size_threshold=0)
+    layout = tv.analyze(path)
+    check_against_onnx(path, layout)
+    assert len(layout.storages) == len(ARRAYS)
+    for st in layout.storages:
+        assert len(st.names) == 1 and st.unreferenced_nbytes == 0 and st.nbytes == os.path.getsize(st.key[1])
