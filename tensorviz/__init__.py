@@ -29,6 +29,7 @@ __all__ = [
     "save_check",
     "why_size",
     "diff",
+    "load_check",
     "Layout",
     "TensorView",
     "Storage",
@@ -221,6 +222,42 @@ def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None)
 
         d = compare_content(d, a, b, progress=progress)
     return d
+
+
+def load_check(
+    model: Any, source: Any, *, loader: str = "load_state_dict", strict: bool = True, assign: bool = False
+) -> Any:
+    """What a load will do, before it runs: torch's own ``load_state_dict`` run on data-free
+    (meta) twins of the model and the source. Nothing is loaded, copied or changed.
+
+    Args:
+        model: the ``nn.Module`` that would be loaded into.
+        source: what would be loaded: a state dict, or anything :func:`analyze` reads (a
+            ``.safetensors`` file or index, a model folder, a torch checkpoint; read header-only),
+            or a :class:`Layout`.
+        loader: ``"load_state_dict"`` (the one loader predicted so far).
+        strict: as ``load_state_dict(strict=)``.
+        assign: as ``load_state_dict(assign=)``: parameters become the source tensors (no copy,
+            no cast; a tie whose names get different tensors is broken).
+
+    Returns:
+        A :class:`~tensorviz.loadcheck.report.LoadReport`: ``raises``, ``error`` (torch's
+        message), ``missing``, ``unexpected`` (as torch computes them), ``mismatched``, ``cast``
+        (and ``narrowing``), ``conflicts`` (shared bytes fed by different source tensors, and
+        the winner), ``untouched``, ``ties_broken``; ``print(r)``, ``r._repr_html_()``.
+
+    Raises:
+        ValueError: ``loader`` is not one of the known loaders.
+
+    >>> import torch, tensorviz as tv
+    >>> model = torch.nn.Linear(2, 2)
+    >>> r = tv.load_check(model, {"module.weight": torch.zeros(2, 2), "bias": torch.zeros(2)})
+    >>> r.raises, r.missing, r.unexpected
+    (True, ('weight',), ('module.weight',))
+    """
+    from tensorviz.loadcheck.check import load_check as _load_check
+
+    return _load_check(model, source, loader=loader, strict=strict, assign=assign)
 
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------

@@ -1,0 +1,193 @@
+"""``tv.load_check``: each loader's own code, run on data-free twins.
+
+The model's twin is a deep copy whose every parameter and buffer is replaced (through the copy's
+memo, so a tie stays one object) by a meta tensor of the same shape, stride and dtype; the
+source's twin is an ordered mapping of meta tensors made from the source's layout (a file is read
+header-only), keeping a state dict's ``_metadata`` (versions that modules such as BatchNorm read).
+torch's ``Module.load_state_dict`` then runs on the twins: its messages, missing and unexpected
+keys are torch's own (a post-hook on the twin's root records the keys before torch raises).
+What a load does to memory -- casts, which source tensor wins bytes two names share, what is left
+untouched, ties that ``assign=True`` breaks -- comes from the two layouts and the keys torch fed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from tensorviz.core.layout import Layout
+from tensorviz.loadcheck.report import Conflict, LoadReport
+
+__all__ = ["load_check", "LOADERS", "model_twin", "source_twin"]
+
+
+def model_twin(model: Any) -> Any:
+    """A deep copy of ``model`` on meta: parameters and buffers become meta tensors (ties kept,
+    ``requires_grad`` kept); no data is copied and ``model`` is not changed."""
+    import torch
+
+    memo: dict[int, Any] = {}
+    for _, t in [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]:
+        if t is None or id(t) in memo:
+            continue
+        meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+        memo[id(t)] = (
+            torch.nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else meta
+        )
+    return copy.deepcopy(model, memo)
+
+
+def source_twin(source: Any, layout: Layout) -> OrderedDict:
+    """Meta tensors standing for the source's tensors, in the order the real mapping has them.
+
+    A mapping keeps its own keys and order (a value that is not a tensor stays as it is, so torch
+    says what it says about it) and a copy of its ``_metadata``; anything else is twinned from its
+    layout's views (a file's header)."""
+    import torch
+
+    if isinstance(source, Mapping):
+        out = OrderedDict((k, _meta_like(v) if isinstance(v, torch.Tensor) else v) for k, v in source.items())
+        metadata = getattr(source, "_metadata", None)
+        if metadata is not None:
+            out._metadata = copy.deepcopy(metadata)  # type: ignore[attr-defined]  # torch may write into it
+        return out
+    return OrderedDict((v.name, _meta_from_view(v)) for v in layout.views)
+
+
+def _meta_like(t: Any) -> Any:
+    import torch
+
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+
+
+def _meta_from_view(v: Any) -> Any:
+    import torch
+
+    return torch.empty_strided(v.shape, v.stride, dtype=getattr(torch, v.dtype), device="meta")
+
+
+def _torch_keys(twin: Any, source: OrderedDict, strict: bool, assign: bool) -> tuple[list, list, str | None]:
+    """Run ``twin.load_state_dict(source)``: torch's missing and unexpected keys, and its error."""
+    seen: dict[str, list[str]] = {}
+
+    def record(module: Any, keys: Any) -> None:
+        seen["missing"], seen["unexpected"] = list(keys.missing_keys), list(keys.unexpected_keys)
+
+    twin.register_load_state_dict_post_hook(record)
+    error = None
+    try:
+        twin.load_state_dict(source, strict=strict, assign=assign)
+    except Exception as err:  # noqa: BLE001 -- whatever torch raises is the prediction
+        error = f"{type(err).__name__}: {err}"
+    return seen.get("missing", []), seen.get("unexpected", []), error
+
+
+def _fed(model_sd: Mapping, source: Mapping) -> tuple[list[str], list[tuple], list[tuple]]:
+    """The model keys torch copies into (a tensor of the right shape in the source, after torch's
+    0-dim rule), shape mismatches, and casts -- in the model's state-dict order (torch's order)."""
+    import torch
+
+    fed, mismatched, cast = [], [], []
+    for name, p in model_sd.items():
+        t = source.get(name)
+        if not isinstance(t, torch.Tensor) or not isinstance(p, torch.Tensor):
+            continue
+        shape = tuple(t.shape)
+        if p.dim() == 0 and len(shape) == 1:  # torch reads input_param[0] here (an old format)
+            shape = shape[1:]
+        if shape != tuple(p.shape):
+            mismatched.append((name, tuple(p.shape), tuple(t.shape)))
+            continue
+        fed.append(name)
+        if t.dtype != p.dtype:
+            cast.append((name, str(t.dtype).removeprefix("torch."), str(p.dtype).removeprefix("torch.")))
+    return fed, mismatched, cast
+
+
+def _memory_effects(ml: Layout, sl: Layout | None, fed: list[str], to_source: dict[str, str], assign: bool) -> tuple:
+    """Conflicts (copy), ties broken (assign) and the untouched model names, from the layouts."""
+    fed_set = set(fed)
+    order = {n: i for i, n in enumerate(fed)}
+    same = _source_group(sl)
+    conflicts, broken, written = [], [], set()
+    for group in ml.shared("overlap"):
+        names = [n for n in group.names if n in fed_set]
+        if names:
+            written.update(group.names)
+        distinct = {same(to_source[n]) for n in names}
+        if not assign and len(names) >= 2 and len(distinct) >= 2:
+            names.sort(key=order.__getitem__)
+            conflicts.append(Conflict(tuple(names), names[-1]))
+    if assign:
+        written = set()
+        for group in ml.shared("span"):
+            sources = {same(to_source[n]) if n in fed_set else ("unfed", n) for n in group.names}
+            if len(sources) >= 2:
+                broken.append(frozenset(group.names))
+    untouched = tuple(n for n in ml.names if n not in fed_set and n not in written)
+    return tuple(conflicts), tuple(broken), untouched
+
+
+def _source_group(sl: Layout | None):
+    """Per source name, its span group in the source (names without a layout stand alone)."""
+    if sl is None:
+        return lambda name: name
+    index = sl.group_index("span")
+    return lambda name: int(index[sl.position(name)]) if name in sl else name
+
+
+def _load_state_dict(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: bool, assign: bool) -> dict:
+    twin_source = source_twin(source, sl)
+    missing, unexpected, error = _torch_keys(model_twin(model), twin_source, strict, assign)
+    model_sd = model.state_dict(keep_vars=True)
+    fed, mismatched, cast = _fed(model_sd, twin_source)
+    if assign:
+        cast = []  # the parameter becomes the source tensor: nothing is converted
+    conflicts, broken, untouched = _memory_effects(ml, sl, fed, {n: n for n in fed}, assign)
+    untouched = tuple(n for n in untouched if n in model_sd)
+    return dict(
+        raises=error is not None,
+        error=error,
+        missing=tuple(missing),
+        unexpected=tuple(unexpected),
+        mismatched=tuple(mismatched),
+        cast=tuple(cast),
+        conflicts=conflicts,
+        untouched=untouched,
+        ties_broken=broken,
+    )
+
+
+#: loader name -> the function predicting it (one entry per loader).
+LOADERS = {"load_state_dict": _load_state_dict}
+
+
+def load_check(
+    model: Any, source: Any, *, loader: str = "load_state_dict", strict: bool = True, assign: bool = False
+) -> LoadReport:
+    """What ``loader`` would do loading ``source`` into ``model``, predicted on twins (see
+    :func:`tensorviz.load_check`)."""
+    from tensorviz.sources import analyze
+
+    if loader not in LOADERS:
+        raise ValueError(f"loader must be one of {sorted(LOADERS)}, got {loader!r}")
+    ml = analyze(model)
+    sl = source if isinstance(source, Layout) else _source_layout(source)
+    facts = LOADERS[loader](model, source, ml, sl, strict, assign)
+    name = type(model).__name__
+    where = sl.source if sl is not None else type(source).__name__
+    return LoadReport(loader=loader, model=name, source=where, strict=strict, assign=assign, **facts)
+
+
+def _source_layout(source: Any) -> Layout | None:
+    """The source's layout; None for a mapping tensorviz cannot lay out (torch still judges it)."""
+    from tensorviz.sources import analyze
+
+    if isinstance(source, Mapping):
+        import torch
+
+        tensors = {k: v for k, v in source.items() if isinstance(v, torch.Tensor)}
+        return analyze(tensors)
+    return analyze(source)

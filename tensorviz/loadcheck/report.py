@@ -1,0 +1,110 @@
+"""The load check's records: :class:`LoadReport` (what one loader call would do) and
+:class:`Conflict`, with their text and escaped HTML."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from tensorviz.core.names import elide, terminal
+
+__all__ = ["LoadReport", "Conflict", "NARROWING"]
+
+#: (source dtype, model dtype) pairs where a copy loses range or precision.
+_FLOAT_BITS = {"float64": 64, "float32": 32, "bfloat16": 16, "float16": 16, "float8_e4m3fn": 8, "float8_e5m2": 8}
+
+
+def NARROWING(source: str, model: str) -> bool:  # noqa: N802 (a rule, named as a constant)
+    """A cast that loses range or precision: to fewer float bits, bfloat16 <-> float16, float to int."""
+    if source in _FLOAT_BITS and model in _FLOAT_BITS:
+        return _FLOAT_BITS[model] < _FLOAT_BITS[source] or {source, model} == {"bfloat16", "float16"}
+    return source in _FLOAT_BITS and model not in _FLOAT_BITS and model != "bool"
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """Model tensors sharing bytes (a tie, or views of one buffer) fed by different source
+    tensors; ``winner`` is the name whose source ends up in the shared bytes (torch copies in
+    state-dict order, so the last one fed)."""
+
+    names: tuple[str, ...]
+    winner: str
+
+
+@dataclass(frozen=True, eq=False)
+class LoadReport:
+    """What ``loader`` would do when loading ``source`` into ``model`` (see DESIGN.md, "v0.3
+    additions"): whether it raises and with what message (the library's own wording), missing
+    and unexpected keys as the library computes them, shape mismatches ``(name, model shape,
+    source shape)``, dtype casts ``(name, source dtype, model dtype)``, conflicts, tensors the
+    load leaves untouched, and (``assign=True``) ties the assignment breaks."""
+
+    loader: str
+    model: str
+    source: str
+    strict: bool
+    assign: bool
+    raises: bool
+    error: str | None
+    missing: tuple[str, ...]
+    unexpected: tuple[str, ...]
+    mismatched: tuple[tuple[str, tuple[int, ...], tuple[int, ...]], ...]
+    cast: tuple[tuple[str, str, str], ...]
+    conflicts: tuple[Conflict, ...]
+    untouched: tuple[str, ...]
+    ties_broken: tuple[frozenset[str], ...] = ()
+
+    @property
+    def narrowing(self) -> tuple[tuple[str, str, str], ...]:
+        """The casts that lose range or precision (fp32 -> bf16/fp16/fp8, float -> int)."""
+        return tuple(c for c in self.cast if NARROWING(c[1], c[2]))
+
+    @property
+    def clean(self) -> bool:
+        """No raise, nothing missing, unexpected, mismatched, conflicting or left untouched."""
+        facts = (self.missing, self.unexpected, self.mismatched, self.conflicts, self.untouched, self.ties_broken)
+        return not self.raises and not any(facts)
+
+    def to_text(self, *, width: int = 80, limit: int = 8) -> str:
+        """A screen of text: the verdict, then each non-empty list (``limit`` lines each)."""
+        how = f"{self.loader}(strict={self.strict}{', assign=True' if self.assign else ''})"
+        lines = [elide(f"{how}: {terminal(self.source)} -> {terminal(self.model)}", width)]
+        first = (self.error or "").split("\n")[0]
+        lines.append("raises: " + elide(terminal(first), width - 8) if self.raises else "does not raise")
+        for title, items in self._sections():
+            lines.append(f"{title} ({len(items)}):")
+            lines += ["  " + elide(terminal(x), width - 2) for x in items[:limit]]
+            if len(items) > limit:
+                lines.append(f"  … {len(items) - limit} more")
+        lines.append("clean" if self.clean else "not clean")
+        return "\n".join(lines)
+
+    def _sections(self) -> list[tuple[str, list[str]]]:
+        out = [
+            ("missing", list(self.missing)),
+            ("unexpected", list(self.unexpected)),
+            ("shape mismatch (model ← source)", [f"{n}  {list(m)} ← {list(s)}" for n, m, s in self.mismatched]),
+            (
+                "cast (source → model)",
+                [f"{n}  {s} → {m}{'  (narrowing)' if NARROWING(s, m) else ''}" for n, s, m in self.cast],
+            ),
+            (
+                "conflicts: shared bytes fed twice",
+                [f"{' = '.join(c.names)}  winner: {c.winner}" for c in self.conflicts],
+            ),
+            ("untouched (keep their initial values)", list(self.untouched)),
+            ("ties broken by assign=True", [" = ".join(sorted(g)) for g in self.ties_broken]),
+        ]
+        return [(t, items) for t, items in out if items]
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def _repr_html_(self) -> str:
+        esc = lambda s: html.escape(terminal(str(s)))  # noqa: E731
+        verdict = f"raises: <code>{esc((self.error or '').splitlines()[0])}</code>" if self.raises else "does not raise"
+        parts = [f'<div class="tv-loadcheck"><p><b>{esc(self.loader)}</b>: {verdict}</p>']
+        for title, items in self._sections():
+            rows = "".join(f"<li><code>{esc(x)}</code></li>" for x in items[:200])
+            parts.append(f"<details open><summary>{esc(title)} ({len(items)})</summary><ul>{rows}</ul></details>")
+        return "".join(parts) + "</div>"
