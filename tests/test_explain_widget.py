@@ -118,6 +118,9 @@ def test_interactive_explain_is_a_widget_with_a_static_twin():
 
 
 def test_names_are_data_in_the_payload():
-    w = tv.explain(torch.zeros(3), names=["<img src=x onerror=alert(1)>"], interactive=True)
-    assert w.plan["strips"][0]["views"][0]["name"] == "<img src=x onerror=alert(1)>"  # drawn with fillText
+    names = ["<img src=x onerror=alert(1)>", "bidi\u202eexe.txt", "z" * 20_000]
+    w = tv.explain(torch.zeros(3), torch.zeros(2), torch.zeros(1), names=names, interactive=True)
+    shown = [s["views"][0]["name"] for s in w.plan["strips"]]
+    assert shown[:2] == ["<img src=x onerror=alert(1)>", "bidi\\u202eexe.txt"]  # drawn with fillText
+    assert len(shown[2]) <= 121 and shown[2].startswith("zzz")
     assert "textContent" in ESM.read_text() and "innerHTML" not in ESM.read_text()

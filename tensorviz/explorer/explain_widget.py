@@ -29,6 +29,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     ) from err
 import traitlets
 
+from tensorviz.core.names import elide, terminal
 from tensorviz.plan.explain import MAX_CELLS, MAX_ELEMENTS, ExplainPlan, Strip
 
 __all__ = ["ExplainWidget", "explain_widget", "plan_payload", "ESM"]
@@ -54,7 +55,7 @@ def _strip_payload(s: Strip) -> dict[str, Any]:
         base = int(v.addresses.reshape(-1)[0]) - v.offset * per if v.addresses.size else 0
         views.append(
             {
-                "name": v.name,
+                "name": _shown(v.name),
                 "dtype": v.dtype,
                 "shape": list(v.shape),
                 "stride": list(v.stride),
@@ -67,6 +68,12 @@ def _strip_payload(s: Strip) -> dict[str, Any]:
             }
         )
     return {"storage": s.storage, "nbytes": s.nbytes, "cellBytes": s.cell_bytes, "views": views}
+
+
+def _shown(name: str) -> str:
+    """A name as the panel draws it: controls and bidi overrides as escapes, a very long one
+    by its start and end (a canvas text has no wrap)."""
+    return elide(terminal(name), 120)
 
 
 class ExplainWidget(anywidget.AnyWidget):
@@ -83,7 +90,7 @@ class ExplainWidget(anywidget.AnyWidget):
     def __init__(self, plan: ExplainPlan, png: bytes = b"", **kwargs: Any) -> None:
         super().__init__(plan=plan_payload(plan), **kwargs)
         self._png = png
-        self._text = "\n".join(f"{v.name}: {v.formula}" for s in plan.strips for v in s.views)
+        self._text = "\n".join(f"{_shown(v.name)}: {v.formula}" for s in plan.strips for v in s.views)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         bundle = super()._repr_mimebundle_(include=include, exclude=exclude)
