@@ -63,7 +63,9 @@ def main() -> None:
         print(f"  {label:<14} {s:7.3f} s")
     ratio = t["analyze+optim"] / t["analyze"]
     print(f"  analyze+optim / analyze {ratio:5.2f}x for {len(full) / len(plain):.1f}x the tensors")
-    print(f"  +grads / analyze        {t['+grads'] / t['analyze']:5.2f}x for {len(with_grads) / len(plain):.1f}x the tensors")
+    print(
+        f"  +grads / analyze        {t['+grads'] / t['analyze']:5.2f}x for {len(with_grads) / len(plain):.1f}x the tensors"
+    )
     print(f"  target: analyze+optim <= 3.5x analyze: {'met' if ratio <= 3.5 else 'NOT met'}")
 
 
