@@ -1,12 +1,15 @@
 # The two commands a newcomer types (see README.md):
 #   make lab    set up .venv if needed, then open JupyterLab on notebooks/
 #   make test   set up .venv if needed, then run the whole test suite
+# and the edit-test loop:
+#   make quick  lint, contracts and the tests without browser, notebooks, slow zoo saves or
+#               spawned torch.distributed runs
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 STAMP   = $(VENV)/.tensorviz-installed
 
-.PHONY: lab test lint bench gallery notebooks browser-deps clean
+.PHONY: lab test quick lint bench gallery notebooks browser-deps clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +28,13 @@ test: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest
 	if command -v node >/dev/null 2>&1; then node --test tests/js/; else echo "skipped tests/js: node is not installed (the canvas geometry tests need node >= 18)"; fi
+
+# The edit-test loop: the same checks, minus Chromium, the notebooks, the real-save zoo and the
+# spawned torch.distributed worlds (markers in pyproject.toml).
+quick: $(STAMP)
+	$(BIN)/ruff check tensorviz tests bench tools docs
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q -m "not browser and not notebooks and not slow and not spawn"
 
 # Fix what ruff can fix and format the code.
 lint: $(STAMP)

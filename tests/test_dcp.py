@@ -70,6 +70,7 @@ def _check_against_dcp(folder: str) -> int:
     return n
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize(
     ("world", "scenario", "chunks"), [(2, "fsdp", 23 * 2 - 1), (4, "fsdp", 0), (4, "tp", 14), (4, "hsdp", 0)]
 )
@@ -83,6 +84,7 @@ def test_sharded_runs_read_back_chunk_by_chunk(world, scenario, chunks):
         assert n == sum(len(m.chunks) for m in md.state_dict_metadata.values())
 
 
+@pytest.mark.spawn
 def test_tp_checkpoint_places_chunks_of_the_strided_shard():
     layout = tv.analyze(os.path.join(worker_run(4), "tp_dcp"))
     # FSDP over TP: rows 4-7 of 0.weight are rank 2's, saved by rank 2 in its own file
@@ -185,6 +187,7 @@ def test_truncated_file_is_reported(single):
     assert len(expected) == 2 and layout.metadata["problems"] == expected
 
 
+@pytest.mark.spawn
 def test_dcp_chunks_coloured_by_the_rank_that_saved_them():
     layout = tv.analyze(os.path.join(worker_run(4), "tp_dcp"))
     d = tv.diagram(layout, by="rank", max_lanes=100)

@@ -160,6 +160,7 @@ def test_group_without_torch_distributed_says_how_to_start_it():
 
 
 # -- real runs: one spawn per world size, every rank checks its own shards ---------------------------
+@pytest.mark.spawn
 @pytest.mark.parametrize(
     ("world", "scenario"), [(2, "fsdp"), (2, "placements"), (4, "fsdp"), (4, "placements"), (4, "tp")]
 )
@@ -175,6 +176,7 @@ def test_every_rank_gets_the_same_layout_and_its_shards_are_true(world, scenario
     assert meta["exchange"]["distinct_descriptions"] == 1
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize(("world", "scenario"), [(2, "fsdp"), (4, "tp")])
 def test_exchange_record_rebuilds_the_same_layout_after_json(world, scenario):
     with open(os.path.join(worker_run(world), f"{scenario}.exchange.json")) as f:
@@ -189,6 +191,7 @@ def _views(world, scenario):
     return {v["name"]: v for v in rank_results(world, scenario)[0]["layout"]["views"]}
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize("world", [2, 4])
 def test_fsdp_tied_embedding_is_one_global_tensor_with_uneven_shards(world):
     views = _views(world, "fsdp")
@@ -208,6 +211,7 @@ def test_fsdp_tied_embedding_is_one_global_tensor_with_uneven_shards(world):
     assert [views[f"positions@rank{r}"]["start"] for r in range(world)] == [0] * world
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize("world", [2, 4])
 def test_fsdp_padding_shows_in_each_ranks_storage_bytes(world):
     """FSDP2 pads every rank's shard to ceil(rows / world) rows; a short last shard is padded."""
@@ -226,6 +230,7 @@ def test_fsdp_padding_shows_in_each_ranks_storage_bytes(world):
     assert ranks[str(world - 1)]["local_bytes"] < ranks[str(world - 1)]["storage_bytes"]
 
 
+@pytest.mark.spawn
 def test_hsdp_replicates_over_one_mesh_dim_and_shards_over_the_other():
     views = _views(4, "hsdp")
     assert views["embed.weight@rank0"]["note"] == "(R, S(0)) on mesh replicate=2 x shard=2, at (replicate=0, shard=0)"
@@ -234,6 +239,7 @@ def test_hsdp_replicates_over_one_mesh_dim_and_shards_over_the_other():
     assert [views[f"head.weight@rank{r}"]["shape"] for r in range(4)] == [[6, 6], [5, 6], [6, 6], [5, 6]]
 
 
+@pytest.mark.spawn
 def test_analyze_over_a_subgroup_of_two_of_four_ranks():
     out = worker_run(4)
     docs = []
@@ -249,6 +255,7 @@ def test_analyze_over_a_subgroup_of_two_of_four_ranks():
     assert docs[0]["metadata"]["meshes"] == [{"shape": [2], "ranks": [1, 3], "dim_names": ["dp"]}]
 
 
+@pytest.mark.spawn
 def test_tp_over_fsdp_on_2x2_mesh():
     views = _views(4, "tp")
     assert [views[f"0.weight@rank{r}"]["start"] for r in range(4)] == [0, 256, 128, 384]
@@ -258,6 +265,7 @@ def test_tp_over_fsdp_on_2x2_mesh():
     assert views["0.weight@rank2"]["note"] == "(_S(0, 2), S(0)) on mesh dp=2 x tp=2, at (dp=1, tp=0)"
 
 
+@pytest.mark.spawn
 def test_interleaved_and_2d_placements_on_4_ranks():
     views = _views(4, "placements")
     v = views["strided@rank1"]  # rows 4-7 and 20-23 of 32

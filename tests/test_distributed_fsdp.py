@@ -18,9 +18,10 @@ from dist_runs import rank_results, worker_run
 
 import tensorviz as tv
 from tensorviz.core.errors import TensorvizError
-from tensorviz.core.fsdp import PEAK_RULE, fsdp_lines, fsdp_record, rank_record, rank_rows, rank_totals
+from tensorviz.core.fsdp import PEAK_RULE, fsdp_lines, fsdp_record, rank_rows, rank_totals
 from tensorviz.savecheck.outcomes import FSDP_MID_STEP
 from tensorviz.sources.distributed import layout_from_record, object_device
+from tensorviz.sources.fsdp_units import rank_record
 
 # -- pure: totals, the peak rule, words -------------------------------------------------------------
 
@@ -170,6 +171,7 @@ def _params(fsdp):
     return {p["names"][0]: (u, p) for u in entry["units"] for p in u["params"]}
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("name", ["step_reshard", "step_keep"])
 def test_after_a_step_every_unsharded_storage_is_freed_with_fsdp2s_sizes(world, name):
@@ -214,6 +216,7 @@ def test_after_a_step_every_unsharded_storage_is_freed_with_fsdp2s_sizes(world, 
     assert fsdp["ranks"][str(world - 1)]["padding_bytes"] > 0  # 11, 6, 18 and 10 rows do not divide evenly
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize("world", [2, 4])
 def test_between_forward_and_backward_kept_units_are_gathered_and_analysis_reshards_nothing(world):
     runs = rank_results(world, "step_keep")
@@ -258,6 +261,7 @@ def _layout(world, name):
         return layout_from_record(json.load(f))
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize("world", [2, 4])
 def test_each_rank_sends_one_number_and_the_units_travel_once(world):
     with open(os.path.join(worker_run(world), "step_reshard.exchange.json")) as f:
@@ -270,6 +274,7 @@ def test_each_rank_sends_one_number_and_the_units_travel_once(world):
     assert ranks == list(range(world)) and len(desc["fsdp"]) == 3
 
 
+@pytest.mark.spawn
 @pytest.mark.parametrize("world", [2, 4])
 def test_rank_record_places_each_local_shard_in_its_padded_storage(world):
     layout = _layout(world, "step_reshard")
@@ -287,6 +292,7 @@ def test_rank_record_places_each_local_shard_in_its_padded_storage(world):
         rank_record(layout, 9)
 
 
+@pytest.mark.spawn
 def test_before_the_first_forward_nothing_is_gathered_and_the_root_is_kept():
     layout = _layout(2, "fsdp")  # fully_shard with the default reshard_after_forward=None
     units = rank_record(layout, 1)
@@ -303,6 +309,7 @@ def test_before_the_first_forward_nothing_is_gathered_and_the_root_is_kept():
     assert t["peak_bytes"] == sharded + 288 + 2 * (sharded - 144) and t["gathered_now_bytes"] == 0
 
 
+@pytest.mark.spawn
 def test_text_and_html_show_the_physical_side():
     layout = _layout(4, "step_reshard")
     text = layout.to_text(full=True)
@@ -333,6 +340,7 @@ def test_html_escapes_the_fsdp_table():
     assert fsdp_html(None) == ""
 
 
+@pytest.mark.spawn
 def test_reshard_after_forward_to_a_smaller_mesh_keeps_half_and_analysis_changes_nothing():
     """reshard_after_forward=2 on 4 ranks: after forward each unit keeps a 1/2 shard (FSDP2's
     post-forward state), the gathered outputs are freed; analysing then leaves every parameter
@@ -356,6 +364,7 @@ def test_reshard_after_forward_to_a_smaller_mesh_keeps_half_and_analysis_changes
         ]
 
 
+@pytest.mark.spawn
 def test_hsdp_gathers_over_the_shard_dimension_only():
     """HSDP on a 2 x 2 (replicate, shard) mesh: the all-gather runs over "shard" (2 ranks), so a
     unit re-gathers padded shard bytes x 2, not x 4; the replicas hold the same padded storages."""

@@ -13,13 +13,9 @@ Adam 2.0 GiB").
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
-from tensorviz.core.records import CATEGORIES
+from tensorviz.core.records import CATEGORIES, LayoutLike
 from tensorviz.core.units import format_bytes
-
-if TYPE_CHECKING:
-    from tensorviz.core.layout import Layout
 
 __all__ = ["CATEGORIES", "LABELS", "TRAINING", "category_words", "is_training", "homes", "home_of"]
 
@@ -36,7 +32,7 @@ LABELS = {
 TRAINING = ("gradients", "optimizer", "copies", "other")
 
 
-def is_training(layout: Layout) -> bool:
+def is_training(layout: LayoutLike) -> bool:
     """Whether any view is a gradient, optimizer state, a copy or other training state."""
     return "training" in layout.metadata or any(c in TRAINING for c in set(layout.categories))
 
@@ -53,14 +49,14 @@ def category_words(pairs: Iterable[tuple[str, int]], optimizer: str = "") -> str
     return " · ".join(words)
 
 
-def optimizer_name(layout: Layout) -> str:
+def optimizer_name(layout: LayoutLike) -> str:
     """The optimizer's class name when the layout came with one (live), else ""."""
     facts = layout.metadata.get("training")
     name = facts.get("optimizer", "") if isinstance(facts, Mapping) else ""
     return name if isinstance(name, str) else ""
 
 
-def homes(layout: Layout) -> dict[str, str]:
+def homes(layout: LayoutLike) -> dict[str, str]:
     """``{optimizer prefix: model prefix}``: where the parameters an optimizer's state is named
     after live in the layout ("" for a live model's own names)."""
     facts = layout.metadata.get("training")
@@ -131,7 +127,7 @@ def role(name: str, category: str, live: bool, buffers: set, unsaved: set) -> st
 
 
 def category_bytes(
-    layout: Layout, own: Sequence[int], prefixes: Callable[[str], list[str]]
+    layout: LayoutLike, own: Sequence[int], prefixes: Callable[[str], list[str]]
 ) -> dict[str, tuple[tuple[str, int], ...]]:
     """Per prefix of the module tree (``prefixes(name)`` lists a name's), the bytes each view
     owns (``own``: counted once, see :mod:`tensorviz.core.tree`) summed by category, in

@@ -18,15 +18,60 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tensorviz.core.tree import _attribution
 
 if TYPE_CHECKING:
-    from tensorviz.core.diff import LayoutDiff
     from tensorviz.core.layout import Layout
 
-__all__ = ["module_bytes", "owned_bytes", "ModuleBytes"]
+__all__ = ["module_bytes", "owned_bytes", "ModuleBytes", "DiffLike"]
+
+
+class DiffLike(Protocol):
+    """What the diff's words and module totals read of a :class:`~tensorviz.core.diff.LayoutDiff`
+    (which satisfies it); naming the reads here keeps this module and :mod:`tensorviz.core.diff_text`
+    below the diff, whose methods call them, so the module graph has no cycle."""
+
+    @property
+    def source_a(self) -> str: ...
+    @property
+    def source_b(self) -> str: ...
+    @property
+    def only_a(self) -> tuple[str, ...]: ...
+    @property
+    def only_b(self) -> tuple[str, ...]: ...
+    @property
+    def renamed(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def rules(self) -> tuple[str, ...]: ...
+    @property
+    def changed(self) -> tuple[Any, ...]: ...  # Change records
+    @property
+    def ties_lost(self) -> tuple[frozenset[str], ...]: ...
+    @property
+    def ties_gained(self) -> tuple[frozenset[str], ...]: ...
+    @property
+    def sharing_lost(self) -> tuple[frozenset[str], ...]: ...
+    @property
+    def sharing_gained(self) -> tuple[frozenset[str], ...]: ...
+    @property
+    def dtypes_a(self) -> tuple[Any, ...]: ...  # DtypeTotal records
+    @property
+    def dtypes_b(self) -> tuple[Any, ...]: ...
+    @property
+    def moved(self) -> tuple[Any, ...]: ...  # Moved records
+    @property
+    def content(self) -> Any: ...  # a ContentDiff, or None
+    @property
+    def layout_a(self) -> Layout | None: ...
+    @property
+    def layout_b(self) -> Layout | None: ...
+    @property
+    def same(self) -> bool: ...
+    @property
+    def matched(self) -> int: ...
+    def modules(self, depth: int | None = 2) -> tuple[ModuleBytes, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +95,7 @@ def owned_bytes(layout: Layout) -> list[int]:
     return layout.derived("diff.owned_bytes", lambda: _attribution(layout)[0])
 
 
-def module_bytes(d: LayoutDiff, depth: int | None = 2) -> tuple[ModuleBytes, ...]:
+def module_bytes(d: DiffLike, depth: int | None = 2) -> tuple[ModuleBytes, ...]:
     """Per prefix (down to ``depth`` levels; None for all) whose bytes differ between the sides:
     ``ModuleBytes(path, a, b)``, largest change first, then by path."""
     a, b = d.layout_a, d.layout_b

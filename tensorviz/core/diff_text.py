@@ -14,13 +14,11 @@ import html
 import re
 from collections.abc import Iterable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tensorviz.core.diff_modules import DiffLike
 from tensorviz.core.names import elide, terminal
 from tensorviz.core.units import format_bytes
-
-if TYPE_CHECKING:
-    from tensorviz.core.diff import LayoutDiff
 
 __all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections"]
 
@@ -78,7 +76,7 @@ def _group_text(group: frozenset[str], order: dict[str, int]) -> str:
     return " = ".join(sorted(group, key=lambda n: order.get(n, len(order))))
 
 
-def sections(d: LayoutDiff) -> list[tuple[str, list[tuple[str, str, int]]]]:
+def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
     """The listed sections of the summary: ``(title, folded lines)``, non-empty ones only."""
     oa = {n: i for i, n in enumerate(d.layout_a.names)} if d.layout_a is not None else {}
     ob = {n: i for i, n in enumerate(d.layout_b.names)} if d.layout_b is not None else {}
@@ -113,7 +111,7 @@ def sections(d: LayoutDiff) -> list[tuple[str, list[tuple[str, str, int]]]]:
     return [(title, fold(items)) for title, items in out if items]
 
 
-def _moves(d: LayoutDiff) -> list[tuple[str, str]]:
+def _moves(d: DiffLike) -> list[tuple[str, str]]:
     """One item per (file in a, file in b): how many tensors moved that way, most first."""
     counts: dict[tuple[str, str], int] = {}
     for m in d.moved:
@@ -122,7 +120,7 @@ def _moves(d: LayoutDiff) -> list[tuple[str, str]]:
     return [(f"{fa} → {fb}", f"{n} tensor{'s' * (n != 1)}") for (fa, fb), n in ranked]
 
 
-def _changed_items(d: LayoutDiff) -> list[tuple[str, str]]:
+def _changed_items(d: DiffLike) -> list[tuple[str, str]]:
     """One item per changed name: its fields' changes joined (``dtype float32 → bfloat16, ...``)."""
     per: dict[str, list[str]] = {}
     for c in d.changed:
@@ -145,7 +143,7 @@ def _line(name: str, tail: str, count: int, width: int) -> str:
     return f"  {elide(name, width - 2)}\n      {elide(tail, width - 6)}"
 
 
-def diff_text(d: LayoutDiff, width: int = 80, limit: int = 8) -> str:
+def diff_text(d: DiffLike, width: int = 80, limit: int = 8) -> str:
     """The summary: sources, counts, the rules used, each non-empty section (``limit`` lines
     each), dtype totals, where the bytes went, and the verdict."""
     lines = [
@@ -175,14 +173,14 @@ def _fit(text: str, width: int) -> str:
     return elide(text, width)
 
 
-def _counts(d: LayoutDiff) -> str:
+def _counts(d: DiffLike) -> str:
     na = len(d.layout_a) if d.layout_a is not None else 0
     nb = len(d.layout_b) if d.layout_b is not None else 0
     renamed = f" ({len(d.renamed)} by rule)" if d.renamed else ""
     return f"{na} tensors in a, {nb} in b, {d.matched} matched{renamed}"
 
 
-def _dtype_lines(d: LayoutDiff, width: int) -> list[str]:
+def _dtype_lines(d: DiffLike, width: int) -> list[str]:
     if d.dtypes_a == d.dtypes_b:
         return []
     out = ["dtypes (tensors, bytes; a tie counted once):"]
@@ -192,7 +190,7 @@ def _dtype_lines(d: LayoutDiff, width: int) -> list[str]:
     return out
 
 
-def _module_lines(d: LayoutDiff, width: int, limit: int) -> list[str]:
+def _module_lines(d: DiffLike, width: int, limit: int) -> list[str]:
     if d.same or d.layout_a is None:
         return []
     mods = _not_repeated(d.modules(depth=3))
@@ -217,7 +215,7 @@ def _signed(n: int) -> str:
 
 
 # -- HTML ---------------------------------------------------------------------------------------
-def diff_html(d: LayoutDiff, limit: int = 200) -> str:
+def diff_html(d: DiffLike, limit: int = 200) -> str:
     """Escaped static HTML (no JavaScript): the counts, then each section in a ``<details>``."""
     esc = lambda s: html.escape(terminal(str(s)))  # noqa: E731
     verdict = "same" if d.same else "differ"
@@ -243,7 +241,7 @@ def diff_html(d: LayoutDiff, limit: int = 200) -> str:
 
 
 # -- JSON ---------------------------------------------------------------------------------------
-def diff_json(d: LayoutDiff) -> dict[str, Any]:
+def diff_json(d: DiffLike) -> dict[str, Any]:
     """Plain JSON data of the diff (schema ``tensorviz.diff``, version 1)."""
     groups = lambda gs: [sorted(g) for g in gs]  # noqa: E731
     doc: dict[str, Any] = {

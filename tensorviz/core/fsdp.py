@@ -24,12 +24,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tensorviz.core.units import format_bytes
-
-if TYPE_CHECKING:
-    from tensorviz.core.layout import Layout
 
 __all__ = [
     "PEAK_RULE",
@@ -37,7 +34,6 @@ __all__ = [
     "fsdp_record",
     "unit_totals",
     "rank_totals",
-    "rank_record",
     "fsdp_lines",
     "rank_rows",
 ]
@@ -131,58 +127,6 @@ def _same_units_once(described: Sequence[tuple[Sequence[int], Sequence[Mapping]]
             key = json.dumps(units, sort_keys=True, default=str)
             merged.setdefault(key, ([], list(units)))[0].extend(int(r) for r in ranks)
     return [(sorted(ranks), units) for ranks, units in merged.values()]
-
-
-def rank_record(layout: Layout, rank: int) -> list[dict]:
-    """One rank's units in full: every sharded storage (``nbytes``, padded) with the byte range
-    ``[start, stop)`` each local shard occupies in it (its length from the rank's shard views;
-    None when the layout does not show that rank), and every all-gather output with its state.
-
-    Raises:
-        KeyError: the layout has no FSDP2 record, or no unit on ``rank``.
-    """
-    record = layout.metadata.get("fsdp")
-    if not record:
-        raise KeyError("this layout has no FSDP2 units (tv.analyze(model, group=...) of a fully_shard model has)")
-    units = next((e["units"] for e in record["units"] if rank in e["ranks"]), None)
-    if units is None:
-        raise KeyError(f"rank {rank} holds no FSDP2 unit; ranks with units: {sorted(record['ranks'])}")
-    return [_unit_record(u, layout, rank) for u in units]
-
-
-def _unit_record(unit: Mapping, layout: Layout, rank: int) -> dict:
-    storages = [{"nbytes": n, "shards": []} for n in unit["storages"]]
-    unsharded = []
-    for p in unit["params"]:
-        length = _shard_nbytes(layout, p["names"][0], rank)
-        stop = None if length is None else p["offset"] + length
-        storages[p["storage"]]["shards"].append({"names": p["names"], "start": p["offset"], "stop": stop})
-        unsharded.append({"names": p["names"], "nbytes": p["gathered"], "state": _state(p["now"], p["gathered"])})
-    keys = ("module", "state", "reshard_after_forward", "note", "world")
-    return {**{k: unit[k] for k in keys}, "storages": storages, "unsharded": unsharded, **unit_totals(unit)}
-
-
-def _shard_nbytes(layout: Layout, name: str, rank: int) -> int | None:
-    """Bytes of ``name``'s shard views on ``rank`` (one view, or pieces ``#0``, ``#1``...); in a
-    one-process layout, of the view ``name`` itself (this rank's local shard)."""
-    if layout.metadata.get("format") != "distributed":
-        return layout[name].nbytes if name in layout else None
-    whole = f"{name}@rank{rank}"
-    if whole in layout:
-        return layout[whole].nbytes
-    pieces, k = 0, 0
-    while f"{whole}#{k}" in layout:
-        pieces += layout[f"{whole}#{k}"].nbytes
-        k += 1
-    return pieces if k else None
-
-
-def _state(now: int | None, gathered: int) -> str:
-    if now is None:
-        return "not yet gathered"
-    if now == 0 and gathered:
-        return "freed"
-    return "gathered" if now == gathered else f"{now} of {gathered} bytes"
 
 
 # -- words ---------------------------------------------------------------------------------------

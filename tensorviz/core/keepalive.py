@@ -17,15 +17,12 @@ and the teaching panel call it (metadata only).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tensorviz.core.names import elide, terminal
+from tensorviz.core.records import LayoutLike
 from tensorviz.core.units import format_bytes
-
-if TYPE_CHECKING:
-    from tensorviz.core.layout import Layout
 
 __all__ = ["KeptAlive", "kept_alive", "storages_kept_alive"]
 
@@ -64,7 +61,7 @@ class KeptAlive:
         )
 
 
-def kept_alive(layout: Layout, name: str) -> KeptAlive:
+def kept_alive(layout: LayoutLike, name: str) -> KeptAlive:
     """The storage ``name`` keeps alive and the bytes of it that ``name`` does not read.
 
     Args:
@@ -82,7 +79,7 @@ def kept_alive(layout: Layout, name: str) -> KeptAlive:
     return KeptAlive(v.name, int(s.nbytes), int(v.footprint_nbytes), int(s.unreferenced_nbytes))
 
 
-def storages_kept_alive(layout: Layout) -> dict[str, tuple[int, int]]:
+def storages_kept_alive(layout: LayoutLike) -> dict[str, tuple[int, int]]:
     """Per view of an in-memory storage that the layout's views do not read in full:
     ``(storage bytes, bytes no view reads)``. A file's storage is the file (its header is read
     by no tensor), so views of files are left out. Work in the storages with unread bytes only.

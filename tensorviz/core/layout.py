@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tensorviz.core import footprint as fp
-from tensorviz.core import hooks
+from tensorviz.core import hooks, summary
 from tensorviz.core.groups import GroupFacts
 from tensorviz.core.records import (
     RELATIONS,
@@ -40,14 +40,14 @@ from tensorviz.core.storages import StorageFacts
 from tensorviz.core.sweep import components, ranked, sweep
 from tensorviz.core.table import Table, objects
 from tensorviz.core.table import build as build_table
-from tensorviz.core.textfacts import TextFacts
+from tensorviz.core.tree import ModelTree, model_tree
 
 __all__ = ["Layout", "RELATIONS", "as_layout"]
 
 _NAME = itemgetter(0)
 
 
-class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
+class Layout(StorageFacts, GroupFacts, RelationFacts):
     """Every named view of a set of tensors, grouped by the storage it reads.
 
     Immutable: all public attributes are tuples of frozen records; derived answers are cached.
@@ -368,6 +368,27 @@ class Layout(StorageFacts, GroupFacts, RelationFacts, TextFacts):
             f"<Layout {len(self)} tensor{'s' * (len(self) != 1)} on {ns} storage{'s' * (ns != 1)}, "
             f"{shared} shared, {len(self._skipped)} skipped>"
         )
+
+    # -- text: print(layout) and the module tree (see tensorviz.core.summary, tensorviz.core.tree) --
+    def to_text(self, by: GroupBy = "storage", max_views: int | None = None, full: bool | None = None) -> str:
+        """A plain-text summary: storages with their views and coverage, shared groups, skips.
+
+        ``full=None`` (what ``print(layout)`` writes) lists everything when that fits in 60
+        lines, else writes a compact summary (totals, ties, shared groups, the largest modules);
+        ``full=True`` always lists every storage and view, ``full=False`` always summarises.
+        ``max_views`` caps the views listed per storage (default 12; all when ``full=True``).
+        """
+        if full:
+            return summary.layout_text(self, by=by, max_views=len(self) if max_views is None else max_views)
+        text = None if full is False else summary.fits_screen(self, by, 12 if max_views is None else max_views)
+        return text if text is not None else summary.compact_text(self, by=by)
+
+    def tree(self) -> ModelTree:
+        """The module tree: totals per prefix, bytes counted once (see :mod:`tensorviz.core.tree`)."""
+        return self._cached("tree", lambda: model_tree(self))
+
+    def __str__(self) -> str:
+        return self.to_text()
 
     # -- rich display and drawing: owned by the upper layers, reached through hooks -----
     def _repr_mimebundle_(self, include=None, exclude=None):

@@ -7,8 +7,9 @@ dataclass's ``__dict__`` in one step instead of calling its generated ``__init__
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from tensorviz.core import footprint as fp
 from tensorviz.core.units import format_bytes
 
 __all__ = [
+    "LayoutLike",
     "TensorView",
     "Storage",
     "StorageInfo",
@@ -184,6 +186,43 @@ class Storage:
             f"{len(self.names)} view{'s' * (len(self.names) != 1)}, "
             f"unreferenced={format_bytes(self.unreferenced_nbytes)})"
         )
+
+
+class LayoutLike(Protocol):
+    """What the modules that read a :class:`~tensorviz.core.layout.Layout` (its text, module tree,
+    categories, kept-alive storages) ask of it. The Layout satisfies it; naming the reads here,
+    below ``layout.py``, keeps those modules below the Layout that calls them, so the module
+    graph has no cycle.
+    """
+
+    @property
+    def views(self) -> tuple[TensorView, ...]: ...
+    @property
+    def names(self) -> tuple[str, ...]: ...
+    @property
+    def storages(self) -> tuple[Storage, ...]: ...
+    @property
+    def skipped(self) -> tuple[Skipped, ...]: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+    @property
+    def categories(self) -> tuple[str, ...]: ...
+    @property
+    def naive_nbytes(self) -> int: ...
+    @property
+    def unique_nbytes(self) -> int: ...
+    @property
+    def storage_nbytes(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, name: str) -> TensorView: ...
+    def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]: ...
+    def relation(self, a: str, b: str) -> str: ...
+    def footprint_runs(self, name: str) -> np.ndarray: ...
+    def storage(self, which: str | StorageKey | int) -> Storage: ...
+    def storage_views(self, which: str | StorageKey | int) -> tuple[TensorView, ...]: ...
+    def storage_stats(self) -> StorageStats: ...
 
 
 class StorageStats(NamedTuple):

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 from tensorviz.core.categories import category_words, is_training, training_lines
 from tensorviz.core.fsdp import fsdp_lines
 from tensorviz.core.names import terminal
+from tensorviz.core.tree import RELATION_WORDS, TreeLayout, format_count, tree_lines
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from tensorviz.core.layout import Layout
     from tensorviz.core.records import Group, TensorView
 
 
@@ -40,7 +40,7 @@ def view_line(v: TensorView) -> str:
     return f"{v.name}  {v.dtype}[{shape}] stride={v.stride} offset={v.offset}  bytes [{v.start}, {v.stop}){tail}"
 
 
-def whole_files(layout: Layout) -> frozenset:
+def whole_files(layout: TreeLayout) -> frozenset:
     """Keys of the storages that are a whole safetensors file (every tensor of the file is on
     it, side by side), as opposed to a storage torch allocated (a ``.pt`` file's records)."""
     headers = layout.metadata.get("header")
@@ -49,7 +49,7 @@ def whole_files(layout: Layout) -> frozenset:
     return frozenset(("file", path) for path in headers) & {s.key for s in layout.storages}
 
 
-def shown_shared(layout: Layout, by: str = "storage") -> tuple[tuple[Group, ...], str]:
+def shown_shared(layout: TreeLayout, by: str = "storage") -> tuple[tuple[Group, ...], str]:
     """The shared groups the displays count, and how they were counted (words for a header).
 
     ``by="storage"`` counts storages with two or more views, but in a safetensors file every
@@ -74,7 +74,7 @@ def shown_shared(layout: Layout, by: str = "storage") -> tuple[tuple[Group, ...]
     return tuple(groups), "by storage; by shared bytes within a file"
 
 
-def storage_noun(layout: Layout) -> str:
+def storage_noun(layout: TreeLayout) -> str:
     """``"file"`` when every storage is a whole safetensors file, else ``"storage"``."""
     n = len(layout.storages)
     return "file" if n and len(whole_files(layout)) == n else "storage"
@@ -92,7 +92,7 @@ def memory_words(parts: object) -> str:
     return f", one memory of {len(parts)} storage objects at bytes {where}"
 
 
-def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str:
+def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
     lines = header_lines(layout)
@@ -130,7 +130,7 @@ def layout_text(layout: Layout, by: str = "storage", max_views: int = 12) -> str
     return "\n".join(map(terminal, lines))  # a name is data: it can neither end a line nor restyle one
 
 
-def header_lines(layout: Layout) -> list[str]:
+def header_lines(layout: TreeLayout) -> list[str]:
     """How many tensors on how many storages, and the three byte totals."""
     n, ns = len(layout), len(layout.storages)
     lines = [
@@ -223,7 +223,7 @@ def _brief(value: object, width: int = 160) -> str:
 SCREEN_LINES = 60
 
 
-def fits_screen(layout: Layout, by: str = "storage", max_views: int = 12) -> str | None:
+def fits_screen(layout: TreeLayout, by: str = "storage", max_views: int = 12) -> str | None:
     """The full listing when it has at most :data:`SCREEN_LINES` lines, else None (decided from
     counts first, so a large layout's listing is never built just to be thrown away)."""
     if len(layout) + len(layout.skipped) > 2 * SCREEN_LINES:
@@ -232,11 +232,9 @@ def fits_screen(layout: Layout, by: str = "storage", max_views: int = 12) -> str
     return text if text.count("\n") < SCREEN_LINES else None
 
 
-def compact_text(layout: Layout, by: str = "storage") -> str:
+def compact_text(layout: TreeLayout, by: str = "storage") -> str:
     """A summary that fits a screen for any model: totals, ties and shared groups, the largest
     modules (bytes counted once), skipped values and a pointer to the full listing."""
-    from tensorviz.core.treetext import format_count, tree_lines
-
     tree = layout.tree()
     root = tree.root
     lines = header_lines(layout)
@@ -269,8 +267,6 @@ def _fitting_tree(tree, tree_lines, budget: int) -> list[str]:
 
 def _borrowers(tree) -> Iterator[str]:
     """``name relation owner`` for every name that reads bytes counted under an earlier name."""
-    from tensorviz.core.treetext import RELATION_WORDS
-
     for node in tree.nodes():
         if node.counted_in:
             relation, owner = node.counted_in

@@ -22,8 +22,7 @@ import traitlets
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import FILTER_CAP
-from tensorviz.core.tree import ModelTree, Node
-from tensorviz.core.treetext import RELATION_WORDS, format_count
+from tensorviz.core.tree import RELATION_WORDS, ModelTree, Node, format_count
 from tensorviz.core.units import format_bytes
 
 __all__ = ["TreePanel", "memory_html", "MAX_ROWS", "MAX_BARS"]

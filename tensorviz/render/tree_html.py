@@ -17,7 +17,7 @@ import html
 import itertools
 from typing import TYPE_CHECKING
 
-from tensorviz.core.treetext import RELATION_WORDS, alike_runs, format_count
+from tensorviz.core.tree import RELATION_WORDS, alike_runs, format_count
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import collections
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -26,41 +26,23 @@ from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck import savers_hf as hf
 from tensorviz.savecheck import savers_torch as svt
+from tensorviz.savecheck.fixes import attach_fixes
 from tensorviz.savecheck.materialise import as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import FSDP_MID_STEP, SAVERS
 from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained, is_peft_model
 from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
-from tensorviz.savecheck.verdicts import SaveReport, Verdict
+from tensorviz.savecheck.subject import Subject
+from tensorviz.savecheck.verdicts import Verdict
 from tensorviz.sources.fsdp_units import fsdp_mid_step_state
 
-__all__ = ["run_check", "Subject"]
+__all__ = ["run_check", "versions"]
 
 
-@dataclass
-class Subject:
-    """Everything the check needs, gathered once; holds stand-ins, never tensors."""
-
-    source: str
-    layout: Layout
-    kind: str  # "module" | "mapping" | "layout"
-    standins: dict[str, Any]
-    ordered: bool
-    real_state_dict: Any = None  # torch.save's dry run only (the module itself for a module); dropped after
-    pretrained: Any = None  # the transformers model, only while its verdict is computed
-    peft: Any = None  # the PeftModel, likewise
-    has_meta_parameters: bool = False
-    memo: dict = field(default_factory=dict)  # library answers every saver of this check shares
-    sub_layouts: dict = field(default_factory=dict)  # frozenset(names given) -> their layout
-    storage_of: dict | None = None  # name -> storage key, for every name of the layout
-    key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
-    ties: Any = None
-    notes: list[str] = field(default_factory=list)
-    materialised: bool = False  # meta storages judged as if on CPU (see savecheck.materialise)
-
-
-def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
+def run_check(obj: Any, wanted: tuple[str, ...]) -> tuple[tuple[Verdict, ...], Subject]:
+    """Each wanted saver's verdict (fixes attached), and the subject they were judged on (it holds
+    no tensor or module any more)."""
     subject = _subject(obj)
     verdicts = []
     token = sv.CHECK_MEMO.set({})
@@ -72,17 +54,7 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> SaveReport:
     finally:
         sv.CHECK_MEMO.reset(token)
     subject.real_state_dict = subject.pretrained = subject.peft = None
-    from tensorviz.savecheck.fixes import attach_fixes
-
-    verdicts = attach_fixes(verdicts, subject)
-    return SaveReport(
-        source=subject.source,
-        verdicts=tuple(verdicts),
-        versions=_versions(),
-        unique_nbytes=acc.unique_nbytes(subject.layout),
-        ties=subject.ties,
-        notes=tuple(subject.notes),
-    )
+    return tuple(attach_fixes(verdicts, subject)), subject
 
 
 # -- step 1: the subject ----------------------------------------------------------------------------
@@ -252,7 +224,7 @@ def _is_pretrained(obj: Any) -> bool:
     return cls is not None and isinstance(obj, cls)
 
 
-def _versions() -> tuple[tuple[str, str], ...]:
+def versions() -> tuple[tuple[str, str], ...]:
     out = []
     for dist in ("torch", "safetensors", "transformers", "accelerate", "huggingface_hub"):
         ver = sv.version(dist)

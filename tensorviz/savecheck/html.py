@@ -32,7 +32,7 @@ from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.outcomes import renames
 
 if TYPE_CHECKING:
-    from tensorviz.savecheck.verdicts import Fix, SaveReport, Verdict
+    from tensorviz.savecheck.verdicts import Fix, ReportFacts, Verdict
 
 __all__ = ["report_html", "STYLES"]
 
@@ -285,7 +285,7 @@ def _ties(ties) -> str:
     return _tag("div", "section", "Ties: storage, Python object, declared") + table + "".join(facts)
 
 
-def _header(report: SaveReport) -> str:
+def _header(report: ReportFacts) -> str:
     from tensorviz.savecheck.outcomes import OUTCOMES
 
     outcomes = [v.outcome for v in report.verdicts]
@@ -298,7 +298,7 @@ def _header(report: SaveReport) -> str:
     )
 
 
-def report_html(report: SaveReport) -> str:
+def report_html(report: ReportFacts) -> str:
     """The report as one HTML fragment: header, table, per-saver details, ties, versions."""
     parts = [_header(report)]
     parts += [_line("note:", _e(n), "muted") for n in report.notes]

@@ -12,16 +12,14 @@ views keep their offsets, and the report says once, at the top, what was assumed
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo
 from tensorviz.savecheck.standin import StandIn, StorageStandIn, fresh_ptr
-
-if TYPE_CHECKING:
-    from tensorviz.savecheck.check import Subject
+from tensorviz.savecheck.subject import Subject
 
 __all__ = ["META_NOTE", "as_materialised", "has_meta"]
 

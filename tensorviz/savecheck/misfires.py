@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck.standin import StandIn
+from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Misfire
-
-if TYPE_CHECKING:
-    from tensorviz.savecheck.check import Subject
 
 
 # -- misfires ---------------------------------------------------------------------------------------

@@ -19,12 +19,16 @@ and every problem comes with code that fixes it (``fixes``), checked by the test
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from tensorviz.core.rows import gc_paused
-from tensorviz.savecheck.check import run_check
+from tensorviz.savecheck import accounting as acc
+from tensorviz.savecheck.check import run_check, versions
+from tensorviz.savecheck.html import report_html
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
-from tensorviz.savecheck.verdicts import Fix, Misfire, SaveReport, Verdict
+from tensorviz.savecheck.text import report_text
+from tensorviz.savecheck.verdicts import Fix, Misfire, Verdict
 
 __all__ = ["save_check", "SaveReport", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
 
@@ -54,7 +58,78 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
     """
     wanted = _wanted(savers)
     with gc_paused():  # thousands of stand-ins and records: no collector pass over the caller's heap
-        return run_check(obj, wanted)
+        verdicts, subject = run_check(obj, wanted)
+        return SaveReport(
+            source=subject.source,
+            verdicts=verdicts,
+            versions=versions(),
+            unique_nbytes=acc.unique_nbytes(subject.layout),
+            ties=subject.ties,
+            notes=tuple(subject.notes),
+        )
+
+
+@dataclass(frozen=True)
+class SaveReport:
+    """One :class:`Verdict` per installed saver, the three kinds of tie, and library versions.
+
+    ``report["torch.save"]`` is a verdict by saver key; ``to_text()``, ``to_html()`` and
+    ``to_dict()`` are the stable renderings (the explorer pane and the CLI use them).
+    """
+
+    source: str
+    verdicts: tuple[Verdict, ...]
+    versions: tuple[tuple[str, str], ...]
+    unique_nbytes: int
+    ties: Any = None
+    notes: tuple[str, ...] = ()
+
+    def __getitem__(self, saver: str) -> Verdict:
+        for v in self.verdicts:
+            if v.saver == saver:
+                return v
+        raise KeyError(f"no verdict for {saver!r}; this report has {[v.saver for v in self.verdicts]}")
+
+    def __iter__(self):
+        return iter(self.verdicts)
+
+    def __len__(self) -> int:
+        return len(self.verdicts)
+
+    @property
+    def ok(self) -> bool:
+        """Every saver would write every byte once and nothing else."""
+        return all(v.ok for v in self.verdicts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-friendly data (lists and dicts only)."""
+        out = asdict(self)
+        out["versions"] = dict(self.versions)
+        out["ties"] = self.ties.to_dict() if self.ties is not None else None
+        return _jsonable(out)
+
+    def to_text(self, fixes: bool = True) -> str:
+        """A plain-text report: one block per saver, then ties, fixes and versions."""
+        return report_text(self, fixes=fixes)
+
+    def to_html(self) -> str:
+        """A self-contained, escaped HTML table (no scripts, no images)."""
+        return report_html(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{v.saver}: {v.outcome}" for v in self.verdicts)
+        return f"<SaveReport {self.source}: {parts}>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        bundle = {"text/plain": self.to_text(), "text/html": self.to_html()}
+        if include:
+            bundle = {k: v for k, v in bundle.items() if k in include}
+        if exclude:
+            bundle = {k: v for k, v in bundle.items() if k not in exclude}
+        return bundle
 
 
 def _wanted(savers: Iterable[str] | None) -> tuple[str, ...]:
@@ -67,3 +142,11 @@ def _wanted(savers: Iterable[str] | None) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown saver(s) {unknown}; choose from {list(SAVERS)}")
     return savers
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return [_jsonable(v) for v in x]
+    return x

@@ -12,7 +12,7 @@ from tensorviz.savecheck.html import report_html
 from tensorviz.savecheck.outcomes import renames
 
 if TYPE_CHECKING:
-    from tensorviz.savecheck.verdicts import SaveReport, Verdict
+    from tensorviz.savecheck.verdicts import ReportFacts, Verdict
 
 __all__ = ["report_text", "report_html"]
 
@@ -91,7 +91,7 @@ def _verdict_text(v: Verdict, fixes: bool) -> list[str]:
     return lines
 
 
-def report_text(report: SaveReport, fixes: bool = True) -> str:
+def report_text(report: ReportFacts, fixes: bool = True) -> str:
     """Every verdict, the ties, and the library versions, as plain text."""
     lines = [
         f"Save check of {report.source}: {len(report.verdicts)} saver(s), "

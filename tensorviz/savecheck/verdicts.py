@@ -1,15 +1,16 @@
-"""The save check's records: :class:`Verdict` per saver, :class:`SaveReport` for them all,
+"""The save check's records: :class:`Verdict` per saver (gathered in a
+:class:`~tensorviz.savecheck.report.SaveReport`),
 :class:`Misfire` where a library's own check is wrong, :class:`Fix` with code that repairs it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
 
-__all__ = ["SaveReport", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
+__all__ = ["ReportFacts", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
 
 
 @dataclass(frozen=True)
@@ -104,76 +105,19 @@ class Verdict:
         return self.outcome == "ok"
 
 
-@dataclass(frozen=True)
-class SaveReport:
-    """One :class:`Verdict` per installed saver, the three kinds of tie, and library versions.
-
-    ``report["torch.save"]`` is a verdict by saver key; ``to_text()``, ``to_html()`` and
-    ``to_dict()`` are the stable renderings (the explorer pane and the CLI use them).
-    """
-
-    source: str
-    verdicts: tuple[Verdict, ...]
-    versions: tuple[tuple[str, str], ...]
-    unique_nbytes: int
-    ties: Any = None
-    notes: tuple[str, ...] = ()
-
-    def __getitem__(self, saver: str) -> Verdict:
-        for v in self.verdicts:
-            if v.saver == saver:
-                return v
-        raise KeyError(f"no verdict for {saver!r}; this report has {[v.saver for v in self.verdicts]}")
-
-    def __iter__(self):
-        return iter(self.verdicts)
-
-    def __len__(self) -> int:
-        return len(self.verdicts)
+class ReportFacts(Protocol):
+    """What the text and HTML renderings read of a :class:`~tensorviz.savecheck.report.SaveReport`
+    (which satisfies it; naming the reads here keeps them below the report, which calls them)."""
 
     @property
-    def ok(self) -> bool:
-        """Every saver would write every byte once and nothing else."""
-        return all(v.ok for v in self.verdicts)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain, JSON-friendly data (lists and dicts only)."""
-        out = asdict(self)
-        out["versions"] = dict(self.versions)
-        out["ties"] = self.ties.to_dict() if self.ties is not None else None
-        return _jsonable(out)
-
-    def to_text(self, fixes: bool = True) -> str:
-        """A plain-text report: one block per saver, then ties, fixes and versions."""
-        from tensorviz.savecheck.text import report_text
-
-        return report_text(self, fixes=fixes)
-
-    def to_html(self) -> str:
-        """A self-contained, escaped HTML table (no scripts, no images)."""
-        from tensorviz.savecheck.html import report_html
-
-        return report_html(self)
-
-    def __str__(self) -> str:
-        return self.to_text()
-
-    def __repr__(self) -> str:
-        parts = ", ".join(f"{v.saver}: {v.outcome}" for v in self.verdicts)
-        return f"<SaveReport {self.source}: {parts}>"
-
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        bundle = {"text/plain": self.to_text(), "text/html": self.to_html()}
-        if include:
-            bundle = {k: v for k, v in bundle.items() if k in include}
-        if exclude:
-            bundle = {k: v for k, v in bundle.items() if k not in exclude}
-        return bundle
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, set, frozenset)):
-        return [_jsonable(v) for v in x]
-    return x
+    def source(self) -> str: ...
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]: ...
+    @property
+    def versions(self) -> tuple[tuple[str, str], ...]: ...
+    @property
+    def unique_nbytes(self) -> int: ...
+    @property
+    def ties(self) -> Any: ...
+    @property
+    def notes(self) -> tuple[str, ...]: ...
