@@ -235,7 +235,8 @@ def load_check(
         source: what would be loaded: a state dict, or anything :func:`analyze` reads (a
             ``.safetensors`` file or index, a model folder, a torch checkpoint; read header-only),
             or a :class:`Layout`.
-        loader: ``"load_state_dict"`` (the one loader predicted so far).
+        loader: ``"load_state_dict"`` or ``"safetensors.load_model"`` (``source`` a
+            ``.safetensors`` file; its own rules for names a tie leaves out of the file).
         strict: as ``load_state_dict(strict=)``.
         assign: as ``load_state_dict(assign=)``: parameters become the source tensors (no copy,
             no cast; a tie whose names get different tensors is broken).

@@ -316,3 +316,82 @@ def test_public_docstring_example_runs() -> None:
     for test in doctest.DocTestFinder().find(tv.load_check, "load_check", globs={}):
         runner.run(test)
     assert runner.summarize(verbose=False) == doctest.TestResults(0, 4)
+
+
+# -- safetensors.torch.load_model ------------------------------------------------------------------
+def _saved_model(model_cls: Callable[[], nn.Module]) -> Callable[[str], str]:
+    def make(tmp: str) -> str:
+        from safetensors.torch import save_model
+
+        torch.manual_seed(7)
+        path = os.path.join(tmp, "saved.safetensors")
+        save_model(model_cls(), path)
+        return path
+
+    return make
+
+
+def _file(**changes: Any) -> Callable[[str], str]:
+    def make(tmp: str) -> str:
+        from safetensors.torch import save_file
+
+        path = os.path.join(tmp, "file.safetensors")
+        save_file({k: v.contiguous() for k, v in _sd(Untied(), **changes).items()}, path)
+        return path
+
+    return make
+
+
+#: name -> (model factory, file factory, strict)
+LOAD_MODEL: dict[str, tuple[Callable[[], nn.Module], Callable[[str], str], bool]] = {
+    "save_model -> load_model, tied": (lambda: _seeded(TiedLM), _saved_model(TiedLM), True),
+    "tied file (one name) into an untied model": (lambda: _seeded(Untied), _saved_model(TiedLM), True),
+    "tied file into an untied model, strict=False": (lambda: _seeded(Untied), _saved_model(TiedLM), False),
+    "untied file (both names) into a tied model": (lambda: _seeded(TiedLM), _file(), True),
+    "untied file into a tied model, strict=False": (lambda: _seeded(TiedLM), _file(), False),
+    "resized vocabulary": (lambda: _seeded(Untied), _file(wte__weight=torch.randn(60, 16)), False),
+    "extra name in the file": (lambda: _seeded(Untied), _file(extra=torch.zeros(3)), True),
+    "a layer missing, strict=False": (lambda: _seeded(Untied), _file(ln__weight=None, ln__bias=None), False),
+}
+
+
+@pytest.mark.parametrize("name", list(LOAD_MODEL))
+def test_load_model_prediction_equals_the_real_load(name: str, tmp_path) -> None:
+    from safetensors.torch import load_file, load_model
+
+    make_model, make_file, strict = LOAD_MODEL[name]
+    model, path = make_model(), make_file(str(tmp_path))
+    values = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    r = tv.load_check(model, path, loader="safetensors.load_model", strict=strict)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in values.items())  # the check changed nothing
+    try:
+        missing, unexpected = load_model(model, path, strict=strict)
+        error = None
+    except Exception as err:  # noqa: BLE001
+        missing, unexpected, error = None, None, f"{type(err).__name__}: {err}"
+    assert (r.raises, r.error) == (error is not None, error)
+    if error is None:
+        assert set(r.missing) == set(missing) and sorted(r.unexpected) == sorted(unexpected)
+    src, loaded = load_file(path), model.state_dict()
+    for n in r.untouched:
+        assert torch.equal(loaded[n], values[n]), n
+    for c in r.conflicts:
+        assert torch.equal(loaded[c.winner], src[c.winner])
+        assert all(torch.equal(loaded[n], src[c.winner]) for n in c.names)
+
+
+def test_load_model_cases_are_not_vacuous(tmp_path) -> None:
+    facts = {}
+    for name, (make_model, make_file, strict) in LOAD_MODEL.items():
+        r = tv.load_check(
+            make_model(),
+            make_file(str(tmp_path)),
+            loader="safetensors.load_model",
+            strict=strict,
+        )
+        facts[name] = (r.raises, r.missing, r.unexpected, bool(r.conflicts), r.untouched)
+    assert facts["save_model -> load_model, tied"] == (False, (), (), False, ())
+    assert facts["tied file (one name) into an untied model"][:3] == (True, ("wte.weight",), ())
+    assert facts["untied file (both names) into a tied model"][:3] == (True, (), ("wte.weight",))
+    assert facts["untied file into a tied model, strict=False"][3] is True
+    assert facts["a layer missing, strict=False"][4] == ("ln.weight", "ln.bias")

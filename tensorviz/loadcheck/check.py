@@ -160,8 +160,45 @@ def _load_state_dict(model: Any, source: Any, ml: Layout, sl: Layout | None, str
     )
 
 
+def _load_model(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: bool, assign: bool) -> dict:
+    """``safetensors.torch.load_model(model, file, strict=)``, replayed: the file twinned from its
+    header, safetensors' own ``_remove_duplicate_names`` on the model's state dict (it reads
+    storage addresses and sizes only), torch's ``load_state_dict(strict=False)`` on the twins,
+    then load_model's own reconciliation of missing and unexpected names and its message."""
+    from safetensors.torch import _remove_duplicate_names
+
+    if assign:
+        raise ValueError("safetensors.torch.load_model has no assign=; pass assign=False")
+    if sl is None or isinstance(source, Mapping):
+        raise ValueError("safetensors.load_model reads a .safetensors file: pass its path as source")
+    twin_source = source_twin(source, sl)
+    facts = _load_state_dict(model, source, ml, sl, False, False)
+    if facts["raises"]:  # a shape mismatch raises inside load_state_dict, even with strict=False
+        return facts
+    try:
+        to_removes = _remove_duplicate_names(model.state_dict(), preferred_names=twin_source.keys())
+    except RuntimeError as err:
+        return dict(facts, raises=True, error=f"RuntimeError: {err}")
+    missing, unexpected = set(facts["missing"]), list(facts["unexpected"])
+    for group in to_removes.values():
+        for name in group:
+            if name not in missing:
+                unexpected.append(name)
+            else:
+                missing.remove(name)
+    error = None
+    if strict and (missing or unexpected):
+        error = f"RuntimeError: Error(s) in loading state_dict for {model.__class__.__name__}:"
+        if missing:
+            error += "\n    Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(missing))
+        if unexpected:
+            error += "\n    Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in sorted(unexpected))
+    missing_in_order = tuple(n for n in facts["missing"] if n in missing)
+    return dict(facts, raises=error is not None, error=error, missing=missing_in_order, unexpected=tuple(unexpected))
+
+
 #: loader name -> the function predicting it (one entry per loader).
-LOADERS = {"load_state_dict": _load_state_dict}
+LOADERS = {"load_state_dict": _load_state_dict, "safetensors.load_model": _load_model}
 
 
 def load_check(
