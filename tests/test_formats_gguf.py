@@ -305,3 +305,34 @@ def test_metadata_values_match_gguf_reader(tmp_path):
     assert h.metadata["a.ints"] == {"type": "ARRAY[INT32]", "length": 3}
     assert h.metadata["a.strs"] == {"type": "ARRAY[STRING]", "length": 2}
     assert h.data_start == gguf.GGUFReader(path).data_offset
+
+
+def test_a_folder_of_one_gguf_or_of_split_gguf_shards(tmp_path):
+    one = tmp_path / "one"
+    one.mkdir()
+    write_gguf(str(one / "model-Q4_K_M.gguf"), MIXED[:3])
+    assert tv.analyze(str(one)).names == tuple(n for n, _, _ in MIXED[:3])
+    write_gguf(str(one / "model-Q8_0.gguf"), MIXED[:3])
+    with pytest.raises(FileFormatError, match="holds 2 weight files of other formats .*; pass the one to analyse"):
+        tv.analyze(str(one))
+    split = tmp_path / "split"
+    split.mkdir()
+    write_gguf(str(split / "m-00001-of-00002.gguf"), MIXED[:3])
+    write_gguf(str(split / "m-00002-of-00002.gguf"), MIXED[3:6])
+    layout = tv.analyze(str(split))
+    assert layout.names == tuple(n for n, _, _ in MIXED[:6]) and len(layout.storages) == 2
+    for shard in ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf"):
+        for t in gguf.GGUFReader(str(split / shard)).tensors:
+            v = layout[t.name]
+            assert v.storage == ("file", str(split / shard))
+            assert (v.start, v.stop) == (t.data_offset, t.data_offset + t.n_bytes)
+
+
+def test_a_split_shard_does_not_claim_a_tie(tmp_path):
+    """In a shard of a split model output.weight may sit in another shard: no tie is claimed."""
+    emb = tinfo("token_embd.weight", (32, 2), 8, 0)
+    path = tmp_path / "s.gguf"
+    path.write_bytes(gguf_raw([*GOOD_KV, kv("split.count", 2, struct.pack("<H", 2))], [emb], bytes(68)))
+    assert "dropped" not in tv.analyze(str(path)).metadata
+    path.write_bytes(gguf_raw(GOOD_KV, [emb], bytes(68)))
+    assert tv.analyze(str(path)).metadata["dropped"] == {"output.weight": "token_embd.weight"}

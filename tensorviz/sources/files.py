@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
@@ -153,12 +154,35 @@ def _analyze_folder(path: str, variant: str | None = None) -> Layout:
         if kind == "index":
             return analyze_index(os.path.join(path, group[0]), source=path, extra=extra)
         return analyze_files([os.path.join(path, g) for g in group], "folder", source=path, extra=extra)
+    other = _other_format_files(path, files)
+    if other:
+        return analyze_files(other, "folder", source=path)
     shown = ", ".join(entries[:8]) + (f", … ({len(entries)} entries)" if len(entries) > 8 else "")
     raise FileFormatError(
         f"{path}: no weights found: expected *.safetensors, *.safetensors.index.json, "
-        f"pytorch_model.bin.index.json or .bin/.pt/.pth files; the folder holds: "
-        f"{shown or 'nothing'}"
+        f"pytorch_model.bin.index.json, .bin/.pt/.pth files or one .gguf/.onnx/.npz/.npy file; the folder "
+        f"holds: {shown or 'nothing'}"
     )
+
+
+_SPLIT = re.compile(r"^(.*)-\d{5}-of-(\d{5})\.gguf$")  # llama.cpp's gguf-split shards
+
+
+def _other_format_files(path: str, files: list[str]) -> list[str]:
+    """A folder's one GGUF, ONNX or NumPy file, or all the shards of one split GGUF (each a
+    GGUF file of its own); several of anything else is refused, naming them."""
+    found = [e for e in files if e.lower().endswith((".gguf", ".onnx", ".npz", ".npy"))]
+    splits = {m.group(1, 2) for m in map(_SPLIT.match, found) if m}
+    if len(found) > 1 and not (len(splits) == 1 and all(map(_SPLIT.match, found))):
+        raise FileFormatError(
+            f"{path}: holds {len(found)} weight files of other formats ({', '.join(found[:8])}"
+            f"{', …' if len(found) > 8 else ''}); pass the one to analyse"
+        )
+    for name in found:
+        outside = leaves_folder(path, os.path.join(path, name))
+        if outside:
+            raise FileFormatError(f"{path}: {outside}")
+    return [os.path.join(path, e) for e in found]
 
 
 def _weight_groups(files: list[str]) -> tuple[tuple[str, list[str]], ...]:

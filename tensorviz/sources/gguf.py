@@ -347,7 +347,8 @@ def gguf_part(h: GGUFHeader) -> Part:
     part.meta["gguf"] = summary(h)
     part.meta["unreferenced"] = {f"{k} bytes": v for k, v in unreferenced(h).items()}
     names = {t.name for t in h.tensors}
-    if "token_embd.weight" in names and "output.weight" not in names:
+    split = h.metadata.get("split.count")  # a shard of a split model cannot tell: output.weight may be in another
+    if "token_embd.weight" in names and "output.weight" not in names and not (isinstance(split, int) and split > 1):
         part.meta["dropped"] = {"output.weight": "token_embd.weight"}
         part.meta["tied"] = "llama.cpp reads the absent output.weight from token_embd.weight (tied embeddings)"
     return part
