@@ -68,6 +68,24 @@ def _npz_count_lies(count: int) -> bytes:
     return data[: i + 8] + struct.pack("<HH", 0xFFFF if count > 0xFFFF else count, 0xFFFF) + data[i + 12 :]
 
 
+def _len(n: int) -> bytes:
+    """A protobuf varint."""
+    out = b""
+    while n >= 0x80:
+        out += bytes([(n & 0x7F) | 0x80])
+        n >>= 7
+    return out + bytes([n])
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    return bytes([tag]) + _len(len(payload)) + payload
+
+
+def _model_of_initializer(tensor: bytes) -> bytes:
+    """A ModelProto: ir_version 7, a graph holding one initializer with the given fields."""
+    return b"\x08\x07" + _field(0x3A, _field(0x2A, tensor))
+
+
 def _onnx(folder: str, name: str, ext: dict[str, str] | None = None, n: int = 1) -> str:
     import onnx
     from onnx import helper, numpy_helper
@@ -117,6 +135,7 @@ def build(folder: str) -> dict[str, str]:
     _sparse(os.path.join(folder, "sparse8g.gguf"), gguf_raw(GOOD_KV, [tinfo("w", (1 << 31,), 0, 0)]), 9 << 30)
     cases["gguf-sparse-8GiB-tensor"] = os.path.join(folder, "sparse8g.gguf")
     put("gguf-renamed-bin", "model.bin", _many_tensors(3))
+    put("gguf-key-of-100MB", "key.gguf", gguf_raw([kv("k" * 100_000_000, STR, gstr("v"))], []))
 
     # NumPy
     put("npy-object-array", "obj.npy", _npy_header("|O", (2,)) + b"\x80\x04\x95cos\nsystem\n.")
@@ -140,6 +159,8 @@ def build(folder: str) -> dict[str, str]:
     cases["onnx-offset-negative"] = _onnx(folder, "neg.onnx", {"location": "small.data", "offset": "-16"})
     cases["onnx-20k-initializers"] = _onnx(folder, "many.onnx", None, 20_000)
     put("onnx-field-claims-2^62", "field.onnx", b"\x08\x07\x3a" + b"\x80\x80\x80\x80\x80\x80\x80\x80\x40" + bytes(16))
+    put("onnx-name-of-50MB", "name.onnx", _model_of_initializer(_field(0x42, b"n" * 50_000_000)))
+    put("onnx-1M-packed-dims", "dims.onnx", _model_of_initializer(_field(0x0A, b"\x01" * 1_000_000)))
     put("onnx-truncated", "cut.onnx", open(_onnx(folder, "whole.onnx", None, 2), "rb").read()[:-10])
 
     # sniffing

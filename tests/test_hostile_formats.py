@@ -43,6 +43,7 @@ EXPECTED: dict[str, tuple[str, object]] = {
     "gguf-truncated-data": (FFE, "tensor 'w' ends at byte 4224, past the end of the file (228 bytes)"),
     "gguf-sparse-8GiB-tensor": ("ok", {"views": 1, "names": ["w"]}),
     "gguf-renamed-bin": ("ok", {"views": 3, "storages": 1}),
+    "gguf-key-of-100MB": (TLE, "key/value pair 0 has a key of 100,000,000 bytes; tensorviz reads keys of up to 65,536"),
     "npy-object-array": (FFE, "obj.npy: an object array (descr '|O'): its elements are pickled Python objects; tensorviz never unpickles"),  # noqa: E501
     "npy-header-2^31": (FFE, "the .npy header is 2147483648 bytes; np.load refuses headers over 10000 bytes"),
     "npy-shape-2^40-truncated": (FFE, "float64[1099511627776] needs 8796093022208 bytes after the 128-byte header, but the file is 128 bytes"),  # noqa: E501
@@ -57,6 +58,8 @@ EXPECTED: dict[str, tuple[str, object]] = {
     "onnx-offset-negative": (FFE, "initializer 'w0': bytes [-16, 16) of 'small.data' run past its end"),
     "onnx-20k-initializers": ("ok", {"views": 20_000, "storages": 1}),
     "onnx-field-claims-2^62": (FFE, "field 7 of the model at byte 12 claims 4611686018427387904 bytes, but its message ends at byte 28"),  # noqa: E501
+    "onnx-name-of-50MB": (TLE, "the name of initializer 0 is 50,000,000 bytes; tensorviz reads names and locations of up to 65,536"),
+    "onnx-1M-packed-dims": (FFE, "initializer 0 has more than 64 dims; no tensor has that many"),
     "onnx-truncated": (FFE, "field 7 of the model at byte 4 claims 59 bytes, but its message ends at byte 57"),
     "unknown-binary": (FFE, "blob: not a file tensorviz knows (1024 bytes); it looked at the first bytes for safetensors:"),  # noqa: E501
     "zlib-stream-named-npz": (FFE, "z.npz: not a zip archive (.npz): no end of central directory record"),

@@ -52,6 +52,7 @@ MAX_TENSORS = 1_000_000
 #: Most strings in metadata arrays, all arrays together (vocabulary + merges of real models: < 1M).
 MAX_ARRAY_STRINGS = 4_000_000
 MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_KEY = 1 << 16  # a metadata key is a dotted name: "llama.context_length"
 MAX_NAME = 64  # GGML_MAX_NAME: a tensor name has at most 63 bytes
 DEFAULT_ALIGNMENT = 32
 
@@ -171,8 +172,9 @@ def _read_kv(r: Reader, n_kv: int) -> dict[str, _Value]:
     """Every key/value pair, values summarised; a repeated key is refused as ggml refuses it."""
     out: dict[str, _Value] = {}
     for k in range(n_kv):
-        _, key = r.string(f"the key of key/value pair {k}", keep=MAX_HEADER_BYTES)
-        assert key is not None
+        n, key = r.string(f"the key of key/value pair {k}", keep=MAX_KEY)
+        if key is None:
+            raise TooLargeError(f"{r.path}: key/value pair {k} has a key of {n:,} bytes; tensorviz reads keys of up to {MAX_KEY:,}")  # fmt: skip
         where = f"key {key!r}"
         t = r.u32(f"the value type of {where}")
         if key in out:

@@ -38,6 +38,8 @@ from tensorviz.sources.parts import Part, check_regular, open_regular
 __all__ = ["ONNX_TYPES", "onnx_part"]
 
 MAX_INITIALIZERS = 1_000_000
+MAX_DIMS = 64  # torch's own limit; ONNX sets none
+MAX_TEXT = 1 << 16  # a name, an external_data key or location
 #: protobuf refuses messages over 2 GiB; no ONNX model proto is larger.
 MAX_PROTO_BYTES = 2 << 30
 _LEN, _VARINT, _I64, _I32 = 2, 0, 1, 5
@@ -105,6 +107,8 @@ def _fields(r: Reader, end: int, what: str):
 
 def _text(r: Reader, span: tuple[int, int], what: str) -> str:
     n = span[1] - span[0]
+    if n > MAX_TEXT:
+        raise TooLargeError(f"{r.path}: {what} is {n:,} bytes; tensorviz reads names and locations of up to {MAX_TEXT:,}")  # fmt: skip
     r.need(n, what)
     raw = r.buf[r.i : r.i + n]
     r.i += n
@@ -135,10 +139,12 @@ def _tensor(r: Reader, span: tuple[int, int], k: int) -> dict[str, Any]:
     for number, wire, value in _fields(r, span[1], what):
         if number == 1:  # dims: packed or one varint each
             if wire == _LEN:
-                while r.at < value[1]:
+                while r.at < value[1] and len(t["dims"]) <= MAX_DIMS:
                     t["dims"].append(_varint(r, f"the dims of {what}"))
             else:
                 t["dims"].append(value)
+            if len(t["dims"]) > MAX_DIMS:
+                raise FileFormatError(f"{r.path}: {what} has more than {MAX_DIMS} dims; no tensor has that many")
         elif number == 2 and wire == _VARINT:
             t["type"] = value
         elif number == 8 and wire == _LEN:
