@@ -182,3 +182,71 @@ def test_live_checkpoint_dict_named_as_its_file(tmp_path) -> None:
     live, saved = tv.analyze(ckpt), tv.analyze(save(tmp_path, ckpt))
     assert [(v.name, v.category) for v in live.views] == [(v.name, v.category) for v in saved.views]
     assert live.metadata["training"] == saved.metadata["training"]
+
+
+# -- accelerate's save_state folders (written by accelerate itself, in a subprocess: Accelerator
+# sets process-wide state) ------------------------------------------------------------------------
+_ACCELERATE = """
+import sys, torch
+from accelerate import Accelerator
+sys.path.insert(0, sys.argv[2])
+from test_training import untied
+out, named, safe = sys.argv[1], sys.argv[3] == "named", sys.argv[4] == "safe"
+acc = Accelerator(cpu=True)
+torch.manual_seed(0)
+m = untied()
+opt = torch.optim.AdamW(m.named_parameters() if named else m.parameters())
+sched = torch.optim.lr_scheduler.StepLR(opt, 1)
+m, opt, sched = acc.prepare(m, opt, sched)
+acc.backward(m(torch.randn(4, 5)).square().sum())
+opt.step()
+sched.step()
+acc.save_state(out, safe_serialization=safe)
+"""
+
+
+@pytest.fixture(scope="module")
+def accelerate_folders(tmp_path_factory) -> dict[str, str]:
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = {}
+    for named, safe in (("unnamed", "safe"), ("unnamed", "bin"), ("named", "safe")):
+        folder = str(tmp_path_factory.mktemp(f"acc-{named}-{safe}"))
+        proc = subprocess.run(
+            [sys.executable, "-c", _ACCELERATE, folder, here, named, safe], capture_output=True, text=True, timeout=180
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out[f"{named}-{safe}"] = folder
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["unnamed-safe", "unnamed-bin", "named-safe"])
+def test_accelerate_save_state(accelerate_folders, kind: str) -> None:
+    import os
+
+    folder = accelerate_folders[kind]
+    assert {"optimizer.bin", "scheduler.bin"} <= set(os.listdir(folder))
+    layout = tv.analyze(folder)
+    facts = layout.metadata["training"]["optimizers"]["optimizer"]
+    model = untied()
+    weights = set(model.state_dict())
+    cats = {v.name: v.category for v in layout.views}
+    assert {n for n, c in cats.items() if c in ("weights", "buffers")} == weights
+    assert {cats[n] for n in weights if "running" in n or "batches" in n} == {"buffers"}
+    saved = torch.load(os.path.join(folder, "optimizer.bin"), weights_only=True)
+    if kind == "unnamed-safe":
+        assert facts["mapped_by"] == "" and "stores tensors sorted by dtype and name" in facts["why_not"]
+        assert "optimizer.state.0.exp_avg" in layout
+        return
+    assert facts["mapped_by"] == ("model order" if kind == "unnamed-bin" else "param_names")
+    names = [n for n, _ in model.named_parameters()]  # the optimizer's own order: parameters()
+    for index, name in enumerate(names):
+        for key, t in saved["state"][index].items():
+            v = layout[f"optimizer.{name}.{key}"]
+            assert (v.shape, v.stride, v.category) == (tuple(t.shape), t.stride(), "optimizer")
+    mid = dict(layout.tree().find("0").categories)  # the module map counts its state with it
+    assert mid == {"weights": (35 + 7) * 4, "optimizer": 2 * (35 + 7) * 4 + 8}

@@ -28,8 +28,10 @@ from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line,
 Records = dict[int, tuple[str, int]]
 
 
-def torch_part(path: str) -> Part:
-    """The views of a torch zip checkpoint, keyed by the records that hold their storages."""
+def torch_part(path: str, beside: tuple | None = None) -> Part:
+    """The views of a torch zip checkpoint, keyed by the records that hold their storages.
+    ``beside``: a model in another file of its folder, for a file holding an optimizer's state
+    alone (see :func:`tensorviz.sources.ckpt_training.checkpoint_training`)."""
     saved_on: dict[int, str] = {}
 
     def keep_storage(storage: Any, location: str) -> Any:
@@ -46,7 +48,7 @@ def torch_part(path: str) -> Part:
         obj = _torch_load(path, by_fd if os.path.exists(by_fd) else path, keep_storage)
     try:
         tensors, values, contents, n_values = walk(path, obj, len(records))
-        training = checkpoint_training(obj, tensors)  # optimizer state named after parameters
+        training = checkpoint_training(obj, tensors, beside)  # optimizer state named after parameters
         tensors = [(training.renames.get(n, n), t) for n, t in tensors] if training.renames else tensors
         part = _torch_views(path, tensors, values, n_values, contents, records, saved_on)
         part.categories = training.categories

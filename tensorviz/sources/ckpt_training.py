@@ -80,25 +80,50 @@ def category_of_key(key: str) -> str:
     return "weights" if key in MODEL_KEYS else "other"
 
 
+#: A model tensor as the order mapping sees it: (name, shape, identity: equal for tied copies).
+ModelEntry = tuple[str, tuple[int, ...], Any]
+
+
 def looks_like_training(obj: Any) -> bool:
     """A mapping with no tensor at its top and an optimizer state or a known model key (cheap)."""
     if not isinstance(obj, Mapping) or any(isinstance(v, torch.Tensor) for v in obj.values()):
         return False
-    return any(isinstance(obj.get(k), Mapping) for k in MODEL_KEYS) or bool(_optimizers(obj))
+    return is_optimizer_state(obj) or any(isinstance(obj.get(k), Mapping) for k in MODEL_KEYS) or bool(_optimizers(obj))
 
 
-def checkpoint_training(obj: Any, tensors: list[tuple[str, torch.Tensor]]) -> CheckpointTraining:
+def tensor_entries(tensors: list[tuple[str, torch.Tensor]], prefix: str) -> list[ModelEntry]:
+    """The model's tensors under ``prefix`` (a top-level key) as order-mapping entries."""
+    out = []
+    for name, t in tensors:
+        if name.startswith(prefix + "."):
+            st = t.untyped_storage()
+            ident = (st.data_ptr() if st.nbytes() else id(st), t.storage_offset(), t.stride(), t.dtype)
+            out.append((name[len(prefix) + 1 :], tuple(t.shape), ident))
+    return out
+
+
+def checkpoint_training(
+    obj: Any, tensors: list[tuple[str, torch.Tensor]], beside: tuple[str, list[ModelEntry], str] | None = None
+) -> CheckpointTraining:
     """How to name and categorise a loaded checkpoint's tensors (``tensors``: the walker's names).
 
-    Returns an empty record for anything that is not a training checkpoint (no optimizer state,
-    no known model key besides other entries): a plain state dict keeps its names, uncategorised.
+    ``beside`` is a model in another file of the same folder (accelerate's ``save_state``):
+    ``(file name, its tensors in their saved order, why that order is not the model's or "")``,
+    for a file that holds an optimizer state dict alone. Returns an empty record for anything
+    that is not a training checkpoint: a plain state dict keeps its names, uncategorised.
     """
     if not looks_like_training(obj):
         return CheckpointTraining()
+    if is_optimizer_state(obj):  # a file of its own (accelerate's optimizer.bin)
+        result = CheckpointTraining()
+        model_name, entries, unordered = beside or ("", [], "")
+        result.optimizers[""] = _map_optimizer("", obj, model_name, entries, result.renames, unordered)
+        result.categories.update((result.renames.get(n, n), "optimizer") for n, _ in tensors)
+        return result
     optimizers = _optimizers(obj)
     model_key = next((k for k in MODEL_KEYS if isinstance(obj.get(k), Mapping)), "")
     result = CheckpointTraining()
-    model = [(n, t) for n, t in tensors if model_key and n.startswith(model_key + ".")]
+    model = tensor_entries(tensors, model_key) if model_key else []
     for prefix, state in optimizers:
         result.optimizers[prefix] = _map_optimizer(prefix, state, model_key, model, result.renames)
     optim_prefixes = tuple(p + "." for p, _ in optimizers)
@@ -115,21 +140,24 @@ def checkpoint_training(obj: Any, tensors: list[tuple[str, torch.Tensor]]) -> Ch
 
 
 def _map_optimizer(
-    prefix: str, state: Mapping, model_key: str, model: list[tuple[str, torch.Tensor]], renames: dict[str, str]
+    prefix: str, state: Mapping, model_key: str, model: list[ModelEntry], renames: dict[str, str], unordered: str = ""
 ) -> dict[str, str]:
     """Rename one optimizer's state views after their parameters; its facts."""
     groups = state["param_groups"]
     indices = [i for g in groups for i in g["params"]]
     names = _saved_names(groups)
     how, why = "param_names", ""
-    if names is None:
+    if names is None and unordered:
+        how, why = "", f"no saved param_names, and {unordered}"
+    elif names is None:
         names, why = _by_model_order(groups, indices, state["state"], model_key, model)
         how = "model order" if names is not None else ""
     if names is not None:
+        pre = f"{prefix}." if prefix else ""
         for index, name in zip(indices, names):
             for key, value in state["state"].get(index, {}).items():
                 if isinstance(value, torch.Tensor):
-                    renames[f"{prefix}.state.{index}.{key}"] = f"{prefix}.{name}.{key}"
+                    renames[f"{pre}state.{index}.{key}"] = f"{pre}{name}.{key}"
     return {"mapped_by": how, "why_not": why, "model": model_key if how == "model order" else ""}
 
 
@@ -148,7 +176,7 @@ def _saved_names(groups: Sequence[Mapping]) -> list[str] | None:
 
 
 def _by_model_order(
-    groups: Sequence[Mapping], indices: list, state: Mapping, model_key: str, model: list[tuple[str, torch.Tensor]]
+    groups: Sequence[Mapping], indices: list, state: Mapping, model_key: str, model: list[ModelEntry]
 ) -> tuple[list[str] | None, str]:
     """Parameter names by the model state dict's order, or None and why that order is not safe."""
     if not model_key:
@@ -161,43 +189,41 @@ def _by_model_order(
             f"no saved param_names and {len(groups)} parameter groups: a group's parameters need not "
             f"be in the model's order"
         )
-    params, dropped = _parameter_candidates(model_key, model)
+    params, dropped = _parameter_candidates(model)
     if len(params) != len(indices):
         return None, (
             f"no saved param_names, and the optimizer numbers {len(indices)} parameters while "
             f"{model_key!r} holds {len(params)} tensors that could be parameters ({dropped}); which "
             f"state belongs to which cannot be told"
         )
-    for index, (name, t) in zip(indices, params):
+    for index, (name, shape) in zip(indices, params):
         for key, value in state.get(index, {}).items():
-            if isinstance(value, torch.Tensor) and value.dim() and not _shaped_like(value.shape, t.shape):
+            if isinstance(value, torch.Tensor) and value.dim() and not _shaped_like(value.shape, shape):
                 return None, (
                     f"no saved param_names, and by the order of {model_key!r} state {index} ({key}, shape "
-                    f"{tuple(value.shape)}) would belong to {name} (shape {tuple(t.shape)}): the order is "
+                    f"{tuple(value.shape)}) would belong to {name} (shape {shape}): the order is "
                     f"not the optimizer's"
                 )
     return [n for n, _ in params], ""
 
 
-def _parameter_candidates(model_key: str, model: list[tuple[str, torch.Tensor]]) -> tuple[list, str]:
+def _parameter_candidates(model: list[ModelEntry]) -> tuple[list[tuple[str, tuple]], str]:
     """The model's tensors that can be parameters, in order: tied copies (the same bytes read
     the same way) and BatchNorm's buffers left out; and words for what was left out."""
     seen: set[tuple] = set()
     out, tied, buffers = [], 0, 0
-    for name, t in model:
+    for name, shape, ident in model:
         if name.endswith(BUFFER_SUFFIXES):
             buffers += 1
             continue
-        st = t.untyped_storage()
-        key = (st.data_ptr() if st.nbytes() else id(st), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
-        if key in seen:
+        if (ident, shape) in seen:
             tied += 1
             continue
-        seen.add(key)
-        out.append((name[len(model_key) + 1 :], t))
+        seen.add((ident, shape))
+        out.append((name, shape))
     return out, f"{tied} tied cop{'y' if tied == 1 else 'ies'} and {buffers} BatchNorm buffer(s) left out"
 
 
-def _shaped_like(state: torch.Size, param: torch.Size) -> bool:
+def _shaped_like(state: torch.Size, param: tuple[int, ...]) -> bool:
     """A state tensor is its parameter's shape, or factored from it (each dim equal or 1)."""
     return len(state) == len(param) and all(a in (b, 1) for a, b in zip(state, param))

@@ -57,6 +57,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
@@ -70,7 +72,7 @@ from tensorviz.sources.safetensors import (
     SafetensorsHeader,
     read_safetensors_header,
 )
-from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, same_spelling
+from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, read_part, same_spelling
 from tensorviz.sources.variants import pick_variant
 
 __all__ = [
@@ -153,6 +155,8 @@ def _analyze_folder(path: str, variant: str | None = None) -> Layout:
         extra = {"ignored_files": ignored, **chosen} if ignored else chosen
         if kind == "index":
             return analyze_index(os.path.join(path, group[0]), source=path, extra=extra)
+        if any(_OPTIMIZER_FILE.match(e) for e in files if e not in group):
+            return _training_folder(path, group, files, extra)
         return analyze_files([os.path.join(path, g) for g in group], "folder", source=path, extra=extra)
     other = _other_format_files(path, files)
     if other:
@@ -183,6 +187,21 @@ def _other_format_files(path: str, files: list[str]) -> list[str]:
         if outside:
             raise FileFormatError(f"{path}: {outside}")
     return [os.path.join(path, e) for e in found]
+
+
+_OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.bin$")  # accelerate's save_state
+
+
+def _training_folder(path: str, group: list[str], files: list[str], extra: Mapping[str, Any]) -> Layout:
+    """accelerate's ``save_state`` folder: the weights and each ``optimizer*.bin``, as one layout
+    (:mod:`tensorviz.sources.training_folder`: it needs torch, so it is imported here)."""
+    from tensorviz.sources.training_folder import training_parts
+
+    weights = [read_part(os.path.join(path, g)) for g in group]
+    opt = [e for e in files if _OPTIMIZER_FILE.match(e)]
+    ignored = [e for e in extra.get("ignored_files", []) if e not in opt]
+    more = {**extra, "ignored_files": ignored} if ignored else {k: v for k, v in extra.items() if k != "ignored_files"}
+    return merge([*weights, *training_parts(path, weights, opt)], "folder", source=path, extra=more)
 
 
 def _weight_groups(files: list[str]) -> tuple[tuple[str, list[str]], ...]:

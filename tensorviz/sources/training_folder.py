@@ -1,0 +1,58 @@
+"""accelerate's ``save_state`` folders: the model's weights file beside ``optimizer.bin``.
+
+``Accelerator.save_state(dir)`` writes ``model.safetensors`` (or ``pytorch_model.bin`` with
+``safe_serialization=False``), ``optimizer.bin`` (``optimizer.state_dict()``, ``optimizer_1.bin``
+for a second one), ``scheduler.bin``, ``random_states_0.pkl`` and, with a grad scaler,
+``scaler.pt``. The optimizer's state is laid out as ``optimizer.<param name>.<key>`` when it can
+be mapped (:mod:`tensorviz.sources.ckpt_training`): by its saved ``param_names``, or by the
+order of ``pytorch_model.bin``; ``model.safetensors`` stores tensors sorted by dtype and name,
+not in the model's order, so without ``param_names`` the state keeps its indices and the
+layout says why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from tensorviz.sources.checkpoint import torch_part
+from tensorviz.sources.ckpt_training import BUFFER_SUFFIXES
+from tensorviz.sources.parts import Part
+
+__all__ = ["OPTIMIZER_FILE", "training_parts"]
+
+OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.bin$")
+_SORTED = (
+    "the model file is safetensors, which stores tensors sorted by dtype and name, not in the "
+    "model's order (save with safe_serialization=False, or build the optimizer from "
+    "named_parameters(), to map them)"
+)
+
+
+def training_parts(folder: str, weights: list[Part], entries: list[str]) -> list[Part]:
+    """The optimizer files of ``folder`` as parts named after the parameters of ``weights``
+    (the weights files' parts, read already); each part's views prefixed with its file's stem."""
+    rows = [row for part in weights for row in part.rows]
+    for part in weights:  # the model's tensors are its weights (and BatchNorm's buffers)
+        part.categories = {row[0]: "buffers" if row[0].endswith(BUFFER_SUFFIXES) else "weights" for row in part.rows}
+    model = [(row[0], tuple(row[5]), (row[1], row[8], tuple(row[6]), row[4])) for row in rows]
+    label = ", ".join(part.label for part in weights)
+    unordered = _SORTED if any(part.label.endswith(".safetensors") for part in weights) else ""
+    out = []
+    for name in sorted(e for e in entries if OPTIMIZER_FILE.match(e)):
+        part = torch_part(os.path.join(folder, name), beside=(label, model, unordered))
+        out.append(_prefixed(part, name.removesuffix(".bin")))
+    return out
+
+
+def _prefixed(part: Part, prefix: str) -> Part:
+    """The part with every view named ``<prefix>.<name>`` (notes and categories follow)."""
+    pre = prefix + "."
+    part.rows = [(pre + row[0], *row[1:]) for row in part.rows]
+    part.notes = {pre + k: v for k, v in part.notes.items()}
+    part.categories = {pre + k: v for k, v in part.categories.items()}
+    facts = part.meta.get("training")
+    found = facts.get("optimizers", {}) if isinstance(facts, dict) else {}
+    if found:  # one optimizer state per file: named by the file, its parameters at the top level
+        facts["optimizers"] = {prefix: {**next(iter(found.values())), "model": ""}}
+    return part
