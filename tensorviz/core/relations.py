@@ -71,6 +71,9 @@ class RelationFacts:
             return "identical"
         if va.stop <= vb.start or vb.stop <= va.start:
             return "disjoint"
+        if va.is_dense and vb.is_dense:  # two gap-free blocks: their spans say it all
+            inter = min(va.stop, vb.stop) - max(va.start, vb.start)
+            return _compare(inter, va.stop - va.start, True, vb.stop - vb.start, True)
         pa, pb = self.footprint_piece(a), self.footprint_piece(b)
         inter, exact = periodic.intersection_nbytes(pa, pb)
         if inter == 0:
@@ -85,6 +88,8 @@ class RelationFacts:
         va, vb = self[a], self[b]
         if va.storage != vb.storage:
             return 0
+        if va.is_dense and vb.is_dense:
+            return max(0, min(va.stop, vb.stop) - max(va.start, vb.start))
         return periodic.intersection_nbytes(self.footprint_piece(a), self.footprint_piece(b))[0]
 
 

@@ -139,7 +139,12 @@ def _refine(members, towers, sidx, base, nbytes, runs_of, tower_of, labels, cove
         for ta, tb in _tower_links(towered, runs, owner, sidx, nbytes, tower_of, covered, inexact):
             a.append(ta)
             b.append(tb)
-    local = np.searchsorted(members, np.stack((np.concatenate(a), np.concatenate(b))))  # members is sorted
+    pairs = np.stack((np.concatenate(a), np.concatenate(b)))
+    if pairs.shape[1] > members.size:  # a cluster links one pair once per run: keep each pair once
+        pairs = np.sort(pairs[0] * np.int64(n) + pairs[1])
+        pairs = pairs[np.r_[True, pairs[1:] != pairs[:-1]]]
+        pairs = np.stack((pairs // n, pairs % n))
+    local = np.searchsorted(members, pairs)  # members is sorted
     labels[members] = 2 * n + members[min_roots(members.size, local[0], local[1])]
 
 

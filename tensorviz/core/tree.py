@@ -25,12 +25,12 @@ Bytes of a storage that no view reads (unreferenced) belong to no prefix.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
+from tensorviz.core.attribution import Others, attribution
 from tensorviz.core.categories import category_bytes, category_words, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.names import elide, terminal
@@ -46,6 +46,7 @@ __all__ = [
     "tree_lines",
     "format_count",
     "alike_runs",
+    "Others",
     "RELATION_WORDS",
 ]
 
@@ -157,7 +158,7 @@ class ModelTree:
 def model_tree(layout: LayoutLike) -> ModelTree:
     """The module tree of a layout (see the module docstring for how bytes are attributed)."""
     views = layout.views
-    own, distinct_groups, partners, counted, runs = _attribution(layout)
+    own, distinct_groups, partners, counted, distinct = attribution(layout)
     mods = layout.metadata.get("modules")
     mods = mods if isinstance(mods, Mapping) else {}
     classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
@@ -171,114 +172,12 @@ def model_tree(layout: LayoutLike) -> ModelTree:
     for sk in layout.skipped:
         acc.add_skipped(sk.name, sk.reason)
     acc.kept = storages_kept_alive(layout)
-    owned = {n: own[i] for i, n in enumerate(layout.names) if n in runs}
-    shared = _shared_per_prefix(distinct_groups, owned, runs)
+    grouped = {n for names in distinct_groups for n in names}
+    owned = {n: own[i] for i, n in enumerate(layout.names) if n in grouped}
+    shared = _shared_per_prefix(distinct_groups, owned, distinct)
     total = sum(own)
     root = acc.freeze("", classes, shared, total)
     return ModelTree(root, total, layout.storage_nbytes, bool(mods), optimizer_name(layout))
-
-
-def _attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], dict, dict, dict]:
-    """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
-    per shared name its partners (names whose bytes intersect its own); per name that does not
-    own all it reads, ``(relation, first earlier partner)``; the footprint runs of shared names."""
-    views = layout.views
-    own = [v.footprint_nbytes for v in views]
-    pos = {v.name: i for i, v in enumerate(views)}
-    groups = [g.names for g in layout.shared("overlap")]
-    partners: dict[str, tuple[str, ...]] = {}
-    runs = {n: _Runs(layout.footprint_runs(n)) for names in groups for n in names}
-    for names in groups:
-        seen = _Runs(fp.EMPTY)
-        for name in names:
-            r = runs[name]
-            own[pos[name]] = r.total - r.intersection(seen)
-            seen = seen.union(r)
-        partners.update(_partners(names, [runs[n] for n in names]))
-    counted = {}
-    for names in groups:
-        for name in names:
-            earlier = next((p for p in partners[name] if pos[p] < pos[name]), None)  # stops at the first
-            if earlier is not None and own[pos[name]] < views[pos[name]].footprint_nbytes:
-                counted[name] = (layout.relation(name, earlier), earlier)
-    return own, groups, partners, counted, runs
-
-
-class _Runs:
-    """A footprint's byte runs, as a short Python list when small (most shared tensors: one
-    run) -- numpy's per-call cost would dominate 100k tiny set operations -- else numpy."""
-
-    __slots__ = ("runs", "small", "total")
-
-    def __init__(self, runs) -> None:
-        self.small = len(runs) <= 32
-        self.runs = [tuple(r) for r in runs.tolist()] if self.small and hasattr(runs, "tolist") else runs
-        self.total = sum(b - a for a, b in self.runs) if self.small else fp.total(self.runs)
-
-    def _array(self):
-        return fp.as_runs(self.runs) if self.small else self.runs
-
-    def intersection(self, other: _Runs) -> int:
-        if not (self.small and other.small):
-            return fp.intersection_nbytes(self._array(), other._array())
-        return sum(max(0, min(b, d) - max(a, c)) for a, b in self.runs for c, d in other.runs)
-
-    def union(self, other: _Runs) -> _Runs:
-        if not (self.small and other.small) or len(self.runs) + len(other.runs) > 32:
-            return _Runs(fp.union(self._array(), other._array()))
-        out: list[list[int]] = []
-        for a, b in sorted(self.runs + other.runs):
-            if out and a <= out[-1][1]:
-                out[-1][1] = max(out[-1][1], b)
-            else:
-                out.append([a, b])
-        merged = _Runs.__new__(_Runs)
-        merged.small, merged.runs = True, [tuple(r) for r in out]
-        merged.total = sum(b - a for a, b in out)
-        return merged
-
-
-def _partners(names: tuple[str, ...], runs: list[_Runs], limit: int = 64) -> dict[str, tuple[str, ...]]:
-    """Per name, the names whose footprints intersect its own (for a group over ``limit``
-    names, every other name of the group: pairwise checks would be quadratic)."""
-    if len(names) > limit:  # one shared tuple: a tuple per name would be quadratic in memory too
-        return {n: Others(names, k) for k, n in enumerate(names)}
-    return {n: tuple(m for m, rm in zip(names, runs) if m != n and rn.intersection(rm)) for n, rn in zip(names, runs)}
-
-
-class Others(Sequence):
-    """The names of a group but one (``names[at]``), read from the group's own tuple: what a
-    name of a large overlap group shares bytes with, in O(1) memory. Compares like a tuple.
-
-    >>> o = Others(("a", "b", "c", "d"), 1)
-    >>> len(o), o[0], o[1:], o == ("a", "c", "d")
-    (3, 'a', ('c', 'd'), True)
-    """
-
-    __slots__ = ("names", "at")
-
-    def __init__(self, names: tuple[str, ...], at: int) -> None:
-        self.names, self.at = names, at
-
-    def __len__(self) -> int:
-        return len(self.names) - 1
-
-    def __getitem__(self, k):
-        if isinstance(k, slice):
-            return tuple(self[i] for i in range(*k.indices(len(self))))
-        if not -len(self) <= k < len(self):
-            raise IndexError("partner index out of range")
-        k %= len(self)
-        return self.names[k if k < self.at else k + 1]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (tuple, Others)) and len(self) == len(other) and tuple(self) == tuple(other)
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
-
-    def __repr__(self) -> str:
-        return f"Others({len(self)} names: {', '.join(map(repr, self[:3]))}, …)"
 
 
 #: Deepest level of the tree: the parts of a name past it form one leaf (a dict nested 5,000
@@ -300,7 +199,7 @@ def _prefixes(name: str) -> list[str]:
     return [".".join(parts[:k]) for k in range(len(parts) + 1)]
 
 
-def _shared_per_prefix(groups: list[tuple[str, ...]], own: dict[str, int], runs: dict[str, _Runs]) -> dict[str, int]:
+def _shared_per_prefix(groups: list[tuple[str, ...]], own: dict[str, int], distinct: Callable) -> dict[str, int]:
     """Per prefix, distinct bytes its names read minus the bytes attributed to it, for every
     prefix holding some but not all names of a shared group (a prefix holding all of them owns
     all their bytes; elsewhere there is nothing shared)."""
@@ -313,10 +212,7 @@ def _shared_per_prefix(groups: list[tuple[str, ...]], own: dict[str, int], runs:
         for p, inside in members.items():
             if len(inside) == len(names):
                 continue
-            union = runs[inside[0]]
-            for n in inside[1:]:
-                union = union.union(runs[n])
-            shared[p] = shared.get(p, 0) + union.total - sum(own[n] for n in inside)
+            shared[p] = shared.get(p, 0) + distinct(inside) - sum(own[n] for n in inside)
     return shared
 
 

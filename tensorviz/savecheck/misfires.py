@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
+from tensorviz.core import periodic
+from tensorviz.core.attribution import meeting_pairs
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.savecheck import savers as sv
@@ -60,28 +64,43 @@ def _in_order(order: dict[str, int], group) -> tuple[str, ...]:
 
 
 def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
-    """Pairs of names that share bytes but sit in different groups of the library's check."""
+    """Names that share bytes but sit in different groups of the library's check: per overlap
+    group, one pair wherever its bytes are read under two of the library's groups
+    (:func:`~tensorviz.core.attribution.meeting_pairs`, ``O(n log n)``; never every pair)."""
     where = {n: i for i, grp in enumerate(run.anchor or ()) for n in grp}
     out = []
     for g in sub.shared("overlap"):
         names = g.names
-        for i, a in enumerate(names):
-            for b in names[i + 1 :]:
-                apart = where.get(a, ("alone", a)) != where.get(b, ("alone", b))
-                if apart and sub.overlap_nbytes(a, b):
-                    why = (
-                        "they are meta tensors (address 0), which it skips"
-                        if sub[a].device == "meta"
-                        else "its sweep over spans misses this overlap"
-                    )
-                    out.append(
-                        Misfire(
-                            (a, b),
-                            f"{name} does not see them share memory",
-                            f"{b} {sub.relation(b, a)} {a}, {sub.overlap_nbytes(a, b)} B in common; {why}",
-                        )
-                    )
+        ids = [where.get(n, ("alone", n)) for n in names]
+        if all(i == ids[0] for i in ids):
+            continue  # one group of the library's: nothing missed
+        number: dict = {}
+        labels = [number.setdefault(i, len(number)) for i in ids]
+        pieces = [sub.footprint_piece(n) for n in names]
+        if any(isinstance(p, periodic.Tower) for p in pieces):
+            pairs = [(i, j) for i, j in itertools.combinations(range(len(names)), 2) if labels[i] != labels[j]]
+            pairs = [(i, j) for i, j in pairs if periodic.intersection_nbytes(pieces[i], pieces[j])[0]]
+        else:
+            pairs = meeting_pairs(pieces, labels)
+        for i, j in pairs[:_MAX_MISSED]:
+            a, b = names[i], names[j]
+            why = (
+                "they are meta tensors (address 0), which it skips"
+                if sub[a].device == "meta"
+                else "its sweep over spans misses this overlap"
+            )
+            out.append(
+                Misfire(
+                    (a, b),
+                    f"{name} does not see them share memory",
+                    f"{b} {sub.relation(b, a)} {a}, {sub.overlap_nbytes(a, b)} B in common; {why}",
+                )
+            )
     return out
+
+
+#: Most missed pairs named per overlap group (each one a real pair the library keeps apart).
+_MAX_MISSED = 50
 
 
 def _parts_text(sub: Layout, names, parts) -> str:
