@@ -15,15 +15,12 @@ footprints compared, never a union grown run set by run set.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
-
-if TYPE_CHECKING:
-    from tensorviz.core.layout import Layout
+from tensorviz.core.records import LayoutLike
 
 __all__ = ["first_reader", "meeting_pairs", "attribution", "Others"]
 
@@ -125,7 +122,7 @@ def _paint(lo: np.ndarray, hi: np.ndarray, value: np.ndarray, m: int, op: np.ufu
     return tree[size : size + m]
 
 
-def attribution(layout: Layout) -> tuple[list[int], list[tuple[str, ...]], dict, dict, Callable]:
+def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], dict, dict, Callable]:
     """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
     per shared name its partners (names whose bytes intersect its own); per name that does not
     own all it reads, ``(relation, first earlier partner)``; the distinct bytes of some names of

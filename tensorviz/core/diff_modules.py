@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tensorviz.core.tree import _attribution
+from tensorviz.core.attribution import attribution
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
@@ -92,7 +92,7 @@ def owned_bytes(layout: Layout) -> list[int]:
     """Per view (source order), the bytes the module tree counts under its name."""
     if not len(layout):
         return []
-    return layout.derived("diff.owned_bytes", lambda: _attribution(layout)[0])
+    return layout.derived("diff.owned_bytes", lambda: attribution(layout)[0])
 
 
 def module_bytes(d: DiffLike, depth: int | None = 2) -> tuple[ModuleBytes, ...]:
