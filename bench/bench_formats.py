@@ -11,6 +11,9 @@ allocations by tracemalloc):
 * analyze          -- ``tv.analyze(path)``: header, views and the Layout;
 * analyze+storages -- also ``layout.storages`` (coverage of the file).
 
+Then the same for an ONNX model with ``--n`` initializers in one external data file, next to
+``onnx.load(path, load_external_data=False)`` (the peer: it parses the whole model proto).
+
     .venv/bin/python bench/bench_formats.py [--n 1000] [--repeat 5]
 """
 
@@ -57,6 +60,15 @@ def write_model(path: str, n: int) -> None:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def write_onnx(path: str, n: int) -> None:
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.zeros((4, 64), np.float32), f"blk.{i // 10}.w{i % 10}") for i in range(n)]
+    m = helper.make_model(helper.make_graph([], "g", [], [], initializer=inits))
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="w.data", size_threshold=0)  # fmt: skip
 
 
 def best(fn, repeat: int) -> float:
@@ -124,16 +136,33 @@ def main() -> None:
         print(
             f"{args.n} tensors, 32,000-token vocabulary, {size / 2**20:.1f} MiB file; python {sys.version.split()[0]}"
         )
-        print(f"{'':18} {'ms (best)':>10} {'x peer':>7} {'RSS MiB':>8} {'x peer':>7} {'traced MiB':>11} {'x peer':>7}")
-        peer = None
-        for name, fn in runs.items():
-            ms = best(fn, args.repeat)
-            rss, traced = memory(fn)
-            peer = peer or (ms, rss, traced)
-            print(
-                f"{name:18} {ms:10.1f} {ms / peer[0]:7.2f} {rss:8.1f} {rss / peer[1]:7.2f} "
-                f"{traced:11.2f} {traced / peer[2]:7.2f}"
-            )
+        table(runs, args.repeat)
+        import onnx
+
+        onnx_path = os.path.join(d, "model.onnx")
+        write_onnx(onnx_path, args.n)
+        print(f"\nONNX: {args.n} external initializers in one data file")
+        table(
+            {
+                "onnx.load": lambda: onnx.load(onnx_path, load_external_data=False),
+                "analyze": lambda: tv.analyze(onnx_path),
+            },
+            args.repeat,
+        )
+
+
+def table(runs: dict, repeat: int) -> None:
+    """Time and memory of each run; the first is the peer the others are compared with."""
+    print(f"{'':18} {'ms (best)':>10} {'x peer':>7} {'RSS MiB':>8} {'x peer':>7} {'traced MiB':>11} {'x peer':>7}")
+    peer = None
+    for name, fn in runs.items():
+        ms = best(fn, repeat)
+        rss, traced = memory(fn)
+        peer = peer or (ms, max(rss, 1e-9), max(traced, 1e-9))
+        print(
+            f"{name:18} {ms:10.1f} {ms / peer[0]:7.2f} {rss:8.1f} {rss / peer[1]:7.2f} "
+            f"{traced:11.2f} {traced / peer[2]:7.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -73,31 +73,32 @@ def _varint(r: Reader, what: str) -> int:
         if b < 0x80:
             return value
         shift += 7
-    raise FileFormatError(f"{r.path}: {what} at byte {r.at} is a varint of more than 10 bytes; not protobuf")
+    raise FileFormatError(f"{r.path}: a varint in {what} at byte {r.at} is more than 10 bytes long; not protobuf")
 
 
 def _fields(r: Reader, end: int, what: str):
     """(field number, wire type, payload) of each field of a message ending at byte ``end``:
     the payload is the varint's value, or for a length-delimited field its (start, stop)."""
-    while r.at < end:
-        tag = _varint(r, f"a field tag of {what}")
+    while r.base + r.i < end:
+        tag = _varint(r, what)  # messages name ``what`` only when a read fails
         number, wire = tag >> 3, tag & 7
         if wire == _VARINT:
-            yield number, wire, _varint(r, f"field {number} of {what}")
+            yield number, wire, _varint(r, what)
         elif wire == _LEN:
-            n = _varint(r, f"the length of field {number} of {what}")
-            start = r.at
+            n = _varint(r, what)
+            start = r.base + r.i
             if n > end - start:
                 raise FileFormatError(
                     f"{r.path}: field {number} of {what} at byte {start} claims {n} bytes, but its message "
                     f"ends at byte {end}; the file is corrupt or not ONNX"
                 )
             yield number, wire, (start, start + n)
-            if r.at < start + n:  # the consumer did not read it: skip it, unread
-                r.skip(start + n - r.at, f"field {number} of {what}")
+            at = r.base + r.i
+            if at < start + n:  # the consumer did not read it: skip it, unread
+                r.skip(start + n - at, what)
         elif wire in (_I64, _I32):
             size = 8 if wire == _I64 else 4
-            r.skip(size, f"field {number} of {what}")
+            r.skip(size, what)
             yield number, wire, None
         else:
             raise FileFormatError(f"{r.path}: {what} has wire type {wire} at byte {r.at}; not protobuf (ONNX)")
@@ -140,7 +141,7 @@ def _tensor(r: Reader, span: tuple[int, int], k: int) -> dict[str, Any]:
         if number == 1:  # dims: packed or one varint each
             if wire == _LEN:
                 while r.at < value[1] and len(t["dims"]) <= MAX_DIMS:
-                    t["dims"].append(_varint(r, f"the dims of {what}"))
+                    t["dims"].append(_varint(r, what))
             else:
                 t["dims"].append(value)
             if len(t["dims"]) > MAX_DIMS:
@@ -239,13 +240,13 @@ def _external(path: str, where: str, info: dict[str, str], nbytes: int, files: d
     loc = info.get("location", "")
     folder = os.path.dirname(os.path.abspath(path))
     full = os.path.join(folder, loc)
-    real, root = os.path.realpath(full), os.path.realpath(folder)
-    if not loc or os.path.isabs(loc) or not real.startswith(root.rstrip(os.sep) + os.sep):
-        raise FileFormatError(
-            f"{where}: external data location {loc!r} is not a file inside the model's folder; onnx.load "
-            f"refuses such a path, and tensorviz reads no file outside the folder"
-        )
-    if full not in files:
+    if full not in files:  # each data file is checked once
+        real, root = os.path.realpath(full), os.path.realpath(folder)
+        if not loc or os.path.isabs(loc) or not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise FileFormatError(
+                f"{where}: external data location {loc!r} is not a file inside the model's folder; onnx.load "
+                f"refuses such a path, and tensorviz reads no file outside the folder"
+            )
         try:
             files[full] = check_regular(full).st_size
         except FileNotFoundError:
