@@ -185,3 +185,21 @@ def test_a_torch_checkpoint_named_npz_and_an_npz_named_pt_open_as_what_they_are(
     os.rename(tmp_path / "arrays.npz", tmp_path / "arrays.pt")
     layout = tv.analyze(str(tmp_path / "arrays.pt"))
     assert layout.metadata["format"] == "npz" and layout.names == ("x",)
+
+
+def test_numpy_files_never_import_torch(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    np.save(str(tmp_path / "a.npy"), ARRAYS["f32"])
+    np.savez(str(tmp_path / "b.npz"), **ARRAYS)
+    np.savez_compressed(str(tmp_path / "c.npz"), **ARRAYS)
+    code = textwrap.dedent(f"""
+        import sys, tensorviz as tv
+        for name in ("a.npy", "b.npz", "c.npz"):
+            layout = tv.analyze({str(tmp_path)!r} + "/" + name); layout.storages; str(layout)
+        print(sorted(m for m in ("torch", "matplotlib") if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,7 +1,8 @@
 """The sources layer: what turns live torch objects and files into a :class:`Layout`.
 
 ``live`` reads tensors' metadata (the only module family that imports torch eagerly);
-``safetensors``, ``parts`` and ``shards`` read file headers with the standard library alone;
+``safetensors``, ``gguf``, ``numpy_files``, ``onnx_files``, ``parts`` and ``shards`` read file
+headers with the standard library alone (``formats`` picks the reader by a file's first bytes);
 ``checkpoint`` opens torch checkpoints with ``weights_only=True``. Imports only the core.
 This module imports no torch: :func:`analyze` picks the reader by the object's kind.
 """
