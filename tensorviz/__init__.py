@@ -50,6 +50,7 @@ def analyze(
     variant: str | None = None,
     optimizer: Any = None,
     grad: bool | None = None,
+    remote_limits: dict[str, float] | None = None,
 ) -> Layout:
     """Compute the byte layout of every named tensor in ``obj``, from metadata only.
 
@@ -61,7 +62,11 @@ def analyze(
             checkpoint (``.pt``/``.pth``/``.bin``), or a ``torch.distributed.checkpoint`` folder,
             or a GGUF, NumPy ``.npy``/``.npz`` or ONNX file (each tensor a view of the file at its
             bytes; a file's first bytes, not its name, pick the reader: see
-            :mod:`tensorviz.sources.formats`).
+            :mod:`tensorviz.sources.formats`); or a URL of a safetensors file, index or model
+            folder, read header-only by range requests: ``hf://org/repo[@revision][/path]``
+            (through huggingface_hub's endpoint, token and offline settings), ``https://…`` or any
+            fsspec URL (``s3://``, ``file://``…; see :mod:`tensorviz.sources.remote`). Needs
+            ``pip install 'tensorviz[remote]'``.
         group: a ``torch.distributed`` process group, or True for the default group: then this
             is a collective (every rank calls it) and every rank gets the same global layout,
             each DTensor a global tensor with its ranks' shards as views ``NAME@rankR``
@@ -77,6 +82,9 @@ def analyze(
             gradients or optimizer.
         grad: add each parameter's ``.grad`` as ``<param name>.grad``; None (the default)
             adds them when ``optimizer`` is given, False leaves them out.
+        remote_limits: for a URL, what reading it may cost: ``timeout`` (seconds per request,
+            default 10), ``max_requests`` (default 10,000) and ``max_bytes`` (default 1 GiB);
+            a source that needs more raises :class:`TooLargeError` naming the limit.
 
     Returns:
         An immutable :class:`Layout`; it keeps no reference to the tensors.
@@ -98,7 +106,7 @@ def analyze(
     """
     from tensorviz.sources import analyze as _analyze
 
-    return _analyze(obj, group=group, variant=variant, optimizer=optimizer, grad=grad)
+    return _analyze(obj, group=group, variant=variant, optimizer=optimizer, grad=grad, remote_limits=remote_limits)
 
 
 def explain(

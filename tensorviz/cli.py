@@ -185,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "path",
         help="a .safetensors file, a *.index.json, a model folder, a .pt/.pth/.bin, a DCP checkpoint folder, "
-        "a GGUF, .npy, .npz or .onnx file (a file's first bytes decide how it is read)",
+        "a GGUF, .npy, .npz or .onnx file (a file's first bytes decide how it is read); or a URL read "
+        "header-only: hf://org/repo[@rev][/path], https://..., s3://... (tensorviz[remote])",
     )
     p.add_argument(
         "--by",
@@ -259,9 +260,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tensorviz.sources.files import analyze_path
+    from tensorviz.sources import analyze
 
-    layout = analyze_path(args.path, variant=args.variant)
+    layout = analyze(args.path, variant=args.variant)
     json_to_stdout = args.json == "-"
     if args.depth is not None and not args.tree:
         raise ValueError("--depth sets the levels of --tree; add --tree (tensorviz PATH --tree --depth 2)")

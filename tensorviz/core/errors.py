@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["TensorvizError", "FileFormatError", "UnsafeCheckpointError", "TooLargeError"]
+__all__ = ["TensorvizError", "FileFormatError", "UnsafeCheckpointError", "TooLargeError", "RemoteError"]
 
 
 class TensorvizError(Exception):
@@ -19,3 +19,12 @@ class UnsafeCheckpointError(TensorvizError):
 
 class TooLargeError(TensorvizError, ValueError):
     """A request exceeds a documented limit (the message names the limit)."""
+
+
+class RemoteError(TensorvizError, OSError):
+    """A remote source (an http(s), hf:// or fsspec URL) could not be read as asked: the server
+    answered an error, lied about what it sent, was too slow, or redirected where tensorviz does
+    not follow (the message names the URL, what happened and the fix). ``status`` is the HTTP
+    status the server answered, where it answered one."""
+
+    status: int | None = None

@@ -177,6 +177,8 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
             items = fsdp_lines(value)
         elif key == "training":
             items = training_lines(value)
+        elif key == "remote" and isinstance(value, dict):
+            items = [_remote_line(value)]
         elif key == "values":
             more = metadata.get("values_omitted")
             items = [f"values: {_brief(values)}" + (f" (+{more} more)" if more else "")]
@@ -186,6 +188,18 @@ def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]
         if len(items) > limit:
             lines.append(f"  … {len(items) - limit} more {key}")
     return ["metadata:", *lines] if lines else []
+
+
+def _remote_line(facts: Mapping[str, object]) -> str:
+    """Where a remote source was read and what reading its headers cost.
+
+    >>> _remote_line({"url": "hf://org/m", "revision": "0123456789abcdef" * 2 + "01234567", "requests": 3, "bytes": 4096})
+    'read from hf://org/m at revision 0123456789ab: 3 requests, 4,096 B received'
+    """
+    rev = facts.get("revision")
+    at = f" at revision {str(rev)[:12]}" if rev else ""
+    n = facts.get("requests", 0)
+    return f"read from {facts.get('url')}{at}: {n} request{'s' if n != 1 else ''}, {facts.get('bytes', 0):,} B received"
 
 
 _NOT_IN_TEXT = ("record_offsets", "values_omitted", "modules", "storage_objects")  # the storage labels

@@ -10,15 +10,28 @@ This module imports no torch: :func:`analyze` picks the reader by the object's k
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from tensorviz.core.layout import Layout
 
-__all__ = ["analyze"]
+__all__ = ["analyze", "is_url"]
+
+
+def is_url(obj: object) -> bool:
+    """Whether ``obj`` is a URL string (``scheme://…``, read by :mod:`.remote`), not a local path."""
+    return isinstance(obj, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", obj) is not None
 
 
 def analyze(
-    obj: Any, *, group: Any = None, variant: str | None = None, optimizer: Any = None, grad: bool | None = None
+    obj: Any,
+    *,
+    group: Any = None,
+    variant: str | None = None,
+    optimizer: Any = None,
+    grad: bool | None = None,
+    remote_limits: Mapping[str, float] | None = None,
 ) -> Layout:
     """The layout of ``obj`` (see :func:`tensorviz.analyze`): with ``group`` a collective over
     :mod:`.distributed`; a path is read by :mod:`.files`; anything else by :mod:`.live`."""
@@ -28,6 +41,12 @@ def analyze(
         from tensorviz.sources.distributed import analyze_group
 
         return analyze_group(obj, None if group is True else group)
+    if remote_limits is not None and not is_url(obj):
+        raise TypeError("remote_limits= bounds reading a URL (hf://, https://, s3://…); this source is not one")
+    if is_url(obj):
+        from tensorviz.sources.remote import analyze_url
+
+        return analyze_url(obj, variant=variant, remote_limits=remote_limits)
     if isinstance(obj, (str, os.PathLike)):
         from tensorviz.sources.files import analyze_path
 

@@ -137,7 +137,7 @@ def _analyze_folder(path: str, variant: str | None = None) -> Layout:
     one weight variant: see :mod:`.variants`)."""
     entries = sorted(os.listdir(path))
     files, chosen = pick_variant(path, [e for e in entries if os.path.isfile(os.path.join(path, e))], variant)
-    groups = _weight_groups(files)
+    groups = weight_groups(files)
     weights = [e for _, group in groups for e in group]
     for kind, group in groups:
         if not group:
@@ -204,7 +204,7 @@ def _training_folder(path: str, group: list[str], files: list[str], extra: Mappi
     return merge([*weights, *training_parts(path, weights, opt)], "folder", source=path, extra=more)
 
 
-def _weight_groups(files: list[str]) -> tuple[tuple[str, list[str]], ...]:
+def weight_groups(files: list[str]) -> tuple[tuple[str, list[str]], ...]:
     """The folder's weights files as ("index" | "files", names), in order of preference."""
     pickles = [e for e in files if e.lower().endswith(TORCH_EXTS)]
     return (

@@ -9,11 +9,12 @@ range, ``8 + header_len + data_offsets``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from operator import itemgetter
 
+from tensorviz.core.errors import FileFormatError
 from tensorviz.core.records import Skipped, StorageInfo
 from tensorviz.sources.parts import Part, open_regular, read_exactly
 from tensorviz.sources.st_rules import (
@@ -27,7 +28,14 @@ from tensorviz.sources.st_rules import (
     loads,
 )
 
-__all__ = ["SAFETENSORS_DTYPES", "HeaderEntry", "SafetensorsHeader", "read_safetensors_header", "safetensors_part"]
+__all__ = [
+    "SAFETENSORS_DTYPES",
+    "HeaderEntry",
+    "SafetensorsHeader",
+    "parse_header",
+    "read_safetensors_header",
+    "safetensors_part",
+]
 
 #: safetensors dtype code -> torch dtype attribute name, for the byte-addressable codes.
 SAFETENSORS_DTYPES = {code: name for code, (_, name) in DTYPES.items() if name}
@@ -68,9 +76,22 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
     p = os.fspath(path)
     with open_regular(p) as f:
         size = os.fstat(f.fileno()).st_size
-        head = f.read(9)
-        n = header_length(p, head, size)
-        raw = head[8:] + read_exactly(p, f, n - len(head[8:]), "header") if n else b""
+        return parse_header(p, size, f.read(9), lambda k: read_exactly(p, f, k, "header"))
+
+
+def parse_header(p: str, size: int, prefix: bytes, more: Callable[[int], bytes] | None) -> SafetensorsHeader:
+    """Validate the header of a ``size``-byte safetensors file whose first bytes are ``prefix``.
+
+    ``prefix`` holds at least the 8-byte length (a local file gives 9 bytes, a remote one its
+    first range); ``more(k)`` reads the ``k`` header bytes that follow it, when the prefix does not
+    hold the whole header. The same rules apply wherever the bytes come from.
+    """
+    n = header_length(p, prefix[:9], size)
+    raw = prefix[8 : 8 + n]
+    if len(raw) < n:
+        if more is None:
+            raise FileFormatError(f"{p}: the header is {n} bytes, only {len(raw)} were read")
+        raw += more(n - len(raw))
     obj = loads(p, raw[:n])
     metadata = file_metadata(p, obj.pop("__metadata__", None))
     entries = [entry(p, name, info) for name, info in obj.items()]

@@ -54,23 +54,52 @@ def analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any]
     """The shards an index names, as one layout, with the weight_map checked against them."""
     obj, wm = _read_index(path)
     folder = os.path.dirname(path)
-    names_in: dict[str, list[str]] = {}
+    wm, names_in = shard_names(path, wm)
+    paths = [_shard_path(path, folder, s, names) for s, names in names_in.items()]
+    fmt = "torch-index" if paths and sniff(paths[0]) == "torch" else "safetensors-index"
+    return index_layout(path, obj, wm, [read_part(p) for p in paths], fmt, source or path, extra)
+
+
+def shard_names(index: str, wm: Mapping[str, str]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The weight_map with one spelling per shard, and the names each shard holds (in order).
+
+    Raises:
+        FileFormatError: a shard named by an absolute path or one that leaves the index's folder.
+    """
     wm = {name: same_spelling(shard) for name, shard in wm.items()}  # "s1" and "./s1" are one file
+    names_in: dict[str, list[str]] = {}
     for name, shard in wm.items():
         names_in.setdefault(shard, []).append(name)
-    shards = list(names_in)
-    paths = [_shard_path(path, folder, s, names_in[s]) for s in shards]
-    parts = [read_part(p) for p in paths]
+    for shard, names in names_in.items():
+        if os.path.isabs(shard) or shard.startswith("/") or ".." in shard.replace("\\", "/").split("/"):
+            raise FileFormatError(
+                f"{index}: weight_map puts {names[0]!r} in {shard!r}, a path outside the "
+                f"index's folder; shards must sit next to the index"
+            )
+    return wm, names_in
+
+
+def index_layout(
+    index: str,
+    obj: Mapping[str, Any],
+    wm: Mapping[str, str],
+    parts: list[Part],
+    fmt: str,
+    source: str,
+    extra: Mapping[str, Any] | None = None,
+) -> Layout:
+    """One layout of the shards' parts (in weight_map order of first mention), with the
+    weight_map and ``total_size`` checked against what the shards hold."""
+    shards = list(dict.fromkeys(wm.values()))
     problems, skipped, duplicated = _check_weight_map(wm, shards, parts)
     info = obj.get("metadata")
     total = info.get("total_size") if isinstance(info, dict) else None
     problems.extend(_total_size_problems(total, wm, shards, parts))
-    fmt = "torch-index" if paths and sniff(paths[0]) == "torch" else "safetensors-index"
     if duplicated:
         parts = _prefer_mapped(parts, wm, shards)
     parts.append(Part(skipped=skipped, problems=problems))
-    meta = {"index": {"path": path, "shards": shards, "total_size": total}, **(extra or {})}
-    return merge(parts, fmt, source=source or path, extra=meta)
+    meta = {"index": {"path": index, "shards": shards, "total_size": total}, **(extra or {})}
+    return merge(parts, fmt, source=source, extra=meta)
 
 
 def _read_index(path: str) -> tuple[dict, dict[str, str]]:
@@ -79,7 +108,12 @@ def _read_index(path: str) -> tuple[dict, dict[str, str]]:
         size = os.fstat(f.fileno()).st_size
         if size > MAX_HEADER_BYTES:
             raise FileFormatError(f"{path}: {size} bytes is over the {MAX_HEADER_BYTES}-byte limit for an index")
-        obj = parse_json(path, read_exactly(path, f, size, "index"), "index")
+        return index_object(path, read_exactly(path, f, size, "index"))
+
+
+def index_object(path: str, raw: bytes) -> tuple[dict, dict[str, str]]:
+    """The index object in ``raw`` and its weight_map, checked to map names to shard file names."""
+    obj = parse_json(path, raw, "index")
     wm = obj.get("weight_map") if isinstance(obj, dict) else None
     if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
         raise FileFormatError(
@@ -97,11 +131,6 @@ def same_spelling(shard: str) -> str:
 
 
 def _shard_path(index: str, folder: str, shard: str, names: list[str]) -> str:
-    if os.path.isabs(shard) or ".." in shard.replace("\\", "/").split("/"):
-        raise FileFormatError(
-            f"{index}: weight_map puts {names[0]!r} in {shard!r}, a path outside the "
-            f"index's folder; shards must sit next to the index"
-        )
     p = os.path.join(folder, shard)
     where = f"{index}: weight_map puts {len(names)} tensors (e.g. {names[0]!r}) in shard {shard!r}"
     if not os.path.lexists(p):
