@@ -250,3 +250,37 @@ def test_accelerate_save_state(accelerate_folders, kind: str) -> None:
             assert (v.shape, v.stride, v.category) == (tuple(t.shape), t.stride(), "optimizer")
     mid = dict(layout.tree().find("0").categories)  # the module map counts its state with it
     assert mid == {"weights": (35 + 7) * 4, "optimizer": 2 * (35 + 7) * 4 + 8}
+
+
+def test_dcp_with_optimizer_state_torchtitan_layout(tmp_path) -> None:
+    """torchtitan's DCP layout: the model's state dict at the top, the optimizer's flattened
+    (state.<fqn>.<key>) under "optimizer", the scheduler under "lr_scheduler"."""
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    model = untied()
+    opt = stepped(model, OPTIMIZERS["adamw_foreach"], named=False)
+    osd = get_optimizer_state_dict(model, opt, options=StateDictOptions(flatten_optimizer_state_dict=True))
+    states = {**get_model_state_dict(model), "optimizer": osd, "lr_scheduler": {"last_epoch": torch.tensor(1)}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no process group: DCP says it saves as a single process
+        dcp.save(states, checkpoint_id=str(tmp_path / "step-2"))
+    layout = tv.analyze(str(tmp_path / "step-2"))
+    assert layout.metadata["training"]["optimizers"] == {
+        "optimizer.state": {"mapped_by": "fqn", "why_not": "", "model": ""}
+    }
+    cats = {v.name: v.category for v in layout.views if v.device == "global"}
+    for name, t in osd.items():  # state.<fqn>.<key>: each a global tensor of its own
+        if not isinstance(t, torch.Tensor):
+            continue
+        chunk = f"optimizer.{name}[" + ", ".join(f"0:{n}" for n in t.shape) + "]"
+        assert cats[chunk] == "optimizer" and layout[chunk].shape == tuple(t.shape)
+    assert cats["0.weight[0:7, 0:5]"] == "weights" and cats["lr_scheduler.last_epoch[]"] == "other"
+    weights = (35 + 7) * 4
+    assert dict(layout.tree().find("0").categories) == {"weights": weights, "optimizer": 2 * weights + 8}
+    # a DCP checkpoint without optimizer state is left uncategorised
+    dcp.save(get_model_state_dict(model), checkpoint_id=str(tmp_path / "weights"))
+    plain = tv.analyze(str(tmp_path / "weights"))
+    assert set(plain.categories) == {""} and "training" not in plain.metadata

@@ -34,6 +34,7 @@ from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.dcp_training import dcp_categories
 from tensorviz.sources.parts import open_regular, read_exactly
 
 __all__ = ["analyze_dcp", "read_dcp_metadata", "is_dcp_folder", "MAX_METADATA_BYTES"]
@@ -241,6 +242,9 @@ class _Builder:
             "files": self.files,
             "problems": self.problems,
         }
+        training = dcp_categories(self.rows, self.files)  # torchtitan's optimizer state (issue 27)
+        if training:
+            meta["training"] = training
         return Layout._from_rows(self.rows, self.skipped, source=self.folder, metadata=meta)
 
     def _tensor(self, fqn: str, meta: Any) -> list[tuple]:
