@@ -354,3 +354,16 @@ def test_a_url_not_a_path_in_errors(tmp_path):
     assert str(remote_err.value).replace(f"{srv.url}/junk.safetensors", "F") == str(local_err.value).replace(
         str(tmp_path / "junk.safetensors"), "F"
     )
+
+
+def test_diff_and_save_check_take_urls(tmp_path):
+    save_model(_tied_model(), str(tmp_path / "model.safetensors"))
+    with FileServer(str(tmp_path)) as srv:
+        url = f"{srv.url}/model.safetensors"
+        same = tv.diff(url, str(tmp_path / "model.safetensors"))
+        against_model = tv.diff(_tied_model(), url)
+        report = tv.save_check(url)
+    assert same.same
+    assert against_model.only_a == ("1.weight",)  # save_model dropped the tied alias
+    assert [sorted(g) for g in against_model.ties_lost] == [["0.weight", "1.weight"]]
+    assert report.to_text().startswith(f"Save check of {url}: ")
