@@ -25,7 +25,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.fsdp_units import gathered_to_sharded, local_record, module_values
-from tensorviz.sources.memory import finish
+from tensorviz.sources.memory import address, finish
 from tensorviz.sources.modules import module_facts
 from tensorviz.sources.training import add_training, categorise_module, name_training_state
 
@@ -268,7 +268,7 @@ class _Collector:
                     except Exception:  # noqa: BLE001 - the careful path says what went wrong
                         self._add_careful(name, t)
                         continue
-                    append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, st.data_ptr()))
+                    append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st)))
                 else:
                     self._add_careful(name, t)
             elif isinstance(t, _CONTAINERS):
@@ -310,7 +310,7 @@ class _Collector:
         dt = self._dtype(value)
         st = value.untyped_storage()
         ident, nbytes = _storage_id(value), st.nbytes()
-        address = 0 if _is_fake(value) or value.device.type == "meta" else st.data_ptr()
+        where = 0 if _is_fake(value) or value.device.type == "meta" else address(st)
         shape, stride, offset = tuple(value.shape), tuple(value.stride()), value.storage_offset()
         if not all(type(x) is int for x in (*shape, *stride, offset, nbytes)):
             # Never int() a SymInt: that would add a guard to the caller's shape environment.
@@ -321,7 +321,7 @@ class _Collector:
         self.rows.geometry(shape, stride)  # fails here, not later, on odd metadata
         if note:
             self.rows.notes[len(self.rows.rows)] = note
-        self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None, address))
+        self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None, where))
         return None
 
     def _dtype(self, t: torch.Tensor) -> tuple[str, int]:

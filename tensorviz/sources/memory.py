@@ -16,14 +16,16 @@ numpy and rewrites no row. The work runs when the Layout is first asked a questi
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 import numpy as np
 
 from tensorviz.core.rows import Rows
 
-__all__ = ["ADDRESSED", "FREED", "Memory", "finish", "memories", "rekey"]
+__all__ = ["ADDRESSED", "FREED", "FILE_SPACE", "Memory", "address", "finish", "memories", "rekey"]
 
 #: Device types whose ``data_ptr`` is a real address in one flat space per device.
 ADDRESSED = frozenset({"cpu", "cuda", "mps", "xpu"})
@@ -48,6 +50,29 @@ class Memory:
 
 
 FREED = "storage freed: views point past its end"
+
+#: Where file-backed memory lives in the address space the memories are found in: far above any
+#: process address (user space ends below 2**48), one 4 TiB stretch per file.
+FILE_SPACE = 1 << 61
+_FILES: dict[tuple[int, int], int] = {}  # (st_dev, st_ino) -> the file's stretch number
+
+
+def address(st: Any) -> int:
+    """The address a storage's bytes are identified by: for a shared map of a file
+    (``UntypedStorage.from_file(name, shared=True)``, ``torch.from_file(..., shared=True)``;
+    torch reports its ``filename``) the file's own place, so two maps of one file region are one
+    memory, as they are (a write through one shows in the other); else ``data_ptr()``. torch
+    maps a file from its first byte, so the map's offset in the file is 0. A private
+    (copy-on-write) map reports no file name and keeps its own address."""
+    name = st.filename
+    if name is None:
+        return st.data_ptr()
+    try:
+        info = os.stat(name)
+    except OSError:  # the file is gone: its map is memory of its own
+        return st.data_ptr()
+    k = _FILES.setdefault((info.st_dev, info.st_ino), len(_FILES))
+    return FILE_SPACE + (k << 42)
 
 
 def finish(rows: Rows) -> dict[str, object]:

@@ -1,0 +1,134 @@
+"""Where tensorviz is right and a peer is wrong (README, "The hard cases"): each case predicted by
+``tv.analyze``/``tv.save_check``, then run through the peer's real code and a real save."""
+
+from __future__ import annotations
+
+import collections
+import os
+
+import pytest
+import torch
+
+import tensorviz as tv
+
+
+def _verdict(report, saver):
+    return next(v for v in report.verdicts if v.saver == saver)
+
+
+class _Fused(torch.nn.Module):
+    """A fused qkv weight with q, k and v registered as its row views."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Parameter(torch.randn(12, 4))
+        self.q = torch.nn.Parameter(self.qkv.data[0:4])
+        self.k = torch.nn.Parameter(self.qkv.data[4:8])
+        self.v = torch.nn.Parameter(self.qkv.data[8:12])
+
+
+def test_safetensors_keeps_the_last_end_seen_so_save_model_refuses_a_fused_qkv(tmp_path):
+    from safetensors.torch import _find_shared_tensors, save_model
+    from transformers.modeling_utils import _find_disjoint
+
+    m = _Fused()
+    layout = tv.analyze(m)
+    assert [layout.relation(n, "qkv") for n in "qkv"] == ["within"] * 3
+    assert [g.names for g in layout.shared("overlap")] == [("qkv", "q", "k", "v")]
+    # safetensors: after k it remembers k's end, not qkv's, so v starts "past" the group
+    assert sorted(map(sorted, _find_shared_tensors(m.state_dict()))) == [["k", "q", "qkv"], ["v"]]
+    shared, _ = _find_disjoint([{"qkv", "q", "k", "v"}], m.state_dict())  # transformers' copy: max end
+    assert [sorted(s) for s in shared] == [["k", "q", "qkv", "v"]]
+    v = _verdict(tv.save_check(m), "safetensors.save_model")
+    with pytest.raises(RuntimeError) as real:
+        save_model(m, str(tmp_path / "m.safetensors"))
+    assert v.outcome == "raises" and v.message == str(real.value)
+    missed = [f for f in v.misfires if f.names == ("qkv", "v")]
+    assert missed and "does not see them share memory" in missed[0].library
+    assert "v within qkv, 64 B in common" in missed[0].tensorviz
+
+
+def test_safetensors_refuses_a_flat_buffer_and_its_views(tmp_path):
+    from safetensors.torch import save_model
+
+    m = torch.nn.Module()
+    m.flat = torch.nn.Parameter(torch.randn(96))
+    for i in range(3):
+        m.register_parameter(f"p{i}", torch.nn.Parameter(m.flat.data[i * 32 : (i + 1) * 32]))
+    v = _verdict(tv.save_check(m), "safetensors.save_model")
+    with pytest.raises(RuntimeError) as real:
+        save_model(m, str(tmp_path / "m.safetensors"))
+    assert v.outcome == "raises" and v.message == str(real.value)
+    assert ("flat", "p2") in [f.names for f in v.misfires]
+    assert [g.names for g in tv.analyze(m).shared("overlap")] == [("flat", "p0", "p1", "p2")]
+
+
+def test_id_tensor_storage_calls_two_empty_tensors_one_so_accelerate_drops_a_name(tmp_path):
+    from accelerate.utils import save
+    from safetensors.torch import load_file
+    from transformers.pytorch_utils import id_tensor_storage
+
+    sd = collections.OrderedDict(a=torch.empty(0), b=torch.empty(0))
+    assert id_tensor_storage(sd["a"]) == id_tensor_storage(sd["b"])  # (cpu, 0, 0) for both
+    assert tv.analyze(sd).relation("a", "b") == "unrelated"
+    v = _verdict(tv.save_check(sd), "accelerate.save")
+    save(collections.OrderedDict(sd), tmp_path / "e.safetensors", safe_serialization=True)
+    back = load_file(tmp_path / "e.safetensors")
+    assert v.kept == tuple(back) == ("a",) and v.dropped == ("b",)
+    assert any(f.names == ("a", "b") and "share no byte" in f.tensorviz for f in v.misfires)
+
+
+def test_find_tied_parameters_misses_overlapping_views_of_one_storage():
+    from accelerate.utils import find_tied_parameters
+
+    m = torch.nn.Module()
+    base = torch.randn(16)
+    m.a = torch.nn.Parameter(base[0:10])
+    m.b = torch.nn.Parameter(base[6:16])
+    assert find_tied_parameters(m) == []
+    layout = tv.analyze(m)
+    assert layout.relation("a", "b") == "overlaps" and layout.overlap_nbytes("a", "b") == 16
+    m.a.data[7] = 123.0  # really one memory: a write through a shows in b
+    assert m.b.data[1].item() == 123.0
+
+
+def test_two_shared_maps_of_one_file_are_the_same_bytes(tmp_path):
+    from safetensors.torch import _find_shared_tensors, save_file
+
+    path = tmp_path / "w.bin"
+    path.write_bytes(bytes(256))
+    a = torch.UntypedStorage.from_file(str(path), True, 256)
+    b = torch.UntypedStorage.from_file(str(path), True, 128)
+    x = torch.empty(0).set_(a, 0, (64,), (1,))
+    y = torch.empty(0).set_(b, 8, (16,), (1,))
+    assert x.data_ptr() != y.data_ptr() and _find_shared_tensors({"x": x, "y": y}) == [{"x"}, {"y"}]
+    layout = tv.analyze({"x": x, "y": y})
+    assert layout.relation("y", "x") == "within" and layout.overlap_nbytes("x", "y") == 64
+    (st,) = layout.storages
+    assert (st.nbytes, layout["y"].start) == (256, 32)
+    report = tv.save_check({"x": x, "y": y})
+    v = _verdict(report, "safetensors.save_file")
+    save_file({"x": x, "y": y}, str(tmp_path / "a.safetensors"))
+    assert (v.outcome, v.duplicated_nbytes, v.file_nbytes) == (
+        "duplicates bytes",
+        64,
+        os.path.getsize(tmp_path / "a.safetensors"),
+    )
+    t = _verdict(report, "torch.save")
+    torch.save({"x": x, "y": y}, tmp_path / "a.pt")
+    back = torch.load(tmp_path / "a.pt")
+    assert back["x"].untyped_storage().data_ptr() != back["y"].untyped_storage().data_ptr()  # two storages written
+    assert (t.written_nbytes, t.duplicated_nbytes) == (256 + 128, 128)
+    y[0] = 5.0  # the truth: a write through one map shows in the other
+    assert x[8].item() == 5.0
+
+
+def test_a_private_map_of_a_file_is_memory_of_its_own(tmp_path):
+    path = tmp_path / "w.bin"
+    path.write_bytes(bytes(64))
+    a = torch.UntypedStorage.from_file(str(path), False, 64)  # copy-on-write: writes stay private
+    b = torch.UntypedStorage.from_file(str(path), True, 64)
+    x, y = torch.empty(0).set_(a), torch.empty(0).set_(b)
+    assert tv.analyze({"x": x, "y": y}).relation("x", "y") == "unrelated"
+    x[0] = 1.0
+    assert y[0].item() == 0.0
