@@ -284,3 +284,83 @@ def test_dcp_with_optimizer_state_torchtitan_layout(tmp_path) -> None:
     dcp.save(get_model_state_dict(model), checkpoint_id=str(tmp_path / "weights"))
     plain = tv.analyze(str(tmp_path / "weights"))
     assert set(plain.categories) == {""} and "training" not in plain.metadata
+
+
+# -- DeepSpeed, built with the key layout DeepSpeed writes (no deepspeed import) ------------------
+def deepspeed_model_states(model: nn.Module) -> dict:
+    """``mp_rank_00_model_states.pt`` as DeepSpeedEngine._save_checkpoint writes it under ZeRO
+    (the optimizer state lives in the per-rank ``*_optim_states.pt`` files: ``optimizer`` is None)."""
+    from collections import OrderedDict
+
+    names = {id(p): n for n, p in reversed(list(model.named_parameters(remove_duplicate=False)))}
+    shared = {n: names[id(p)] for n, p in model.named_parameters(remove_duplicate=False) if names[id(p)] != n}
+    return {
+        "module": model.state_dict(),
+        "buffer_names": [n for n, _ in model.named_buffers()],
+        "optimizer": None,
+        "param_shapes": [OrderedDict((n, p.shape) for n, p in model.named_parameters())],
+        "frozen_param_shapes": None,
+        "shared_params": shared,
+        "frozen_param_fragments": None,
+        "lr_scheduler": None,
+        "data_sampler": None,
+        "random_ltd": None,
+        "sparse_tensor_module_names": set(),
+        "skipped_steps": 0,
+        "global_steps": 2,
+        "global_samples": 8,
+        "dp_world_size": 2,
+        "mp_world_size": 1,
+        "ds_config": {"train_batch_size": 4, "zero_optimization": {"stage": 2}},
+        "ds_version": "0.16.4",
+    }
+
+
+def test_deepspeed_model_states(tmp_path) -> None:
+    model = Tied()
+    layout = tv.analyze(save(tmp_path, deepspeed_model_states(model), "mp_rank_00_model_states.pt"))
+    cats = {v.name: v.category for v in layout.views}
+    assert cats["module.scale"] == "buffers" and cats["module.embed.weight"] == "weights"
+    assert layout.relation("module.embed.weight", "module.head.weight") == "identical"
+    (note,) = layout.metadata["training"]["notes"]
+    assert note.startswith("DeepSpeed model states (ds_version 0.16.4): 5 parameters in 1 group(s), 1 buffers")
+    assert "shared: head.weight -> embed.weight" in note and "*_optim_states.pt" in note
+
+
+def test_deepspeed_universal_checkpoint(tmp_path) -> None:
+    """ds_to_universal.py's output: zero/<param>/{fp32,exp_avg,exp_avg_sq}.pt each
+    torch.save({"param": tensor, "cat_dim": 0}), step.pt a bare tensor, mp_rank files copied."""
+    model = Tied()
+    opt = stepped(model, OPTIMIZERS["adam"], named=True)
+    folder = tmp_path / "global_step2_universal"
+    (folder / "zero").mkdir(parents=True)
+    torch.save(deepspeed_model_states(model), folder / "mp_rank_00_model_states.pt")
+    for name, p in model.named_parameters():
+        where = folder / "zero" / name
+        where.mkdir()
+        state = opt.state[p]
+        for key, t in (
+            ("fp32", p.detach().float()),
+            ("exp_avg", state["exp_avg"]),
+            ("exp_avg_sq", state["exp_avg_sq"]),
+        ):
+            torch.save({"param": t, "cat_dim": 0}, where / f"{key}.pt")
+        torch.save(state["step"], where / "step.pt")
+    torch.save({"param_groups": opt.state_dict()["param_groups"]}, folder / "zero" / "optimizer_state.pt")
+    layout = tv.analyze(str(folder))
+    for name, p in model.named_parameters():
+        for key in ("fp32", "exp_avg", "exp_avg_sq", "step"):
+            v = layout[f"zero.{name}.{key}"]
+            assert v.category == ("copies" if key == "fp32" else "optimizer")
+            assert v.shape == (() if key == "step" else tuple(p.shape))
+    weights = (11 * 6 + 6 + 6 + 36 + 6) * 4
+    tree = layout.tree()
+    assert dict(tree.root.categories) == {
+        "weights": weights,
+        "buffers": 24,
+        "optimizer": 2 * weights + 4 * 5,
+        "copies": weights,
+    }
+    mid = dict(tree.find("module.mid").categories)  # zero.mid.* counted with module.mid
+    assert mid == {"weights": 42 * 4, "optimizer": 2 * 42 * 4 + 8}
+    assert layout.metadata["training"]["optimizers"]["zero"]["mapped_by"] == "folder names"

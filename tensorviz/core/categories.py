@@ -108,7 +108,7 @@ def training_lines(facts: object) -> list[str]:
             out.append(f"optimizer state {prefix}.<param name>.<key>: named by {info['mapped_by']}")
         else:
             out.append(f"optimizer state {prefix}.state.<i>: not named after parameters: {info.get('why_not')}")
-    return out
+    return out + [str(n) for n in facts.get("notes") or ()]
 
 
 _ROLES = {"gradients": "gradient", "optimizer": "optimizer state", "copies": "copy", "other": "other"}

@@ -52,8 +52,8 @@ def torch_part(path: str, beside: tuple | None = None) -> Part:
         tensors = [(training.renames.get(n, n), t) for n, t in tensors] if training.renames else tensors
         part = _torch_views(path, tensors, values, n_values, contents, records, saved_on)
         part.categories = training.categories
-        if training.optimizers:
-            part.meta["training"] = {"optimizers": training.optimizers}
+        if training.optimizers or training.notes:
+            part.meta["training"] = {"optimizers": training.optimizers, "notes": tuple(training.notes)}
         return part
     finally:
         del obj  # drops the last reference to the mapping

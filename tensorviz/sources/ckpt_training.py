@@ -42,6 +42,7 @@ class CheckpointTraining:
     renames: dict[str, str] = field(default_factory=dict)
     categories: dict[str, str] = field(default_factory=dict)
     optimizers: dict[str, dict[str, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def is_optimizer_state(value: Any) -> bool:
@@ -127,16 +128,43 @@ def checkpoint_training(
     for prefix, state in optimizers:
         result.optimizers[prefix] = _map_optimizer(prefix, state, model_key, model, result.renames)
     optim_prefixes = tuple(p + "." for p, _ in optimizers)
+    buffers = _deepspeed_buffers(obj, model_key, result.notes)
     for name, _ in tensors:
         new = result.renames.get(name, name)
         top = name.split(".", 1)[0]
         if name.startswith(optim_prefixes):
             result.categories[new] = "optimizer"
-        elif name.endswith(BUFFER_SUFFIXES) and category_of_key(top) == "weights":
+        elif name in buffers or (
+            buffers is _NO_NAMES and name.endswith(BUFFER_SUFFIXES) and category_of_key(top) == "weights"
+        ):
             result.categories[new] = "buffers"
         else:
             result.categories[new] = category_of_key(top)
     return result
+
+
+_NO_NAMES: frozenset[str] = frozenset()
+
+
+def _deepspeed_buffers(obj: Mapping, model_key: str, notes: list[str]) -> frozenset[str]:
+    """A DeepSpeed model states file (``mp_rank_XX_model_states.pt``) names its buffers
+    (``buffer_names``) and its parameters per group (``param_shapes``), and maps each tied name
+    to the one it shares (``shared_params``); the optimizer state is in the per-rank
+    ``*_optim_states.pt`` files. Returns the buffer names (under ``model_key``)."""
+    names = obj.get("buffer_names")
+    shapes = obj.get("param_shapes")
+    if not isinstance(names, (list, tuple)) or not isinstance(shapes, (list, tuple)):
+        return _NO_NAMES
+    n = sum(len(g) for g in shapes if isinstance(g, Mapping))
+    shared = obj.get("shared_params")
+    ties = ", ".join(f"{a} -> {b}" for a, b in list(shared.items())[:4]) if isinstance(shared, Mapping) else ""
+    notes.append(
+        f"DeepSpeed model states (ds_version {obj.get('ds_version', '?')}): {n} parameters in "
+        f"{len(shapes)} group(s), {len(names)} buffers"
+        + (f"; shared: {ties}" if ties else "")
+        + "; the optimizer state (ZeRO) is in the *_optim_states.pt files beside it"
+    )
+    return frozenset(f"{model_key}.{b}" for b in names if isinstance(b, str))
 
 
 def _map_optimizer(

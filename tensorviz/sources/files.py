@@ -137,6 +137,11 @@ def _analyze_folder(path: str, variant: str | None = None) -> Layout:
     one weight variant: see :mod:`.variants`)."""
     entries = sorted(os.listdir(path))
     files, chosen = pick_variant(path, [e for e in entries if os.path.isfile(os.path.join(path, e))], variant)
+    if os.path.isdir(os.path.join(path, "zero")) and any(e.endswith("_model_states.pt") for e in files):
+        from tensorviz.sources.training_folder import is_universal, universal_parts  # needs torch
+
+        if is_universal(path, files):  # DeepSpeed's universal checkpoint
+            return merge(universal_parts(path, files), "folder", source=path)
     groups = weight_groups(files)
     weights = [e for _, group in groups for e in group]
     for kind, group in groups:

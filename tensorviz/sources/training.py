@@ -182,4 +182,6 @@ def name_training_state(rows: Rows, obj: Mapping, leaves: Iterable[tuple[str, An
             rows.rows[i] = (name, *row[1:])
         if name in cats:
             rows.categories[i] = cats[name]
-    return {"optimizers": found.optimizers} if found.optimizers else None
+    if not found.optimizers and not found.notes:
+        return None
+    return {"optimizers": found.optimizers, "notes": tuple(found.notes)}

@@ -56,3 +56,43 @@ def _prefixed(part: Part, prefix: str) -> Part:
     if found:  # one optimizer state per file: named by the file, its parameters at the top level
         facts["optimizers"] = {prefix: {**next(iter(found.values())), "model": ""}}
     return part
+
+
+# -- DeepSpeed universal checkpoints ---------------------------------------------------------------
+#: The per-parameter files of a universal checkpoint (``ds_to_universal.py``), and what each is.
+UNIVERSAL_STATES = {"fp32": "copies", "exp_avg": "optimizer", "exp_avg_sq": "optimizer", "step": "optimizer"}
+
+
+def is_universal(folder: str, files: list[str]) -> bool:
+    """A DeepSpeed universal checkpoint: ``zero/<param name>/`` folders beside ``mp_rank_*`` files."""
+    return os.path.isdir(os.path.join(folder, "zero")) and any(
+        e.startswith("mp_rank_") and e.endswith("_model_states.pt") for e in files
+    )
+
+
+def universal_parts(folder: str, files: list[str]) -> list[Part]:
+    """The model states file(s) and, per parameter, ``zero/<name>/{fp32,exp_avg,exp_avg_sq,step}.pt``
+    (each ``torch.save({"param": tensor, "cat_dim": ...})``, ``step.pt`` a bare value) as views
+    named ``zero.<name>.<state>``: the fp32 master a copy, the rest optimizer state."""
+    parts = [torch_part(os.path.join(folder, e)) for e in sorted(files) if e.endswith("_model_states.pt")]
+    zero = os.path.join(folder, "zero")
+    for param in sorted(os.listdir(zero)):
+        where = os.path.join(zero, param)
+        if not os.path.isdir(where) or os.path.islink(where):
+            continue
+        for state, category in UNIVERSAL_STATES.items():
+            path = os.path.join(where, f"{state}.pt")
+            if os.path.isfile(path):
+                parts.append(_renamed(torch_part(path), f"zero.{param}.{state}", category))
+    facts = {"mapped_by": "folder names", "why_not": "", "model": "module"}
+    parts.append(Part(meta={"training": {"optimizers": {"zero": facts}}}))
+    return parts
+
+
+def _renamed(part: Part, name: str, category: str) -> Part:
+    """A one-tensor file's part (its ``param``, or a bare tensor) as one view named ``name``."""
+    rows = [row for row in part.rows if row[0] in ("param", "tensor")]
+    part.rows = [(name, *rows[0][1:])] if rows else []
+    part.notes = {}
+    part.categories = {name: category}
+    return part
