@@ -1,12 +1,13 @@
 """How fast is ``tv.diff``, next to its peers in the same run?
 
-Prints (best of ``--repeat`` runs each, seconds and ratios):
+Prints (best CPU time of ``--repeat`` interleaved runs each, seconds and ratios):
 
 * state dicts -- ``tv.diff(a, b)`` of two synthetic state dicts of ``--n`` tensors (and of
   ``--big`` tensors), next to ``tv.analyze(a)`` of one side (goal: diff <= 2.5x one analyze,
   linear in tensors). Side b is side a with 1 % of the tensors cast to float16, 1 % of the ties
   broken (cloned) and every name under a ``module.`` prefix: all of the diff's work is done.
-  Also split: both analyses alone, so what the comparison itself adds is visible;
+  Also: ``analyze(a)`` with its table built (the work ``analyze`` defers and any answer does),
+  and the comparison alone (``diff_layouts`` of two tabled layouts);
 * indexes -- ``tv.diff`` of two 100-shard ``*.safetensors.index.json`` checkpoints (the same
   tensors sharded two ways), header-only, next to ``tv.analyze`` of one index;
 * content -- ``tv.diff(..., content=True)`` of two safetensors files of ``--mib`` MiB each,
@@ -19,55 +20,63 @@ Prints (best of ``--repeat`` runs each, seconds and ratios):
 from __future__ import annotations
 
 import argparse
-import gc
 import hashlib
 import json
 import os
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from bench_analyze import synthetic_state_dict
+from bench_savecheck import best_of
 
 import tensorviz as tv
+from tensorviz.core.diff import diff_layouts
 
 
 def best(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    """Best CPU time of ``repeat`` runs of ``fn``."""
+    return best_of([("fn", fn)], repeat)["fn"]
 
 
-def other_side(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Side b: 1 % of the tensors cast to float16, 1 % of the ties cloned, names under module."""
+def other_side(sd: dict[str, torch.Tensor], prefix: str = "module.") -> dict[str, torch.Tensor]:
+    """Side b: 1 % of the tensors cast to float16, 1 % of the ties cloned, names under ``prefix``."""
     out = {}
     for i, (name, t) in enumerate(sd.items()):
         if i % 100 == 7:
             t = t.half()
         elif i % 100 == 5 and name.endswith("head"):
             t = t.clone()
-        out["module." + name] = t
+        out[prefix + name] = t
     return out
 
 
 def state_dicts(n: int, repeat: int) -> None:
     a = synthetic_state_dict(n)
     b = other_side(a)
-    t_analyze = best(lambda: tv.analyze(a), repeat)
-    t_both = best(lambda: (tv.analyze(a)._table, tv.analyze(b)._table), repeat)
-    t_diff = best(lambda: tv.diff(a, b), repeat)
+    la, lb = tv.analyze(a), tv.analyze(b)
+    la._table, lb._table  # noqa: B018 -- tabled once: "compare" below is the comparison alone
+    same_names = other_side(a, prefix="")
+    rows = [
+        ("diff", lambda: tv.diff(a, b)),
+        ("diff, same names", lambda: tv.diff(a, same_names)),
+        ("analyze", lambda: tv.analyze(a)),
+        ("analyze+table", lambda: tv.analyze(a)._table),
+        ("compare", lambda: diff_layouts(la, lb)),
+    ]
+    t = best_of(rows, repeat)
     d = tv.diff(a, b)
     print(
-        f"state dicts, {n:>9,} tensors: diff {t_diff:6.3f} s   analyze(a) {t_analyze:6.3f} s   "
-        f"ratio {t_diff / t_analyze:4.2f}x   (both sides analysed and tabled {t_both:6.3f} s)"
+        f"state dicts, {n:>9,} tensors (CPU s): diff {t['diff']:6.3f}   analyze(a) {t['analyze']:6.3f}   "
+        f"ratio {t['diff'] / t['analyze']:5.2f}x   analyze(a) + its table {t['analyze+table']:6.3f} "
+        f"({t['diff'] / t['analyze+table']:4.2f}x)   comparing two tabled layouts {t['compare']:6.3f}"
     )
-    print(f"    {len(d.renamed):,} renamed, {len(d.changed):,} changes, {len(d.ties_lost):,} ties lost")
+    print(
+        f"    {len(d.renamed):,} renamed, {len(d.changed):,} changes, {len(d.ties_lost):,} ties lost; "
+        f"with the names unchanged (no renames): diff {t['diff, same names']:6.3f} "
+        f"({t['diff, same names'] / t['analyze']:5.2f}x analyze)"
+    )
 
 
 def write_index(folder: str, tensors: dict[str, torch.Tensor], shards: int) -> str:

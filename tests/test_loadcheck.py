@@ -395,3 +395,22 @@ def test_load_model_cases_are_not_vacuous(tmp_path) -> None:
     assert facts["untied file (both names) into a tied model"][:3] == (True, (), ("wte.weight",))
     assert facts["untied file into a tied model, strict=False"][3] is True
     assert facts["a layer missing, strict=False"][4] == ("ln.weight", "ln.bias")
+
+
+def test_the_twin_shares_nothing_the_loader_writes() -> None:
+    from tensorviz.loadcheck.check import model_twin
+
+    model = _seeded(TiedLM)
+    hooks = {
+        name: (id(m._load_state_dict_post_hooks), len(m._load_state_dict_post_hooks))
+        for name, m in model.named_modules()
+    }
+    twin = model_twin(model)
+    twin.register_load_state_dict_post_hook(lambda m, k: None)
+    assert twin.lm_head.weight is twin.wte.weight and twin.wte.weight.device.type == "meta"
+    assert twin.wte is not model.wte and twin._modules is not model._modules
+    assert {
+        name: (id(m._load_state_dict_post_hooks), len(m._load_state_dict_post_hooks))
+        for name, m in model.named_modules()
+    } == hooks
+    assert model.wte.weight.device.type == "cpu" and model.lm_head.weight is model.wte.weight

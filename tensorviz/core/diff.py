@@ -33,6 +33,7 @@ import numpy as np
 
 from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names
 from tensorviz.core.diff_modules import ModuleBytes
+from tensorviz.core.rows import gc_paused
 from tensorviz.core.summary import whole_files
 from tensorviz.core.tree import _file_name
 
@@ -192,7 +193,11 @@ class LayoutDiff:
 # -- the diff ----------------------------------------------------------------------------------
 def diff_layouts(a: Layout, b: Layout) -> LayoutDiff:
     """Compare two layouts (metadata only; linear in tensors). See :class:`LayoutDiff`."""
-    a, b = global_tensors(a), global_tensors(b)
+    with gc_paused():  # as analyze does: the fresh tuples of 1M names need no collector pass
+        return _diff(global_tensors(a), global_tensors(b))
+
+
+def _diff(a: Layout, b: Layout) -> LayoutDiff:
     names_a, names_b = a.names, b.names
     pos, renamed, rules = match_names(names_a, names_b)
     ia = np.flatnonzero(pos >= 0)

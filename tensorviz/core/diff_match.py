@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -34,8 +35,7 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
     ([0, 1], [('module.w', 'w')], ["1 name matched with prefix 'module.' removed from a"])
     """
     index_b = dict(zip(names_b, range(len(names_b))))
-    get = index_b.get
-    pos = np.fromiter((get(n, -1) for n in names_a), np.int64, len(names_a))
+    pos = np.fromiter(map(index_b.get, names_a, repeat(-1)), np.int64, len(names_a))
     left_a = np.flatnonzero(pos < 0).tolist()
     if not left_a:
         return pos, [], []
@@ -66,8 +66,8 @@ _PREFIXES = re.compile(
 
 def _reduced(names: Sequence[str], positions: list[int]) -> dict[str, int]:
     """Reduced name -> position; -1 when two names reduce alike (then neither matches)."""
-    sub = _PREFIXES.sub
-    cores = [sub("", names[i], count=1) for i in positions]
+    sub, starts = _PREFIXES.sub, tuple(WRAPPER_PREFIXES)
+    cores = [sub("", n, count=1) if n.startswith(starts) else n for n in map(names.__getitem__, positions)]
     out = dict(zip(cores, positions))
     if len(out) != len(cores):
         seen: set[str] = set()
