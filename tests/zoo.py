@@ -192,11 +192,45 @@ class SqueezeExcite(nn.Module):
         self.aux.weight = self.classifier.weight
 
 
+class _Param(nn.Parameter):
+    """A trivial Parameter subclass (no __torch_function__ of its own): savers treat it as its base."""
+
+
+class ParamSubclass(nn.Module):
+    """A Linear whose weight is a trivial ``nn.Parameter`` subclass (issue 22, cause 8)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.lin.weight = _Param(torch.randn(3, 4))
+
+
+class FuncEnsemble(nn.Module):
+    """``torch.func.stack_module_state`` of three Linears (one stacked weight and bias, as a
+    vmapped ensemble trains them), with each member's weight kept as a row view of the stack."""
+
+    def __init__(self):
+        super().__init__()
+        params, _ = torch.func.stack_module_state([nn.Linear(4, 4) for _ in range(3)])
+        self.weight = nn.Parameter(params["weight"])
+        self.bias = nn.Parameter(params["bias"])
+        for i in range(3):
+            self.register_parameter(f"member{i}", nn.Parameter(self.weight.data[i]))
+
+
+def compiled_resnet() -> nn.Module:
+    """``torch.compile`` of the ResNet block (an OptimizedModule: names under ``_orig_mod.``)."""
+    return torch.compile(ResNetBlock())
+
+
 MODULES: dict[str, Callable[[], nn.Module]] = {
     "tv_resnet_block": ResNetBlock,
     "timm_vit": TimmViT,
     "weight_norm_conv": WeightNormConv,
     "squeeze_excite_tied": SqueezeExcite,
+    "param_subclass": ParamSubclass,
+    "func_ensemble": FuncEnsemble,
+    "compiled_resnet": compiled_resnet,
 }
 
 

@@ -139,12 +139,25 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def _plain(t: torch.Tensor) -> bool:
-    """A tensor or Parameter (not a subclass) that tensorviz lays out as a strided view."""
-    if type(t) not in _PLAIN_TYPES and not isinstance(t, torch.nn.parameter.Buffer):
+    """A tensor or Parameter (or a trivial subclass of one) that tensorviz lays out as a strided view."""
+    if type(t) not in _PLAIN_TYPES and not isinstance(t, torch.nn.parameter.Buffer) and not _trivial(type(t)):
         return False
     from tensorviz.sources.live import why_not_analysable
 
     return why_not_analysable(t) is None
+
+
+def _trivial(cls: type) -> bool:
+    """A Tensor/Parameter subclass that changes nothing torch or a saver sees: no
+    ``__torch_function__``/``__torch_dispatch__`` of its own, not traceable (no
+    ``__tensor_flatten__``), no ``__reduce_ex__`` of its own (``class P(nn.Parameter): pass``).
+    Savers treat it as its base, so the check does too."""
+    if not issubclass(cls, torch.Tensor):
+        return False
+    base = torch.nn.Parameter if issubclass(cls, torch.nn.Parameter) else torch.Tensor
+    own = ("__torch_function__", "__torch_dispatch__", "__reduce_ex__", "__tensor_flatten__", "__new__")
+    between = cls.__mro__[: cls.__mro__.index(base)]
+    return not any(k in c.__dict__ for c in between for k in own)
 
 
 def _layout_subject(layout: Layout) -> Subject:
