@@ -268,8 +268,6 @@ def odd_values() -> dict[str, object]:
             "quint4x2": torch.quantize_per_tensor(torch.ones(4), 0.1, 0, torch.quint4x2),
             "uint4": torch.empty(8, dtype=torch.uint4),
             "int2": torch.empty(8, dtype=torch.int2),
-            "wrapper": Wrapper(torch.zeros(3)),
-            "param_of_wrapper": nn.Parameter(Wrapper(torch.zeros(3))),
             "dispatch": torch.Tensor._make_subclass(Logged, torch.zeros(3)),
             "lazy": nn.LazyLinear(3).weight,
             "mkldnn": torch.zeros(2, 2).to_mkldnn(),
@@ -298,8 +296,6 @@ REASONS = {
     "uint4": "sub-byte dtype uint4: element_size() says 1 byte but each value is narrower, and how values "
     "are packed depends on the library that made it, so byte offsets from it may be wrong; "
     "analyse the packed uint8 tensor it came from",
-    "wrapper": "tensor subclass Wrapper wraps other tensors (inner); its own storage is not where its data "
-    "lives: analyse those inner tensors instead",
     "dispatch": "tensor subclass Logged overrides __torch_dispatch__, so its storage may not be where its "
     "data lives; analyse t.as_subclass(torch.Tensor) if it is a plain view",
     "lazy": "UninitializedParameter: a lazy module's parameter has no shape or storage until its first "
@@ -318,9 +314,16 @@ def test_unanalysable_values_are_skipped_with_reasons_and_never_crash():
         assert reasons[name] == reason, name
     assert reasons["jagged"] == REASONS["nested"]
     assert reasons["int2"] == REASONS["uint4"].replace("uint4", "int2")
-    assert reasons["param_of_wrapper"] == REASONS["wrapper"]
     text = str(layout)
     assert f"skipped: {len(values)}" in text and "  coo: sparse_coo tensor" in text
+
+
+def test_traceable_wrappers_are_laid_out_by_their_inner_tensors():
+    inner = torch.zeros(3)
+    layout = tv.analyze({"wrapper": Wrapper(inner), "param_of_wrapper": nn.Parameter(Wrapper(inner))})
+    assert layout.names == ("wrapper.inner", "param_of_wrapper.inner") and layout.skipped == ()
+    assert layout.relation("wrapper.inner", "param_of_wrapper.inner") == "identical"
+    assert layout["param_of_wrapper.inner"].piece.kind == "Wrapper"
 
 
 def test_why_not_analysable_on_its_own():

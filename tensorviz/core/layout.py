@@ -95,6 +95,8 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
                 rows.categories[i] = v.category
             if v.logical is not None:
                 rows.logical[i] = v.logical
+            if v.piece is not None:
+                rows.pieces[i] = v.piece
         used = {v.storage for v in views}
         rows.labels = {key: info.label for key, info in infos.items() if info.label}
         # Storages with no views (possible for files) come last.
@@ -207,7 +209,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
             if records[i] is None:
                 note, cat, lg = notes.get(i, ""), raw.category_of(i), raw.logical.get(i)
                 records[i] = view_record(
-                    names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note, cat, lg
+                    names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note, cat, lg, raw.pieces.get(i)
                 )
         return tuple(records)
 
@@ -220,7 +222,8 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
             dtype, offset, start = t.dtypes[t.did[i]], int(t.offset[i]), int(t.start[i])
             note, cat, lg = self._raw.notes.get(i, ""), self._raw.category_of(i), self._raw.logical.get(i)
             geo = t.geos[t.gid[i]]
-            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], geo, start, note, cat, lg)
+            piece = self._raw.pieces.get(i)
+            v = view_record(self._names[i], dtype, offset, t.key(s), t.devices[s], geo, start, note, cat, lg, piece)
             records[i] = v
         return v
 

@@ -30,6 +30,7 @@ __all__ = [
     "ViewSpans",
     "CATEGORIES",
     "Logical",
+    "Piece",
 ]
 
 GroupBy = Literal["storage", "span", "overlap"]
@@ -69,6 +70,36 @@ class Logical:
 
 
 @dataclass(frozen=True)
+class Piece:
+    """One stored piece of a logical tensor whose bytes live in several tensors.
+
+    A torchao ``Int8Tensor`` weight ``0.weight`` (float32, 64 × 64) holds its values in three
+    plain tensors; each is a view of its own storage, named ``0.weight.qdata``,
+    ``0.weight.scale``, ``0.weight.zero_point``, and each carries this record: ``of`` is the
+    logical tensor's name ("0.weight"), ``part`` the inner attribute path ("qdata"; nested
+    subclasses join with ".": "a.qdata"), ``kind`` the subclass's type name ("Int8Tensor") or
+    the packing format ("GPTQ"), ``dtype`` and ``shape`` the logical tensor's. ``bits`` and
+    ``group`` are the packing's bits per value and group (block) shape where a format states
+    them (0 and () for a tensor subclass, whose own code knows them).
+    """
+
+    of: str
+    part: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    bits: int = 0
+    group: tuple[int, ...] = ()
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
 class TensorView:
     """One named tensor reading a storage through (offset, shape, stride, dtype).
 
@@ -80,6 +111,8 @@ class TensorView:
     ``category`` is one of :data:`CATEGORIES` (weights, gradients, optimizer state...) when the
     source knows it, else "". ``logical`` says what a view of block-quantized bytes encodes
     (a GGUF ``Q4_K`` tensor: its ggml type and logical shape; see :class:`Logical`), else None.
+    ``piece`` says which logical tensor this view is one stored piece of (a tensor subclass's
+    inner tensor, a packed checkpoint's ``qweight``; see :class:`Piece`), else None.
     """
 
     name: str
@@ -99,6 +132,7 @@ class TensorView:
     note: str = ""
     category: str = ""
     logical: Logical | None = None
+    piece: Piece | None = None
 
     @property
     def numel(self) -> int:
@@ -322,6 +356,7 @@ def view_record(
     note: str,
     category: str = "",
     logical: Logical | None = None,
+    piece: Piece | None = None,
 ) -> TensorView:
     """The TensorView of one view: its name, ``(dtype name, itemsize)``, offset, storage and Geometry."""
     dtype, itemsize = dtype
@@ -345,6 +380,7 @@ def view_record(
             note,
             category,
             logical,
+            piece,
         ),
     )
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from tensorviz.core import footprint as fp
-from tensorviz.core.records import Logical, Skipped, StorageInfo, StorageKey
+from tensorviz.core.records import Logical, Piece, Skipped, StorageInfo, StorageKey
 
 __all__ = ["Rows", "gc_paused"]
 
@@ -28,7 +28,9 @@ class Rows:
     lists ``(key, device, nbytes, label)`` of storages no view reads, ``notes`` a note by row,
     ``categories`` a category by row (:data:`~tensorviz.core.records.CATEGORIES`) and
     ``category`` the category of every row not in ``categories``;
-    ``logical`` a :class:`~tensorviz.core.records.Logical` by row (block-quantized bytes).
+    ``logical`` a :class:`~tensorviz.core.records.Logical` by row (block-quantized bytes),
+    ``pieces`` a :class:`~tensorviz.core.records.Piece` by row (a stored piece of a tensor
+    subclass or a packed weight).
     Set ``unique`` to False when names may repeat (flattened nested containers). Building
     records for 100k views costs more than reading their metadata, so :class:`Layout` groups
     storages and derives geometries and records on first use. ``finish``, if set, is a source's
@@ -48,6 +50,7 @@ class Rows:
         "categories",
         "category",
         "logical",
+        "pieces",
         "labels",
         "extra",
         "geometries",
@@ -61,6 +64,7 @@ class Rows:
         self.categories: dict[int, str] = {}
         self.category = ""
         self.logical: dict[int, Logical] = {}
+        self.pieces: dict[int, Piece] = {}
         self.labels: dict[StorageKey, str] = {}
         self.extra: list[tuple] = []
         self.geometries: dict[tuple, fp.Geometry] = {}
@@ -128,6 +132,8 @@ def drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
             out.categories[len(out.rows)] = rows.categories[i]
         if i in rows.logical:
             out.logical[len(out.rows)] = rows.logical[i]
+        if i in rows.pieces:
+            out.pieces[len(out.rows)] = rows.pieces[i]
         out.rows.append(row)
     out.labels, out.extra, out.geometries, out.finish = rows.labels, rows.extra, rows.geometries, rows.finish
     out.category = rows.category

@@ -22,11 +22,12 @@ from typing import Any
 import torch
 
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import Skipped
+from tensorviz.core.records import Piece, Skipped
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.fsdp_units import gathered_to_sharded, local_record, module_values
 from tensorviz.sources.memory import address, finish
 from tensorviz.sources.modules import module_facts
+from tensorviz.sources.subclasses import flatten, is_traceable
 from tensorviz.sources.training import add_training, categorise_module, name_training_state
 
 __all__ = ["collect", "analyze_object", "iter_named_values", "why_not_analysable", "ACCEPTED"]
@@ -166,15 +167,6 @@ def _subclass_reason(t: torch.Tensor) -> str | None:
             f"{name}: a lazy module's parameter has no shape or storage until its first forward; "
             f"run one forward pass (or build the module with concrete sizes) first"
         )
-    if getattr(cls, "__tensor_flatten__", None) is not None:
-        try:
-            attrs = ", ".join(t.__tensor_flatten__()[0])
-        except Exception:  # noqa: BLE001 - a subclass's own hook failing must not stop analysis
-            attrs = "?"
-        return (
-            f"tensor subclass {name} wraps other tensors ({attrs}); its own storage is not where "
-            f"its data lives: analyse those inner tensors instead"
-        )
     if cls.__torch_dispatch__ is not _TENSOR.__torch_dispatch__:
         return (
             f"tensor subclass {name} overrides __torch_dispatch__, so its storage may not be where "
@@ -304,9 +296,34 @@ class _Collector:
         local = _dtensor_local(value)
         if local is not None:
             value, note = local, _DTENSOR_NOTE
-        reason = why_not_analysable(value) or _subclass_reason(value)
+        reason = why_not_analysable(value)
+        if reason is None and is_traceable(value):
+            return self._add_pieces(name, value)
+        reason = reason or _subclass_reason(value)
         if reason is not None:
             return reason
+        return self._add_plain(name, value, note)
+
+    def _add_pieces(self, name: str, value: torch.Tensor) -> str | None:
+        """A traceable tensor subclass as its inner tensors (recursively), each a row named
+        ``<name>.<inner>`` with a :class:`Piece` saying what it is part of; or why not."""
+        inner = flatten(value)
+        if isinstance(inner, str):
+            return inner
+        dtype, shape, kind = str(value.dtype).removeprefix("torch."), tuple(value.shape), type(value).__qualname__
+        for part, t in inner:
+            first = len(self.rows.rows)
+            reason = why_not_analysable(t) or _subclass_reason(t)
+            if reason is None:
+                reason = self._add_plain(f"{name}.{part}", t, "")
+            if reason is not None:
+                self.skipped.append(Skipped(f"{name}.{part}", f"inner tensor of {kind} {name}: {reason}"))
+            elif len(self.rows.rows) > first:
+                self.rows.pieces[first] = Piece(name, part, kind, dtype, shape)
+        return None
+
+    def _add_plain(self, name: str, value: torch.Tensor, note: str) -> str | None:
+        """One plain (or fake) strided tensor as a row, or why it cannot be one."""
         dt = self._dtype(value)
         st = value.untyped_storage()
         ident, nbytes = _storage_id(value), st.nbytes()

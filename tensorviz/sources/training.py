@@ -142,8 +142,9 @@ def categorise_module(rows: Rows, buffers: tuple[str, ...]) -> None:
     rows.category = "weights"
     if buffers:
         wanted = set(buffers)
+        pieces = rows.pieces  # a tensor subclass's inner tensors: the category of what they are part of
         for i, row in enumerate(rows.rows):
-            if row[0] in wanted:
+            if (pieces[i].of if i in pieces else row[0]) in wanted:
                 rows.categories[i] = "buffers"
 
 

@@ -1,0 +1,228 @@
+"""Traceable tensor subclasses laid out by their inner tensors, checked against the oracle.
+
+torchao's real quantizers (Int8, Float8, Intx, NF4 on CPU), torch's own ``TwoTensor`` and a
+hand-written ``__torch_dispatch__`` wrapper: every inner tensor becomes a view named
+``<name>.<inner>``; spans, footprints, relations and storage groups are compared with the
+brute-force oracle over the inner tensors' absolute byte addresses (``data_ptr``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from torch.testing._internal.two_tensor import TwoTensor
+from torch.utils._pytree import tree_map_only
+
+import tensorviz as tv
+from tensorviz.core.records import Piece
+from tests.test_oracle import oracle_bytes, oracle_relation, runs_of
+
+torchao_q = pytest.importorskip("torchao.quantization")
+
+
+class Packed(torch.Tensor):
+    """A user's own wrapper: values in ``data``, per-row scales in ``scale`` (both traceable)."""
+
+    @staticmethod
+    def __new__(cls, data: torch.Tensor, scale: torch.Tensor):
+        return torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=torch.float32, device=data.device)
+
+    def __init__(self, data: torch.Tensor, scale: torch.Tensor) -> None:
+        self.data_, self.scale = data, scale
+
+    def __tensor_flatten__(self):
+        return ["data_", "scale"], None
+
+    @staticmethod
+    def __tensor_unflatten__(inner, ctx, size, stride):
+        return Packed(inner["data_"], inner["scale"])
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        args = tree_map_only(Packed, lambda p: p.data_.float() * p.scale, args)
+        return func(*args, **(kwargs or {}))
+
+
+class Opaque(torch.Tensor):
+    """Overrides __torch_dispatch__ with no __tensor_flatten__: not traceable."""
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class Broken(Packed):
+    def __tensor_flatten__(self):
+        raise RuntimeError("no inner tensors today")
+
+
+# -- the oracle over absolute addresses -----------------------------------------------------
+def absolute_facts(name: str, t: torch.Tensor, memories: list[tuple[int, int]]) -> dict:
+    base, itemsize = t.untyped_storage().data_ptr(), t.element_size()
+    addrs = {base + b for b in oracle_bytes(t.storage_offset(), tuple(t.shape), t.stride(), itemsize)}
+    first = base + t.storage_offset() * itemsize
+    lo, hi = (min(addrs), max(addrs) + 1) if addrs else (first, first)
+    st = t.untyped_storage()
+    memory = next(i for i, (a, b) in enumerate(memories) if a < st.data_ptr() + st.nbytes() and st.data_ptr() < b)
+    shape, stride = tuple(t.shape), t.stride()
+    return {"name": name, "storage": memory, "bytes": addrs, "start": lo, "stop": hi, "shape": shape,
+            "stride": stride, "dtype": t.dtype}  # fmt: skip
+
+
+def memories_of(tensors: list[torch.Tensor]) -> list[tuple[int, int]]:
+    """Storages whose address ranges overlap are one memory (the oracle's union, by brute force)."""
+    ranges = sorted(
+        {
+            (t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
+            for t in tensors
+        }
+    )
+    merged: list[list[int]] = []
+    for a, b in ranges:
+        if merged and a < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [tuple(m) for m in merged]
+
+
+def check_against_oracle(layout: tv.Layout, inner: dict[str, torch.Tensor]) -> None:
+    """Every inner tensor is a view whose bytes, relations and storage groups are the oracle's."""
+    assert set(layout.names) == set(inner)
+    memories = memories_of(list(inner.values()))
+    facts = {n: absolute_facts(n, t, memories) for n, t in inner.items()}
+    for n, f in facts.items():
+        v = layout[n]
+        assert (v.dtype, v.shape, v.stride, v.offset) == (
+            str(f["dtype"]).removeprefix("torch."),
+            f["shape"],
+            f["stride"],
+            inner[n].storage_offset(),
+        )
+        assert v.footprint_nbytes == len(f["bytes"]) and v.stop - v.start == f["stop"] - f["start"]
+        shift = f["start"] - v.start
+        assert (v.footprint_runs() + shift).tolist() == runs_of(f["bytes"]), n
+    for a, b in itertools.product(facts.values(), repeat=2):
+        assert layout.relation(a["name"], b["name"]) == oracle_relation(a, b), (a["name"], b["name"])
+    by_memory: dict[int, list[str]] = {}
+    for n in layout.names:
+        by_memory.setdefault(facts[n]["storage"], []).append(n)
+    assert sorted(tuple(v.name for v in layout.storage_views(s.key)) for s in layout.storages) == sorted(
+        map(tuple, by_memory.values())
+    )
+
+
+def inner_of(name: str, t: torch.Tensor) -> dict[str, torch.Tensor]:
+    names = t.__tensor_flatten__()[0]
+    return {f"{name}.{a}": getattr(t, a) for a in names}
+
+
+# -- torchao --------------------------------------------------------------------------------
+def test_torchao_int8_weights_are_their_inner_tensors():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 32))
+    torchao_q.quantize_(m, torchao_q.Int8WeightOnlyConfig())
+    layout = tv.analyze(m)
+    assert layout.names == (
+        "0.weight.qdata", "0.weight.scale", "0.weight.zero_point", "0.bias",
+        "1.weight.qdata", "1.weight.scale", "1.weight.zero_point", "1.bias",
+    )  # fmt: skip
+    assert layout.skipped == ()
+    assert layout["0.weight.qdata"].piece == Piece("0.weight", "qdata", "Int8Tensor", "float32", (64, 64))
+    assert layout["1.weight.scale"].piece == Piece("1.weight", "scale", "Int8Tensor", "float32", (32, 64))
+    assert layout["0.bias"].piece is None
+    assert (layout["0.weight.qdata"].dtype, layout["0.weight.qdata"].nbytes) == ("int8", 4096)
+    assert layout.categories == ("weights",) * 8
+    inner = {
+        **inner_of("0.weight", m[0].weight),
+        "0.bias": m[0].bias,
+        **inner_of("1.weight", m[1].weight),
+        "1.bias": m[1].bias,
+    }
+    check_against_oracle(layout, inner)
+    assert layout.unique_nbytes == sum(t.untyped_storage().nbytes() for t in inner.values())
+
+
+@pytest.mark.parametrize(
+    ("config", "kind", "parts"),
+    [
+        ("Float8WeightOnlyConfig", "Float8Tensor", ("qdata", "scale")),
+        ("IntxWeightOnlyConfig", "IntxUnpackedToInt8Tensor", ("qdata", "scale", "zero_point")),
+        ("Int8DynamicActivationInt8WeightConfig", "Int8Tensor", ("qdata", "scale", "zero_point")),
+    ],
+)
+def test_other_torchao_configs_that_run_on_cpu(config, kind, parts):
+    m = torch.nn.Sequential(torch.nn.Linear(128, 64, bias=False))
+    torchao_q.quantize_(m, getattr(torchao_q, config)())
+    layout = tv.analyze(m)
+    assert layout.names == tuple(f"0.weight.{p}" for p in parts)
+    assert {v.piece for v in layout.views} == {Piece("0.weight", p, kind, "float32", (64, 128)) for p in parts}
+    check_against_oracle(layout, inner_of("0.weight", m[0].weight))
+
+
+def test_nf4_weights_and_the_codebook_they_share():
+    from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4
+
+    a, b = to_nf4(torch.randn(128, 128)), to_nf4(torch.randn(128, 128))
+    layout = tv.analyze({"a": a, "b": b})
+    assert layout["a.quantized_data"].piece == Piece("a", "quantized_data", "NF4Tensor", "float32", (128, 128))
+    assert layout["a.quantized_data"].shape == (8192,)  # two 4-bit values per byte
+    check_against_oracle(layout, {**inner_of("a", a), **inner_of("b", b)})
+
+
+# -- ties and views through subclasses ------------------------------------------------------
+def test_two_names_for_one_quantized_parameter_are_one_memory():
+    m = torch.nn.Sequential(torch.nn.Linear(32, 32))
+    torchao_q.quantize_(m, torchao_q.Int8WeightOnlyConfig())
+    w = m[0].weight
+    layout = tv.analyze({"embed.weight": w, "lm_head.weight": w})
+    assert [g.names for g in layout.shared()] == [
+        ("embed.weight.qdata", "lm_head.weight.qdata"),
+        ("embed.weight.scale", "lm_head.weight.scale"),
+        ("embed.weight.zero_point", "lm_head.weight.zero_point"),
+    ]
+    assert layout.relation("embed.weight.qdata", "lm_head.weight.qdata") == "identical"
+    assert layout.unique_nbytes == 32 * 32 + 32 * 4 + 32
+    check_against_oracle(layout, {**inner_of("embed.weight", w), **inner_of("lm_head.weight", w)})
+
+
+def test_hand_written_wrapper_with_inner_views_of_one_buffer():
+    buf = torch.zeros(8 * 16 + 8 * 4, dtype=torch.uint8)
+    data, scale = buf[: 8 * 16].view(8, 16), buf[8 * 16 :].view(torch.float32).view(8, 1)
+    p = Packed(data, scale)
+    assert torch.equal(p + 0, torch.zeros(8, 16))  # a working subclass, not a shell
+    layout = tv.analyze({"w": p, "row": p[2]})
+    # p[2] dispatches to a plain float tensor (the wrapper dequantises): its own storage.
+    assert layout.names == ("w.data_", "w.scale", "row")
+    assert [g.names for g in layout.shared()] == [("w.data_", "w.scale")]
+    assert layout.relation("w.data_", "w.scale") == "disjoint"
+    assert (layout["w.scale"].start, layout["w.scale"].stop) == (128, 160)
+    layout = tv.analyze({"w": p})
+    check_against_oracle(layout, {"w.data_": data, "w.scale": scale})
+
+
+def test_nested_two_tensor_names_each_leaf_by_its_path():
+    base = torch.arange(24, dtype=torch.float32)
+    a, c = base[:12].view(3, 4), torch.ones(3, 4)
+    b = a.view(3, 4)  # a second view of the same bytes inside the subclass
+    t = TwoTensor(TwoTensor(a, b), c)
+    layout = tv.analyze({"x": t})
+    assert layout.names == ("x.a.a", "x.a.b", "x.b")
+    assert layout["x.a.b"].piece == Piece("x", "a.b", "TwoTensor", "float32", (3, 4))
+    assert layout.relation("x.a.a", "x.a.b") == "identical"
+    assert (layout["x.a.b"].start, layout["x.a.b"].stop) == (0, 48)
+    check_against_oracle(layout, {"x.a.a": a, "x.a.b": b, "x.b": c})
+
+
+def test_non_traceable_and_broken_subclasses_keep_named_reasons():
+    opaque = torch.zeros(4).as_subclass(Opaque)
+    broken = Broken(torch.zeros(2, 2, dtype=torch.uint8), torch.ones(2, 1))
+    layout = tv.analyze({"o": opaque, "b": broken, "plain": torch.zeros(2)})
+    assert layout.names == ("plain",)
+    reasons = {s.name: s.reason for s in layout.skipped}
+    assert reasons["o"].startswith("tensor subclass Opaque overrides __torch_dispatch__")
+    assert reasons["b"].startswith(
+        "tensor subclass Broken: its __tensor_flatten__ failed (RuntimeError: no inner tensors today)"
+    )
