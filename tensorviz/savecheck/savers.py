@@ -95,8 +95,21 @@ def _guard(e: BaseException) -> None:
     """Re-raise as Unavailable when ``e`` says the evaluation, not the library, went wrong."""
     if isinstance(e, _WouldReadData):
         raise Unavailable(f"the library went on to read tensor data ({e})") from None
-    if isinstance(e, (AttributeError, TypeError)):
+    if isinstance(e, (AttributeError, TypeError)) and not _on_a_plain_value(e):
         raise Unavailable(f"a library helper changed ({type(e).__name__}: {e})") from None
+
+
+#: "'torch.dtype' object has no attribute 'device'": the library met a value of the user's state
+#: dict that is no tensor (torch.ao's packed params hold a dtype and a tuple) and failed on it, as
+#: the real call does -- its own error, not a sign that the replay is out of date.
+_PLAIN_VALUE = re.compile(
+    r"^'(torch\.dtype|torch\.device|torch\.Size|tuple|list|dict|int|float|bool|str|bytes|NoneType)' "
+    r"object (has no attribute|is not subscriptable|is not callable)"
+)
+
+
+def _on_a_plain_value(e: BaseException) -> bool:
+    return _PLAIN_VALUE.match(str(e)) is not None
 
 
 @contextlib.contextmanager

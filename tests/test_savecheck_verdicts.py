@@ -1,0 +1,55 @@
+"""Verdicts that follow what the libraries really do (issue 22): each predicted, then the real call."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import tensorviz as tv
+
+
+def _verdict(report, saver):
+    return next(v for v in report.verdicts if v.saver == saver)
+
+
+def _ao_model() -> torch.nn.Module:
+    with warnings.catch_warnings():  # torch.ao's deprecation notice
+        warnings.simplefilter("ignore")
+        return torch.ao.quantization.quantize_dynamic(
+            torch.nn.Sequential(torch.nn.Linear(4, 4)), {torch.nn.Linear}, dtype=torch.qint8
+        )
+
+
+def _real(saver: str, m: torch.nn.Module, tmp) -> None:
+    if saver == "safetensors.save_model":
+        from safetensors.torch import save_model
+
+        save_model(m, str(tmp / "a.safetensors"))
+    elif saver == "accelerate.save":
+        from accelerate.utils import save
+
+        save(m.state_dict(), tmp / "b.safetensors", safe_serialization=True)
+    else:
+        from accelerate import Accelerator
+
+        Accelerator(cpu=True).save_model(m, tmp / "c")
+
+
+@pytest.mark.parametrize("saver", ["safetensors.save_model", "accelerate.save", "Accelerator.save_model"])
+def test_torch_ao_quantized_model_raises_with_the_librarys_message(saver, tmp_path):
+    m = _ao_model()
+    v = _verdict(tv.save_check(m), saver)
+    with pytest.raises(AttributeError) as real:
+        _real(saver, m, tmp_path)
+    assert (v.outcome, v.error_type, v.message) == ("raises", "AttributeError", str(real.value))
+    assert "'torch.dtype' object has no attribute" in v.message
+
+
+def test_a_replay_broken_on_a_stand_in_is_still_could_not_evaluate():
+    from tensorviz.savecheck.savers import Unavailable, _guard
+
+    with pytest.raises(Unavailable):
+        _guard(AttributeError("'StandIn' object has no attribute 'fancy'"))
+    _guard(AttributeError("'tuple' object has no attribute 'device'"))  # the user's value: the library's error
