@@ -304,3 +304,32 @@ def test_categories_in_json_and_cli(tmp_path) -> None:
     doc = json.loads(out.read_text())
     assert doc["categories"] == {"weights": weights, "buffers": 3 * 4 * 2 + 8, "optimizer": weights}
     assert doc["metadata"]["training"]["optimizers"]["optimizer"]["mapped_by"] == "param_names"
+
+
+def test_diagram_coloured_by_category() -> None:
+    from tensorviz.core.categories import COLOURS
+    from tensorviz.plan.model import DiagramOptionError
+    from tensorviz.render.mpl import to_png
+
+    model = untied()
+    opt = stepped(model, OPTIMIZERS["adam"])
+    layout = tv.analyze(model, optimizer=opt)
+    d = tv.diagram(layout, by="category", expand_simple=True, max_lanes=200)
+    cats = dict(zip(layout.names, layout.categories))
+    assert all(b.color == COLOURS[cats[n]] for b in d.bars for n in b.names)
+    assert {cats[b.names[0]] for b in d.bars} == {"weights", "buffers", "gradients", "optimizer"}
+    assert d.header.legend == (
+        ("weights", COLOURS["weights"]),
+        ("buffers", COLOURS["buffers"]),
+        ("grads", COLOURS["gradients"]),
+        ("Adam", COLOURS["optimizer"]),
+    )
+    weights = sum(p.numel() * 4 for p in model.parameters())
+    assert d.header.text.endswith(
+        f"· weights {weights} B · buffers 32 B · grads {weights} B · Adam {2 * weights + 24} B"
+    )
+    assert to_png(d)[:4] == b"\x89PNG"
+    plain = tv.diagram(layout)  # coloured by span group as before, totals still in the header
+    assert plain.header.legend == () and "Adam" in plain.header.text
+    with pytest.raises(DiagramOptionError, match="no categories"):
+        tv.diagram({"w": torch.zeros(2)}, by="category")

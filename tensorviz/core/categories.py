@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from tensorviz.core.records import CATEGORIES, LayoutLike
 from tensorviz.core.units import format_bytes
 
-__all__ = ["CATEGORIES", "LABELS", "TRAINING", "category_words", "is_training", "homes", "home_of"]
+__all__ = ["CATEGORIES", "COLOURS", "LABELS", "TRAINING", "category_words", "is_training", "homes", "home_of"]
 
 #: Short words for each category in totals and legends.
 LABELS = {
@@ -27,6 +27,17 @@ LABELS = {
     "optimizer": "optimizer state",
     "copies": "copies (EMA, masters)",
     "other": "other",
+}
+#: A colour per category when a diagram is coloured by category (Paul Tol's colour-blind-safe
+#: "bright" scheme; unclassified views grey).
+COLOURS = {
+    "weights": "#4477aa",
+    "buffers": "#228833",
+    "gradients": "#ee6677",
+    "optimizer": "#ccbb44",
+    "copies": "#66ccee",
+    "other": "#aa3377",
+    "": "#bbbbbb",
 }
 #: Categories that only training state has: a layout holding one of them is training state.
 TRAINING = ("gradients", "optimizer", "copies", "other")

@@ -63,7 +63,9 @@ def diagram(
         layout_or_obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts.
         by: ``"storage"`` (a lane per view under each storage's extent), ``"span"`` (views with
             an identical span share one bar, e.g. tied weights) or ``"overlap"`` (views packed
-            onto sub-lanes so none hides another; overlapping bytes marked).
+            onto sub-lanes so none hides another; overlapping bytes marked); ``"category"``
+            draws storage lanes with each view coloured by what it is in training state
+            (weights, buffers, grads, optimizer state, copies, other) and a key of them.
         names: regular expression; only views whose name matches (``re.search``) are drawn.
         storages: storage indices (as in ``layout.storages``) to include.
         only_shared: only storages (storage mode) or bars (span/overlap mode) in shared groups.

@@ -197,6 +197,8 @@ class Header:
     skipped: int = 0
     noun: str = "storage"
     shared_how: str = ""
+    categories: str = ""  # training state: "weights 1.0 GiB · grads 1.0 GiB · Adam 2.0 GiB"
+    legend: tuple[tuple[str, str], ...] = ()  # (label, colour) of each category, coloured by category
 
     @property
     def text(self) -> str:
@@ -209,7 +211,8 @@ class Header:
             f"group{'s' * (self.shared_groups != 1)} ({self.shared_how or f'by {self.by}'}) · unique "
             f"{format_bytes(self.unique_nbytes)} vs naive {format_bytes(self.naive_nbytes)}"
         )
-        return s + (f" · {self.skipped} skipped" if self.skipped else "")
+        s += f" · {self.skipped} skipped" if self.skipped else ""
+        return s + (f" · {self.categories}" if self.categories else "")
 
 
 class BarColumns(NamedTuple):

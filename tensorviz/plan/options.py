@@ -37,12 +37,20 @@ def normalise(
         DiagramOptionError: an option is out of range.
     """
     color_by = ""
-    if isinstance(by, str) and (by in SHARD_BYS or by.startswith("mesh:")):
+    if by == "category":  # storage lanes, each view coloured by what it is in training state
+        if not any(layout.categories):
+            raise DiagramOptionError(
+                "by='category' colours views by weights, gradients, optimizer state...; this layout has "
+                "no categories: analyse a model (tv.analyze(model, optimizer=opt)) or a training checkpoint"
+            )
+        by, color_by = "storage", "category"
+    elif isinstance(by, str) and (by in SHARD_BYS or by.startswith("mesh:")):
         # Shards keep the storage lanes (one block per global tensor), coloured by rank/coordinate.
         by, color_by = "storage", shard_grouping(layout, by)
     if by not in BYS:
         raise DiagramOptionError(
-            f"by must be one of {BYS}, or {SHARD_BYS[0]!r} / 'mesh:<dim>' for a sharded model, got {by!r}"
+            f"by must be one of {BYS}, 'category' for training state, or {SHARD_BYS[0]!r} / 'mesh:<dim>' "
+            f"for a sharded model, got {by!r}"
         )
     if names is not None:
         try:

@@ -18,6 +18,7 @@ from dataclasses import fields
 import numpy as np
 
 from tensorviz.core import footprint as fp
+from tensorviz.core.categories import CATEGORIES, COLOURS, LABELS, category_words, is_training
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import search
 from tensorviz.core.records import Storage, TensorView
@@ -244,7 +245,20 @@ class _Planner:
             len(layout.skipped),
             noun,
             how,
+            *self._category_words(),
         )
+
+    def _category_words(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """Training state's totals for the header, and the legend when coloured by category."""
+        layout, words, legend, optimizer = self.layout, "", (), ""
+        if is_training(layout):
+            tree = layout.tree()
+            words, optimizer = category_words(tree.root.categories, tree.optimizer), tree.optimizer
+        if self.opts.color_by == "category":
+            present = set(layout.categories)
+            labels = {**LABELS, "": "unclassified", **({"optimizer": optimizer} if optimizer else {})}
+            legend = tuple((labels[c], COLOURS[c]) for c in (*CATEGORIES, "") if c in present)
+        return words, legend
 
     def _colours(self, sources: list[_Source]) -> dict[str, str]:
         """Per name drawn, its colour: the layout's colour of its span group (see
@@ -253,6 +267,9 @@ class _Planner:
         pos = [layout.view_positions(src.storage.index) for src in sources]
         pos = np.concatenate(pos) if pos else np.zeros(0, dtype=np.int64)
         out = dict(zip(map(layout.names.__getitem__, pos.tolist()), colours_at(layout, pos)))
+        if self.opts.color_by == "category":
+            cats = layout.categories
+            return {n: COLOURS.get(cats[i], COLOURS[""]) for n, i in zip(out, pos.tolist())}
         if self.opts.color_by:
             shards = shard_ordinals(layout, self.opts.color_by)
             out.update((n, palette_colour(shards[n])) for n in out.keys() & shards.keys())

@@ -335,7 +335,8 @@ def legend_entries(d: Diagram) -> list[tuple[str, str]]:
         ("reinterpreted", "other dtype", c.reinterpreted.any()),
         ("past-end", "past its storage's end (freed)", any("freed" in b.reasons for b in blocks)),
     ]
-    return [(mark, label) for mark, label, used in wanted if used]
+    categories = [(f"category:{colour}", label) for label, colour in d.header.legend]
+    return [(mark, label) for mark, label, used in wanted if used] + categories
 
 
 _PLAIN = {
@@ -346,13 +347,20 @@ _PLAIN = {
 }
 
 
+def _category_style(mark: str) -> dict[str, Any] | None:
+    """A category's key (``category:<colour>``): the bars' fill, outlined."""
+    if not mark.startswith("category:"):
+        return None
+    return dict(facecolor=mark.removeprefix("category:"), edgecolor="#444444")
+
+
 def draw_legend(d: Diagram, ax: Axes, styles: dict[str, dict[str, Any]]) -> None:
     """A one-row key under the axis; each mark drawn as its layer actually is (hatched, or the
     plain fill a crowded layer falls back to)."""
     from matplotlib.patches import Patch
 
     handles = [
-        Patch(label=label, **(_PLAIN.get(mark) or _drawn_style(ax, mark, styles[mark])))
+        Patch(label=label, **(_PLAIN.get(mark) or _category_style(mark) or _drawn_style(ax, mark, styles[mark])))
         for mark, label in legend_entries(d)
     ]
     if handles:
