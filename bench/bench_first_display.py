@@ -43,8 +43,10 @@ def one(browser, lab: str, name: str) -> tuple[int, str]:
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(300_000)
     open_notebook(page, lab, name)
-    expect(run_cell(page, 1)).to_contain_text("BUILT")
-    built = page.locator(".jp-Cell").nth(1).locator('[data-mime-type="application/vnd.jupyter.stdout"]').inner_text()
+    run_cell(page, 1)  # stdout only: importing transformers may also print warnings to stderr
+    stdout = page.locator(".jp-Cell").nth(1).locator('[data-mime-type="application/vnd.jupyter.stdout"]')
+    expect(stdout).to_contain_text("BUILT")
+    built = stdout.inner_text()
     page.evaluate(WATCH)
     run_cell(page, 2)
     page.wait_for_function("() => window.__t.drawn")

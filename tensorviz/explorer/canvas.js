@@ -7,7 +7,7 @@ import {
   formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews,
   sharesBytes, vocabCodes, markWords, unframe,
 } from "./geometry.js";
-import { mountOverview } from "./overview.js";
+import { OverviewView } from "./overview.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const MARK_FILL = {
@@ -122,7 +122,7 @@ class CanvasView {
     this.g = this.canvas.getContext("2d");
     this.C = vocabCodes(model.get("vocab"));
     this.width = 600; this.height = 200; this.sc = null; this.hover = -1; this.drag = null; this.frame = 0; this.hatch = null;
-    this.overview = mountOverview($(".tvz-ov"), (e, text) => this.placeTip(e, text), (l) => this.pick(l));
+    this.overview = new OverviewView($(".tvz-ov"), (e, text) => this.placeTip(e, text), (l) => this.pick(l));
     this.root.tvz = this.hooks();
     this.load();
   }

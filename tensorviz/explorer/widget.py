@@ -96,8 +96,9 @@ class Explorer(ExplorerControls, W.VBox):
     ``status_line``, ``details``, ``explain_pane``, ``save_pane``; ``panel``, the slot left of
     the diagram (:meth:`set_panel`), holding ``tree_panel`` (the model map) when names nest.
     ``selected`` is the list of selected names, synced both ways with clicks in the diagram and
-    the tensor list (held once: ``canvas.selected``; observe that trait for changes). ``state`` and ``diagram`` describe what is
-    shown now (``png`` is the static picture of that state); ``tensor_layout`` is the analysed
+    the tensor list (held once: ``canvas.selected``; observe that trait for changes). ``state``
+    and ``diagram`` describe what is shown now (``png`` is the static picture of that state,
+    derived from the same plan); ``tensor_layout`` is the analysed
     :class:`~tensorviz.core.layout.Layout` (``layout`` is the ipywidgets CSS layout);
     ``last_error``/``last_traceback`` keep the latest callback failure.
     """
