@@ -48,3 +48,17 @@ def test_prompt_learning_adapter_could_not_be_evaluated_with_the_reason():
     v = tv.save_check(model)["peft.save_pretrained"]
     assert v.outcome == "could not evaluate"
     assert "adapter 'default' is prompt learning: peft saves embeddings computed from data" in v.message
+
+
+def test_a_second_adapter_file_is_sized_without_its_folder_prefix(tmp_path):
+    model = _lora(0)
+    model.add_adapter("second", peft.LoraConfig(r=2, target_modules=["q_proj"]))
+    v = tv.save_check(model)["peft.save_pretrained"]
+    model.save_pretrained(tmp_path)
+    files = [tmp_path / "adapter_model.safetensors", tmp_path / "second" / "adapter_model.safetensors"]
+    assert v.outcome == "ok" and v.file_nbytes == sum(os.path.getsize(f) for f in files)
+    from safetensors.torch import load_file
+
+    second = load_file(files[1])
+    assert second and not any(k.startswith("second/") for k in second)
+    assert sorted("second/" + k for k in second) == sorted(k for k in v.kept if k.startswith("second/"))

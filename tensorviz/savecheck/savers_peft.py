@@ -63,7 +63,8 @@ def evaluate_peft_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
             state = _unaliased(state, id_storage)
             prefix = "" if adapter == "default" else f"{adapter}/"
             _save_file_into(run, {prefix + k: v for k, v in state.items()}, {"format": "pt"})
-            run.files[-1] = (prefix + _FILE,) + run.files[-1][1:]
+            # the file is <adapter>/adapter_model.safetensors; its header names carry no prefix
+            run.files[-1] = (prefix + _FILE, dict(state), run.files[-1][2])
     if run.error is None:
         run.carried.extend(sorted(used))
         run.ignored.extend(k for k in sd if k not in used and k not in run.written)
