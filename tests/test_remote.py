@@ -367,3 +367,34 @@ def test_diff_and_save_check_take_urls(tmp_path):
     assert against_model.only_a == ("1.weight",)  # save_model dropped the tied alias
     assert [sorted(g) for g in against_model.ties_lost] == [["0.weight", "1.weight"]]
     assert report.to_text().startswith(f"Save check of {url}: ")
+
+
+@pytest.mark.parametrize("vocab", [40, 60_000])
+def test_gguf_at_a_url_equals_the_local_file(tmp_path, hub_endpoint, vocab):
+    """A GGUF header read by ranges (a 60,000-token vocabulary makes it ~1 MB: a few doubling
+    windows, never the tensor data) gives the local layout, view for view."""
+    from formats_files import quant_bytes, write_gguf
+    from gguf import GGMLQuantizationType as Q
+
+    tensors = [("token_embd.weight", torch.arange(64.0).reshape(8, 8).numpy(), None),
+               ("blk.0.attn_q.weight", quant_bytes(Q.Q4_K, 64, 512, 1), Q.Q4_K)]  # fmt: skip
+    path = str(tmp_path / "model-Q4_K_M.gguf")
+    write_gguf(path, tensors, vocab=vocab, context=4096)
+    local = tv.analyze(path)
+    with FakeHub({"org/m-GGUF": {"commits": {SHA1: str(tmp_path)}, "refs": {"main": SHA1}}}) as hub:
+        hub_endpoint(hub.url)
+        remote = tv.analyze("hf://org/m-GGUF/model-Q4_K_M.gguf")
+        sent = hub.stats.bytes
+    url = f"{hub.url}/org/m-GGUF/resolve/{SHA1}/model-Q4_K_M.gguf"
+    _same_views(remote, local, lambda p: url)
+    assert remote["blk.0.attn_q.weight"].logical == local["blk.0.attn_q.weight"].logical
+    assert remote.metadata["gguf"] == local.metadata["gguf"]
+    assert remote.metadata["format"] == "gguf" and remote.metadata["dropped"] == {"output.weight": "token_embd.weight"}
+    header = local.metadata["header"][path][1]
+    # The first 100 KB, then windows of 256 KiB, 512 KiB, ... until the header is read: fewer
+    # than twice the header's bytes (doubling), and never the tensor data past it.
+    windows = 0
+    while 100_000 + (1 << 18) * ((1 << windows) - 1) < header:
+        windows += 1
+    assert remote.metadata["remote"]["requests"] == 2 + windows
+    assert sent < 2 * header + (1 << 18) + 4096

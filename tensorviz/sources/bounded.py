@@ -9,14 +9,23 @@ varints for protobuf (ONNX).
 from __future__ import annotations
 
 import struct
-from typing import Any, BinaryIO
+from typing import Any, Protocol
 
 from tensorviz.core.errors import FileFormatError, TooLargeError
 
-__all__ = ["Reader"]
+__all__ = ["Reader", "ReadSeek"]
 
 _U64 = struct.Struct("<Q")
 _CHUNK = 1 << 16
+
+
+class ReadSeek(Protocol):
+    """What :class:`Reader` reads from: a local file, or a remote one read by ranges
+    (:class:`~tensorviz.sources.remote_files.RangeIO`)."""
+
+    def seek(self, pos: int, whence: int = 0, /) -> int: ...
+
+    def read(self, n: int = -1, /) -> bytes: ...
 
 
 class Reader:
@@ -25,7 +34,7 @@ class Reader:
     past it a :class:`~tensorviz.core.errors.TooLargeError`). Bytes are read in chunks of 64 KiB
     and skipped bytes are never read (a seek)."""
 
-    def __init__(self, path: str, f: BinaryIO, size: int, limit: int, what: str = "header") -> None:
+    def __init__(self, path: str, f: ReadSeek, size: int, limit: int, what: str = "header") -> None:
         self.path, self.f, self.size, self.limit, self.what = path, f, size, limit, what
         self.buf, self.base, self.i = b"", 0, 0  # buf holds the file's bytes [base, base + len(buf))
         self.counted = 0  # what the caller counts against a limit of its own (GGUF: array strings)

@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Logical, StorageInfo
-from tensorviz.sources.bounded import Reader
+from tensorviz.sources.bounded import Reader, ReadSeek
 from tensorviz.sources.gguf_types import GGML_TYPES, SCALAR, VALUE_TYPES
 from tensorviz.sources.parts import Part, merge, open_regular
 from tensorviz.sources.safetensors import _contiguous_stride
@@ -114,12 +114,18 @@ def read_gguf_header(path: str | os.PathLike) -> GGUFHeader:
     """
     p = os.fspath(path)
     with open_regular(p) as f:
-        r = Reader(p, f, os.fstat(f.fileno()).st_size, MAX_HEADER_BYTES, "GGUF header")
-        version, n_tensors, n_kv = _preamble(r)
-        metadata = _read_kv(r, n_kv)
-        alignment = _alignment(p, metadata)
-        infos = _read_infos(r, n_tensors)
-        header_end = r.at
+        return gguf_header_from(p, f, os.fstat(f.fileno()).st_size)
+
+
+def gguf_header_from(p: str, f: ReadSeek, size: int) -> GGUFHeader:
+    """The validated header of the ``size``-byte GGUF file open as ``f`` (a local file, or a
+    remote one read by ranges: :mod:`.remote_files`), named ``p`` in messages."""
+    r = Reader(p, f, size, MAX_HEADER_BYTES, "GGUF header")
+    version, n_tensors, n_kv = _preamble(r)
+    metadata = _read_kv(r, n_kv)
+    alignment = _alignment(p, metadata)
+    infos = _read_infos(r, n_tensors)
+    header_end = r.at
     data_start = -(-header_end // alignment) * alignment
     tensors = _place(p, infos, alignment, data_start, r.size)
     summary = {k: v.value for k, v in metadata.items()}

@@ -7,6 +7,8 @@ same bytes, but only the bytes a layout needs ever cross the network:
   ``huggingface_hub.get_safetensors_metadata`` does), and a second one only when the header is
   longer. The storage is the file (``device == "file"``, key ``("file", url)``) and every tensor's
   span its absolute byte range, exactly as for the file on disk.
+* a **GGUF file**: the same first range, then windows that double from 256 KiB until ggml's
+  header (and its vocabulary) is read, through the local reader (:mod:`.gguf`).
 * an **index** (``*.safetensors.index.json``): the index, then every shard's header, concurrently
   (a pool of :data:`WORKERS`). The index says which tensors each shard holds, so the first range
   of a shard is sized to its header (names + a fixed allowance per entry) instead of 100 KB: a
@@ -49,8 +51,7 @@ from tensorviz.sources import http
 from tensorviz.sources.files import weight_groups
 from tensorviz.sources.hub import hf_location
 from tensorviz.sources.parts import MAX_HEADER_BYTES, merge
-from tensorviz.sources.remote_files import HeaderCache, Location, fsspec_location, header_of, http_location
-from tensorviz.sources.safetensors import safetensors_part
+from tensorviz.sources.remote_files import HeaderCache, Location, fsspec_location, http_location, part_of
 from tensorviz.sources.shards import index_layout, index_object, shard_names
 from tensorviz.sources.variants import pick_variant
 
@@ -151,7 +152,9 @@ def _pick(loc: Location, variant: str | None, url: str) -> tuple[str, str]:
 
 def _files(loc: Location, names: list[str], url: str, fmt: str) -> Layout:
     parts = _parallel(loc, [(n, FIRST_RANGE) for n in names])
-    return merge(parts, fmt if len(names) > 1 else "safetensors", source=url, extra=_facts(loc, url, names))
+    if len(names) == 1:
+        fmt = "gguf" if "gguf" in parts[0].meta else "safetensors"
+    return merge(parts, fmt, source=url, extra=_facts(loc, url, names))
 
 
 def _index(loc: Location, name: str, url: str) -> Layout:
@@ -178,7 +181,7 @@ def _parallel(loc: Location, todo: list[tuple[str, int]]):
 
     def one(item: tuple[str, int]):
         shard, first = item
-        return safetensors_part(header_of(loc.open(shard), first))
+        return part_of(loc.open(shard), first)
 
     with ThreadPoolExecutor(max_workers=min(WORKERS, max(1, len(todo)))) as pool:
         results = pool.map(one, todo)

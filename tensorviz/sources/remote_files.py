@@ -24,10 +24,11 @@ from urllib.parse import quote
 from tensorviz.core.errors import FileFormatError, RemoteError
 from tensorviz.core.names import elide, terminal
 from tensorviz.sources import http
-from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC
-from tensorviz.sources.safetensors import SafetensorsHeader, parse_header
+from tensorviz.sources.gguf import GGUFHeader, gguf_header_from, gguf_part
+from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part
+from tensorviz.sources.safetensors import SafetensorsHeader, parse_header, safetensors_part
 
-__all__ = ["RemoteFile", "header_of", "HeaderCache", "Location", "http_location", "fsspec_location"]
+__all__ = ["RemoteFile", "part_of", "RangeIO", "HeaderCache", "Location", "http_location", "fsspec_location"]
 
 
 # -- one remote file ----------------------------------------------------------------------------
@@ -82,16 +83,24 @@ class RemoteFile:
             self.cache.put(self.key or self.label, self.size, data, self.etag)
 
 
-def header_of(f: RemoteFile, first: int) -> SafetensorsHeader:
-    """The validated safetensors header of ``f``, reading ``first`` bytes, then the rest if needed."""
+def part_of(f: RemoteFile, first: int) -> Part:
+    """What the remote file ``f`` contributes to a layout, from its header alone: a safetensors
+    or a GGUF file (told by its first bytes, as :mod:`.formats` tells local files), validated by
+    the local readers' own rules. ``first`` is how many bytes the first range asks for."""
     data = f.prefix(first)
+    if data[:4] == b"GGUF":
+        return gguf_part(_gguf_header(f, data))
     kind = _other_format(data)
     if kind:
         raise FileFormatError(
-            f"{terminal(f.label)} is {kind}, not safetensors; tensorviz reads remote safetensors files and "
-            f"indexes header-only (download this file and analyse it locally)"
+            f"{terminal(f.label)} is {kind}; tensorviz reads remote safetensors and GGUF files and "
+            f"safetensors indexes header-only (download this file and analyse it locally)"
         )
-    size = f.size or 0
+    return safetensors_part(_safetensors_header(f, data))
+
+
+def _safetensors_header(f: RemoteFile, data: bytes) -> SafetensorsHeader:
+    """The validated safetensors header of ``f`` whose first bytes are ``data`` (the rest read if needed)."""
     extra: list[bytes] = []
 
     def more(k: int) -> bytes:
@@ -99,17 +108,56 @@ def header_of(f: RemoteFile, first: int) -> SafetensorsHeader:
         extra.append(got)
         return got
 
-    header = parse_header(f.label, size, data, more)
+    header = parse_header(f.label, f.size or 0, data, more)
     f.remember((data + b"".join(extra))[: header.data_start])
     return header
+
+
+def _gguf_header(f: RemoteFile, data: bytes) -> GGUFHeader:
+    """The validated GGUF header of ``f``, read by ranges through :class:`RangeIO`."""
+    io = RangeIO(f, data)
+    header = gguf_header_from(f.label, io, f.size or 0)
+    if len(io.head) >= header.data_start:
+        f.remember(io.head[: header.data_start])
+    return header
+
+
+class RangeIO:
+    """A read-only, seekable file over a :class:`RemoteFile` for readers written for local files
+    (:class:`~tensorviz.sources.bounded.Reader`): reads come from the last fetched window, a miss
+    fetches a window that doubles from 256 KiB to 8 MiB, so a long header costs few requests.
+    ``head`` keeps the file's bytes from 0 as long as they were read without a gap (what the
+    header cache keeps)."""
+
+    def __init__(self, f: RemoteFile, data: bytes) -> None:
+        self.f, self.size = f, f.size or 0
+        self.buf, self.base, self.pos, self.head = data, 0, 0, data
+        self.window = 1 << 18
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self.pos = pos if whence == 0 else (self.pos + pos if whence == 1 else self.size + pos)
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n < 0 else min(self.pos + n, self.size)
+        if not (self.base <= self.pos and end <= self.base + len(self.buf)):
+            stop = min(self.size, self.pos + max(end - self.pos, self.window))
+            self.window = min(self.window * 2, 8 << 20)
+            self.buf, self.base = self.f.read(self.pos, stop), self.pos
+            if self.base == len(self.head):
+                self.head += self.buf
+        out = self.buf[self.pos - self.base : end - self.base]
+        self.pos += len(out)
+        return out
 
 
 def _other_format(data: bytes) -> str | None:
     """What a file that is not safetensors is, by its first bytes (named in the message)."""
     if data[:4] in ZIP_MAGIC or data[:1] == b"\x80":
         return "a torch checkpoint (a zip archive or pickle)"
-    if data[:4] == b"GGUF":
-        return "a GGUF file"
     if data[:6] == b"\x93NUMPY":
         return "a NumPy array"
     return None
