@@ -75,12 +75,13 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        # Counted before the answer leaves: a client that has its answer sees it counted.
         self.server.stats.add(
             self.command, self.path, self.headers.get("Range"), len(body) if self.command != "HEAD" else 0
         )
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
     def send_file(self, path: str, head: bool, extra: dict[str, str]) -> None:
         size = os.path.getsize(path)
@@ -89,8 +90,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(304)
             self.send_header("ETag", etag)
             self.send_header("Content-Length", "0")
-            self.end_headers()
             self.server.stats.add(self.command, self.path, self.headers.get("Range"), 0)
+            self.end_headers()
             return
         rng = self.headers.get("Range")
         m = _RANGE.match(rng or "")
@@ -110,15 +111,14 @@ class _Handler(BaseHTTPRequestHandler):
         if status == 206:
             self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{size}")
         self.send_header("Content-Length", str(stop - start))
-        self.end_headers()
-        n = 0
+        data = b""
         if not head:
             with open(path, "rb") as f:
                 f.seek(start)
                 data = f.read(stop - start)
-            self.wfile.write(data)
-            n = len(data)
-        self.server.stats.add(self.command, self.path, rng, n)
+        self.server.stats.add(self.command, self.path, rng, len(data))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def _etag(path: str) -> str:
