@@ -12,7 +12,7 @@ from typing import Any
 from tensorviz.core.layout import Layout
 from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck.outcomes import OUTCOMES
-from tensorviz.savecheck.standin import StandIn
+from tensorviz.savecheck.standin import Opaque, StandIn
 
 __all__ = ["Bytes", "unique_nbytes", "written_names", "byte_counts", "file_nbytes"]
 
@@ -150,6 +150,20 @@ def file_nbytes(run: sv.Run) -> int | None:
         return None
     sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
     return None if any(x is None for x in sizes) else sum(sizes)
+
+
+#: The note on a torch.save verdict whose written bytes are unknown.
+UNKNOWN_WRITTEN = (
+    "bytes written unknown: torch.save also writes {names} (quantized or a tensor subclass, which it "
+    "serialises its own way), and tensorviz does not lay those out"
+)
+
+
+def unlaid(saver: str, run: sv.Run) -> list[str]:
+    """For torch.save, the written names tensorviz has no layout for (their bytes are not counted)."""
+    if saver != "torch.save" or run.error is not None:
+        return []
+    return [n for n, v in run.written.items() if isinstance(v, Opaque)]
 
 
 #: The note on a verdict whose byte figures are bounds, not exact counts.

@@ -347,6 +347,9 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
     sub = _given_layout(s, run.given)
     kept, cloned, sources = acc.written_names(run, _storage_of(s))
     b = acc.byte_counts(saver, run, sub, sources)
+    unknown = acc.unlaid(saver, run)  # torch.save also writes tensors tensorviz does not lay out
+    if unknown:
+        run.notes.append(acc.UNKNOWN_WRITTEN.format(names=", ".join(unknown[:3])))
     bounds = acc.inexact_names(sub)  # figures only bounds: no outcome from them, and a note says so
     problems = acc.problems(run, b, inexact=bool(bounds))
     notes = list(run.notes) + ([acc.INEXACT.format(names=", ".join(bounds[:3]))] if bounds else [])
@@ -370,7 +373,7 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
         renamed=tuple(run.renamed),
         ignored=tuple(run.ignored),
         cloned=tuple(cloned),
-        written_nbytes=b.written,
+        written_nbytes=None if unknown else b.written,
         file_nbytes=acc.file_nbytes(run),
         unique_nbytes=acc.unique_nbytes(sub),
         lost_nbytes=b.lost,
