@@ -144,3 +144,18 @@ def test_cli_diff_of_files_is_header_only(two_files) -> None:
     env = dict(os.environ, PYTHONPATH=os.getcwd())
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1, done.stderr
+
+
+def test_every_section_full_still_fits_a_screen() -> None:
+    n = 300
+    base = torch.zeros(n * 4)
+    a = {f"layers.{i}.w": base[4 * i : 4 * i + 4] for i in range(n)}  # one storage: sharing
+    a |= {f"layers.{i}.tied": a[f"layers.{i}.w"] for i in range(n)}  # ties
+    a |= {f"a_only.{i}.x{i % 7}": torch.zeros(i + 1) for i in range(n)}
+    b = {f"module.layers.{i}.w": torch.zeros(5 if i % 2 else 4).double() for i in range(n)}
+    b |= {f"module.layers.{i}.tied": torch.zeros(5 if i % 2 else 4).double() for i in range(n)}
+    b |= {f"b_only.{i}.y{i % 5}": torch.zeros(i + 2) for i in range(n)}
+    d = tv.diff(a, b)
+    lines = str(d).splitlines()
+    assert d.only_a and d.only_b and d.renamed and d.changed and d.ties_lost and d.sharing_lost
+    assert len(lines) <= 60 and max(map(len, lines)) <= 80

@@ -24,6 +24,8 @@ __all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections"]
 
 JSON_SCHEMA = "tensorviz.diff"
 JSON_VERSION = 1
+#: Lines the listed sections share (each gets at most ``limit``, at least 2), so print(d) fits a screen.
+_BODY_LINES = 48
 _NUMBER = re.compile(r"(?<=\.)(\d+)(?=\.|$)|^(\d+)(?=\.|$)")
 
 
@@ -45,10 +47,12 @@ def fold(items: Iterable[tuple[str, str]], least: int = 3) -> list[tuple[str, st
             out.extend((name, tail, 1) for name, _ in members)
             continue
         first = members[0][1]
-        at = next((k for k in range(len(first)) if any(m[1][k] != first[k] for m in members)), 0)
-        values = [m[1][at] for m in members]
         parts = pattern.split("#")
-        text = "".join(p + (_range(values) if k == at else first[k]) for k, p in enumerate(parts[:-1])) + parts[-1]
+        shown = [
+            _range([m[1][k] for m in members]) if any(m[1][k] != first[k] for m in members) else first[k]
+            for k in range(len(first))
+        ]
+        text = "".join(p + v for p, v in zip(parts, shown)) + parts[-1]
         out.append((text, tail, len(members)))
     return out
 
@@ -152,12 +156,10 @@ def diff_text(d: DiffLike, width: int = 80, limit: int = 8) -> str:
         _counts(d),
     ]
     lines += [_fit(f"names matched by rule: {r}", width) for r in d.rules]
-    for title, items in sections(d):
-        total = sum(n for _, _, n in items)
-        lines.append(f"{title} ({total}):")
-        lines += [_line(name, tail, n, width) for name, tail, n in items[:limit]]
-        if len(items) > limit:
-            lines.append(f"  … {sum(n for _, _, n in items[limit:])} more")
+    listed = sections(d)
+    each = max(2, min(limit, _BODY_LINES // max(len(listed), 1) - 2))  # one screen for all of them
+    for title, items in listed:
+        lines += _section_lines(title, items, width, each)
     lines += _dtype_lines(d, width)
     lines += _module_lines(d, width, limit)
     if d.content is not None:
@@ -167,6 +169,21 @@ def diff_text(d: DiffLike, width: int = 80, limit: int = 8) -> str:
         )
     lines.append("same" if d.same else "differ")
     return "\n".join(lines)
+
+
+def _section_lines(title: str, items: list[tuple[str, str, int]], width: int, limit: int) -> list[str]:
+    """A section's title and at most ``limit`` lines of items (an item may take two lines),
+    then how many names were left out."""
+    out = [f"{title} ({sum(n for _, _, n in items)}):"]
+    shown = 0
+    for k, (name, tail, n) in enumerate(items):
+        text = _line(name, tail, n, width).split("\n")
+        if shown + len(text) > limit:
+            out.append(f"  … {sum(c for _, _, c in items[k:])} more")
+            break
+        out += text
+        shown += len(text)
+    return out
 
 
 def _fit(text: str, width: int) -> str:
