@@ -226,3 +226,59 @@ def test_non_traceable_and_broken_subclasses_keep_named_reasons():
     assert reasons["b"].startswith(
         "tensor subclass Broken: its __tensor_flatten__ failed (RuntimeError: no inner tensors today)"
     )
+
+
+# -- the text and the model map -------------------------------------------------------------
+def int8_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32))
+    torchao_q.quantize_(m, torchao_q.Int8WeightOnlyConfig())
+    return m
+
+
+def test_text_shows_each_logical_weight_beside_its_stored_pieces():
+    layout = tv.analyze(int8_model())
+    lines = str(layout).splitlines()
+    start = lines.index("stored in pieces: 2 logical tensors")
+    assert lines[start + 1 : start + 3] == [
+        "  0.weight  Int8Tensor 64×64 (float32 logical) = qdata int8[64×64] + scale float32[64×1] + "
+        "zero_point int8[64×1]: 4.3 KiB stored, 16.0 KiB as float32",
+        "  2.weight  Int8Tensor 32×64 (float32 logical) = qdata int8[32×64] + scale float32[32×1] + "
+        "zero_point int8[32×1]: 2.2 KiB stored, 8.0 KiB as float32",
+    ]
+    assert "  = 0.weight.scale  float32[64×1] stride=(1, 1) offset=0  bytes [0, 256)  (scale of 0.weight)" in lines
+
+
+def test_model_map_counts_bytes_as_stored_and_as_the_logical_dtype():
+    tree = tv.analyze(int8_model()).tree()
+    weight, first = tree.find("0.weight"), tree.find("0")
+    assert weight.piece == Piece("0.weight", "qdata", "Int8Tensor", "float32", (64, 64))
+    assert (weight.nbytes, weight.unpacked) == (64 * 64 + 64 * 4 + 64, (64 * 64 * 4, ("float32",)))
+    assert (first.nbytes, first.unpacked) == (64 * 64 + 64 * 4 + 64 + 256, (64 * 64 * 4 + 256, ("float32",)))
+    assert tree.root.unpacked == ((64 * 64 + 32 * 64) * 4 + 256 + 128, ("float32",))
+    assert tree.find("0.weight.qdata").unpacked == () and tree.find("0.bias").unpacked == ()
+    text = str(tree).splitlines()
+    assert text[0] == "Sequential             6.8 KiB 100.0%  6.43K elements  stored; 24.4 KiB as float32"
+    assert (
+        text[2]
+        == "│  ├─ weight           4.3 KiB  63.0%  4.22K  Int8Tensor float32[64, 64]  stored; 16.0 KiB as float32"
+    )
+
+
+def test_model_map_counts_a_tied_quantized_weight_once():
+    m = torch.nn.Sequential(torch.nn.Linear(32, 32))
+    torchao_q.quantize_(m, torchao_q.Int8WeightOnlyConfig())
+    tree = tv.analyze({"embed.weight": m[0].weight, "lm_head.weight": m[0].weight}).tree()
+    assert tree.find("embed.weight").unpacked == (32 * 32 * 4, ("float32",))
+    assert tree.find("lm_head.weight").unpacked == (0, ("float32",))
+    assert tree.root.unpacked == (32 * 32 * 4, ("float32",))
+    assert tree.root.nbytes == 32 * 32 + 32 * 4 + 32
+
+
+@pytest.mark.parametrize("module", ["tensorviz.core.pieces", "tensorviz.sources.subclasses"])
+def test_doctests(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted and not result.failed

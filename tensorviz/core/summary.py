@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tensorviz.core.categories import category_words, is_training, training_lines
 from tensorviz.core.fsdp import fsdp_lines
 from tensorviz.core.names import terminal
+from tensorviz.core.pieces import packed_lines
 from tensorviz.core.tree import RELATION_WORDS, TreeLayout, format_count, tree_lines
 from tensorviz.core.units import format_bytes
 
@@ -32,6 +33,8 @@ def view_line(v: TensorView) -> str:
         flags.append("footprint≈span")
     if v.note:
         flags.append(v.note)
+    if v.piece is not None:
+        flags.append(f"{v.piece.part} of {v.piece.of}")
     tail = f"  ({', '.join(flags)})" if flags else ""
     if v.logical is not None:  # quantized bytes: what they encode, then how they are viewed
         lg = v.logical
@@ -122,6 +125,7 @@ def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12) ->
     for g in shared:
         flag = "" if g.exact else "  (may be too large: a footprint over the run budget)"
         lines.append(f"  {{{', '.join(g.names)}}} bytes [{g.start}, {g.stop}){flag}")
+    lines.extend(packed_lines(layout))
     if layout.skipped:
         lines.append(f"skipped: {len(layout.skipped)}")
         for sk in layout.skipped:

@@ -34,7 +34,8 @@ from tensorviz.core.attribution import Others, attribution
 from tensorviz.core.categories import category_bytes, category_words, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.names import elide, terminal
-from tensorviz.core.records import LayoutLike, TensorView
+from tensorviz.core.pieces import logical_nbytes
+from tensorviz.core.records import LayoutLike, Piece, TensorView
 from tensorviz.core.units import format_bytes
 
 __all__ = [
@@ -70,6 +71,10 @@ class Node:
     For a tensor, ``partners`` are the names whose bytes intersect its own and ``counted_in`` is
     ``(relation, name)`` of the earlier name that owns (some of) its bytes, e.g.
     ``("identical", "embed.weight")`` for a tied weight, or ``()``.
+    ``piece`` is set on a logical tensor stored in pieces (a torchao weight, a GPTQ ``qweight``
+    with its scales; the pieces are its children); ``unpacked`` on it and every prefix above it
+    is ``(bytes, dtypes)``: what the prefix would take with those tensors in their logical
+    dtypes (other tensors as stored), beside ``nbytes`` as stored.
     """
 
     path: str
@@ -92,6 +97,8 @@ class Node:
     reason: str = ""
     categories: tuple[tuple[str, int], ...] = ()  # training state: bytes per category, counted once
     kept: tuple[int, int] = ()  # (storage bytes, bytes of it no tensor reads): core.keepalive
+    piece: Piece | None = None  # a logical tensor stored in pieces (its children): core.pieces
+    unpacked: tuple[int, tuple[str, ...]] = ()  # (bytes as logical dtypes, those dtypes) over pieces
 
     @property
     def name(self) -> str:
@@ -232,6 +239,8 @@ class _Acc:
         self.leaf: dict[str, tuple] = {}
         self.kept: dict[str, tuple[int, int]] = {}
         self.cats: dict[str, tuple[tuple[str, int], ...]] = {}
+        self.pieces: dict[str, Piece] = {}  # logical tensor name -> its first piece's record
+        self.unpacked: dict[str, int] = {}  # name -> its own bytes as logical dtypes
 
     def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
         """Record one name's own totals; prefixes sum their children when frozen."""
@@ -260,6 +269,27 @@ class _Acc:
         numel = own * lg.block // lg.block_nbytes if lg and lg.block_nbytes else own // v.itemsize if v.itemsize else 0
         self._bump(v.name, numel, own, role, (lg.dtype if lg else v.dtype, v.device, file), 0)
         self.leaf[v.name] = (role, v, partners, counted, "")
+        pc = v.piece
+        if pc is None:
+            self.unpacked[v.name] = own
+        elif own:  # a piece some earlier name does not already hold: the logical tensor counts here
+            self.pieces.setdefault(pc.of, pc)
+            self.unpacked[pc.of] = logical_nbytes(pc) or self.unpacked.get(pc.of, 0) + own
+        else:
+            self.pieces.setdefault(pc.of, pc)
+
+    def _unpacked(self, path: str, kids: list[Node]) -> tuple[int, tuple[str, ...]]:
+        """``Node.unpacked`` of ``path``: for a logical tensor, its size in its logical dtype
+        (0 when an earlier name holds its pieces); above one, its children's (each child with
+        nothing stored in pieces as stored); else ``()``."""
+        pc = self.pieces.get(path)
+        if pc is not None:
+            return self.unpacked.get(path, 0), (pc.dtype,)
+        dtypes = {d for k in kids if k.unpacked for d in k.unpacked[1]}
+        if not dtypes:
+            return ()
+        total = self.unpacked.get(path, 0) + sum(k.unpacked[0] if k.unpacked else k.nbytes for k in kids)
+        return total, tuple(sorted(dtypes))
 
     def add_skipped(self, name: str, reason: str) -> None:
         self._bump(name, 0, 0, "skipped", ("", "", ""), 1)
@@ -285,6 +315,8 @@ class _Acc:
             files.update(k.files)
         kind, view, partners, counted, reason = self.leaf.get(path, ("", None, (), (), ""))
         return Node(
+            piece=self.pieces.get(path),
+            unpacked=self._unpacked(path, kids),
             path=path,
             kind=str(classes.get(path, kind)) if path in classes else kind,
             children=tuple(kids),
@@ -414,6 +446,21 @@ def _label(node: Node) -> str:
     return f"{name}  {_show(node.kind)}" if node.path else _show(node.kind)
 
 
+def _unpacked_text(node: Node) -> str:
+    """A logical tensor stored in pieces by its kind and logical shape, and a prefix's size with
+    such tensors in their logical dtypes, beside the bytes stored."""
+    text = ""
+    pc = node.piece
+    if pc is not None:
+        bits = f" int{pc.bits}" if pc.bits else ""
+        group = f", group {'×'.join(map(str, pc.group))}" if pc.group else ""
+        text += f"  {pc.kind} {pc.dtype}[{', '.join(map(str, pc.shape))}]{bits}{group}"
+    if node.unpacked:
+        unpacked, dtypes = node.unpacked
+        text += f"  stored; {format_bytes(unpacked)} as {'/'.join(dtypes)}"
+    return text
+
+
 def _numbers(node: Node, root: bool = False, optimizer: str = "") -> str:
     if node.kind == "skipped":
         return f"{'—':>9} {'':6}  skipped: {node.reason}"
@@ -425,6 +472,7 @@ def _numbers(node: Node, root: bool = False, optimizer: str = "") -> str:
         text += f"  {shown.dtype}[{', '.join(map(str, shown.shape))}]"
         if node.kind.startswith("buffer"):
             text += f"  {node.kind}"
+    text += _unpacked_text(node)
     if node.partners:
         text += "  ↔ " + _partner_text(node)
     elif node.shared_nbytes:
