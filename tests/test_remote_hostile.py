@@ -387,7 +387,7 @@ def test_a_torch_file_at_a_url_is_named_not_parsed(tmp_path):
     with FileServer(str(tmp_path)) as srv:
         _raises_fast(
             FileFormatError,
-            r"is a torch checkpoint \(a zip archive or pickle\), not safetensors",
+            r"is a torch checkpoint \(a zip archive or pickle\); tensorviz reads remote safetensors and GGUF",
             lambda: tv.analyze(f"{srv.url}/model.bin"),
         )
 
