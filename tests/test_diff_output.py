@@ -159,3 +159,20 @@ def test_every_section_full_still_fits_a_screen() -> None:
     lines = str(d).splitlines()
     assert d.only_a and d.only_b and d.renamed and d.changed and d.ties_lost and d.sharing_lost
     assert len(lines) <= 60 and max(map(len, lines)) <= 80
+
+
+def test_a_buffer_state_dict_leaves_out_is_said_so(tmp_path) -> None:
+    from safetensors.torch import save_file
+
+    class WithRotary(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.register_buffer("inv_freq", torch.ones(2), persistent=False)
+
+    model = WithRotary()
+    path = str(tmp_path / "m.safetensors")
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
+    d = tv.diff(model, path)
+    assert d.only_a == ("inv_freq",)
+    assert "  inv_freq  buffer, not in state_dict()" in str(d).splitlines()

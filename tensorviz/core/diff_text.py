@@ -86,8 +86,8 @@ def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
     ob = {n: i for i, n in enumerate(d.layout_b.names)} if d.layout_b is not None else {}
     ties = {g for g in d.ties_lost} | {g for g in d.ties_gained}
     out = [
-        ("only in a", [(n, "") for n in d.only_a]),
-        ("only in b", [(n, "") for n in d.only_b]),
+        ("only in a", _only(d.only_a, d.layout_a)),
+        ("only in b", _only(d.only_b, d.layout_b)),
         ("renamed (a → b)", [(a, f"→ {_renamed_as(a, b)}") for a, b in d.renamed]),
         ("changed", _changed_items(d)),
         ("ties lost (tied in a, not in b)", [(_group_text(g, oa), "") for g in d.ties_lost]),
@@ -113,6 +113,14 @@ def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
         )
         out.append(("not read", [(name, f"{side}: {why}") for side, name, why in c.unread]))
     return [(title, fold(items)) for title, items in out if items]
+
+
+def _only(names: tuple[str, ...], layout: object) -> list[tuple[str, str]]:
+    """Names on one side, a buffer that ``state_dict()`` leaves out said so (a checkpoint never
+    holds it: no cause for alarm)."""
+    mods = layout.metadata.get("modules") if layout is not None else None  # type: ignore[attr-defined]
+    unsaved = set(mods.get("not_saved", ())) if isinstance(mods, dict) else set()
+    return [(n, "buffer, not in state_dict()" if n in unsaved else "") for n in names]
 
 
 def _moves(d: DiffLike) -> list[tuple[str, str]]:
