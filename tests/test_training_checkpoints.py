@@ -364,3 +364,47 @@ def test_deepspeed_universal_checkpoint(tmp_path) -> None:
     mid = dict(tree.find("module.mid").categories)  # zero.mid.* counted with module.mid
     assert mid == {"weights": 42 * 4, "optimizer": 2 * 42 * 4 + 8}
     assert layout.metadata["training"]["optimizers"]["zero"]["mapped_by"] == "folder names"
+
+
+def test_deepspeed_zero_optim_states_refused_with_the_way_out(tmp_path, monkeypatch) -> None:
+    """A native ZeRO-2 optimizer states file pickles DeepSpeed's ZeroStageEnum (and its loss
+    scaler): the weights-only load refuses it, and the error says what to do instead."""
+    import enum
+    import sys
+    import types
+
+    config = types.ModuleType("deepspeed.runtime.zero.config")
+
+    class ZeroStageEnum(int, enum.Enum):
+        optimizer_states = 1
+        gradients = 2
+
+    ZeroStageEnum.__module__, ZeroStageEnum.__qualname__ = config.__name__, "ZeroStageEnum"
+    config.ZeroStageEnum = ZeroStageEnum
+    for name in ("deepspeed", "deepspeed.runtime", "deepspeed.runtime.zero"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, config.__name__, config)
+    flat = torch.zeros(64)
+    state = {
+        "optimizer_state_dict": {
+            "loss_scaler": None,
+            "dynamic_loss_scale": False,
+            "overflow": False,
+            "clip_grad": 1.0,
+            "base_optimizer_state": {
+                "state": {0: {"exp_avg": flat.clone(), "exp_avg_sq": flat.clone()}},
+                "param_groups": [],
+            },
+            "single_partition_of_fp32_groups": [flat],
+            "zero_stage": ZeroStageEnum.gradients,
+            "group_paddings": [0],
+            "partition_count": [2],
+            "ds_version": "0.16.4",
+        },
+        "ds_config": {"zero_optimization": {"stage": 2}},
+        "ds_version": "0.16.4",
+    }
+    path = save(tmp_path, state, "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    with pytest.raises(tv.UnsafeCheckpointError, match="deepspeed.runtime.zero.config.ZeroStageEnum") as err:
+        tv.analyze(path)
+    assert "ds_to_universal.py" in str(err.value) and "never runs code from a file" in str(err.value)

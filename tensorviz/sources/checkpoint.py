@@ -162,6 +162,12 @@ def _unsafe_reason(path: str, text: str) -> str:
             what = f"the pickle needs {name}"
             if name.startswith("torch.nn.modules."):
                 hint = " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
+            elif name.startswith("deepspeed."):
+                hint = (
+                    " (a DeepSpeed ZeRO *_optim_states.pt pickles DeepSpeed objects: its stage enum, loss "
+                    "scaler and slice mappings; DeepSpeed's ds_to_universal.py writes the same state as "
+                    "plain tensors per parameter, a folder tensorviz reads)"
+                )
         else:
             what = f"torch's weights-only unpickler refused it ({short(detail, 120)[1:-1]})"
     return (
