@@ -244,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["diff"]:
         return diff_main(argv[1:])
+    if argv[:1] == ["load-check"]:
+        return load_check_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
@@ -336,6 +338,40 @@ def diff_main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return 130
     return 0 if d.same else 1
+
+
+def build_load_check_parser() -> argparse.ArgumentParser:
+    """The parser of ``tensorviz load-check`` (exposed for documentation and tests)."""
+    p = argparse.ArgumentParser(
+        prog="tensorviz load-check",
+        description="What loading a checkpoint into a transformers model would do, before it runs: the model "
+        "is built on meta from its config, the checkpoint read header-only, and the loader's own code run on "
+        "data-free twins. Exit status: 0 clean, 1 it would raise or leave keys missing, unexpected, "
+        "mismatched, conflicting or untouched, 2 error.",
+    )
+    p.add_argument("source", help="the checkpoint: a .safetensors file, an index, a model folder, a .pt/.bin")
+    p.add_argument("--model", required=True, metavar="DIR_OR_CONFIG", help="a model folder or its config.json")
+    p.add_argument("--loader", choices=("load_state_dict", "safetensors.load_model"), default="load_state_dict")
+    p.add_argument("--no-strict", action="store_true", help="strict=False")
+    p.add_argument("--json", action="store_true", help="write the report as JSON (schema tensorviz.load_check)")
+    return p
+
+
+def load_check_main(argv: Sequence[str]) -> int:
+    """``tensorviz load-check SOURCE --model DIR [--loader ...] [--no-strict] [--json]``."""
+    try:
+        args = build_load_check_parser().parse_args(argv)
+    except SystemExit as stop:
+        return int(stop.code or 0)
+    try:
+        from tensorviz.loadcheck.check import load_check, meta_model_from_config
+
+        r = load_check(meta_model_from_config(args.model), args.source, loader=args.loader, strict=not args.no_strict)
+        print(json_text(r.to_json()) if args.json else r.to_text())
+    except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
+        print(f"tensorviz load-check: error: {terminal(_one_line(err))}", file=sys.stderr)
+        return 2
+    return 0 if r.clean else 1
 
 
 def _write(path: str, data: bytes) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from tensorviz.core.layout import Layout
 from tensorviz.loadcheck.report import Conflict, LoadReport
 
-__all__ = ["load_check", "LOADERS", "model_twin", "source_twin"]
+__all__ = ["load_check", "LOADERS", "model_twin", "source_twin", "meta_model_from_config"]
 
 
 def model_twin(model: Any) -> Any:
@@ -254,3 +254,19 @@ def _source_layout(source: Any) -> Layout | None:
         tensors = {k: v for k, v in source.items() if isinstance(v, torch.Tensor)}
         return analyze(tensors)
     return analyze(source)
+
+
+def meta_model_from_config(path: str) -> Any:
+    """The transformers model a folder's (or a ``config.json``'s) config describes, built on meta
+    (no weights): the class named first in ``config.architectures``, else ``AutoModel``."""
+    import os
+
+    import torch
+    import transformers
+
+    folder = os.path.dirname(path) if os.path.isfile(path) else path
+    config = transformers.AutoConfig.from_pretrained(folder)
+    names = getattr(config, "architectures", None) or []
+    cls = getattr(transformers, names[0], None) if names else None
+    with torch.device("meta"):
+        return cls(config) if cls is not None else transformers.AutoModel.from_config(config)

@@ -100,6 +100,29 @@ class LoadReport:
     def __str__(self) -> str:
         return self.to_text()
 
+    def to_json(self) -> dict:
+        """Plain JSON data (schema ``tensorviz.load_check``, version 1)."""
+        return {
+            "schema": "tensorviz.load_check",
+            "version": 1,
+            "loader": self.loader,
+            "model": self.model,
+            "source": self.source,
+            "strict": self.strict,
+            "assign": self.assign,
+            "raises": self.raises,
+            "error": self.error,
+            "clean": self.clean,
+            "missing": list(self.missing),
+            "unexpected": list(self.unexpected),
+            "mismatched": [[n, list(m), list(s)] for n, m, s in self.mismatched],
+            "cast": [list(c) for c in self.cast],
+            "narrowing": [list(c) for c in self.narrowing],
+            "conflicts": [{"names": list(c.names), "winner": c.winner} for c in self.conflicts],
+            "untouched": list(self.untouched),
+            "ties_broken": [sorted(g) for g in self.ties_broken],
+        }
+
     def _repr_html_(self) -> str:
         esc = lambda s: html.escape(terminal(str(s)))  # noqa: E731
         verdict = f"raises: <code>{esc((self.error or '').splitlines()[0])}</code>" if self.raises else "does not raise"
