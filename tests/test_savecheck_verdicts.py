@@ -82,3 +82,22 @@ def test_torch_save_of_subclass_and_quantized_tensors_never_undercounts(make, tm
     assert set(back) == set(sd)
     assert v.outcome == "ok" and v.written_nbytes is None
     assert any("bytes written unknown" in n for n in v.notes)
+
+
+def test_torch_compile_of_a_pretrained_model_gets_a_save_pretrained_verdict(tmp_path):
+    from safetensors.torch import load_file
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = GPT2LMHeadModel(GPT2Config(vocab_size=16, n_positions=8, n_embd=8, n_layer=1, n_head=2))
+        compiled = torch.compile(m)
+        v = tv.save_check(compiled)["transformers.save_pretrained"]
+        compiled.save_pretrained(tmp_path)
+        back = GPT2LMHeadModel.from_pretrained(tmp_path)
+    written = load_file(tmp_path / "model.safetensors")
+    assert v.outcome == "ok" and sorted(v.kept) == sorted(written)  # no _orig_mod. prefix
+    assert v.file_nbytes == (tmp_path / "model.safetensors").stat().st_size
+    assert v.dropped == ("_orig_mod.lm_head.weight",) and v.lost_nbytes == 0  # tied: rebuilt on load
+    assert ("_orig_mod.transformer.wte.weight", "transformer.wte.weight") in v.renamed
+    assert all(torch.equal(back.state_dict()[k], t) for k, t in m.state_dict().items())

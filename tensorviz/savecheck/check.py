@@ -104,6 +104,8 @@ def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
     subject.ties = module_ties(obj, layout)
     if _is_pretrained(obj):
         subject.pretrained = obj
+    elif _is_pretrained(inner := getattr(obj, "_orig_mod", None)) and isinstance(obj, _optimized_module()):
+        subject.pretrained = inner  # torch.compile: compiled.save_pretrained is the model's own
     if is_peft_model(obj):
         subject.peft = obj
     return subject
@@ -231,6 +233,30 @@ def _layout_of(standins: dict[str, Any], source: str) -> Layout:
     return Layout(views, infos.values(), source=source)
 
 
+def _optimized_module() -> type:
+    """torch.compile's wrapper class (a class no object is an instance of when it is absent)."""
+    mod = sys.modules.get("torch._dynamo.eval_frame")
+    return getattr(mod, "OptimizedModule", None) or type("NoOptimizedModule", (), {})
+
+
+_COMPILED = "_orig_mod."
+
+
+def _save_pretrained(model: Any, sd: dict[str, Any]) -> sv.Run:
+    """save_pretrained on the model itself; for a torch.compile'd one (names under ``_orig_mod.``,
+    which ``compiled.save_pretrained`` forwards to the model) the names are the model's own, and
+    each written name is recorded as a rename of the given one."""
+    if not sd or not all(k.startswith(_COMPILED) for k in sd):
+        return hf.evaluate_save_pretrained(model, sd)
+    run = hf.evaluate_save_pretrained(model, {k[len(_COMPILED) :]: v for k, v in sd.items()})
+    run.given = tuple(sd)
+    for names in (run.dropped, run.carried, run.ignored):  # given names, as the user has them
+        names[:] = [_COMPILED + n if _COMPILED + n in sd else n for n in names]
+    run.renamed[:0] = [(_COMPILED + k, k) for k in run.written if _COMPILED + k in sd]
+    run.notes.append("a torch.compile'd model: save_pretrained writes the model's own names (no _orig_mod. prefix)")
+    return run
+
+
 def _is_pretrained(obj: Any) -> bool:
     mod = sys.modules.get("transformers.modeling_utils")
     cls = getattr(mod, "PreTrainedModel", None) if mod is not None else None
@@ -297,7 +323,7 @@ def _evaluate(saver: str, s: Subject) -> Verdict | None:
         elif saver == "transformers.save_pretrained":
             if s.pretrained is None:
                 return None
-            run = hf.evaluate_save_pretrained(s.pretrained, sd)
+            run = _save_pretrained(s.pretrained, sd)
         elif saver == "peft.save_pretrained":
             run = evaluate_peft_save_pretrained(s.peft, sd)
         elif saver == "accelerate.save":
