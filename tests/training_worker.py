@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 
 import torch
@@ -21,6 +20,8 @@ from torch import nn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dist_worker import free_port  # noqa: E402  (the spawned worlds' one port picker)
 
 
 def model() -> nn.Module:
@@ -137,12 +138,6 @@ def run(rank: int, world: int, out: str, port: int) -> None:
             dist.barrier()
     finally:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":
