@@ -114,3 +114,4 @@ def test_cli_why_size(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert f"{path}: " in out and "slice: a, b read 1.5 KiB of a 64.0 KiB storage" in out
     assert "ckpt['a'] = ckpt['a'].clone()" in out
+    assert f"fixes act on ckpt = torch.load({str(path)!r}, weights_only=True)" in out

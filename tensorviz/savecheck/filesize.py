@@ -116,6 +116,8 @@ class SizeReport:
             )
         for d in self.duplicates:
             out.append(f"{d.kind}: {d.name} has the shape of {d.of} ({format_bytes(d.nbytes)})")
+        if self.fixes and not self.predicted:
+            out.append(f"fixes act on ckpt = torch.load({self.source!r}, weights_only=True)")
         for i, f in enumerate(self.fixes, 1):
             out.append(f"fix {i}: {f.title} -> {format_bytes(f.file_nbytes)} ({f.file_nbytes:,} B)")
             out += [f"    {line}" for line in f.code.splitlines()]
