@@ -256,7 +256,8 @@ def test_model_map_counts_bytes_as_stored_and_as_the_logical_dtype():
     assert (weight.nbytes, weight.unpacked) == (64 * 64 + 64 * 4 + 64, (64 * 64 * 4, ("float32",)))
     assert (first.nbytes, first.unpacked) == (64 * 64 + 64 * 4 + 64 + 256, (64 * 64 * 4 + 256, ("float32",)))
     assert tree.root.unpacked == ((64 * 64 + 32 * 64) * 4 + 256 + 128, ("float32",))
-    assert tree.find("0.weight.qdata").unpacked == () and tree.find("0.bias").unpacked == ()
+    assert tree.find("0.weight.qdata").unpacked == (0, ("float32",))  # counted at 0.weight
+    assert tree.find("0.bias").unpacked == ()
     text = str(tree).splitlines()
     assert text[0] == "Sequential             6.8 KiB 100.0%  6.43K elements  stored; 24.4 KiB as float32"
     assert (

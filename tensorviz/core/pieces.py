@@ -39,6 +39,10 @@ ITEMSIZE = {
 }
 
 
+#: The order packed formats' pieces are named in (others keep their source order, after these).
+_ORDER = {"qweight": 0, "weight": 0, "scales": 1, "weight_scale_inv": 1, "qzeros": 2, "g_idx": 3}
+
+
 @dataclass(frozen=True)
 class PackedTensor:
     """One logical tensor and the views that store it (in source order)."""
@@ -80,7 +84,8 @@ def packed_line(p: PackedTensor, layout: LayoutLike) -> str:
     pc = p.piece
     bits = f" int{pc.bits}" if pc.bits else ""
     group = f", group {shape_words(pc.group)}" if pc.group else ""
-    pieces = " + ".join(f"{v.piece.part if v.piece else v.name} {v.dtype}[{shape_words(v.shape)}]" for v in p.parts)
+    parts = sorted(p.parts, key=lambda v: _ORDER.get(v.piece.part if v.piece else "", len(_ORDER)))
+    pieces = " + ".join(f"{v.piece.part if v.piece else v.name} {v.dtype}[{shape_words(v.shape)}]" for v in parts)
     stored = layout.union_nbytes([v.name for v in p.parts])
     unpacked = logical_nbytes(pc)
     as_logical = f", {format_bytes(unpacked)} as {pc.dtype}" if unpacked else ""

@@ -239,8 +239,9 @@ class _Acc:
         self.leaf: dict[str, tuple] = {}
         self.kept: dict[str, tuple[int, int]] = {}
         self.cats: dict[str, tuple[tuple[str, int], ...]] = {}
-        self.pieces: dict[str, Piece] = {}  # logical tensor name -> its first piece's record
-        self.unpacked: dict[str, int] = {}  # name -> its own bytes as logical dtypes
+        self.pieces: dict[str, Piece] = {}  # prefix holding pieces -> the first piece's record
+        self.unpacked: dict[str, int] = {}  # name or prefix -> its own bytes as logical dtypes
+        self.counted: set[str] = set()  # logical tensors whose size is counted (once, at one prefix)
 
     def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
         """Record one name's own totals; prefixes sum their children when frozen."""
@@ -271,21 +272,25 @@ class _Acc:
         self.leaf[v.name] = (role, v, partners, counted, "")
         pc = v.piece
         if pc is None:
-            self.unpacked[v.name] = own
-        elif own:  # a piece some earlier name does not already hold: the logical tensor counts here
-            self.pieces.setdefault(pc.of, pc)
-            self.unpacked[pc.of] = logical_nbytes(pc) or self.unpacked.get(pc.of, 0) + own
-        else:
-            self.pieces.setdefault(pc.of, pc)
+            return
+        # The pieces' prefix ("0.weight" for "0.weight.qdata", the module for a GPTQ qweight)
+        # holds the logical tensor: its size in its logical dtype counts there, once, if some
+        # piece owns bytes (a tied weight's second name owns none).
+        at = _prefixes(v.name)[-2]
+        self.pieces.setdefault(at, pc)
+        self.unpacked.setdefault(at, 0)
+        if own and pc.of not in self.counted:
+            self.counted.add(pc.of)
+            self.unpacked[at] += logical_nbytes(pc) or own
 
     def _unpacked(self, path: str, kids: list[Node]) -> tuple[int, tuple[str, ...]]:
-        """``Node.unpacked`` of ``path``: for a logical tensor, its size in its logical dtype
-        (0 when an earlier name holds its pieces); above one, its children's (each child with
-        nothing stored in pieces as stored); else ``()``."""
-        pc = self.pieces.get(path)
-        if pc is not None:
-            return self.unpacked.get(path, 0), (pc.dtype,)
-        dtypes = {d for k in kids if k.unpacked for d in k.unpacked[1]}
+        """``Node.unpacked`` of ``path``: ``()`` when nothing under it is stored in pieces; else
+        its logical tensors in their logical dtypes plus its other children as stored (a piece
+        itself counts 0: its prefix counts the logical tensor)."""
+        pc, view = self.pieces.get(path), self.leaf.get(path, (None, None))[1]
+        if view is not None and view.piece is not None:
+            return 0, (view.piece.dtype,)
+        dtypes = {d for k in kids if k.unpacked for d in k.unpacked[1]} | ({pc.dtype} if pc else set())
         if not dtypes:
             return ()
         total = self.unpacked.get(path, 0) + sum(k.unpacked[0] if k.unpacked else k.nbytes for k in kids)
@@ -455,7 +460,7 @@ def _unpacked_text(node: Node) -> str:
         bits = f" int{pc.bits}" if pc.bits else ""
         group = f", group {'×'.join(map(str, pc.group))}" if pc.group else ""
         text += f"  {pc.kind} {pc.dtype}[{', '.join(map(str, pc.shape))}]{bits}{group}"
-    if node.unpacked:
+    if node.unpacked and node.view is None:
         unpacked, dtypes = node.unpacked
         text += f"  stored; {format_bytes(unpacked)} as {'/'.join(dtypes)}"
     return text

@@ -65,6 +65,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.rows import gc_paused
 from tensorviz.sources.dcp import analyze_dcp, is_dcp_folder
 from tensorviz.sources.formats import sniff
+from tensorviz.sources.packed import annotate_packed
 from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, merge, open_regular
 from tensorviz.sources.safetensors import (
     SAFETENSORS_DTYPES,
@@ -114,6 +115,12 @@ def analyze_path(path: str | os.PathLike, variant: str | None = None) -> Layout:
     p = os.fspath(path)
     if not os.path.lexists(p):  # a dangling link or a link loop is reported as what it is
         raise FileNotFoundError(f"no such file or folder: {p!r}")
+    layout = _analyze_path(p, variant)
+    # Packed quantized weights (GPTQ, AWQ, FP8 block scales): the logical weight on each piece.
+    return annotate_packed(layout, p if os.path.isdir(p) else os.path.dirname(p) or ".")
+
+
+def _analyze_path(p: str, variant: str | None) -> Layout:
     # A big header makes hundreds of thousands of small acyclic objects; each collection they
     # would trigger scans every live object (~300k once torch is imported).
     with gc_paused():

@@ -1,0 +1,191 @@
+"""Packed quantized weights in files: GPTQ and AWQ (``qweight`` + ``qzeros`` + ``scales`` [+
+``g_idx``]) and FP8 with block scales (``weight`` + ``weight_scale_inv``), recognised from the
+model folder's ``config.json`` ``quantization_config`` (as transformers writes it), else from the
+tensor names and shapes. Each packed tensor's view gets a :class:`~tensorviz.core.records.Piece`
+naming the logical weight, its bits, group and logical shape; packed shapes that do not match the
+stated bits and group size are reported as problems (a loader trusting them reads out of bounds).
+
+Header-only: no torch. The layouts, per linear layer of ``in`` inputs and ``out`` outputs:
+
+- GPTQ (AutoGPTQ, gptqmodel): ``qweight`` int32 ``[in·bits/32, out]``, ``qzeros`` int32
+  ``[groups, out·bits/32]``, ``scales`` ``[groups, out]``, ``g_idx`` int32 ``[in]``;
+  ``groups = ceil(in / group_size)`` (``group_size`` -1: one group).
+- AWQ (AutoAWQ GEMM): ``qweight`` int32 ``[in, out·bits/32]``, ``qzeros`` int32
+  ``[groups, out·bits/32]``, ``scales`` ``[groups, out]``.
+- FP8 (DeepSeek-V3): ``weight`` float8 ``[out, in]``, ``weight_scale_inv`` float32
+  ``[ceil(out/b0), ceil(in/b1)]`` for ``weight_block_size`` ``[b0, b1]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from tensorviz.core.layout import Layout
+from tensorviz.core.pieces import ITEMSIZE
+from tensorviz.core.records import Piece, StorageInfo, TensorView
+
+__all__ = ["annotate_packed", "read_quant_config", "MAX_CONFIG_BYTES"]
+
+MAX_CONFIG_BYTES = 10_000_000
+_PARTS = {"gptq": ("qweight", "qzeros", "scales", "g_idx"), "awq": ("qweight", "qzeros", "scales")}
+_KIND = {"gptq": "GPTQ", "awq": "AWQ", "fp8": "FP8"}
+
+
+def read_quant_config(folder: str) -> tuple[dict[str, Any], str]:
+    """``(quantization_config with the model's dtype as "dtype", problem)`` from
+    ``folder/config.json``; ``({}, "")`` when there is none."""
+    path = os.path.join(folder, "config.json")
+    if not os.path.isfile(path):
+        return {}, ""
+    try:
+        if os.path.getsize(path) > MAX_CONFIG_BYTES:
+            return {}, f"config.json is over {MAX_CONFIG_BYTES:,} B; its quantization_config was not read"
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError) as err:
+        return {}, f"config.json could not be read ({type(err).__name__}: {err}); packed weights recognised by name"
+    qc = config.get("quantization_config") if isinstance(config, dict) else None
+    if not isinstance(qc, dict):
+        return {}, ""
+    dtype = config.get("torch_dtype") or config.get("dtype")
+    return {**qc, "dtype": dtype if isinstance(dtype, str) else ""}, ""
+
+
+def annotate_packed(layout: Layout, folder: str) -> Layout:
+    """``layout`` with a Piece on every view of a packed weight (and the quantization facts and
+    problems in its metadata); ``layout`` itself when it holds no packed weight."""
+    names = layout.names
+    if not any(n.endswith((".qweight", ".weight_scale_inv")) for n in names):
+        return layout
+    config, problem = read_quant_config(folder)
+    views = {v.name: v for v in layout.views}
+    method = str(config.get("quant_method", "")).lower()
+    if method not in ("gptq", "awq", "fp8"):
+        method = ""
+    pieces: dict[str, Piece] = {}
+    problems = [problem] if problem else []
+    for name in names:
+        if name.endswith(".qweight"):
+            found, said = _int_packed(name[: -len(".qweight")], views, config, method)
+        elif name.endswith(".weight_scale_inv"):
+            found, said = _fp8(name[: -len(".weight_scale_inv")], views, config)
+        else:
+            continue
+        pieces.update(found)
+        problems.extend(said)
+    return _rebuilt(layout, pieces, problems, _facts(config, method, pieces))
+
+
+def _facts(config: Mapping[str, Any], method: str, pieces: Mapping[str, Piece]) -> dict[str, Any]:
+    kinds = sorted({p.kind for p in pieces.values()})
+    facts: dict[str, Any] = {"formats": kinds, "weights": len({p.of for p in pieces.values()})}
+    facts["from"] = "config.json quantization_config" if method else "tensor names and shapes"
+    for key in ("bits", "group_size", "weight_block_size", "desc_act", "sym", "version", "fmt"):
+        if key in config:
+            facts[key] = config[key]
+    return facts
+
+
+def _rebuilt(layout: Layout, pieces: Mapping[str, Piece], problems: list[str], facts: dict) -> Layout:
+    views = [dataclasses.replace(v, piece=pieces[v.name]) if v.name in pieces else v for v in layout.views]
+    infos = [StorageInfo(s.key, s.device, s.nbytes, s.label) for s in layout.storages]
+    meta = dict(layout.metadata)
+    meta["quantization"] = facts
+    if problems:
+        meta["problems"] = [*meta.get("problems", ()), *problems]
+    return Layout(views, infos, layout.skipped, source=layout.source, metadata=meta)
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _shape(v: TensorView) -> str:
+    return f"{v.dtype}[{'×'.join(map(str, v.shape))}]"
+
+
+def _int_packed(
+    prefix: str, views: Mapping[str, TensorView], config: Mapping[str, Any], method: str
+) -> tuple[dict[str, Piece], list[str]]:
+    """Pieces and problems of one GPTQ or AWQ layer (``prefix.qweight`` and its siblings)."""
+    q = views[f"{prefix}.qweight"]
+    scales = views.get(f"{prefix}.scales")
+    bits = config.get("bits", config.get("w_bit", 4))
+    bits = bits if isinstance(bits, int) and 0 < bits <= 32 else 4
+    method = method or _guess(prefix, q, scales, views, bits)
+    if method not in _PARTS or len(q.shape) != 2:
+        return {}, [f"{prefix}.qweight {_shape(q)}: not a 2-D packed GPTQ/AWQ weight; left as stored"]
+    rows, cols = q.shape
+    if method == "gptq":
+        n_in, n_out = rows * 32 // bits, cols
+    else:
+        n_in, n_out = rows, cols * 32 // bits
+    group = config.get("group_size", config.get("q_group_size", 128))
+    group = n_in if not isinstance(group, int) or group <= 0 else group
+    groups, words = _ceil(n_in, group), _ceil(n_out * bits, 32)
+    expect = {"qweight": q.shape, "qzeros": (groups, words), "scales": (groups, n_out), "g_idx": (n_in,)}
+    dtype = _logical_dtype(config, scales.dtype if scales else "float16")
+    kind = f"{_KIND[method]}"
+    pieces, problems = {}, []
+    if q.dtype != "int32" or (method == "gptq" and rows * 32 % bits):
+        problems.append(
+            f"{prefix}.qweight is {_shape(q)}; {kind} int{bits} packs {32 // bits} values per int32 row word"
+        )
+    for part in _PARTS[method]:
+        v = views.get(f"{prefix}.{part}")
+        if v is None:
+            if part != "g_idx":
+                problems.append(f"{prefix}.{part} is missing: {kind} needs it beside {prefix}.qweight")
+            continue
+        pieces[v.name] = Piece(f"{prefix}.weight", part, kind, dtype, (n_out, n_in), bits, (group,))
+        if tuple(v.shape) != tuple(expect[part]):
+            problems.append(
+                f"{prefix}.{part} is {_shape(v)} but {kind} int{bits} with group {group} and qweight {_shape(q)} "
+                f"({n_out} × {n_in}) needs [{'×'.join(map(str, expect[part]))}]; a loader trusting the "
+                f"config reads past it or mis-scales"
+            )
+    return pieces, problems
+
+
+def _guess(prefix: str, q: TensorView, scales: TensorView | None, views: Mapping[str, TensorView], bits: int) -> str:
+    """GPTQ or AWQ from names and shapes alone: GPTQ has ``g_idx`` and packs along inputs
+    (``scales`` as wide as ``qweight``); AWQ packs along outputs."""
+    if f"{prefix}.g_idx" in views:
+        return "gptq"
+    if scales is not None and len(q.shape) == 2 and len(scales.shape) == 2:
+        return "awq" if scales.shape[1] == q.shape[1] * 32 // bits != q.shape[1] else "gptq"
+    return "gptq"
+
+
+def _logical_dtype(config: Mapping[str, Any], default: str) -> str:
+    dtype = str(config.get("dtype") or "")
+    return dtype if dtype in ITEMSIZE else default
+
+
+def _fp8(prefix: str, views: Mapping[str, TensorView], config: Mapping[str, Any]) -> tuple[dict[str, Piece], list[str]]:
+    """Pieces and problems of one FP8 block-scaled weight (``prefix.weight`` + ``weight_scale_inv``)."""
+    s = views[f"{prefix}.weight_scale_inv"]
+    w = views.get(f"{prefix}.weight")
+    if w is None:
+        return {}, [f"{prefix}.weight is missing beside {prefix}.weight_scale_inv"]
+    block = config.get("weight_block_size") or [128, 128]
+    if not (isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
+        return {}, [f"weight_block_size {block!r} in config.json is not two positive integers"]
+    dtype = _logical_dtype(config, "bfloat16")
+    piece = Piece(w.name, "weight", "FP8", dtype, tuple(w.shape), 0, tuple(block))
+    pieces = {w.name: piece, s.name: dataclasses.replace(piece, part="weight_scale_inv")}
+    problems = []
+    if len(w.shape) != 2 or not w.dtype.startswith("float8"):
+        problems.append(f"{prefix}.weight is {_shape(w)}; FP8 block scaling needs a 2-D float8 weight")
+    else:
+        need = (_ceil(w.shape[0], block[0]), _ceil(w.shape[1], block[1]))
+        if tuple(s.shape) != need:
+            problems.append(
+                f"{prefix}.weight_scale_inv is {_shape(s)} but weight {_shape(w)} in {block[0]}×{block[1]} "
+                f"blocks needs [{need[0]}×{need[1]}]; a loader trusting weight_block_size reads past it"
+            )
+    return pieces, problems

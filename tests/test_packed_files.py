@@ -1,0 +1,181 @@
+"""Packed quantized checkpoints (GPTQ, AWQ, FP8 block scales) recognised from files.
+
+Tiny checkpoints written with safetensors in the layouts AutoGPTQ/gptqmodel, AutoAWQ (GEMM) and
+DeepSeek-V3 write, beside a config.json with the quantization_config transformers writes. Every
+piece's byte range is checked against the file's own header (8-byte length + JSON data_offsets).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import tensorviz as tv
+from tensorviz.core.records import Piece
+
+N_IN, N_OUT, GROUP = 256, 128, 64
+P = "model.layers.0.mlp.down_proj"
+
+
+def gptq_tensors(bits: int = 4, groups: int = N_IN // GROUP) -> dict[str, torch.Tensor]:
+    return {
+        f"{P}.qweight": torch.zeros(N_IN * bits // 32, N_OUT, dtype=torch.int32),
+        f"{P}.qzeros": torch.zeros(groups, N_OUT * bits // 32, dtype=torch.int32),
+        f"{P}.scales": torch.zeros(groups, N_OUT, dtype=torch.float16),
+        f"{P}.g_idx": torch.arange(N_IN, dtype=torch.int32) // GROUP,
+        f"{P}.bias": torch.zeros(N_OUT, dtype=torch.float16),
+    }
+
+
+def awq_tensors(bits: int = 4) -> dict[str, torch.Tensor]:
+    return {
+        f"{P}.qweight": torch.zeros(N_IN, N_OUT * bits // 32, dtype=torch.int32),
+        f"{P}.qzeros": torch.zeros(N_IN // GROUP, N_OUT * bits // 32, dtype=torch.int32),
+        f"{P}.scales": torch.zeros(N_IN // GROUP, N_OUT, dtype=torch.float16),
+    }
+
+
+def fp8_tensors(scale_rows: int = 2) -> dict[str, torch.Tensor]:
+    return {
+        f"{P}.weight": torch.zeros(N_OUT * 2, N_IN, dtype=torch.float8_e4m3fn),  # 256 × 256
+        f"{P}.weight_scale_inv": torch.ones(scale_rows, 2, dtype=torch.float32),
+        "model.norm.weight": torch.ones(N_IN, dtype=torch.bfloat16),
+    }
+
+
+GPTQ_CONFIG = {"quant_method": "gptq", "bits": 4, "group_size": GROUP, "desc_act": False, "sym": True,
+               "damp_percent": 0.01, "true_sequential": True, "model_name_or_path": None}  # fmt: skip
+AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": GROUP, "zero_point": True, "version": "gemm"}
+FP8_CONFIG = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+
+
+def folder(tmp_path, tensors, qc=None, dtype="float16"):
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    if qc is not None:
+        (tmp_path / "config.json").write_text(json.dumps({"torch_dtype": dtype, "quantization_config": qc}))
+    return tmp_path
+
+
+def header_spans(path) -> dict[str, tuple[int, int]]:
+    """Absolute byte spans from the file's own header, as the format defines them."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    return {
+        k: (8 + n + v["data_offsets"][0], 8 + n + v["data_offsets"][1])
+        for k, v in header.items()
+        if k != "__metadata__"
+    }
+
+
+def check_spans(layout, path):
+    spans = header_spans(path)
+    assert {v.name: (v.start, v.stop) for v in layout.views} == spans
+
+
+def test_gptq_from_config(tmp_path):
+    d = folder(tmp_path, gptq_tensors(), GPTQ_CONFIG)
+    layout = tv.analyze(d)
+    check_spans(layout, d / "model.safetensors")
+    w = Piece(f"{P}.weight", "qweight", "GPTQ", "float16", (N_OUT, N_IN), 4, (GROUP,))
+    assert layout[f"{P}.qweight"].piece == w
+    assert layout[f"{P}.g_idx"].piece == Piece(f"{P}.weight", "g_idx", "GPTQ", "float16", (N_OUT, N_IN), 4, (GROUP,))
+    assert layout[f"{P}.bias"].piece is None
+    assert "problems" not in layout.metadata
+    assert layout.metadata["quantization"] == {
+        "formats": ["GPTQ"], "weights": 1, "from": "config.json quantization_config",
+        "bits": 4, "group_size": GROUP, "desc_act": False, "sym": True,
+    }  # fmt: skip
+    assert (
+        f"  {P}.weight  GPTQ 128×256 int4, group 64 (float16 logical) = qweight int32[32×128] + "
+        "scales float16[4×128] + qzeros int32[4×16] + g_idx int32[256]: 18.2 KiB stored, 64.0 KiB as float16"
+    ) in str(layout).splitlines()
+    node = layout.tree().find(P)
+    assert (node.piece.of, node.piece.kind, node.piece.shape, node.piece.bits) == (
+        f"{P}.weight",
+        "GPTQ",
+        (N_OUT, N_IN),
+        4,
+    )
+    assert node.unpacked == (N_OUT * N_IN * 2 + N_OUT * 2, ("float16",))
+    assert node.nbytes == 32 * 128 * 4 + 4 * 128 * 2 + 4 * 16 * 4 + 256 * 4 + 128 * 2
+
+
+def test_gptq_3_bit_and_one_group(tmp_path):
+    qc = {**GPTQ_CONFIG, "bits": 3, "group_size": -1}
+    t = gptq_tensors(bits=3, groups=1)
+    t[f"{P}.qzeros"] = torch.zeros(1, -(-N_OUT * 3 // 32), dtype=torch.int32)
+    layout = tv.analyze(folder(tmp_path, t, qc))
+    assert layout[f"{P}.qweight"].piece.shape == (N_OUT, N_IN)
+    assert layout[f"{P}.qweight"].piece.group == (N_IN,)
+    assert "problems" not in layout.metadata
+
+
+def test_awq_from_config(tmp_path):
+    d = folder(tmp_path, awq_tensors(), AWQ_CONFIG)
+    layout = tv.analyze(d)
+    check_spans(layout, d / "model.safetensors")
+    assert layout[f"{P}.qweight"].piece == Piece(f"{P}.weight", "qweight", "AWQ", "float16", (N_OUT, N_IN), 4, (GROUP,))
+    assert "problems" not in layout.metadata
+
+
+def test_fp8_block_scales_from_config(tmp_path):
+    d = folder(tmp_path, fp8_tensors(), FP8_CONFIG, dtype="bfloat16")
+    layout = tv.analyze(d)
+    check_spans(layout, d / "model.safetensors")
+    piece = Piece(f"{P}.weight", "weight", "FP8", "bfloat16", (256, 256), 0, (128, 128))
+    assert layout[f"{P}.weight"].piece == piece
+    assert layout[f"{P}.weight_scale_inv"].piece.part == "weight_scale_inv"
+    assert layout["model.norm.weight"].piece is None
+    assert "problems" not in layout.metadata
+    line = f"  {P}.weight  FP8 256×256, group 128×128 (bfloat16 logical) = weight float8_e4m3fn[256×256] + "
+    assert any(
+        s.startswith(line + "weight_scale_inv float32[2×2]: 64.0 KiB stored, 128.0 KiB as bfloat16")
+        for s in str(layout).splitlines()
+    )
+
+
+@pytest.mark.parametrize(("tensors", "kind"), [(gptq_tensors(), "GPTQ"), (awq_tensors(), "AWQ")])
+def test_recognised_from_names_without_a_config(tmp_path, tensors, kind):
+    layout = tv.analyze(folder(tmp_path, tensors))
+    assert layout[f"{P}.qweight"].piece == Piece(f"{P}.weight", "qweight", kind, "float16", (N_OUT, N_IN), 4, (128,))
+    assert layout.metadata["quantization"]["from"] == "tensor names and shapes"
+
+
+def test_packed_shapes_that_do_not_match_bits_and_group_are_problems(tmp_path):
+    qc = {**GPTQ_CONFIG, "group_size": 32}  # the tensors were packed with group 64
+    layout = tv.analyze(folder(tmp_path, gptq_tensors(), qc))
+    assert layout.metadata["problems"] == [
+        f"{P}.qzeros is int32[4×16] but GPTQ int4 with group 32 and qweight int32[32×128] (128 × 256) needs "
+        "[8×16]; a loader trusting the config reads past it or mis-scales",
+        f"{P}.scales is float16[4×128] but GPTQ int4 with group 32 and qweight int32[32×128] (128 × 256) needs "
+        "[8×128]; a loader trusting the config reads past it or mis-scales",
+    ]
+    assert "  problem: " + layout.metadata["problems"][0] in str(layout).splitlines()
+
+
+def test_fp8_scale_grid_that_does_not_cover_the_weight_is_a_problem(tmp_path):
+    layout = tv.analyze(folder(tmp_path, fp8_tensors(scale_rows=1), FP8_CONFIG))
+    assert layout.metadata["problems"] == [
+        f"{P}.weight_scale_inv is float32[1×2] but weight float8_e4m3fn[256×256] in 128×128 blocks needs [2×2]; "
+        "a loader trusting weight_block_size reads past it"
+    ]
+
+
+def test_a_single_file_finds_the_config_beside_it(tmp_path):
+    d = folder(tmp_path, awq_tensors(), AWQ_CONFIG)
+    layout = tv.analyze(d / "model.safetensors")
+    assert layout[f"{P}.scales"].piece.kind == "AWQ"
+    assert layout.metadata["quantization"]["from"] == "config.json quantization_config"
+
+
+def test_a_broken_config_is_said_and_names_still_work(tmp_path):
+    d = folder(tmp_path, gptq_tensors())
+    (d / "config.json").write_text("{not json")
+    layout = tv.analyze(d)
+    assert layout[f"{P}.qweight"].piece.kind == "GPTQ"
+    assert layout.metadata["problems"][0].startswith("config.json could not be read (JSONDecodeError:")
