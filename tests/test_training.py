@@ -333,3 +333,10 @@ def test_diagram_coloured_by_category() -> None:
     assert plain.header.legend == () and "Adam" in plain.header.text
     with pytest.raises(DiagramOptionError, match="no categories"):
         tv.diagram({"w": torch.zeros(2)}, by="category")
+
+
+def test_model_map_html_shows_categories() -> None:
+    model = Tied()
+    opt = stepped(model, OPTIMIZERS["adam"])
+    html = tv.analyze(model, optimizer=opt)._repr_mimebundle_()["text/html"]
+    assert '<span class="tvt-kind">weights 168 B · grads 168 B · optimizer state 344 B</span>' in html  # mid

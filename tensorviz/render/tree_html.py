@@ -17,6 +17,7 @@ import html
 import itertools
 from typing import TYPE_CHECKING
 
+from tensorviz.core.categories import category_words
 from tensorviz.core.tree import RELATION_WORDS, alike_runs, format_count
 from tensorviz.core.units import format_bytes
 
@@ -127,8 +128,15 @@ def _cells(node: Node, total: int) -> str:
         f'<span class="tvt-num">{format_bytes(node.nbytes)}</span>'
         f'<span class="tvt-num">{node.fraction:.1%}</span>'
         f'<span class="tvt-num">{format_count(node.numel)}</span>'
-        f"<span>{e(what)}{_mark(node)}</span>"
+        f"<span>{e(what)}{_categories(node)}{_mark(node)}</span>"
     )
+
+
+def _categories(node: Node) -> str:
+    """Training state: what the bytes of a module (or a parameter with its state) are."""
+    if len(node.categories) < 2:
+        return ""
+    return f' <span class="tvt-kind">{html.escape(category_words(node.categories))}</span>'
 
 
 def _bar(node: Node, total: int) -> str:
