@@ -101,3 +101,43 @@ def test_torch_compile_of_a_pretrained_model_gets_a_save_pretrained_verdict(tmp_
     assert v.dropped == ("_orig_mod.lm_head.weight",) and v.lost_nbytes == 0  # tied: rebuilt on load
     assert ("_orig_mod.transformer.wte.weight", "transformer.wte.weight") in v.renamed
     assert all(torch.equal(back.state_dict()[k], t) for k, t in m.state_dict().items())
+
+
+def _ignoring_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class Ignoring(GPT2LMHeadModel):
+        _keys_to_ignore_on_save = ["transformer.ln_f.weight", "calibration"]
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.register_buffer("calibration", torch.ones(5))  # persistent; __init__ makes ones
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = Ignoring(GPT2Config(vocab_size=16, n_positions=8, n_embd=15, n_layer=1, n_head=3))
+    with torch.no_grad():  # "trained": neither is what from_pretrained would make
+        m.transformer.ln_f.weight.fill_(0.5)
+        m.calibration.fill_(2.0)
+    return m
+
+
+def test_keys_ignored_on_save_are_lost_unless_init_weights_rebuilds_them(tmp_path):
+    m = _ignoring_gpt2()
+    v = tv.save_check(m)["transformers.save_pretrained"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.save_pretrained(tmp_path)
+        back = type(m).from_pretrained(tmp_path).state_dict()
+    original = m.state_dict()
+    lost = {k: t.nbytes for k, t in original.items() if not torch.equal(back[k], t)}
+    assert lost == {"transformer.ln_f.weight": 60, "calibration": 20}
+    assert v.outcome == "drops data" and v.lost_nbytes == sum(lost.values())
+    assert set(lost) <= set(v.dropped) and v.ignored == ()
+    notes = " ".join(v.notes)
+    assert (
+        "transformer.ln_f.weight: listed in _keys_to_ignore_on_save, and its _init_weights re-initialises it" in notes
+    )
+    assert (
+        "calibration: listed in _keys_to_ignore_on_save, and its _init_weights leaves it as __init__ made it" in notes
+    )

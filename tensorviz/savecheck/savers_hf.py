@@ -81,11 +81,34 @@ def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
                 f"from_pretrained will not restore {name}: it is dropped as a duplicate, "
                 f"but the model does not declare it tied (all_tied_weights_keys)"
             )
-    if run.ignored:
-        run.notes.append(
-            "the names the model ignores on save (_keys_to_ignore_on_save) are built again by from_pretrained"
-        )
+    _judge_ignored(run, model)
     return run
+
+
+def _judge_ignored(run: Run, model: Any) -> None:
+    """Names left out by ``_keys_to_ignore_on_save``: kept as ignored only where from_pretrained
+    rebuilds them (the model's ``_init_weights`` replayed on a meta twin, see
+    :mod:`tensorviz.savecheck.init_replay`); the others are dropped names it will not restore."""
+    from tensorviz.savecheck.init_replay import init_rebuild
+
+    rebuilt = []
+    for name in run.ignored:
+        how = init_rebuild(model, name)
+        if how == "rebuilt":
+            rebuilt.append(name)
+            continue
+        run.dropped.append(name)
+        why = {
+            "re-initialised": "its _init_weights re-initialises it",
+            "untouched": "its _init_weights leaves it as __init__ made it",
+        }.get(how, f"lost unless your _init_weights rebuilds it ({how})")
+        run.notes.append(f"from_pretrained does not bring back {name}: listed in _keys_to_ignore_on_save, and {why}")
+    run.ignored[:] = rebuilt
+    if rebuilt:
+        run.notes.append(
+            "the names the model ignores on save (_keys_to_ignore_on_save) are built again by from_pretrained "
+            "(its _init_weights computes them)"
+        )
 
 
 def _anchor_transformers(run: Run, sd: dict[str, Any]) -> None:

@@ -61,8 +61,10 @@ class Verdict:
             (``.contiguous()``/``.clone()``) rather than as a view of their storage.
         renamed: ``(given name, name written)`` pairs, from the saver's own renaming rule
             (transformers' weight conversions); a given name split into several appears in each.
-        ignored: names the model's own rule leaves out on save (``_keys_to_ignore_on_save``);
-            the model builds them again on load, so no data is lost.
+        ignored: names the model's own rule leaves out on save (``_keys_to_ignore_on_save``)
+            that its ``_init_weights`` computes again on load (replayed on a meta twin), so no
+            data is lost; an ignored name it re-initialises or leaves as ``__init__`` made it is
+            in ``dropped``, its bytes lost.
         written_nbytes: tensor bytes the saver writes (torch.save: whole storages).
         file_nbytes: exact file size(s) when known (safetensors; torch.save for ``archive.pt``).
         unique_nbytes: distinct bytes the given tensors read.
