@@ -22,7 +22,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
@@ -247,16 +247,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["load-check"]:
         return load_check_main(argv[1:])
     args = build_parser().parse_args(argv)
+    return _guarded(lambda: _run(args), "tensorviz", 1)
+
+
+def _guarded(run: Callable[[], int], prog: str, error_status: int) -> int:
+    """``run()``; bad input is one line on stderr and ``error_status``, never a traceback."""
     try:
-        return _run(args)
+        return run()
     except BrokenPipeError:
         # The reader stopped early (``| head``). Point stdout at /dev/null so that the flush at
         # exit does not fail again, and stop without a message, as other Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+        return error_status
     except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
-        print(f"tensorviz: error: {terminal(_one_line(err))}", file=sys.stderr)
-        return 1
+        print(f"{prog}: error: {terminal(_one_line(err))}", file=sys.stderr)
+        return error_status
     except KeyboardInterrupt:
         return 130
 
@@ -324,19 +329,14 @@ def diff_main(argv: Sequence[str]) -> int:
         args = build_diff_parser().parse_args(argv)
     except SystemExit as stop:  # argparse: 0 for --help, 2 for a usage error
         return int(stop.code or 0)
+    return _guarded(lambda: _diff_run(args), "tensorviz diff", 2)
+
+
+def _diff_run(args: argparse.Namespace) -> int:
     from tensorviz import diff
 
-    try:
-        d = diff(args.a, args.b, content=args.content)
-        print(json_text(d.to_json()) if args.json else d.to_text(width=max(args.width, 40)))
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 2
-    except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
-        print(f"tensorviz diff: error: {terminal(_one_line(err))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    d = diff(args.a, args.b, content=args.content)
+    print(json_text(d.to_json()) if args.json else d.to_text(width=max(args.width, 40)))
     return 0 if d.same else 1
 
 
@@ -363,14 +363,14 @@ def load_check_main(argv: Sequence[str]) -> int:
         args = build_load_check_parser().parse_args(argv)
     except SystemExit as stop:
         return int(stop.code or 0)
-    try:
-        from tensorviz.loadcheck.check import load_check, meta_model_from_config
+    return _guarded(lambda: _load_check_run(args), "tensorviz load-check", 2)
 
-        r = load_check(meta_model_from_config(args.model), args.source, loader=args.loader, strict=not args.no_strict)
-        print(json_text(r.to_json()) if args.json else r.to_text())
-    except (TensorvizError, OSError, ImportError, ValueError, TypeError, KeyError) as err:
-        print(f"tensorviz load-check: error: {terminal(_one_line(err))}", file=sys.stderr)
-        return 2
+
+def _load_check_run(args: argparse.Namespace) -> int:
+    from tensorviz.loadcheck.check import load_check, meta_model_from_config
+
+    r = load_check(meta_model_from_config(args.model), args.source, loader=args.loader, strict=not args.no_strict)
+    print(json_text(r.to_json()) if args.json else r.to_text())
     return 0 if r.clean else 1
 
 

@@ -252,38 +252,21 @@ def test_prediction_equals_the_real_load(name: str, tmp_path) -> None:
             assert shares == (frozenset(group.names) not in r.ties_broken), group.names
 
 
+#: What a report says, each non-empty in some scenario.
+FACTS = ("raises", "missing", "unexpected", "mismatched", "cast", "narrowing", "conflicts", "untouched", "ties_broken")
+
+
 def test_scenarios_cover_each_kind_of_fact(tmp_path) -> None:
     """The table is not vacuous: each fact is non-empty in some scenario."""
     seen: dict[str, set[str]] = collections.defaultdict(set)
     for name, (make_model, make_source, strict, assign) in SCENARIOS.items():
         r = tv.load_check(make_model(), make_source(str(tmp_path)), strict=strict, assign=assign)
-        for fact in (
-            "raises",
-            "missing",
-            "unexpected",
-            "mismatched",
-            "cast",
-            "narrowing",
-            "conflicts",
-            "untouched",
-            "ties_broken",
-        ):
+        for fact in FACTS:
             if getattr(r, fact):
                 seen[fact].add(name)
         if r.clean:
             seen["clean"].add(name)
-    assert set(seen) == {
-        "raises",
-        "missing",
-        "unexpected",
-        "mismatched",
-        "cast",
-        "narrowing",
-        "conflicts",
-        "untouched",
-        "ties_broken",
-        "clean",
-    }
+    assert set(seen) == {*FACTS, "clean"}
     assert (
         "tied model <- untied checkpoint" in seen["conflicts"] and "views of one buffer fed twice" in seen["conflicts"]
     )
