@@ -13,6 +13,7 @@ from typing import Any
 from tensorviz.core import hooks
 from tensorviz.core.errors import FileFormatError, TensorvizError, TooLargeError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
+from tensorviz.core.limits import limits
 from tensorviz.core.records import Group, Skipped, Storage, TensorView
 from tensorviz.plan.diagram import diagram
 from tensorviz.render.show import show
@@ -30,6 +31,7 @@ __all__ = [
     "why_size",
     "diff",
     "load_check",
+    "limits",
     "Layout",
     "TensorView",
     "Storage",

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
-from tensorviz.core.names import terminal, unicode_safe
+from tensorviz.core.names import elide, shown, terminal, unicode_safe
 
 __all__ = [
     "main",
@@ -44,7 +44,11 @@ JSON_SCHEMA_VERSION = 1
 _GROUPINGS = ("storage", "span", "overlap")
 
 
-def layout_to_json(layout: Any) -> dict[str, Any]:
+#: Longest name written whole to JSON unless ``--full`` (``layout_to_json(full=True)``).
+JSON_NAME_CAP = 1_000
+
+
+def layout_to_json(layout: Any, full: bool = False) -> dict[str, Any]:
     """The layout as plain JSON data (schema ``tensorviz.layout``, version 1).
 
     Top level: ``schema``, ``version``, ``tensorviz_version``, ``source``, ``storages``,
@@ -53,7 +57,9 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
     once; each view's ``category``: weights, buffers, gradients, optimizer, copies, other or
     ""). A storage key is ``[device, identity]``; views and groups
     also give ``storage_index``, the position in ``storages``. New fields may be added within
-    a version; a renamed or removed field bumps ``version``.
+    a version; a renamed or removed field bumps ``version``. A name longer than
+    :data:`JSON_NAME_CAP` characters keeps its start and end around "…" (made unique with
+    " #k" where two would read alike) unless ``full``: a 50 MB name stays out of the document.
 
     >>> import torch, tensorviz as tv
     >>> w = torch.zeros(4, 4)
@@ -65,7 +71,7 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
 
     storages = layout.storages
     index = {s.key: s.index for s in storages}
-    return {
+    doc = {
         "schema": JSON_SCHEMA,
         "version": JSON_SCHEMA_VERSION,
         "tensorviz_version": __version__,
@@ -77,6 +83,35 @@ def layout_to_json(layout: Any) -> dict[str, Any]:
         "metadata": _plain(layout.metadata),
         "categories": _categories_json(layout),
     }
+    return doc if full else _names_elided(doc)
+
+
+def _names_elided(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with every name past :data:`JSON_NAME_CAP` elided, one elided form per name."""
+    forms: dict[str, str] = {}
+    taken: set[str] = set()
+
+    def nm(name: str) -> str:
+        if len(name) <= JSON_NAME_CAP:
+            return name
+        if name not in forms:
+            form = elide(name, JSON_NAME_CAP)
+            if form in taken:
+                form = f"{form} #{len(forms)}"
+            taken.add(form)
+            forms[name] = form
+        return forms[name]
+
+    for v in doc["views"]:
+        v["name"] = nm(v["name"])
+    for s in doc["storages"]:
+        s["names"], s["complete_names"] = list(map(nm, s["names"])), list(map(nm, s["complete_names"]))
+    for groups in doc["groups"].values():
+        for g in groups:
+            g["names"] = list(map(nm, g["names"]))
+    for sk in doc["skipped"]:
+        sk["name"] = nm(sk["name"])
+    return doc
 
 
 def _categories_json(layout: Any) -> dict[str, int]:
@@ -266,6 +301,13 @@ def _guarded(run: Callable[[], int], prog: str, error_status: int) -> int:
         return 130
 
 
+def _say(text: str, full: bool = False, file: Any = None) -> None:
+    """Print text for a terminal: every line through :func:`~tensorviz.core.names.shown` (the one
+    escaping function: a name or skip reason from a file can neither restyle the terminal nor,
+    unless ``--full``, fill it)."""
+    print("\n".join(shown(line, bool(full)) for line in text.split("\n")), file=file or sys.stdout)
+
+
 def _run(args: argparse.Namespace) -> int:
     from tensorviz.sources import analyze
 
@@ -276,21 +318,21 @@ def _run(args: argparse.Namespace) -> int:
     if json_to_stdout:
         pass
     elif args.tree:
-        print(layout.tree().to_text(depth=args.depth))
+        _say(layout.tree().to_text(depth=args.depth), args.full)
     else:
         text_by = "storage" if args.by == "rank" else args.by  # rank is a colouring of storage lanes
-        print(layout.to_text(by=text_by, max_views=args.max_views, full=args.full or None))
+        _say(layout.to_text(by=text_by, max_views=args.max_views, full=args.full or None), args.full)
     if args.save_check:
         from tensorviz.savecheck.report import save_check
 
         report = save_check(layout).to_text()
-        print(report, file=sys.stderr if json_to_stdout else sys.stdout)
+        _say(report, args.full, file=sys.stderr if json_to_stdout else sys.stdout)
     if args.why_size:
         from tensorviz.savecheck.filesize import size_report
 
-        print(size_report(args.path), file=sys.stderr if json_to_stdout else sys.stdout)
+        _say(size_report(args.path), args.full, file=sys.stderr if json_to_stdout else sys.stdout)
     if args.json:
-        text = json_text(layout_to_json(layout))
+        text = json_text(layout_to_json(layout, full=bool(args.full)))
         if json_to_stdout:
             print(text)
         else:

@@ -236,7 +236,290 @@ def build(folder: str) -> dict[str, str]:  # noqa: PLR0915 - one line per case r
     be = _small_ckpt()
     i = be.find(b"little")
     put("pt-big-endian-bad-crc", "be2.pt", be[:i] + b"big\x00\x00\x00" + be[i + 6 :])
+    cases.update(build_round3(folder, put, special))
+    cases.update({name: f"object:{name}" for name in OBJECTS})
     return cases
+
+
+# -- round 3 (issue 21) ----------------------------------------------------------------------------
+def _op_int(n: int) -> bytes:
+    """A pickle opcode pushing ``n`` (BININT for 32 bits, else LONG1)."""
+    if 0 <= n < 1 << 31:
+        return b"J" + n.to_bytes(4, "little")
+    raw = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(raw)]) + raw
+
+
+def _op_str(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    return b"X" + len(raw).to_bytes(4, "little") + raw
+
+
+_T = b"<<tensor>>"
+
+
+def _listed(body: bytes) -> bytes:
+    """As :func:`_with_tensor`, the tensor read where ``body`` holds :data:`_T` (nothing else
+    in ``body`` is rewritten: it may hold any byte)."""
+    base = _small_ckpt()
+    pkl = _pickle_of(base)
+    get = b"h" + pkl[-3:-2]
+    return _rezip(base, {"data.pkl": b"\x80\x02]" + pkl[2:-1] + b"a" + body.replace(_T, get) + b"."})
+
+
+def _call(glob: str, *args: bytes) -> bytes:
+    """GLOBAL ``module.name`` called (REDUCE) on the pushed ``args``."""
+    module, name = glob.rsplit(".", 1)
+    return b"c" + f"{module}\n{name}\n".encode() + b"(" + b"".join(args) + b"tR"
+
+
+def _meta_huge(n_tensors: int, numel: int) -> bytes:
+    """``n_tensors`` meta float64 tensors of ``numel`` elements each (no storage, any size)."""
+    import torch
+
+    data = _save({f"m{i}": torch.empty(4, device="meta", dtype=torch.float64) for i in range(n_tensors)})
+    pkl = _pickle_of(data)
+    assert pkl.count(b"K\x04\x85") == n_tensors
+    return _rezip(data, {"data.pkl": pkl.replace(b"K\x04\x85", _op_int(numel) + b"\x85")})
+
+
+def _shared_ops(depth: int) -> bytes:
+    """Pickle opcodes pushing a tuple of shared references ``depth`` deep (2**depth leaves as
+    text; each level two memo gets), in memo slots no pickler uses."""
+    slot = 1 << 30
+    out = _op_str("x") + b"r" + slot.to_bytes(4, "little")
+    for k in range(depth):
+        get = b"j" + (slot + k).to_bytes(4, "little")
+        out += get + get + b"\x86r" + (slot + k + 1).to_bytes(4, "little")
+    return out
+
+
+def _dcp(folder: str, name: str, *, fqn: bytes = b"", path: bytes = b"") -> str:
+    """A DCP folder (one tensor "w", one chunk, one file) whose MetadataIndex fqn or file name is
+    replaced by the given pickle opcodes."""
+    import pickle
+
+    import torch
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+    from torch.distributed.checkpoint.metadata import (
+        ChunkStorageMetadata,
+        Metadata,
+        MetadataIndex,
+        TensorProperties,
+        TensorStorageMetadata,
+    )
+
+    chunk = ChunkStorageMetadata(offsets=torch.Size([0]), sizes=torch.Size([2]))
+    tsm = TensorStorageMetadata(properties=TensorProperties(dtype=torch.float32), size=torch.Size([2]), chunks=[chunk])
+    info = _StorageInfo(relative_path="PATHPLACEHOLDER", offset=0, length=8)
+    index = MetadataIndex(fqn="FQNPLACEHOLDER0", offset=torch.Size([0]))
+    data = pickle.dumps(Metadata(state_dict_metadata={"w": tsm}, storage_data={index: info}), protocol=2)
+    for text, ops in (("FQNPLACEHOLDER0", fqn), ("PATHPLACEHOLDER", path)):
+        if ops:
+            data = data.replace(_op_str(text), ops)
+    d = os.path.join(folder, name)
+    os.mkdir(d)
+    with open(os.path.join(d, ".metadata"), "wb") as f:
+        f.write(data)
+    with open(os.path.join(d, "__0_0.distcp"), "wb") as f:
+        f.write(bytes(8))
+    return d
+
+
+def _dcp_many_ops(folder: str, n: int) -> str:
+    """A DCP .metadata pickle of ``n`` small ints in a list (each one opcode)."""
+    d = os.path.join(folder, "dcp-ops")
+    os.mkdir(d)
+    with open(os.path.join(d, ".metadata"), "wb") as f:
+        f.write(b"\x80\x04]" + b"(" + b"K\x01" * n + b"e.")
+    return d
+
+
+def _zip_records(n: int, pickle_ops: int) -> bytes:
+    """A checkpoint with ``n`` empty, unused ``data/N`` records and ``pickle_ops`` empty lists."""
+    base = _small_ckpt()
+    out = io.BytesIO()
+    inner = _pickle_of(base)[2:-1]
+    with zipfile.ZipFile(io.BytesIO(base)) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("/data.pkl"):
+                data = b"\x80\x02]" + b"]a" * pickle_ops + inner + b"a."
+            dst.writestr(info.filename, data)
+        for i in range(n):
+            dst.writestr(f"archive/data/{1000 + i}", b"")
+    return out.getvalue()
+
+
+def build_round3(folder: str, put, special) -> dict[str, str]:  # noqa: PLR0915 - one line per case
+    """Issue 21's classes 1-5 and 10; returns the DCP folders (cases that are folders)."""
+    import torch
+
+    cases: dict[str, str] = {}
+    # 1. allowed globals that compute or allocate
+    put("r3-bytearray-600MB", "ba.pt", _listed(_call("__builtin__.bytearray", _op_int(600_000_000)) + b"a"))
+    put("r3-bytearray-2GB", "ba2.pt", _listed(_call("builtins.bytearray", _op_int(2_000_000_000)) + b"a"))
+    punycode = _call("_codecs.encode", _op_str("ä" * 12_500), _op_str("punycode"))
+    put("r3-codecs-punycode", "puny.pt", _listed(punycode + b"a"))
+    put("r3-codecs-utf7", "utf7.pt", _listed(_call("_codecs.encode", _op_str("ä" * 12_500), _op_str("utf-7")) + b"a"))
+    put("r3-untyped-storage-N", "us.pt", _listed(_call("torch.storage.UntypedStorage", _op_int(1 << 40)) + b"a"))
+    put("r3-float-tensor-N", "ft.pt", _listed(_call("torch.FloatTensor", _op_int(1 << 30)) + b"a"))
+    new_tensor = b"ctorch\nTensor\n" + _op_int(1 << 30) + b"\x85\x81"
+    put("r3-tensor-newobj-N", "tn.pt", _listed(new_tensor + b"a"))
+    wrapped = _call("torch._tensor._rebuild_from_type_v2", b"c__builtin__\nbytearray\n", b"ctorch\nTensor\n",
+                    _op_int(1 << 31) + b"\x85", b"}")  # fmt: skip
+    put("r3-from-type-v2-bytearray", "ftv2.pt", _listed(wrapped + b"a"))
+    put("r3-device-from-cpu", "dev.pt", _listed(_call("torch._utils._rebuild_device_tensor_from_cpu_tensor",
+                                                           _T, b"ctorch\nfloat64\n", _op_str("cpu"), b"\x89") + b"a"))  # fmt: skip
+    put(
+        "r3-bytes-values-ok",
+        "bytesok.pt",
+        _save({"w": torch.zeros(2), "b": b"\x00hi", "ba": bytearray(b"xyz"), "s": {1, 2}}),
+    )
+    # 2. records inflated before they are checked
+    bomb = bytes(64_000_000)
+    put("r3-deflated-byteorder", "bo.pt", _rezip(_small_ckpt(), {"byteorder": bomb}, deflate=("byteorder",)))
+    put(
+        "r3-deflated-format-version",
+        "fv.pt",
+        _rezip(_small_ckpt(), {".format_version": bomb}, deflate=(".format_version",)),
+    )
+    put("r3-deflated-version", "ver.pt", _rezip(_small_ckpt(), {"version": bomb}, deflate=("version",)))
+    put("r3-deflated-data-record", "dr.pt", _rezip(_small_ckpt(), {}, deflate=("data/0",)))
+    put("r3-deflated-pickle-ok", "dp.pt", _rezip(_small_ckpt(), {}, deflate=("data.pkl",)))
+    # 3. budgets the file cannot raise
+    put("r3-30k-empty-records-3M-ops", "recs.pt", _zip_records(30_000, 3_000_000))
+    put("r3-1.2M-ops", "ops12.pt", _many_empty_lists(1_200_000))
+    cases["r3-dcp-3M-ops"] = _dcp_many_ops(folder, 3_000_000)
+    wm = {f"t{i}": "s.safetensors" for i in range(600_000)}
+    put("r3-index-600k-names", "big.index.json", json.dumps({"weight_map": wm}).encode())
+    # 4. memo-shared structures
+    cases["r3-dcp-shared-tuple-fqn"] = _dcp(folder, "dcp-tuple", fqn=_shared_ops(60))
+    posix = b"cpathlib\nPosixPath\n" + _shared_ops(60) + b"\x85R"
+    cases["r3-dcp-shared-tuple-path"] = _dcp(folder, "dcp-path", fqn=_op_str("w"), path=posix)
+    cases["r3-dcp-shared-tuple-path-19"] = _dcp(
+        folder, "dcp-path19", fqn=_op_str("w"), path=b"cpathlib\nPosixPath\n" + _shared_ops(19) + b"\x85R"
+    )
+    cases["r3-dcp-long-fqn"] = _dcp(folder, "dcp-long", fqn=_op_str("w" * 100_000))
+    cases["r3-dcp-ok"] = _dcp(folder, "dcp-ok", fqn=_op_str("w"), path=_op_str("__0_0.distcp"))
+    shared_key = b"}" + _shared_ops(60) + _op_int(1) + b"s"
+    put("r3-pt-shared-tuple-dict-key", "skey.pt", _listed(shared_key + b"a"))
+    # 5. int64 overflow
+    put("r3-meta-2^62-bytes", "m62.pt", _meta_huge(1, 1 << 59))
+    put("r3-three-meta-2^61-bytes", "m61.pt", _meta_huge(3, 1 << 58))
+    put("r3-three-meta-near-2^62-bytes", "m62x3.pt", _meta_huge(3, (1 << 59) - 1))
+    put("r3-meta-2^70-elements", "m70.pt", _meta_huge(1, 1 << 70))
+    put("r3-meta-2^57-bytes-ok", "m57.pt", _meta_huge(1, 1 << 54))
+    # 10. hostile data never cached
+    put("r3-60MB-dtype", "dtype.safetensors", st_bytes(hdr(w=_entry(dtype="F" * 60_000_000))))
+    return cases
+
+
+# -- live objects (class 11 and 3): built in the child, then analysed ------------------------------
+def _self_child():
+    import torch
+
+    m = torch.nn.Linear(2, 2)
+    m.add_module("me", m)
+    return m
+
+
+def _two_cycle():
+    import torch
+
+    a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    a.add_module("b", b)
+    b.add_module("a", a)
+    return a
+
+
+def _shared_dag(depth: int = 40):
+    import torch
+
+    root = cur = torch.nn.Module()
+    for i in range(depth):
+        nxt = torch.nn.Linear(1, 1) if i == depth - 1 else torch.nn.Module()
+        cur.add_module("a", nxt)
+        cur.add_module("b", nxt)
+        cur = nxt
+    return root
+
+
+def _state_dict_module(kind: str):
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(2))
+
+        def state_dict(self, *args, **kwargs):
+            if kind == "raises":
+                raise RuntimeError("broken\x1b[31m state_dict")
+            return ((k, v) for k, v in [("w", self.w)])
+
+    return M()
+
+
+def _odd_values():
+    import torch
+
+    class NoAttrs:
+        def __getattribute__(self, name):
+            raise ValueError("no attributes")
+
+    class BadStr:
+        def __str__(self):
+            raise ValueError("no text")
+
+        def __hash__(self):
+            return 1
+
+    deep: tuple = ()
+    for _ in range(100_000):
+        deep = (deep,)
+    return {"x": NoAttrs(), BadStr(): torch.zeros(2), deep: torch.zeros(3), "w": torch.zeros(4)}
+
+
+def _endless_mapping():
+    import itertools
+    from collections.abc import Mapping
+
+    import torch
+
+    t = torch.zeros(1)
+
+    class Endless(Mapping):
+        def __getitem__(self, key):
+            return t
+
+        def __len__(self):
+            return 1
+
+        def __iter__(self):
+            return (f"k{i}" for i in itertools.count())
+
+    return Endless()
+
+
+def _ten_million_names():
+    import torch
+
+    t = torch.zeros(1)
+    return dict.fromkeys(map(str, range(3_000_000)), t)
+
+
+OBJECTS = {
+    "obj-module-own-child": _self_child,
+    "obj-two-module-cycle": _two_cycle,
+    "obj-shared-module-dag-2^40": _shared_dag,
+    "obj-state-dict-raises": lambda: _state_dict_module("raises"),
+    "obj-state-dict-generator": lambda: _state_dict_module("generator"),
+    "obj-odd-values-and-keys": _odd_values,
+    "obj-endless-mapping": _endless_mapping,
+    "obj-3M-names": _ten_million_names,
+    "obj-proc-self-mem": lambda: "/proc/self/mem",
+}
 
 
 # -- the runner ------------------------------------------------------------------------------------
@@ -257,6 +540,7 @@ def _summary(layout) -> dict:
         "names": list(layout.names[:4]),
         "max_name": max((len(n) for n in layout.names), default=0),
         "values": len(layout.metadata.get("values", {})),
+        "reason0": layout.skipped[0].reason[:200] if layout.skipped else "",
     }
 
 
@@ -265,6 +549,8 @@ def _child(path: str, w: int, as_limit: int) -> None:
     from tensorviz.core.errors import TensorvizError
 
     resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
+    if path.startswith("object:"):  # a live object, built here (not timed)
+        path = OBJECTS[path.removeprefix("object:")]()
     signal.alarm(TIMEOUT_S)
     rss0 = _vm_kib("VmRSS")
     t0 = time.perf_counter()

@@ -563,15 +563,19 @@ def test_index_counts_packed_tensors_as_present(tmp_path):
 
 
 def test_a_real_optimizer_sized_checkpoint_is_not_refused(tmp_path):
-    """40,000 tensors (~1.2M pickle opcodes, past the fixed work limit): the limits grow with the
-    storages the archive really holds, so a real checkpoint this size loads, exactly."""
-    from tensorviz.sources.ckpt_walk import MAX_OPS, ops_limit
+    """20,000 tensors (~600k pickle opcodes) are past the fixed pickle_ops budget (500,000,
+    which no file can raise): refused by name, saying how to raise it; raised deliberately for
+    one block (tv.limits), the same file loads, exactly."""
+    from tensorviz.core.errors import TooLargeError
 
-    n = 40_000
+    n = 20_000
     path = tmp_path / "optimizer.pt"
     torch.save({"state": {i: {"exp_avg": torch.zeros(2), "step": torch.tensor(1.0)} for i in range(n // 2)}}, path)
-    assert ops_limit(n) > MAX_OPS
-    layout = tv.analyze(path)
+    with pytest.raises(TooLargeError, match=r"more than 500,000 pickle ops .*tv.limits\(pickle_ops=2_000_000\)"):
+        tv.analyze(path)
+    with tv.limits(pickle_ops=1_000_000):
+        layout = tv.analyze(path)
+    assert tv.limits().pickle_ops == 500_000  # the block's budget is gone with the block
     assert len(layout) == n and len(layout.storages) == n
-    v = layout["state.19999.exp_avg"]
+    v = layout["state.9999.exp_avg"]
     assert (v.shape, v.stride, v.dtype, v.nbytes) == ((2,), (1,), "float32", 8)

@@ -5,13 +5,17 @@ mutates them field by field and byte by byte: dimensions and offsets (``-0``, ``
 overflowing products), dtype codes, entries as lists, extra keys (deep nesting, ``NaN``,
 ``1e400``, 320-digit numbers, lone surrogate escapes), metadata values, gaps, overlaps,
 zero-size tensors inside other tensors, trailing bytes, BOM, UTF-16, raw surrogates, the length
-field. The oracle is the installed safetensors itself. Names are unique in each header: for a
-name written twice tensorviz is deliberately stricter (see ``tensorviz.sources.st_rules``).
+field -- and repeats keys at every nesting level: a tensor name twice (both valid, a junk or
+mutated copy first or last), ``__metadata__`` twice, a key twice inside ``__metadata__`` (string
+or not), ``dtype``/``shape``/``data_offsets`` twice in an entry, extra fields twice, objects with
+repeated keys nested in extra values. The oracle is the installed safetensors itself (serde:
+the last copy of a map key kept, every copy type-checked, a repeated struct field refused).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import struct
 
 import pytest
@@ -33,10 +37,16 @@ class Raw(str):
     """JSON text written as is (NaN, -0, 1e400, an escape json.dumps would not write)."""
 
 
+class Pairs(list):
+    """A JSON object as (key, value) pairs: a key may be written twice."""
+
+
 def dump(x) -> str:
     """JSON text of ``x``; ``Raw`` strings are written verbatim, dict keys may be Raw too."""
     if isinstance(x, Raw):
         return str(x)
+    if isinstance(x, Pairs):
+        return "{" + ",".join(f"{k if isinstance(k, Raw) else json.dumps(k)}:{dump(v)}" for k, v in x) + "}"
     if isinstance(x, dict):
         return "{" + ",".join(f"{k if isinstance(k, Raw) else json.dumps(k)}:{dump(v)}" for k, v in x.items()) + "}"
     if isinstance(x, list):
@@ -119,7 +129,7 @@ def mutated(draw):
             header["__metadata__"] = draw(
                 hs.sampled_from([{"a": 1}, {"a": None}, None, [], "s", {"a": Raw('"\\ud800"')}])
             )
-    text = dump(header).encode("utf-8", "surrogatepass")
+    text = dump(draw(repeated(header))).encode("utf-8", "surrogatepass")
     raw = draw(hs.sampled_from(["", "", "", "bom", "utf16", "surrogate", "space", "junk", "length"]))
     length_delta = 0
     if raw == "bom":
@@ -135,6 +145,56 @@ def mutated(draw):
     elif raw == "length":
         length_delta = draw(hs.sampled_from([-1, 1]))
     return struct.pack("<Q", max(len(text) + length_delta, 0)) + text + bytes(max(data_len, 0))
+
+
+REPEATS = ["top-same", "top-junk", "top-other", "meta-twice", "meta-key", "meta-key-junk", "field",
+           "field-other", "extra-twice", "extra-nested", "extra-list", "none"]  # fmt: skip
+JUNK = [5, None, "x", [], ["F32", [2]], {"dtype": "F32"}, {"dtype": "X", "shape": [1], "data_offsets": [0, 4]},
+        {"dtype": "F32", "shape": [Raw("-0")], "data_offsets": [0, 4]}, {"dtype": "F32", "shape": [1], "data_offsets": [0]},
+        {"dtype": "F32", "shape": [9], "data_offsets": [0, 4]}, ["F32", [1], [4, 8]]]  # fmt: skip
+
+
+def _as_pairs(x):
+    return Pairs((k, _as_pairs(v)) for k, v in x.items()) if isinstance(x, dict) else x
+
+
+@hs.composite
+def repeated(draw, header):
+    """``header`` as pairs, with zero to two keys written twice at some nesting level."""
+    top = _as_pairs(header)
+    for kind in draw(hs.lists(hs.sampled_from(REPEATS), max_size=2)):
+        at = draw(hs.integers(0, len(top)))
+        entries = [i for i, (k, v) in enumerate(top) if k != "__metadata__"]
+        metas = [i for i, (k, v) in enumerate(top) if k == "__metadata__" and isinstance(v, Pairs)]
+        if kind.startswith("top") and entries:
+            name, info = top[draw(hs.sampled_from(entries))]
+            copy = info if kind == "top-same" else draw(hs.sampled_from(JUNK))
+            if kind == "top-other" and isinstance(info, Pairs):
+                copy = Pairs((k, v) for k, v in info if k != "data_offsets") + [("data_offsets", [0, 0])]
+            top.insert(at, (name, _as_pairs(copy)))
+        elif kind == "meta-twice":
+            top.insert(at, ("__metadata__", draw(hs.sampled_from([Pairs([("a", "b")]), None, Pairs()]))))
+        elif kind.startswith("meta-key") and metas:
+            meta = top[metas[0]][1]
+            value = draw(hs.sampled_from([1, None, []])) if kind == "meta-key-junk" else draw(NAMES)
+            key = meta[0][0] if meta and draw(hs.booleans()) else draw(NAMES)
+            meta.insert(draw(hs.integers(0, len(meta))), (key, value))
+            meta.append((key, draw(NAMES)))
+        elif entries and isinstance(top[entries[0]][1], Pairs):
+            info = top[draw(hs.sampled_from(entries))][1]
+            if not isinstance(info, Pairs):
+                continue
+            if kind.startswith("field"):
+                field = draw(hs.sampled_from(["dtype", "shape", "data_offsets"]))
+                value = dict(info).get(field) if kind == "field" else draw(hs.sampled_from(["F32", [2], [0, 8], "X"]))
+                info.insert(draw(hs.integers(0, len(info))), (field, value))
+            elif kind == "extra-twice":
+                info.extend([("x", 1), ("x", draw(hs.sampled_from(EXTRA_VALUES[-3:] + [Pairs([("a", 1)])])))])
+            elif kind == "extra-nested":
+                info.append(("x", Pairs([("a", 1), ("a", Pairs([("dtype", 1), ("dtype", "F32")]))])))
+            elif kind == "extra-list":
+                info.append(("y", [Pairs([("k", 1), ("k", 2)]), Pairs([("__metadata__", 1), ("__metadata__", 2)])]))
+    return top
 
 
 def safe_open_accepts(path) -> bool:
@@ -155,7 +215,7 @@ def tensorviz_accepts(path) -> bool:
 
 
 @settings(
-    max_examples=2500,
+    max_examples=4000,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -171,6 +231,12 @@ def test_tensorviz_accepts_exactly_what_safe_open_accepts(tmp_path, data):
 @pytest.mark.parametrize(
     "text, data_len",
     [
+        (
+            '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+            8,
+        ),
+        ('{"__metadata__":{"a":"b","a":"c"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8),
+        ('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":{"a":1,"a":2},"x":[{"k":1,"k":2}]}}', 8),
         ('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8),
         ('{"w":["F32",[2],[0,8]]}', 8),
         ('{"w":{"dtype":"F32","shape":[18446744073709551615,0],"data_offsets":[0,0]}}', 0),
@@ -190,3 +256,29 @@ def test_edge_headers_safe_open_accepts_are_accepted(tmp_path, text, data_len):
     raw = text.encode()
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(data_len))
     assert safe_open_accepts(path) and tensorviz_accepts(path)
+
+
+_E = '{"dtype":"F32","shape":[2],"data_offsets":[0,8]}'
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"w":5,"w":' + _E + "}", "(a copy repeated later in the header): expected an object"),
+        ('{"w":{"dtype":"X","shape":[2],"data_offsets":[0,8]},"w":' + _E + "}", "unknown dtype 'X'"),
+        ('{"__metadata__":{},"__metadata__":{},"w":' + _E + "}", "two __metadata__ fields"),
+        ('{"__metadata__":{"a":1,"a":"b"},"w":' + _E + "}", "__metadata__ must map strings to strings"),
+        ('{"w":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}}', "its entry gives dtype twice"),
+        (
+            '{"w":["F32",[2],[0,8]],"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+            "the last 4 bytes belong to no tensor",
+        ),
+    ],
+)
+def test_repeated_keys_safe_open_refuses_are_refused_by_name(tmp_path, text, words):
+    path = tmp_path / "rep.safetensors"
+    raw = text.encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(8))
+    assert not safe_open_accepts(path)
+    with pytest.raises(FileFormatError, match=re.escape(words)):
+        safetensors_part(read_safetensors_header(path))

@@ -38,7 +38,7 @@ from tensorviz.core.relations import RelationFacts
 from tensorviz.core.rows import Rows, drop_duplicates, gc_paused, store
 from tensorviz.core.storages import StorageFacts
 from tensorviz.core.sweep import components, ranked, sweep
-from tensorviz.core.table import Table, objects
+from tensorviz.core.table import Table, beyond_int64, byte_limit_error, objects
 from tensorviz.core.table import build as build_table
 from tensorviz.core.tree import ModelTree, model_tree
 
@@ -189,6 +189,9 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         table = build_table(rows, raw.geometries, raw.labels, raw.extra, release=rows is self._rows)
         self._rows = names
         raw.rows = []
+        wrong = beyond_int64(table)
+        if wrong is not None:
+            raise byte_limit_error(self._source, wrong, names, table)
         return table
 
     @property
@@ -380,9 +383,11 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         lines, else writes a compact summary (totals, ties, shared groups, the largest modules);
         ``full=True`` always lists every storage and view, ``full=False`` always summarises.
         ``max_views`` caps the views listed per storage (default 12; all when ``full=True``).
+        Every line is escaped for a terminal; unless ``full=True``, a line longer than
+        :data:`~tensorviz.core.names.LINE_CAP` (a very long name) keeps its start and end.
         """
         if full:
-            return summary.layout_text(self, by=by, max_views=len(self) if max_views is None else max_views)
+            return summary.layout_text(self, by=by, max_views=len(self) if max_views is None else max_views, full=True)
         text = None if full is False else summary.fits_screen(self, by, 12 if max_views is None else max_views)
         return text if text is not None else summary.compact_text(self, by=by)
 

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["terminal", "drawable", "unicode_safe", "elide", "FILTER_CAP", "filter_text", "search"]
+__all__ = [
+    "terminal",
+    "shown",
+    "LINE_CAP",
+    "drawable",
+    "unicode_safe",
+    "elide",
+    "FILTER_CAP",
+    "filter_text",
+    "search",
+]
 
 # C0 and C1 controls, DEL; bidi embeddings/overrides/isolates and marks; zero-width characters,
 # word joiner, BOM; line and paragraph separators; lone surrogates.
@@ -36,6 +46,24 @@ def terminal(text: str) -> str:
     'w\\\\x1b[31m\\\\nStorage #9'
     """
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+#: Longest line of text output (a name, a skip reason) kept whole unless the user asks for all
+#: (``to_text(full=True)``, ``--full``): a 50 MB name must not become 50 MB of text or HTML.
+LINE_CAP = 400
+
+
+def shown(text: str, full: bool = False, limit: int = LINE_CAP) -> str:
+    """The one function every text output goes through: ``text`` escaped for a terminal
+    (:func:`terminal`) and, unless ``full``, elided to ``limit`` characters (start … end), with
+    work bounded by ``limit`` whatever the text's length.
+
+    >>> shown("w\x1b[2J" + "x" * 1000 + "end", limit=20)
+    'w\\x1b[2Jxxxx…xxxxxend'
+    """
+    if full:
+        return terminal(text)
+    return elide(terminal(elide(text, 4 * limit)), limit)
 
 
 def drawable(text: str) -> str:

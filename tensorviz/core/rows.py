@@ -97,21 +97,50 @@ class Rows:
         return geo
 
 
+class _GcPause:
+    """The collector's pause: one process-wide state, counted and locked. The first pause of any
+    thread records whether the collector was on and turns it off; the last one to end restores
+    exactly that, once. (Reading ``gc.isenabled()`` and calling ``gc.disable()`` per caller,
+    without a lock, lets two threads each see the other's pause as the user's setting and leave
+    the collector off for the whole process.)"""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.was_enabled = False
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.depth == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.depth += 1
+
+    def exit(self) -> None:
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0 and self.was_enabled:
+                gc.enable()
+
+
+_GC = _GcPause()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building many small records.
 
     They are acyclic, but each few hundred allocations would trigger a collection pass, and
     passes reach every live object of the caller (100k tensors and their containers) -- that
-    costs more than the work itself. Re-entrant; restores the collector's previous state.
+    costs more than the work itself. Re-entrant and thread-safe: pauses are counted in one
+    process-wide state (:class:`_GcPause`), and the collector's state from before the first is
+    restored when the last ends.
     """
-    was = gc.isenabled()
-    gc.disable()
+    _GC.enter()
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        _GC.exit()
 
 
 def store(info: StorageInfo) -> tuple:

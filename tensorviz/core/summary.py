@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from tensorviz.core.categories import category_words, is_training, training_lines
 from tensorviz.core.fsdp import fsdp_lines
-from tensorviz.core.names import terminal
+from tensorviz.core.names import shown
 from tensorviz.core.pieces import packed_lines
 from tensorviz.core.tree import RELATION_WORDS, TreeLayout, format_count, tree_lines
 from tensorviz.core.units import format_bytes
@@ -95,7 +95,7 @@ def memory_words(parts: object) -> str:
     return f", one memory of {len(parts)} storage objects at bytes {where}"
 
 
-def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12) -> str:
+def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12, full: bool = False) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
     lines = header_lines(layout)
@@ -131,7 +131,8 @@ def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12) ->
         for sk in layout.skipped:
             lines.append(f"  {sk.name}: {sk.reason}")
     lines.extend(metadata_lines(layout.metadata))
-    return "\n".join(map(terminal, lines))  # a name is data: it can neither end a line nor restyle one
+    # a name is data: it can neither end a line nor restyle one, nor fill the screen unless asked
+    return "\n".join(shown(line, full) for line in lines)
 
 
 def header_lines(layout: TreeLayout) -> list[str]:
@@ -271,7 +272,7 @@ def compact_text(layout: TreeLayout, by: str = "storage") -> str:
     budget = SCREEN_LINES - len(lines) - len(tail) - 1
     lines.append("largest modules (bytes counted once; % of unique bytes):")
     lines += ["  " + line for line in _fitting_tree(tree, tree_lines, budget)]
-    return "\n".join(map(terminal, lines + tail))
+    return "\n".join(map(shown, lines + tail))
 
 
 def _fitting_tree(tree, tree_lines, budget: int) -> list[str]:
@@ -301,6 +302,6 @@ def _capped(title: str, items: list[str], limit: int) -> list[str]:
     """A titled list of at most ``limit`` lines, the rest counted ("… 7 more")."""
     if not items:
         return [f"{title}: none"] if title.startswith("shared") else []
-    shown = items if len(items) <= limit else items[: limit - 1]
-    rest = [f"  … {len(items) - len(shown)} more"] if len(shown) < len(items) else []
-    return [f"{title}: {len(items)}", *(f"  {terminal(item)}" for item in shown), *rest]
+    items_shown = items if len(items) <= limit else items[: limit - 1]
+    rest = [f"  … {len(items) - len(items_shown)} more"] if len(items_shown) < len(items) else []
+    return [f"{title}: {len(items)}", *(f"  {shown(item)}" for item in items_shown), *rest]

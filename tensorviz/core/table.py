@@ -17,8 +17,26 @@ from operator import itemgetter
 import numpy as np
 
 from tensorviz.core import footprint as fp
+from tensorviz.core.errors import TooLargeError
+from tensorviz.core.names import elide, terminal
 
-__all__ = ["Table", "build", "objects", "take", "slices", "cut", "slices_sharing"]
+__all__ = [
+    "Table",
+    "build",
+    "objects",
+    "take",
+    "slices",
+    "cut",
+    "slices_sharing",
+    "BYTE_LIMIT",
+    "beyond_int64",
+    "byte_limit_error",
+]
+
+#: Every byte position and storage size is below this (4 EiB), and their total below 2**63, so
+#: that every byte sum and span the layout computes in int64 is exact; beyond it the input is
+#: refused by name (metadata can claim any offset: a meta tensor at storage offset 2**62).
+BYTE_LIMIT = 1 << 62
 
 _NAME, _TOKEN, _DEVICE, _NBYTES, _DTYPE, _SHAPE, _STRIDE, _OFFSET, _START = (itemgetter(k) for k in range(9))
 _ITEMSIZE = itemgetter(1)
@@ -138,6 +156,51 @@ def build(
     return table
 
 
+def beyond_int64(table: Table) -> tuple[str, int] | None:
+    """The first fact of ``table`` past :data:`BYTE_LIMIT`: ``("view", row)`` for a view whose
+    offset or span (or the products that gave them) may have wrapped, ``("storage", index)``
+    for a storage too big, ``("total", 0)`` when all storages together pass ``2**63``. Floats
+    pick the candidates (within 0.1 % of the limit); Python ints decide them exactly."""
+    near = float(BYTE_LIMIT) * 0.999
+    isz = table.itemsize.astype(np.float64)
+    reach = [g.reach for g in table.geos]
+    reach_f = np.fromiter(map(float, reach), np.float64, len(reach))
+    first = table.offset.astype(np.float64) * isz  # the start, before int64 could wrap it
+    far = table.start.astype(np.float64) + reach_f[table.gid] * isz
+    for i in np.flatnonzero((first >= near) | (far >= near) | (table.offset < 0) | (table.start < 0)).tolist():
+        item, offset = int(table.itemsize[i]), int(table.offset[i])
+        if offset < 0 or offset * item >= BYTE_LIMIT or int(table.start[i]) < 0:
+            return "view", i
+        if int(table.start[i]) + reach[int(table.gid[i])] * item >= BYTE_LIMIT:
+            return "view", i
+    big = np.flatnonzero((table.nbytes >= BYTE_LIMIT) | (table.nbytes < 0))
+    if big.size:
+        return "storage", int(big[0])
+    if (
+        table.nbytes.size
+        and float(table.nbytes.sum(dtype=np.float64)) >= near
+        and sum(table.nbytes.tolist()) >= 1 << 63
+    ):
+        return "total", 0
+    return None
+
+
+def byte_limit_error(source: str, wrong: tuple[str, int], names: Sequence[str], table: Table) -> TooLargeError:
+    """The refusal of a layout whose byte facts would not stay exact in int64 (see
+    :func:`beyond_int64`), naming the view or storage."""
+    what, i = wrong
+    if what == "view":
+        who = f"view {terminal(elide(names[i], 120))!r} (storage offset {int(table.offset[i]):,} elements)"
+    elif what == "storage":
+        who = f"storage {terminal(elide(str(table.key(i)), 120))} ({int(table.nbytes[i]):,} bytes claimed)"
+    else:
+        who = f"the {len(table.nbytes):,} storages together"
+    return TooLargeError(
+        f"{terminal(elide(str(source), 200))}: {who} reach past {BYTE_LIMIT:,} bytes (2**62); tensorviz "
+        f"computes exact byte sums in 64 bits and refuses metadata this large rather than wrap"
+    )
+
+
 class _Columns:
     """Per-row columns read chunk by chunk (see :func:`build`): storage tokens (int64 while they
     are all storage ids, else the objects), storage size, offset, given start, and the first row
@@ -163,13 +226,13 @@ class _Columns:
             self.objects = True
         p["token"].append(tokens)
         p["device"].append(_first_rows(self.dev_first, map(_DEVICE, part), at, k))
-        p["nbytes"].append(np.fromiter(map(_NBYTES, part), np.int64, k))
+        p["nbytes"].append(_int64s(map(_NBYTES, part), k))
         p["gid"].append(_first_rows(self.geo_first, zip(map(_SHAPE, part), map(_STRIDE, part)), at, k))
         p["did"].append(_first_rows(self.dtype_first, map(_DTYPE, part), at, k))
-        p["offset"].append(np.fromiter(map(_OFFSET, part), np.int64, k))
+        p["offset"].append(_int64s(map(_OFFSET, part), k))
         given = list(map(_START, part))
         p["given"].append(np.fromiter((g is not None for g in given), bool, k))
-        p["start"].append(np.fromiter((0 if g is None else g for g in given), np.int64, k))
+        p["start"].append(_int64s((0 if g is None else g for g in given), k))
 
     def column(self, name: str) -> np.ndarray:
         parts = self.parts[name]
@@ -194,6 +257,15 @@ class _Columns:
         rank = np.empty_like(by_row)
         rank[by_row] = np.arange(by_row.size)
         return rank[inverse.reshape(-1)], rows[by_row], ids[rows[by_row]].tolist()
+
+
+def _int64s(values: Iterable[int], k: int) -> np.ndarray:
+    """An int64 column; a value past int64 becomes -1 (refused by :func:`beyond_int64`, not wrapped)."""
+    it = list(values)
+    try:
+        return np.fromiter(it, np.int64, k)
+    except OverflowError:
+        return np.fromiter((v if -(1 << 63) <= v < 1 << 63 else -1 for v in it), np.int64, k)
 
 
 def _first_rows(first: dict, keys, at: int, k: int) -> np.ndarray:

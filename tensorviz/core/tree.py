@@ -33,7 +33,7 @@ from tensorviz.core import hooks
 from tensorviz.core.attribution import Others, attribution
 from tensorviz.core.categories import category_bytes, category_words, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
-from tensorviz.core.names import elide, terminal
+from tensorviz.core.names import elide, shown, terminal
 from tensorviz.core.pieces import logical_nbytes
 from tensorviz.core.records import LayoutLike, Piece, TensorView
 from tensorviz.core.units import format_bytes
@@ -386,7 +386,7 @@ def tree_text(tree: ModelTree, depth: int | None = None, max_children: int | Non
     └─ head             0 B   0.0%      0  shared 160 B counted elsewhere
        └─ weight        0 B   0.0%      0  float32[10, 4]  ↔ tied to emb.weight (counted there)
     """
-    return "\n".join(tree_lines(tree, depth, max_children))
+    return "\n".join(map(shown, tree_lines(tree, depth, max_children)))  # a skip reason is data too
 
 
 def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None, rows: list, opt: str = "") -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from tensorviz.core.errors import TooLargeError
 from tensorviz.core.names import terminal
 
 __all__ = ["le", "text", "browser_form", "varint", "affix_code", "frame", "unframe"]
@@ -49,11 +50,16 @@ def varint(values: Iterable[int] | np.ndarray) -> bytes:
     '00017f8001ac02'
 
     Raises:
-        ValueError: a negative value or one of 2**53 or more.
+        TooLargeError: a negative value or one of 2**53 or more (a ValueError: JavaScript numbers
+            are exact only below 2**53, so the browser would show a wrong byte count).
     """
     a = np.asarray(values, dtype=np.int64).ravel()
     if a.size and (a.min() < 0 or a.max() >= 1 << 53):
-        raise ValueError(f"varint takes integers in [0, 2**53), got {a.min()} .. {a.max()}")
+        raise TooLargeError(
+            f"the explorer sends integers in [0, 2**53) (exact in JavaScript), got {int(a.min()):,} .. "
+            f"{int(a.max()):,}; a byte size or offset this large cannot be shown exactly in the browser "
+            f"(tv.analyze(...) and its text output still hold the exact values)"
+        )
     v = a.astype(np.uint64)
     width = np.ones(a.size, dtype=np.int64)
     rest = v >> np.uint64(7)

@@ -17,7 +17,7 @@ import base64
 import html
 from typing import TYPE_CHECKING
 
-from tensorviz.core.names import terminal
+from tensorviz.core.names import shown
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def diagram_html(d: Diagram, layout: Layout, png: bytes) -> str:
     count = len(drawn_names(d))
     head = ("name", "dtype[shape]", "stride", "offset", "bytes", _table_grouping(d)[1])
     # names are data: control, bidi and zero-width characters are shown as escapes, not obeyed
-    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{e(terminal(c))}</td>' for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f'<td style="{_CELL}">{e(shown(c))}</td>' for c in r) + "</tr>" for r in rows)
     if count > MAX_ROWS:
         body += f'<tr><td style="{_CELL}" colspan="6">… {count - MAX_ROWS:,} more views</td></tr>'
     thead = "".join(f'<th style="{_CELL}">{e(h)}</th>' for h in head)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tensorviz.core.names import terminal
+from tensorviz.core.names import shown
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -66,13 +66,13 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
         raise ValueError(f"width must be at least 4 cells, got {width}")
     labels = [_row_label(d, lane) for lane in d.lanes if lane.block >= 0]
     col = min(max((len(s) for s in labels), default=0), 28)
-    lines = [terminal(d.header.text)]  # names and paths are data: one line each, escapes shown
+    lines = [shown(d.header.text)]  # names and paths are data: one line each, escapes shown
     bars_by_lane: dict[int, list[Bar]] = {}
     for bar in d.bars:
         bars_by_lane.setdefault(bar.lane, []).append(bar)
     for block in d.blocks:
         edges = _edges(d, block, width)
-        lines.append(terminal(_block_title(block, edges)))
+        lines.append(shown(_block_title(block, edges)))
         for li in block.lanes:
             lane = d.lanes[li]
             head = f"  {truncate_label(_row_label(d, lane), col):<{col}} |"
@@ -83,7 +83,7 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
                 lines.append(head + _bar_cells(bars, edges) + "|" + _bar_note(bars))
     for lane in d.lanes:
         if lane.block < 0:
-            lines.append(terminal(lane.label))
+            lines.append(shown(lane.label))
     if d.overview is not None:
         lines.append(d.overview.text)
     return "\n".join(lines)
@@ -91,7 +91,7 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
 
 def _row_label(d: Diagram, lane) -> str:
     """Row label; a storage row just names the storage (its block title has the details)."""
-    return f"storage #{lane.storage}" if lane.kind == "storage" else terminal(lane.label)
+    return f"storage #{lane.storage}" if lane.kind == "storage" else shown(lane.label)
 
 
 def _edges(d: Diagram, block: Block, width: int) -> np.ndarray:

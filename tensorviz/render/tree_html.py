@@ -18,6 +18,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 from tensorviz.core.categories import category_words
+from tensorviz.core.names import shown
 from tensorviz.core.tree import RELATION_WORDS, alike_runs, format_count
 from tensorviz.core.units import format_bytes
 
@@ -110,8 +111,13 @@ def _indent(depth: int, leaf: bool) -> str:
     return f"padding-left:{14 * depth + 12 * leaf}px"
 
 
+def _e(text: str) -> str:
+    """Escaped for HTML, controls shown as escapes and long text elided (names are data)."""
+    return html.escape(shown(text))
+
+
 def _cells(node: Node, total: int) -> str:
-    e = html.escape
+    e = _e
     name = f'<span style="{_indent(node.depth, not node.children)}">{e(node.name)}'
     if node.kind and not node.is_tensor:
         name += f' <span class="tvt-kind">{e(node.kind)}</span>'

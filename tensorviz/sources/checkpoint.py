@@ -16,13 +16,14 @@ from typing import Any
 
 import torch
 
+from tensorviz.core import limits
 from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo
 from tensorviz.sources.ckpt_training import checkpoint_training
-from tensorviz.sources.ckpt_walk import MAX_VALUES, check_pickle_ops, walk
-from tensorviz.sources.ckpt_walk import SCAN_FROM as _SCAN_FROM
+from tensorviz.sources.ckpt_walk import MAX_VALUES, walk
 from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, open_regular, short
+from tensorviz.sources.pickle_scan import scan_pickle, unsafe_message
 
 #: {byte offset of a record's data in the file: (record name, size)}
 Records = dict[int, tuple[str, int]]
@@ -40,14 +41,14 @@ def torch_part(path: str, beside: tuple | None = None) -> Part:
 
     with open_regular(path) as f:
         records, pickle = _zip_records(path, f)
-        check_pickle_ops(path, pickle, len(records))
+        scan_pickle(path, pickle)
         del pickle
         # torch opens the file by name: name the one already open (and checked), not the path,
         # which may have been swapped for a FIFO since.
         by_fd = f"/proc/self/fd/{f.fileno()}"
         obj = _torch_load(path, by_fd if os.path.exists(by_fd) else path, keep_storage)
     try:
-        tensors, values, contents, n_values = walk(path, obj, len(records))
+        tensors, values, contents, n_values = walk(path, obj)
         training = checkpoint_training(obj, tensors, beside)  # optimizer state named after parameters
         tensors = [(training.renames.get(n, n), t) for n, t in tensors] if training.renames else tensors
         part = _torch_views(path, tensors, values, n_values, contents, records, saved_on)
@@ -75,6 +76,7 @@ def _zip_records(path: str, f: Any) -> tuple[Records, bytes]:
             f"{path}: not a torch zip checkpoint (it does not start like a zip archive); "
             f"expected a file written by torch.save"
         )
+    _check_record_count(path, f)
     try:
         with zipfile.ZipFile(f) as zf:
             _check_byteorder(path, f, zf)
@@ -94,6 +96,28 @@ def _zip_records(path: str, f: Any) -> tuple[Records, bytes]:
         raise FileFormatError(
             f"{path}: a damaged zip archive ({one_line(err)}); the checkpoint is truncated or corrupt"
         ) from None
+
+
+def _check_record_count(path: str, f: Any) -> None:
+    """Refuse an archive of more records than the ``zip_records`` budget before zipfile reads its
+    directory (each record costs a ZipInfo object): the count is in the end-of-directory record."""
+    size = f.seek(0, os.SEEK_END)
+    tail_at = max(0, size - 65_557)  # the end record (22 bytes) and a comment of up to 65,535
+    f.seek(tail_at)
+    tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + 22 > len(tail):
+        return  # zipfile reports the damage
+    count = struct.unpack_from("<H", tail, at + 10)[0]
+    if count == 0xFFFF and at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":
+        (z64,) = struct.unpack_from("<Q", tail, at - 12)
+        f.seek(z64)
+        rec = f.read(56)
+        if rec[:4] == b"PK\x06\x06" and len(rec) == 56:
+            count = struct.unpack_from("<Q", rec, 32)[0]
+    f.seek(0)
+    if count > limits.current().zip_records:
+        raise limits.exceeded(path, "zip_records", f"its zip directory lists {count:,} records")
 
 
 def _record_bytes(f: Any, info: zipfile.ZipInfo, n: int) -> bytes:
@@ -124,19 +148,31 @@ def _scan_zip(path: str, f: Any, zf: zipfile.ZipFile) -> tuple[Records, bytes]:
         parts = info.filename.split("/")
         if len(parts) >= 2 and parts[1] in ("constants.pkl", "code"):
             raise UnsafeCheckpointError(_unsafe_reason(path, "TorchScript"))
-        if parts[-1] == "data.pkl" and len(parts) == 2:
+        is_pickle = parts[-1] == "data.pkl" and len(parts) == 2
+        if info.compress_type != zipfile.ZIP_STORED and not is_pickle:
+            raise FileFormatError(
+                f"{path}: record {short(info.filename, 80)} is compressed (method {info.compress_type}, "
+                f"{info.compress_size:,} bytes claiming {info.file_size:,}); torch.save stores every record "
+                f"uncompressed, and torch.load would inflate it in full before checking it"
+            )
+        if is_pickle:
             if info.file_size > MAX_HEADER_BYTES:
                 raise FileFormatError(
                     f"{path}: its pickle claims {info.file_size} bytes, over the "
                     f"{MAX_HEADER_BYTES}-byte limit tensorviz reads"
                 )
-            if info.file_size >= _SCAN_FROM:
-                pickle = zf.read(info)  # counted before loading (see ckpt_walk.check_pickle_ops)
+            pickle = _read_capped(zf, info)  # scanned before loading (see pickle_scan)
         if len(parts) == 3 and parts[1] == "data":
             f.seek(info.header_offset + 26)
             name_len, extra_len = struct.unpack("<HH", f.read(4))
             records[info.header_offset + 30 + name_len + extra_len] = ("data/" + parts[2], info.file_size)
     return records, pickle
+
+
+def _read_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    """A record's bytes, inflating at most the size it claims (already checked against the limit)."""
+    with zf.open(info) as r:
+        return r.read(info.file_size)
 
 
 # -- loading, safely -------------------------------------------------------------------------------
@@ -170,12 +206,7 @@ def _unsafe_reason(path: str, text: str) -> str:
                 )
         else:
             what = f"torch's weights-only unpickler refused it ({short(detail, 120)[1:-1]})"
-    return (
-        f"{path}: {what}{hint}. tensorviz loads checkpoints only with torch.load(weights_only=True) "
-        f"and never runs code from a file, because unpickling can execute anything. If you trust "
-        f"the file, load it yourself and pass the result: "
-        f"tv.analyze(torch.load(path, weights_only=False, mmap=True))"
-    )
+    return unsafe_message(path, what, hint)
 
 
 # -- re-keying to the file's records ---------------------------------------------------------------

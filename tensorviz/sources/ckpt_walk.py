@@ -2,130 +2,36 @@
 
 A pickle is a program: 40 KB of it can nest lists 20,000 deep, 4 MB can name one tensor two
 million times, and one memoized 10 MB string can be a key in 300 dicts. So, before loading,
-:func:`check_pickle_ops` counts the pickle's opcodes (up to a cap) when the pickle is large;
+:mod:`tensorviz.sources.pickle_scan` scans the pickle (its opcode budget, every call it makes);
 after loading, :func:`walk` visits the object graph with an explicit stack of iterators (no
 recursion, nothing pushed per child), builds each name once from its parent's (names longer
 than :data:`NAME_CAP` keep their start and end around "…"), describes keys and values with
 bounded work, keeps at most :data:`MAX_VALUES` values, and stops with a
-:class:`~tensorviz.core.errors.TooLargeError` past :data:`MAX_VIEWS` tensor references or
-:data:`MAX_LEAVES` values. A tensor whose pickled state sets attributes that shadow
-``torch.Tensor``'s own (``untyped_storage``, ``element_size``, ...) is refused: its metadata
+:class:`~tensorviz.core.errors.TooLargeError` past the ``tensor_refs`` or ``values`` budget
+(:mod:`tensorviz.core.limits`; fixed, whatever the archive holds). A tensor whose pickled state
+sets attributes that shadow ``torch.Tensor``'s own (``untyped_storage``, ``element_size``, ...) is refused: its metadata
 could lie.
 """
 
 from __future__ import annotations
 
-import pickletools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 
-from tensorviz.core.errors import FileFormatError, TooLargeError
+from tensorviz.core import limits
+from tensorviz.core.errors import FileFormatError
 from tensorviz.core.names import elide
 from tensorviz.sources.parts import short
 
 #: Longest name kept whole; longer ones keep their start and end around "…".
 NAME_CAP = 300
-#: Most tensor references (views) a checkpoint may hold, plus :data:`VIEWS_PER_STORAGE` for each
-#: storage record in its archive: each costs a view record.
-MAX_VIEWS = 150_000
-#: Most values (containers and leaves) walked, plus :data:`OPS_PER_STORAGE` per storage record.
-MAX_LEAVES = 2_000_000
 #: Most values described in ``metadata["values"]`` (and top-level entries in ``contents``).
 MAX_VALUES = 50
-#: Most opcodes that build or store an object (the weights-only unpickler takes ~1-2 us each),
-#: plus :data:`OPS_PER_STORAGE` for each storage record (``data/N``) the archive really holds.
-MAX_OPS = 1_000_000
-#: The limits grow with what the file really holds: a state dict costs ~30 opcodes and one view
-#: per tensor, and each tensor's storage is a record of the zip archive (its own ~100 bytes of
-#: headers at least), so a real optimizer checkpoint of 500k tensors loads, while 2 million
-#: references to one storage, or millions of empty lists, are refused.
-OPS_PER_STORAGE = 32
-VIEWS_PER_STORAGE = 4
-#: An opcode is at least a byte: pickles up to this size are loaded as they are; larger ones
-#: have their opcodes counted first (~0.6 us each, stopping at the cap).
-SCAN_FROM = MAX_OPS + 1
-
 _NAMED_CONTAINERS = 10_000  # containers whose names "<same object as ...>" can quote
 
 Walked = tuple[list[tuple[str, torch.Tensor]], dict[str, str], dict[str, str], int]
-
-
-# -- before loading: the pickle's size in opcodes --------------------------------------------------
-def _opcode_table() -> tuple[list[int | None], list[int], list[bool]]:
-    """Per opcode byte: argument size (or length-field size), argument kind, and whether free."""
-    free_ops = {"PROTO", "FRAME", "STOP", "MARK"}  # a memo put costs a dict entry: counted
-    sizes: list[int | None] = [None] * 256
-    kinds, free = [0] * 256, [False] * 256
-    by_n = {
-        pickletools.TAKEN_FROM_ARGUMENT1: 1,
-        pickletools.TAKEN_FROM_ARGUMENT4: 4,
-        pickletools.TAKEN_FROM_ARGUMENT4U: 4,
-        pickletools.TAKEN_FROM_ARGUMENT8U: 8,
-    }
-    for op in pickletools.opcodes:
-        c, arg = ord(op.code), op.arg
-        free[c] = op.name in free_ops
-        if arg is None or arg.n >= 0:
-            sizes[c] = 0 if arg is None else arg.n
-        elif arg.n == pickletools.UP_TO_NEWLINE:
-            kinds[c] = 2 if op.name in ("GLOBAL", "INST") else 1  # two lines, or one
-        else:
-            kinds[c], sizes[c] = 3, by_n[arg.n]
-    return sizes, kinds, free
-
-
-_SIZES, _KINDS, _FREE = _opcode_table()
-
-
-def count_ops(data: bytes, cap: int) -> int:
-    """Opcodes in ``data`` that build or store an object, counting stops past ``cap``.
-
-    A malformed pickle ends the count (the unpickler reports it properly).
-    """
-    i, n, ops = 0, len(data), 0
-    sizes, kinds, free, find = _SIZES, _KINDS, _FREE, data.find
-    while i < n:
-        c = data[i]
-        i += 1
-        kind = kinds[c]
-        if kind == 0:
-            size = sizes[c]
-            if size is None:
-                return ops
-            i += size
-        elif kind == 3:
-            size = sizes[c]
-            i += size + int.from_bytes(data[i : i + size], "little")
-        else:
-            i = find(b"\n", i) + 1
-            if kind == 2 and i:
-                i = find(b"\n", i) + 1
-            if not i:
-                return ops
-        if not free[c]:
-            ops += 1
-            if ops > cap or c == 0x2E:  # STOP
-                return ops
-    return ops
-
-
-def ops_limit(n_storages: int) -> int:
-    """Most objects a pickle may build when its archive holds ``n_storages`` storage records."""
-    return MAX_OPS + OPS_PER_STORAGE * n_storages
-
-
-def check_pickle_ops(path: str, data: bytes, n_storages: int = 0) -> None:
-    """Refuse a pickle that would build more objects than :func:`ops_limit` (before loading it)."""
-    cap = ops_limit(n_storages)
-    if len(data) > cap and count_ops(data, cap) > cap:
-        raise TooLargeError(
-            f"{path}: its pickle builds more than {cap:,} objects ({len(data):,} bytes of pickle, "
-            f"{n_storages:,} storages); tensorviz refuses to load it (the work limit for a checkpoint's "
-            f"metadata: {MAX_OPS:,} plus {OPS_PER_STORAGE} per storage). A state dict needs about 30 "
-            f"per tensor: is this a state dict?"
-        )
 
 
 # -- after loading: tensors, names and values ------------------------------------------------------
@@ -174,10 +80,10 @@ class _Said(str):
 class _Walk:
     """The state of one walk: what was found so far, and the work limits."""
 
-    def __init__(self, path: str, n_storages: int = 0) -> None:
+    def __init__(self, path: str) -> None:
         self.path = path
-        self.max_views = MAX_VIEWS + VIEWS_PER_STORAGE * n_storages
-        self.max_leaves = MAX_LEAVES + OPS_PER_STORAGE * n_storages
+        budget = limits.current()
+        self.max_views, self.max_leaves = budget.tensor_refs, budget.values
         self.tensors: list[tuple[str, torch.Tensor]] = []
         self.values: dict[str, str] = {}
         self.n_values = 0
@@ -191,19 +97,13 @@ class _Walk:
         """Record ``value``; returns its children to walk, if any."""
         self.leaves += 1
         if self.leaves > self.max_leaves:
-            raise TooLargeError(
-                f"{self.path}: more than {self.max_leaves:,} values in the checkpoint; refusing to walk it"
-            )
+            raise limits.exceeded(self.path, "values", "values walked in the loaded checkpoint")
         if isinstance(value, torch.Tensor):
             name = self._unique(name or "tensor")
             _check_tensor(self.path, name, value)
             self.tensors.append((name, value))
             if len(self.tensors) > self.max_views:
-                raise TooLargeError(
-                    f"{self.path}: more than {self.max_views:,} tensor references in the checkpoint (the work "
-                    f"limit: one view each, {MAX_VIEWS:,} plus {VIEWS_PER_STORAGE} per storage); is one "
-                    f"tensor named many times over?"
-                )
+                raise limits.exceeded(self.path, "tensor_refs", "is one tensor named many times over?")
             self.per_top[top] = self.per_top.get(top, 0) + 1
             return None
         children = _children(value)
@@ -239,11 +139,11 @@ class _Walk:
                 self.top_values[name] = text
 
 
-def walk(path: str, obj: Any, n_storages: int = 0) -> Walked:
+def walk(path: str, obj: Any) -> Walked:
     """Tensors (with their path names), the first values (as short text), a top-level summary,
-    and how many values there were in all; iterative, linear in the size of ``obj``. The work
-    limits grow with ``n_storages``, the storage records the archive holds."""
-    w = _Walk(path, n_storages)
+    and how many values there were in all; iterative, linear in the size of ``obj``, within the
+    fixed ``tensor_refs`` and ``values`` budgets."""
+    w = _Walk(path)
     first = w.visit("", "", obj, 0)
     stack: list[tuple[str, str, int, Iterator[tuple[Any, Any]]]] = [("", "", 0, first)] if first else []
     while stack:

@@ -30,20 +30,25 @@ import os
 import pickle
 from typing import Any
 
+from tensorviz.core import limits
 from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.dcp_training import dcp_categories
-from tensorviz.sources.parts import open_regular, read_exactly
+from tensorviz.sources.parts import one_line, open_regular, read_exactly, short
+from tensorviz.sources.pickle_scan import scan_pickle
 
 __all__ = ["analyze_dcp", "read_dcp_metadata", "is_dcp_folder", "MAX_METADATA_BYTES"]
 
 #: Largest size, offset or byte count accepted from ``.metadata`` (256 TiB): byte spans stay in int64.
 _LIMIT = 1 << 48
 
-#: A ``.metadata`` larger than this is refused before reading (a million chunks is ~200 MiB).
-MAX_METADATA_BYTES = 1 << 30
+#: A ``.metadata`` larger than this is refused before reading (about 200 bytes a chunk: 128 MiB
+#: is past the ``dcp_entries`` budget of :mod:`tensorviz.core.limits` anyway).
+MAX_METADATA_BYTES = 1 << 27
+#: Longest fqn or file name accepted (a name is text a person reads; DCP writes module paths).
+MAX_NAME_CHARS = 65_536
 
 _ITEMSIZE = {
     "float64": 8,
@@ -71,12 +76,18 @@ _ITEMSIZE = {
 
 
 class _Record:
-    """A stand-in for one of DCP's metadata dataclasses: attributes only, no behaviour."""
+    """A stand-in for one of DCP's metadata dataclasses: attributes only, no behaviour. Its kind
+    is its class's (``type(r).kind``): a state in the file cannot rename it. Each instance counts
+    against the ``dcp_entries`` budget of the read that made it (``budget``, per read)."""
 
     kind = ""
     fields: tuple[str, ...] = ()  # names of a tuple state's items (TensorProperties pickles a tuple)
+    budget: list[int] = [0]
 
     def __new__(cls, *args: Any, **kwargs: Any):
+        cls.budget[0] -= 1
+        if cls.budget[0] < 0:
+            raise _OverBudget
         return object.__new__(cls)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -93,14 +104,18 @@ class _Record:
             self.__dict__.update(state)
 
 
-def _record_class(name: str) -> type:
+class _OverBudget(Exception):
+    """More records than the ``dcp_entries`` budget."""
+
+
+def _record_class(name: str, budget: list[int]) -> type:
     fields = ("dtype", "layout", "requires_grad", "memory_format", "pin_memory") if name == "TensorProperties" else ()
-    return type(name, (_Record,), {"kind": name, "fields": fields})
+    return type(name, (_Record,), {"kind": name, "fields": fields, "budget": budget})
 
 
 _DCP = "torch.distributed.checkpoint.metadata"
-_RECORDS = {
-    (_DCP, n): _record_class(n)
+_NAMES = [
+    (_DCP, n)
     for n in (
         "Metadata",
         "TensorStorageMetadata",
@@ -110,8 +125,17 @@ _RECORDS = {
         "MetadataIndex",
         "StorageMeta",
     )
-}
-_RECORDS[("torch.distributed.checkpoint.filesystem", "_StorageInfo")] = _record_class("_StorageInfo")
+] + [("torch.distributed.checkpoint.filesystem", "_StorageInfo")]
+
+
+def _records(budget: list[int]) -> dict[tuple[str, str], type]:
+    """The stand-in classes of one read, sharing its record budget."""
+    return {key: _record_class(key[1], budget) for key in _NAMES}
+
+
+def _kind(value: Any) -> str:
+    """The DCP class a value stands for ("" for anything else), from its class, never its state."""
+    return type(value).kind if isinstance(value, _Record) else ""
 
 
 class _Dtype(str):
@@ -123,7 +147,11 @@ def _size(*args: Any) -> tuple:
 
 
 def _text(*args: Any) -> str:
-    return "/".join(str(a) for a in args)
+    """A path or layout name from its parts, which must be short strings (never ``str()`` of a
+    structure the file built: a tuple of shared references grows exponentially as text)."""
+    if not all(type(a) is str for a in args) or sum(map(len, args)) > MAX_NAME_CHARS:
+        raise FileFormatError(f"a path or name built from {short(args)}, not from short strings")
+    return "/".join(args)
 
 
 def _first(*args: Any) -> Any:
@@ -143,19 +171,20 @@ class _MetadataUnpickler(pickle.Unpickler):
     """Allows DCP's metadata classes, torch dtypes and basic containers; refuses all else."""
 
     def find_class(self, module: str, name: str) -> Any:
-        found = _RECORDS.get((module, name)) or _CALLABLES.get((module, name))
+        found = self.records.get((module, name)) or _CALLABLES.get((module, name))
         if found is not None:
             return found
         if module == "torch" and name in _ITEMSIZE:
             return _Dtype(name)
         raise UnsafeCheckpointError(
-            f"{self.path}: the pickle names {module}.{name}, which is not part of DCP's checkpoint "
+            f"{self.path}: the pickle names {short(module + '.' + name, 120)[1:-1]}, which is not part of DCP's checkpoint "
             f"metadata; tensorviz reads .metadata with a restricted unpickler and never imports or "
             f"runs code a file names. If you trust the file, load it with "
             f"torch.distributed.checkpoint.FileSystemReader(folder).read_metadata()"
         )
 
     path = ""
+    records: dict[tuple[str, str], type] = {}
 
 
 def is_dcp_folder(path: str) -> bool:
@@ -178,15 +207,21 @@ def read_dcp_metadata(folder: str) -> Any:
                 f"{path}: {size} bytes is over the {MAX_METADATA_BYTES}-byte limit for a DCP .metadata file"
             )
         data = read_exactly(path, f, size, "metadata")
+    scan_pickle(path, data, calls=False)  # its size in opcodes, and no tuple of shared references
+    left = [limits.current().dcp_entries]
     unpickler = _MetadataUnpickler(io.BytesIO(data))
-    unpickler.path = path
+    unpickler.path, unpickler.records = path, _records(left)
     try:
         md = unpickler.load()
-    except UnsafeCheckpointError:
+    except (UnsafeCheckpointError, FileFormatError):
         raise
+    except _OverBudget:
+        raise limits.exceeded(path, "dcp_entries", "records of DCP metadata") from None
     except Exception as err:  # noqa: BLE001 - any malformed pickle becomes one clear error
-        raise FileFormatError(f"{path}: not a readable DCP metadata pickle ({type(err).__name__}: {err})") from None
-    if getattr(md, "kind", "") != "Metadata" or not isinstance(getattr(md, "state_dict_metadata", None), dict):
+        raise FileFormatError(
+            f"{path}: not a readable DCP metadata pickle ({type(err).__name__}: {one_line(err)})"
+        ) from None
+    if _kind(md) != "Metadata" or not isinstance(getattr(md, "state_dict_metadata", None), dict):
         raise FileFormatError(
             f"{path}: the pickle holds {type(md).__name__}, not DCP's Metadata; is this "
             f"a torch.distributed.checkpoint folder?"
@@ -222,8 +257,8 @@ class _Builder:
     def layout(self) -> Layout:
         file_rows = []
         for fqn, meta in self.md.state_dict_metadata.items():
-            fqn = str(fqn)
-            kind = getattr(meta, "kind", "")
+            fqn = _fqn(self.path, fqn)
+            kind = _kind(meta)
             if kind == "TensorStorageMetadata":
                 file_rows += self._tensor(fqn, meta)
             elif kind == "BytesStorageMetadata":
@@ -232,7 +267,7 @@ class _Builder:
                 if place is not None:  # a pickled value: its bytes in the file, no global tensor
                     file_rows.append(self._file_row(fqn, place))
             else:
-                self.skipped.append(Skipped(fqn, f"unknown DCP entry kind {kind or type(meta).__name__}"))
+                self.skipped.append(Skipped(fqn, f"unknown DCP entry kind {type(meta).__name__}"))
         for name, key, rel, start, length in file_rows:  # file sizes are final now
             self.rows.rows.append((name, key, "file", self.extent[rel], ("uint8", 1), (length,), (1,), start, start))
         meta = {
@@ -251,18 +286,18 @@ class _Builder:
         dtype = str(getattr(getattr(meta, "properties", None), "dtype", ""))
         itemsize = _ITEMSIZE.get(dtype)
         if itemsize is None:
-            self.skipped.append(Skipped(fqn, f"dtype {dtype or '?'} has no known item size"))
+            self.skipped.append(Skipped(fqn, f"dtype {short(dtype, 40) if dtype else '?'} has no known item size"))
             return []
-        shape = _ints(getattr(meta, "size", None), self.path, f"{fqn!r}: size")
+        shape = _ints(getattr(meta, "size", None), self.path, f"{_q(fqn)}: size")
         key = ("global", fqn)
         self.rows.labels[key] = f"{fqn} · global {'×'.join(map(str, shape)) or 'scalar'}"
         strides, nbytes = _contiguous(shape), _numel(shape) * itemsize
         if nbytes >= _LIMIT:
-            raise FileFormatError(f"{self.path}: {fqn!r} has size {list(shape)}: {nbytes} bytes is over 2**48")
+            raise FileFormatError(f"{self.path}: {_q(fqn)} has size {list(shape)}: {nbytes} bytes is over 2**48")
         out = []
         for c in getattr(meta, "chunks", None) or ():
-            offs = _ints(getattr(c, "offsets", None), self.path, f"{fqn!r}: chunk offsets")
-            sizes = _ints(getattr(c, "sizes", None), self.path, f"{fqn!r}: chunk sizes")
+            offs = _ints(getattr(c, "offsets", None), self.path, f"{_q(fqn)}: chunk offsets")
+            sizes = _ints(getattr(c, "sizes", None), self.path, f"{_q(fqn)}: chunk sizes")
             name = fqn + "[" + ", ".join(f"{o}:{o + n}" for o, n in zip(offs, sizes)) + "]"
             if (
                 len(offs) != len(shape)
@@ -270,7 +305,7 @@ class _Builder:
                 or any(o + n > d for o, n, d in zip(offs, sizes, shape))
             ):
                 raise FileFormatError(
-                    f"{self.path}: chunk {name} of {fqn!r} lies outside its global size {list(shape)}"
+                    f"{self.path}: chunk {name} of {_q(fqn)} lies outside its global size {list(shape)}"
                 )
             off = sum(o * st for o, st in zip(offs, strides))
             self.rows.rows.append((name, key, "global", nbytes, (dtype, itemsize), sizes, strides, off, None))
@@ -311,25 +346,42 @@ def _places(path: str, md: Any) -> dict:
         raise FileFormatError(f"{path}: storage_data is a {type(data).__name__}, not a mapping")
     for index, info in data.items():
         offs = getattr(index, "offset", None)
-        fqn = str(getattr(index, "fqn", ""))
+        fqn = _fqn(path, getattr(index, "fqn", ""))
         where = {
             "file": getattr(info, "relative_path", None),
             "offset": getattr(info, "offset", None),
             "length": getattr(info, "length", None),
         }
         if not isinstance(where["file"], str) or os.path.isabs(where["file"]) or ".." in where["file"].split("/"):
-            raise FileFormatError(f"{path}: {fqn!r} is stored in {where['file']!r}, not a file inside the folder")
-        _ints((where["offset"], where["length"]), path, f"{fqn!r}: byte offset and length")
-        out[(fqn, None if offs is None else _ints(offs, path, f"{fqn!r}: storage offsets"))] = where
+            raise FileFormatError(
+                f"{path}: {_q(fqn)} is stored in {short(where['file'], 120)}, not a file inside the folder"
+            )
+        _ints((where["offset"], where["length"]), path, f"{_q(fqn)}: byte offset and length")
+        out[(fqn, None if offs is None else _ints(offs, path, f"{_q(fqn)}: storage offsets"))] = where
     return out
 
 
 def _ints(value: Any, path: str, what: str) -> tuple[int, ...]:
     """A tuple of non-negative ints from the metadata, or a FileFormatError naming it."""
     if not isinstance(value, (tuple, list)) or not all(type(x) is int and 0 <= x < _LIMIT for x in value):
-        shown = repr(value) if len(repr(value)) < 200 else repr(value)[:200] + "…"
-        raise FileFormatError(f"{path}: {what} is {shown}, not a list of integers in [0, 2**48)")
+        raise FileFormatError(f"{path}: {what} is {short(value, 200)}, not a list of integers in [0, 2**48)")
     return tuple(value)
+
+
+def _q(fqn: str) -> str:
+    """An fqn quoted for a message (cut to 120 characters)."""
+    return short(fqn, 120)
+
+
+def _fqn(path: str, fqn: Any) -> str:
+    """An entry's fully qualified name: a string of bounded length (DCP writes module paths)."""
+    if type(fqn) is not str or len(fqn) > MAX_NAME_CHARS:
+        what = f"{len(fqn):,} characters" if type(fqn) is str else f"a {type(fqn).__name__}"
+        raise FileFormatError(
+            f"{path}: an entry's name (fqn) is {what}: {short(fqn, 80)}; DCP names entries by strings "
+            f"of at most {MAX_NAME_CHARS:,} characters"
+        )
+    return fqn
 
 
 def _numel(shape: tuple[int, ...]) -> int:

@@ -39,6 +39,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.sources.fsdp_units import describe_units
 from tensorviz.sources.global_layout import build_layout, layout_from_record
 from tensorviz.sources.live import iter_named_values
+from tensorviz.sources.objects import READ_ERRORS, first_line
 from tensorviz.sources.placements import coordinate, placement_text, shard_ranges
 
 __all__ = ["analyze_group", "gather", "describe", "exchange", "object_device", "build_layout", "layout_from_record"]
@@ -90,7 +91,12 @@ class _Describer:
             entry[1].append(name)
             return
         local = getattr(value, "_local_tensor", value) if _is_dtensor(value) else value
-        entry = self.by_id[id(value)] = self._entry(name, value, local)
+        try:
+            entry = self._entry(name, value, local)
+        except (TensorvizError, *READ_ERRORS) as err:  # garbage placements or mesh: not believed
+            self.entries.append(["x", name, f"DTensor metadata cannot be laid out ({first_line(err)})"])
+            return
+        self.by_id[id(value)] = entry
         self.entries.append(entry)
         self.local_bytes += local.numel() * local.element_size()
         st = local.untyped_storage()
@@ -106,7 +112,10 @@ class _Describer:
         placements = self.placements.get(raw)
         if placements is None:
             placements = self.placements[raw] = tuple(_placement(p) for p in raw)
-        self._check(name, shape, placements, mesh, tuple(local.shape))
+        _check_placements(placements, shape, mesh[0])
+        wrong = self._check(name, shape, placements, mesh, tuple(local.shape))
+        if wrong:  # the local shard's shape is not what the placements give: believe neither
+            raise TensorvizError(wrong)
         return ["d", [name], dtype, itemsize, shape, self.meshes[mesh], placements]
 
     def _mesh(self, mesh: Any) -> tuple:
@@ -117,7 +126,7 @@ class _Describer:
             self.meshes.setdefault(key, len(self.meshes))
         return key
 
-    def _check(self, name: str, shape: tuple, placements: tuple, mesh: tuple, got: tuple) -> None:
+    def _check(self, name: str, shape: tuple, placements: tuple, mesh: tuple, got: tuple) -> str | None:
         """This rank's local shape must be what its placements give it."""
         k = (shape, placements, mesh)
         if k not in self.expected:
@@ -127,10 +136,13 @@ class _Describer:
                 self.expected[k] = tuple(sum(b - a for a, b in r) for r in ranges)
         expected = self.expected[k]
         if expected is not None and got != expected:
-            self.problems.append(
+            problem = (
                 f"{name}@rank{self.rank}: to_local() has shape {got}, but its placements "
                 f"{[placement_text(p) for p in placements]} give {expected}"
             )
+            self.problems.append(problem)
+            return problem
+        return None
 
     def result(self) -> tuple[dict, dict]:
         desc = {
@@ -149,6 +161,17 @@ def _is_dtensor(t: Any) -> bool:
     return type(t).__name__ == "DTensor" and hasattr(t, "placements") and hasattr(t, "device_mesh")
 
 
+def _check_placements(placements: tuple, shape: tuple, mesh_shape: tuple) -> None:
+    """One placement per mesh dimension, each sharding a dimension the tensor has."""
+    if len(placements) != len(mesh_shape):
+        raise TensorvizError(f"{len(placements)} placements on a {len(mesh_shape)}-dimensional mesh")
+    for p in placements:
+        if p[0] in ("S", "SS") and not 0 <= p[1] < max(len(shape), 1):
+            raise TensorvizError(f"{placement_text(p)} shards dimension {p[1]} of a {len(shape)}-dimensional tensor")
+        if p[0] == "SS" and p[2] < 1:
+            raise TensorvizError(f"{placement_text(p)} has split factor {p[2]}")
+
+
 def _placement(p: Any) -> tuple:
     kind = type(p).__name__
     if kind == "_StridedShard":
@@ -157,10 +180,10 @@ def _placement(p: Any) -> tuple:
         return ("S", int(p.dim))
     if kind == "Replicate":
         return ("R",)
-    if kind == "Partial" or p.is_partial():
+    if kind == "Partial" or getattr(p, "is_partial", lambda: False)() is True:
         return ("P", str(getattr(p, "reduce_op", "sum")))
     raise TensorvizError(
-        f"unknown DTensor placement {p!r}: tensorviz knows Shard, _StridedShard, Replicate and Partial"
+        f"unknown DTensor placement {type(p).__name__}: tensorviz knows Shard, _StridedShard, Replicate and Partial"
     )
 
 

@@ -62,6 +62,7 @@ from typing import Any
 
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
+from tensorviz.core.names import elide, terminal
 from tensorviz.core.rows import gc_paused
 from tensorviz.sources.dcp import analyze_dcp, is_dcp_folder
 from tensorviz.sources.formats import sniff
@@ -124,18 +125,31 @@ def _analyze_path(p: str, variant: str | None) -> Layout:
     # A big header makes hundreds of thousands of small acyclic objects; each collection they
     # would trigger scans every live object (~300k once torch is imported).
     with gc_paused():
-        if os.path.isdir(p) and is_dcp_folder(p):
-            return analyze_dcp(p)
-        if os.path.basename(p) == ".metadata":  # the metadata file of a DCP folder
-            return analyze_dcp(os.path.dirname(p) or ".")
-        if os.path.isdir(p):
-            return _analyze_folder(p, variant)
-        if variant is not None:
-            raise ValueError(f"variant= picks weights in a model folder; {p!r} is a file: analyse it without variant=")
-        fmt = sniff(p)  # the file's first bytes pick the reader (see :mod:`.formats`)
-        if fmt.part is None:
-            return analyze_index(p)
-        return merge([fmt.part(p)], fmt.name, source=p)
+        try:
+            return _analyze_path(p, variant)
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except OSError as err:  # /proc/self/mem, a file on a failing disk: named, not raw
+            raise FileFormatError(
+                f"{terminal(elide(p, 300))}: reading it failed ({err.strerror or type(err).__name__}); "
+                f"tensorviz reads regular files whose bytes can be read"
+            ) from None
+
+
+def _analyze_path(p: str, variant: str | None) -> Layout:
+    """:func:`analyze_path` past its checks: which reader the path needs."""
+    if os.path.isdir(p) and is_dcp_folder(p):
+        return analyze_dcp(p)
+    if os.path.basename(p) == ".metadata":  # the metadata file of a DCP folder
+        return analyze_dcp(os.path.dirname(p) or ".")
+    if os.path.isdir(p):
+        return _analyze_folder(p, variant)
+    if variant is not None:
+        raise ValueError(f"variant= picks weights in a model folder; {p!r} is a file: analyse it without variant=")
+    fmt = sniff(p)  # the file's first bytes pick the reader (see :mod:`.formats`)
+    if fmt.part is None:
+        return analyze_index(p)
+    return merge([fmt.part(p)], fmt.name, source=p)
 
 
 # -- model folders ---------------------------------------------------------------------------------

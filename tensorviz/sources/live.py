@@ -21,12 +21,16 @@ from typing import Any
 
 import torch
 
+from tensorviz.core import limits
 from tensorviz.core.layout import Layout
+from tensorviz.core.names import elide, terminal
 from tensorviz.core.records import Piece, Skipped
 from tensorviz.core.rows import Rows, gc_paused
-from tensorviz.sources.fsdp_units import gathered_to_sharded, local_record, module_values
+from tensorviz.sources.fsdp_units import local_record
 from tensorviz.sources.memory import address, finish
 from tensorviz.sources.modules import module_facts
+from tensorviz.sources.objects import READ_ERRORS, Unreadable, first_line, is_container, module_items, module_problem
+from tensorviz.sources.parts import short
 from tensorviz.sources.subclasses import flatten, is_traceable
 from tensorviz.sources.training import add_training, categorise_module, name_training_state
 
@@ -72,7 +76,7 @@ def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     ['a', 'b.0', 'c.d']
     """
     if isinstance(obj, torch.nn.Module):
-        yield from _module_items(obj, prefix)
+        yield from module_items(obj, prefix)
     elif isinstance(obj, (Mapping, list, tuple)):
         yield from _iter_nested(obj, prefix)
     else:
@@ -90,7 +94,7 @@ def _iter_nested(obj: Mapping | list | tuple, prefix: str) -> Iterator[tuple[str
         for key, value in items:
             name = f"{pre}.{key}" if pre else str(key)
             if isinstance(value, torch.nn.Module):
-                yield from _module_items(value, name)
+                yield from module_items(value, name)
             elif not isinstance(value, (Mapping, list, tuple)):
                 yield name, value
             elif id(value) not in path:
@@ -104,19 +108,6 @@ def _iter_nested(obj: Mapping | list | tuple, prefix: str) -> Iterator[tuple[str
 
 def _items(obj: Mapping | list | tuple) -> Iterator[tuple[Any, Any]]:
     return iter(obj.items()) if isinstance(obj, Mapping) else enumerate(obj)
-
-
-def _module_items(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, Any]]:
-    pre = f"{prefix}." if prefix else ""
-    swap = gathered_to_sharded(module)
-    if swap:  # FSDP2 mid-step: state_dict() would reshard the model; read its attributes instead
-        yield from ((pre + name, value) for name, value in module_values(module, swap))
-        return
-    state = module.state_dict(keep_vars=True)
-    yield from ((pre + name, value) for name, value in state.items())
-    for name, buf in module.named_buffers(remove_duplicate=False):
-        if name not in state and buf is not None:
-            yield pre + name, buf
 
 
 def why_not_analysable(t: Any) -> str | None:
@@ -201,6 +192,7 @@ class _Collector:
         self.skipped: list[Skipped] = []
         self._dtypes: dict[torch.dtype, tuple[str, int]] = {}
         self._path: set[int] = set()
+        self._left = limits.current().live_names  # names this walk may still take
 
     # -- walking containers ---------------------------------------------------------------
     def walk(self, obj: Any, prefix: str) -> None:
@@ -220,7 +212,7 @@ class _Collector:
     def _enter(self, obj: Any, prefix: str, stack: list) -> None:
         """Start walking ``obj``: push its items, or record it when it is a leaf."""
         if isinstance(obj, torch.nn.Module):
-            stack.append((_module_items(obj, ""), prefix, None))
+            stack.append((module_items(obj, ""), prefix, None))
         elif isinstance(obj, torch.Tensor):
             self.add(prefix or "tensor", obj)
         elif id(obj) in self._path:
@@ -245,10 +237,16 @@ class _Collector:
         pre = f"{prefix}." if prefix else ""
         dtypes, append = self._dtypes, self.rows.rows.append
         for key, t in items:
+            self._left -= 1
+            if self._left < 0:  # a Mapping of 10**7 names, or one whose iteration never ends
+                raise limits.exceeded(_where(prefix), "live_names", "a Mapping, module or list of that many names")
             if type(key) is not str:
                 key = self._key_text(key)
             name = pre + key
             cls = type(t)
+            if cls is Unreadable:
+                self.skipped.append(Skipped(name, t.reason))
+                continue
             if cls is _TENSOR or cls is _PARAMETER:
                 dt = dtypes.get(t.dtype)
                 # Nested (strided) tensors have no strides: stride() raises and they go the
@@ -263,16 +261,21 @@ class _Collector:
                     append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st)))
                 else:
                     self._add_careful(name, t)
-            elif isinstance(t, _CONTAINERS):
+            elif is_container(t):
                 return name, t
             else:
                 self._add_careful(name, t)
         return None
 
     def _key_text(self, key: Any) -> str:
-        """A non-string key as a name part (1 and "1" would collide, so names may repeat)."""
+        """A non-string key as a name part (1 and "1" would collide, so names may repeat), with
+        bounded work: a tuple key nested 10**5 deep, or one whose ``__str__`` raises, still names."""
         self.rows.unique = False
-        return str(key)
+        try:
+            text = short(key, 300) if isinstance(key, tuple) else str(key)
+        except (Exception, RecursionError) as err:  # noqa: BLE001 - the key's own code failed
+            return f"<{type(key).__name__} key: str() raised {type(err).__name__}>"
+        return text if type(text) is str and len(text) <= 300 else elide(str(text), 300)
 
     # -- one value, the careful way -------------------------------------------------------
     def add(self, name: str, value: Any) -> None:
@@ -285,9 +288,8 @@ class _Collector:
     def _add_careful(self, name: str, value: Any) -> None:
         try:
             reason = self._try_add(name, value)
-        except Exception as err:  # noqa: BLE001 - one odd value must never stop the analysis
-            first = (str(err).splitlines() or [""])[0]
-            reason = f"its metadata cannot be read ({type(err).__name__}: {first})"
+        except READ_ERRORS + (RecursionError,) as err:  # one odd value never stops the analysis
+            reason = f"its metadata cannot be read ({type(err).__name__}: {first_line(err)})"
         if reason is not None:
             self.skipped.append(Skipped(name, reason))
 
@@ -355,6 +357,10 @@ class _Collector:
         return Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
 
 
+def _where(prefix: str) -> str:
+    return f"the values under {terminal(elide(prefix, 80))!r}" if prefix else "the object analysed"
+
+
 def collect(items: Any, source: str = "") -> Layout:
     """Build a :class:`Layout` from ``(name, value)`` pairs (not nested)."""
     c = _Collector()
@@ -386,6 +392,8 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
         if not module:
             facts = name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
             return c.layout(type(obj).__name__, {"training": facts} if facts else None)
+        if module_problem(obj):  # a module cycle was skipped, with why, by the walk
+            return c.layout(type(obj).__name__)
         # Submodule classes and buffer names, for the module tree (tensorviz.core.tree).
         facts = module_facts(obj)
         metadata: dict[str, Any] = {"modules": facts}

@@ -21,6 +21,7 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, BinaryIO
 
 from tensorviz.core.errors import FileFormatError
@@ -181,7 +182,8 @@ def parse_json(path: str, raw: bytes | str, what: str, **hooks: Any) -> Any:
     """
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        return json.loads(text, object_pairs_hook=_no_duplicates, **hooks)
+        pairs = hooks.pop("object_pairs_hook", _no_duplicates)
+        return json.loads(text, object_pairs_hook=pairs, **hooks)
     except _DuplicateKey as dup:
         raise FileFormatError(
             f"{path}: the {what} names {dup.key!r} twice; a JSON object may hold "
@@ -280,7 +282,56 @@ def read_exactly(path: str, f: BinaryIO, n: int, what: str) -> bytes:
 
 
 # -- short texts for messages ----------------------------------------------------------------------
-_SHORT = reprlib.Repr()
+_CHEAP = (float, complex, bool, type(None))
+_TORCH_CHEAP = ("dtype", "device", "layout", "memory_format", "qscheme")
+
+
+class _Bounded(reprlib.Repr):
+    """reprlib's repr with bounded work for every value: it never sorts a whole dict or set,
+    never builds the full repr of bytes, a big int or an unknown object (a 600 MB bytearray is
+    described by its first bytes, an 8M-dimension ``torch.Size`` by its first items)."""
+
+    def repr_bytes(self, x: Any, level: int) -> str:
+        return repr(bytes(x[: self.maxstring])) + ("…" if len(x) > self.maxstring else "")
+
+    def repr_bytearray(self, x: Any, level: int) -> str:
+        return f"bytearray({self.repr_bytes(x, level)})"
+
+    def repr_int(self, x: int, level: int) -> str:
+        return repr(x) if -(10**30) < x < 10**30 else f"<int of {x.bit_length()} bits>"
+
+    def repr_dict(self, x: Any, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{…}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(items) + (", …" if len(x) > self.maxdict else "") + "}"
+
+    def repr_set(self, x: Any, level: int) -> str:
+        if level <= 0:
+            return "{…}"
+        items = [self.repr1(v, level - 1) for v in islice(x, self.maxset)]
+        return "{" + ", ".join(items) + (", …" if len(x) > self.maxset else "") + "}" if x else "set()"
+
+    repr_frozenset = repr_set
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        if isinstance(x, str):
+            return self.repr_str(str.__str__(x)[: self.maxstring + 1], level)
+        if isinstance(x, tuple):
+            return self.repr_tuple(tuple(islice(x, self.maxtuple + 1)), level)
+        if isinstance(x, list):
+            return self.repr_list(list(islice(x, self.maxlist + 1)), level)
+        if isinstance(x, Mapping) and type(x).__module__ == "collections":
+            return self.repr_dict(x, level)
+        t = type(x)
+        if t in _CHEAP or (t.__module__ == "torch" and t.__name__ in _TORCH_CHEAP):
+            return reprlib.Repr.repr_instance(self, x, level)
+        return f"<{t.__name__}>"
+
+
+_SHORT = _Bounded()
 _SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 60
 _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
 _SHORT.maxlevel = 3
@@ -290,6 +341,8 @@ def short(x: Any, limit: int = 60) -> str:
     """``repr(x)``, cut to ``limit`` characters; bounded work even for a huge or deep value."""
     try:
         text = _SHORT.repr(x)
+    except RecursionError:
+        text = f"<{type(x).__name__}>"
     except Exception:  # noqa: BLE001 - a value whose repr fails is still described
         text = f"<{type(x).__name__}>"
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from operator import itemgetter
 
 from tensorviz.core.errors import FileFormatError
@@ -100,8 +99,9 @@ def parse_header(p: str, size: int, prefix: bytes, more: Callable[[int], bytes] 
     return SafetensorsHeader(p, size, 8 + n, tuple(entries), metadata)
 
 
-@lru_cache(maxsize=4096)
 def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The contiguous stride of ``shape``; shared per call of :func:`safetensors_part` (a cache
+    across files would keep a hostile file's 8M-dimension shape alive)."""
     stride, acc = [], 1
     for s in reversed(shape):
         stride.append(acc)
@@ -114,6 +114,7 @@ def safetensors_part(header: SafetensorsHeader) -> Part:
     key, base = ("file", header.path), os.path.basename(header.path)
     part = Part(storages=[StorageInfo(key, "file", header.file_nbytes, base)], label=base)
     ds = header.data_start
+    strides: dict[tuple[int, ...], tuple[int, ...]] = {}
     for e in header.entries:
         dtype, itemsize, bits = dtype_facts(e.code)
         if not itemsize:
@@ -138,7 +139,7 @@ def safetensors_part(header: SafetensorsHeader) -> Part:
                 header.file_nbytes,
                 (dtype, itemsize),
                 e.shape,
-                _contiguous_stride(e.shape),
+                strides[e.shape] if e.shape in strides else strides.setdefault(e.shape, _contiguous_stride(e.shape)),
                 e.begin // itemsize,
                 ds + e.begin,
             )

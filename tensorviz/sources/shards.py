@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from tensorviz.core import limits
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
@@ -112,9 +113,16 @@ def _read_index(path: str) -> tuple[dict, dict[str, str]]:
 
 
 def index_object(path: str, raw: bytes) -> tuple[dict, dict[str, str]]:
-    """The index object in ``raw`` and its weight_map, checked to map names to shard file names."""
+    """The index object in ``raw`` and its weight_map, checked to map names to shard file names
+    (within the ``index_names`` budget: counted before parsing, ~300 B a name parsed)."""
+    cap = limits.current().index_names
+    if raw.count(b":") > cap + 64:  # each name takes a colon: refused before parsing
+        raise limits.exceeded(path, "index_names", f"its {raw.count(b':'):,} colons before parsing")
     obj = parse_json(path, raw, "index")
+    del raw
     wm = obj.get("weight_map") if isinstance(obj, dict) else None
+    if isinstance(wm, dict) and len(wm) > cap:
+        raise limits.exceeded(path, "index_names", f"its weight_map names {len(wm):,} tensors")
     if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
         raise FileFormatError(
             f'{path}: an index must be a JSON object with a "weight_map" of '

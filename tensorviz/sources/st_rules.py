@@ -19,8 +19,9 @@ Each rule below refuses what ``safetensors.safe_open`` refuses, with a
   overlap, no zero-size tensor inside another's bytes) and the last one ends at the end of the
   file.
 
-One deliberate difference: a name written twice in one JSON object is refused (safetensors
-keeps the last copy silently; which one would another loader keep?).
+A key written twice is read as serde reads it: the last copy of a tensor name or of a
+``__metadata__`` item is kept (every copy type-checked), a repeated ``__metadata__``, ``dtype``,
+``shape`` or ``data_offsets`` field is refused, repeats inside ignored extra values are ignored.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import json
 import math
 import os
 from collections.abc import Iterable
-from functools import cache
 from typing import Any, NamedTuple
 
 from tensorviz.core.errors import FileFormatError
 from tensorviz.sources.parts import MAX_HEADER_BYTES, parse_json, short
+from tensorviz.sources.st_serde import as_serde_reads
 
 #: serde_json's recursion limit: 128 nested arrays and objects are refused, 127 are read.
 MAX_DEPTH = 127
@@ -74,16 +75,19 @@ class HeaderEntry(NamedTuple):
     end: int
 
 
-@cache
+#: (torch dtype name, itemsize, bits per element) of each code, computed once from the table:
+#: a lookup never caches what a file wrote (a 60 MB dtype string must not stay resident).
+_FACTS: dict[str, tuple[str, int, int]] = {
+    code: ((name, bits // 8, bits) if name else ("", 0, bits)) for code, (bits, name) in DTYPES.items()
+}
+
+
 def dtype_facts(code: str) -> tuple[str, int, int] | None:
     """(torch dtype name, itemsize, bits per element) of a code; None if unknown.
 
     Packed sub-byte codes have no torch dtype: name "" and itemsize 0.
     """
-    bits, name = DTYPES.get(code, (0, None))
-    if not bits:
-        return None
-    return (name, bits // 8, bits) if name else ("", 0, bits)
+    return _FACTS.get(code) if type(code) is str else None
 
 
 # -- the length field ------------------------------------------------------------------------------
@@ -177,7 +181,7 @@ def loads(path: str, raw: bytes) -> dict:
     except (ValueError, RecursionError):
         obj = parse_json(path, text, "header", **hooks)  # raises, naming the problem
     if type(obj) is dict and _may_repeat_a_name(raw, obj):
-        obj = parse_json(path, text, "header", **hooks)
+        obj = as_serde_reads(path, text, hooks, typed_entry)
     if type(obj) is not dict:
         raise FileFormatError(
             f"{path}: the header must be a JSON object of tensors, got a JSON "
@@ -196,6 +200,17 @@ def _no_lone_surrogates(path: str, obj: dict) -> None:
             f"{path}: the header escapes a lone surrogate ({err.object[err.start]!r}: half of a "
             f"UTF-16 pair, not a character); safetensors refuses it"
         ) from None
+
+
+def typed_entry(path: str, name: str, info: Any) -> None:
+    """serde's type checks of one TensorInfo (no size or tiling rule: those apply to the kept copy)."""
+    where = f"{path}: tensor {short(name)} (a copy repeated later in the header)"
+    code, shape, offs = _fields(where, info)
+    if not isinstance(code, str) or dtype_facts(code) is None:
+        raise FileFormatError(f"{where}: unknown dtype {short(code)}; known codes: {', '.join(DTYPES)}")
+    _counts(where, "shape", shape, "shape must be a list of non-negative integers")
+    rule = "data_offsets must be [begin, end] with non-negative integers"
+    _counts(where, "data_offsets", offs if type(offs) is list and len(offs) == 2 else None, rule, offs)
 
 
 def _may_repeat_a_name(raw: bytes, obj: dict) -> bool:

@@ -1,0 +1,190 @@
+"""Issue 21 beyond the corpus: budgets raised deliberately (and only for one block and thread),
+exact byte arithmetic, no cache of hostile data, one escaping function on every text output,
+output elided unless the user asks for all of it.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import json
+import struct
+import threading
+import tracemalloc
+import warnings
+
+import pytest
+import torch
+
+import tensorviz as tv
+from tensorviz.cli import JSON_NAME_CAP, layout_to_json, main
+from tensorviz.core.errors import TooLargeError
+from tensorviz.core.names import LINE_CAP, shown
+
+F32 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+
+
+def _st(path, header: dict, data: int = 8) -> None:
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(data))
+
+
+# -- class 3: budgets the input cannot raise, the user can ------------------------------------------
+def test_budgets_are_stated_raised_per_block_and_per_thread(tmp_path):
+    path = tmp_path / "m.pt"
+    torch.save({"a": torch.zeros(2), "b": torch.zeros(3)}, path)
+    with (
+        tv.limits(zip_records=3),
+        pytest.raises(TooLargeError, match=r"more than 3 zip records .*tv.limits\(zip_records=12\)"),
+    ):
+        tv.analyze(path)
+    with tv.limits(tensor_refs=1), pytest.raises(TooLargeError, match="more than 1 tensor refs"):
+        tv.analyze(path)
+    seen = []
+    with tv.limits(live_names=5):
+        worker = threading.Thread(target=lambda: seen.append(tv.limits().live_names))
+        worker.start()
+        worker.join()
+        with pytest.raises(TooLargeError, match="the object analysed: more than 5 live names"):
+            tv.analyze({str(i): torch.zeros(1) for i in range(6)})
+    assert seen == [500_000]  # another thread keeps the stated budget
+    assert len(tv.analyze({str(i): torch.zeros(1) for i in range(6)})) == 6
+    with pytest.raises(ValueError, match="must be a non-negative int"):
+        tv.limits(pickle_ops=-1)
+
+
+def test_index_and_dcp_budgets(tmp_path):
+    _st(tmp_path / "s.safetensors", {"w": F32})
+    (tmp_path / "i.index.json").write_text(json.dumps({"weight_map": {"w": "s.safetensors", "v": "s.safetensors"}}))
+    with tv.limits(index_names=1), pytest.raises(TooLargeError, match="i.index.json: more than 1 index names"):
+        tv.analyze(tmp_path / "i.index.json")
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "no process group: saving from one process"
+        dcp.save({"w": torch.zeros(2, 3), "v": torch.ones(4)}, checkpoint_id=str(tmp_path / "ck"))
+    assert len(tv.analyze(tmp_path / "ck")) >= 2
+    with tv.limits(dcp_entries=3), pytest.raises(TooLargeError, match=r"\.metadata: more than 3 dcp entries"):
+        tv.analyze(tmp_path / "ck")
+
+
+# -- class 5: exact bytes, or a named refusal -------------------------------------------------------
+def test_byte_facts_past_2_62_are_refused_and_below_are_exact():
+    base = torch.empty(4, device="meta")
+    big = base.as_strided((4,), (1,), 2**60)  # float32: starts at byte 2**62
+    with pytest.raises(
+        TooLargeError, match=r"view 'w' \(storage offset 1,152,921,504,606,846,976 elements\) reach past"
+    ):
+        len(tv.analyze({"w": big}).views)
+    ok = base.as_strided((4,), (1,), 2**59)
+    v = tv.analyze({"w": ok})["w"]
+    assert (v.start, v.stop) == (2**61, 2**61 + 16)
+    three = {f"m{i}": torch.empty(2**58, device="meta", dtype=torch.float64) for i in range(3)}
+    layout = tv.analyze(three)
+    assert sum(s.nbytes for s in layout.storages) == 3 * 2**61  # exact, no wrap
+
+
+def test_explorer_varint_refuses_2_53_by_name():
+    from tensorviz.explorer.wire import varint
+
+    assert varint([2**53 - 1])
+    with pytest.raises(TooLargeError, match=r"the explorer sends integers in \[0, 2\*\*53\)"):
+        varint([2**53])
+
+
+# -- class 10: nothing a file wrote is cached ----------------------------------------------------------
+def test_a_huge_dtype_string_is_not_kept(tmp_path):
+    path = tmp_path / "d.safetensors"
+    _st(path, {"w": {**F32, "dtype": "F" * 5_000_000}})
+    tracemalloc.start()
+    try:
+        for _ in range(3):
+            with pytest.raises(tv.FileFormatError, match="unknown dtype"):
+                tv.analyze(path)
+        gc.collect()
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert current < 2_000_000  # three 5 MB strings read, none kept
+
+
+# -- classes 7 and 12: one escaping function, output elided unless asked ---------------------------
+def test_shown_escapes_and_elides_with_bounded_work():
+    assert shown("a\x1b]0;x\x07b") == "a\\x1b]0;x\\x07b"
+    long = "n\u202e" + "x" * 10_000_000
+    out = shown(long)
+    assert len(out) == LINE_CAP and out.startswith("n\\u202exx") and "…" in out
+    assert shown(long, full=True).startswith("n\\u202e") and len(shown(long, full=True)) == len(long) + 5
+
+
+def test_tree_and_skip_reasons_reach_the_terminal_escaped(tmp_path, capsys):
+    shard = "s\x1b]0;pwn\x07.safetensors"
+    _st(tmp_path / shard, {"w": F32})
+    wm = {"w": shard, "gone\x1b[2J": shard}
+    (tmp_path / "m.index.json").write_text(json.dumps({"weight_map": wm}))
+    for flags in (["--tree"], [], ["--full"]):
+        assert main([str(tmp_path / "m.index.json"), *flags]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out, flags
+        assert "\\x1b" in out
+    layout = tv.analyze(tmp_path / "m.index.json")
+    assert "\x1b" not in layout.tree().to_text() and "\x1b" not in layout.to_text(full=True)
+
+
+def test_long_names_are_elided_in_text_html_and_json_unless_asked(tmp_path):
+    names = [f"{i}:" + "x" * 1_000_000 for i in range(20)]
+    layout = tv.analyze({n: torch.zeros(1) for n in names})
+    assert len(layout.to_text()) < 60_000
+    assert len(layout.to_text(full=False)) < 60_000
+    full = layout.to_text(full=True)
+    assert all(n in full for n in names)
+    page = tv.show(layout)._repr_mimebundle_()["text/html"]
+    assert len(page) < 400_000 and "x" * 500 not in page
+    doc = layout_to_json(layout)
+    assert all(len(v["name"]) <= JSON_NAME_CAP + 10 for v in doc["views"])
+    assert len({v["name"] for v in doc["views"]}) == 20  # elided names stay distinct
+    assert [v["name"] for v in layout_to_json(layout, full=True)["views"]] == names
+    buf = io.StringIO()
+    buf.write(json.dumps(doc))
+    assert len(buf.getvalue()) < 200_000
+
+
+# -- class 11: a DTensor whose metadata lies is skipped by name, never believed ---------------------
+class DTensor(torch.Tensor):  # named as torch's, so tensorviz treats it as one
+    pass
+
+
+def _fake_dtensor(global_rows: int, local_rows: int, placements, mesh_shape=(1,)):
+    import numpy as np
+
+    t = torch.Tensor._make_subclass(DTensor, torch.zeros(global_rows, 2))
+    t._local_tensor = torch.zeros(local_rows, 2)
+    t.placements = placements
+    t.device_mesh = type("Mesh", (), {"mesh": torch.from_numpy(np.arange(int(np.prod(mesh_shape))).reshape(mesh_shape)),
+                                      "shape": mesh_shape, "mesh_dim_names": None})()  # fmt: skip
+    return t
+
+
+def test_dtensors_with_garbage_placements_are_skipped_by_name():
+    from torch.distributed.tensor import Replicate, Shard
+
+    from tensorviz.sources.distributed import describe
+
+    cases = {
+        "garbage": _fake_dtensor(4, 4, (object(),)),
+        "too-many": _fake_dtensor(4, 4, (Replicate(), Replicate())),
+        "bad-dim": _fake_dtensor(4, 4, (Shard(5),)),
+        "lying-local": _fake_dtensor(4, 1 << 20, (Replicate(),)),
+        "ok": _fake_dtensor(4, 4, (Shard(0),)),
+    }
+    desc, facts = describe(cases)
+    skipped = {e[1]: e[2] for e in desc["entries"] if e[0] == "x"}
+    assert skipped == {
+        "garbage": "DTensor metadata cannot be laid out (unknown DTensor placement object: tensorviz knows Shard, "
+        "_StridedShard, Replicate and Partial)",
+        "too-many": "DTensor metadata cannot be laid out (2 placements on a 1-dimensional mesh)",
+        "bad-dim": "DTensor metadata cannot be laid out (S(5) shards dimension 5 of a 2-dimensional tensor)",
+        "lying-local": "DTensor metadata cannot be laid out (lying-local@rank0: to_local() has shape (1048576, 2), "
+        "but its placements ['R'] give (4, 2))",
+    }
+    assert [e[1] for e in desc["entries"] if e[0] == "d"] == [("ok",)]
