@@ -29,8 +29,16 @@ from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.fsdp_units import local_record
 from tensorviz.sources.memory import address, finish
 from tensorviz.sources.modules import module_facts
-from tensorviz.sources.objects import READ_ERRORS, Unreadable, first_line, is_container, module_items, module_problem
-from tensorviz.sources.parts import short
+from tensorviz.sources.objects import (
+    READ_ERRORS,
+    Unreadable,
+    first_line,
+    is_container,
+    is_module,
+    key_text,
+    module_items,
+    module_problem,
+)
 from tensorviz.sources.subclasses import flatten, is_traceable
 from tensorviz.sources.training import add_training, categorise_module, name_training_state
 
@@ -92,10 +100,11 @@ def _iter_nested(obj: Mapping | list | tuple, prefix: str) -> Iterator[tuple[str
     while stack:
         pre, ident, items = stack[-1]
         for key, value in items:
-            name = f"{pre}.{key}" if pre else str(key)
-            if isinstance(value, torch.nn.Module):
+            key = key if type(key) is str else key_text(key)
+            name = f"{pre}.{key}" if pre else key
+            if is_module(value):
                 yield from module_items(value, name)
-            elif not isinstance(value, (Mapping, list, tuple)):
+            elif not is_container(value):
                 yield name, value
             elif id(value) not in path:
                 path.add(id(value))
@@ -268,14 +277,9 @@ class _Collector:
         return None
 
     def _key_text(self, key: Any) -> str:
-        """A non-string key as a name part (1 and "1" would collide, so names may repeat), with
-        bounded work: a tuple key nested 10**5 deep, or one whose ``__str__`` raises, still names."""
+        """A non-string key as a name part (1 and "1" would collide, so names may repeat)."""
         self.rows.unique = False
-        try:
-            text = short(key, 300) if isinstance(key, tuple) else str(key)
-        except (Exception, RecursionError) as err:  # noqa: BLE001 - the key's own code failed
-            return f"<{type(key).__name__} key: str() raised {type(err).__name__}>"
-        return text if type(text) is str and len(text) <= 300 else elide(str(text), 300)
+        return key_text(key)
 
     # -- one value, the careful way -------------------------------------------------------
     def add(self, name: str, value: Any) -> None:
@@ -390,7 +394,10 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
     with gc_paused():
         c.walk(obj, "")
         if not module:
-            facts = name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
+            try:
+                facts = name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
+            except READ_ERRORS:  # a value whose own code raises: the walk already skipped it by name
+                facts = None
             return c.layout(type(obj).__name__, {"training": facts} if facts else None)
         if module_problem(obj):  # a module cycle was skipped, with why, by the walk
             return c.layout(type(obj).__name__)

@@ -18,6 +18,7 @@ import torch
 from tensorviz.core import limits
 from tensorviz.core.names import elide, terminal
 from tensorviz.sources.fsdp_units import gathered_to_sharded, module_values
+from tensorviz.sources.parts import short
 
 __all__ = [
     "module_items",
@@ -133,3 +134,21 @@ def module_items(module: torch.nn.Module, prefix: str) -> Iterator[tuple[str, An
     for name, buf in module.named_buffers(remove_duplicate=False):
         if name not in state and buf is not None:
             yield pre + name, buf
+
+
+def is_module(value: Any) -> bool:
+    """``isinstance(value, nn.Module)``; False for an object whose ``__class__`` raises."""
+    try:
+        return isinstance(value, torch.nn.Module)
+    except READ_ERRORS:
+        return False
+
+
+def key_text(key: Any) -> str:
+    """A non-string key as a name part, with bounded work: a tuple key nested 10**5 deep, or
+    one whose ``__str__`` raises, still names its value."""
+    try:
+        text = short(key, 300) if isinstance(key, tuple) else str(key)
+    except (Exception, RecursionError) as err:  # noqa: BLE001 - the key's own code failed
+        return f"<{type(key).__name__} key: str() raised {type(err).__name__}>"
+    return text if type(text) is str and len(text) <= 300 else elide(str(text), 300)

@@ -256,15 +256,19 @@ def _tup(items: Any, at: int) -> _Tup:
 _SIZED = {0x58: 4, 0x8C: 1, 0x8D: 8, 0x42: 4, 0x43: 1, 0x8E: 8, 0x96: 8}  # length-prefixed data
 
 
-def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0912, PLR0915 - one branch per opcode
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_STOP = -1
+
+
+def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0912 - one branch per opcode
     """The symbolic run (see the module docstring); returns at STOP, at an unknown or malformed
-    opcode (torch refuses it there), or raises ``_Budget``/``_Refused``/``_Expands``/``_Unknown``."""
+    opcode (torch refuses it there), or raises ``_Budget``/``_Refused``/``_Expands``/``_Unknown``.
+    The common opcodes are here; the rest in :func:`_rare`."""
     st: list[Any] = []
     meta: list[list[Any]] = []
     memo: dict[int, Any] = {}
     i, n, ops = 0, len(data), 0
-    unpack_i = struct.Struct("<i").unpack_from
-    unpack_I = struct.Struct("<I").unpack_from
     opaque = _OPAQUE
     try:
         while i < n:
@@ -274,8 +278,6 @@ def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0
             if c == 0x71:  # BINPUT
                 memo[data[i]] = st[-1]
                 i += 1
-            elif c == 0x94:  # MEMOIZE
-                memo[len(memo)] = st[-1]
             elif c == 0x68:  # BINGET
                 st.append(memo.get(data[i], opaque))
                 i += 1
@@ -284,39 +286,18 @@ def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0
                 st = []
                 continue  # free
             elif c in _SIZED:  # strings and bytes
-                w = _SIZED[c]
-                size = int.from_bytes(data[i : i + w], "little")
-                i += w
-                if c in (0x58, 0x8C, 0x8D):
-                    keep = size <= _KEEP_CHARS
-                    st.append(data[i : i + size].decode("utf-8", "surrogatepass") if keep else _Long(size))
-                else:
-                    st.append(opaque)
-                i += size
-                if i > n:
-                    return ops
+                i = _sized(c, data, i, st)
             elif c == 0x4B:  # BININT1
                 st.append(data[i])
                 i += 1
-            elif c == 0x4D:  # BININT2
-                st.append(data[i] | data[i + 1] << 8)
-                i += 2
-            elif c == 0x4A:  # BININT
-                st.append(unpack_i(data, i)[0])
-                i += 4
-            elif c == 0x8A:  # LONG1
-                size = data[i]
-                st.append(int.from_bytes(data[i + 1 : i + 1 + size], "little", signed=True))
-                i += 1 + size
             elif c == 0x74:  # TUPLE
                 items, st = st, meta.pop()
                 st.append(_tup(items, at))
-            elif c == 0x85:  # TUPLE1
-                st[-1] = _tup((st[-1],), at)
-            elif c == 0x86:  # TUPLE2
-                st[-2:] = [_tup((st[-2], st[-1]), at)]
-            elif c == 0x87:  # TUPLE3
-                st[-3:] = [_tup((st[-3], st[-2], st[-1]), at)]
+            elif c in (0x85, 0x86, 0x87):  # TUPLE1, TUPLE2, TUPLE3
+                k = c - 0x84
+                if len(st) < k:
+                    return ops
+                st[-k:] = [_tup(tuple(st[-k:]), at)]
             elif c in (0x52, 0x81):  # REDUCE, NEWOBJ
                 args = st.pop()
                 if calls:
@@ -325,52 +306,86 @@ def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0
             elif c == 0x63:  # GLOBAL
                 g, i = _global(data, i)
                 st.append(g)
-            elif c == 0x93 and not calls:  # STACK_GLOBAL (DCP metadata; torch's unpickler refuses it)
-                name = st.pop()
-                st[-1] = _Global(f"{st[-1]}.{name}")
             elif c in (0x75, 0x65, 0x90):  # SETITEMS, APPENDS, ADDITEMS
                 st = meta.pop()
                 if not st:
                     return ops
-            elif c == 0x73:  # SETITEM
-                del st[-2:]
+            elif c in (0x73, 0x61, 0x62):  # SETITEM, APPEND, BUILD
+                del st[-2 if c == 0x73 else -1 :]
                 if not st:
                     return ops
-            elif c in (0x61, 0x62):  # APPEND, BUILD
-                st.pop()
-                if not st:
-                    return ops
-            elif c in (0x7D, 0x5D, 0x8F, 0x51):  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET; BINPERSID
-                if c == 0x51:
-                    st.pop()
+            elif c in (0x7D, 0x5D, 0x8F):  # EMPTY_DICT, EMPTY_LIST, EMPTY_SET
                 st.append(opaque)
-            elif c == 0x29:  # EMPTY_TUPLE
-                st.append(_tup((), at))
-            elif c in (0x4E, 0x88, 0x89):  # NONE, NEWTRUE, NEWFALSE
-                st.append(None if c == 0x4E else c == 0x88)
-            elif c == 0x72:  # LONG_BINPUT
-                memo[unpack_I(data, i)[0]] = st[-1]
-                i += 4
-            elif c == 0x6A:  # LONG_BINGET
-                st.append(memo.get(unpack_I(data, i)[0], opaque))
-                i += 4
-            elif c == 0x47:  # BINFLOAT
-                st.append(opaque)
-                i += 8
-            elif c == 0x55:  # SHORT_BINSTRING
-                size = data[i]
-                st.append(data[i + 1 : i + 1 + size])
-                i += 1 + size
-            elif c in (0x80, 0x95):  # PROTO, FRAME
-                i += 1 if c == 0x80 else 8
-                continue
-            elif c == 0x2E or calls:  # STOP, or an opcode torch's weights-only unpickler refuses
-                return ops
             else:
-                raise _Unknown(c, at)
+                i = _rare(c, data, i, st, memo, calls, at)
+                if i == _STOP:
+                    return ops
+                if c in (0x80, 0x95):  # PROTO, FRAME: free
+                    continue
             ops += 1
             if ops > cap:
                 raise _Budget
+            if i > n:
+                return ops
     except (IndexError, ValueError, UnicodeDecodeError, struct.error, KeyError, TypeError):
         return ops  # malformed: the unpickler reports it
     return ops
+
+
+def _sized(c: int, data: bytes, i: int, st: list) -> int:
+    """A length-prefixed string or bytes: pushed (a short string as itself); the next offset."""
+    w = _SIZED[c]
+    size = int.from_bytes(data[i : i + w], "little")
+    i += w
+    if c in (0x58, 0x8C, 0x8D):
+        keep = size <= _KEEP_CHARS
+        st.append(data[i : i + size].decode("utf-8", "surrogatepass") if keep else _Long(size))
+    else:
+        st.append(_OPAQUE)
+    return i + size
+
+
+def _rare(c: int, data: bytes, i: int, st: list, memo: dict, calls: bool, at: int) -> int:  # noqa: PLR0911, PLR0912
+    """The less common opcodes; the next offset, or ``_STOP`` (STOP, or one torch refuses)."""
+    if c == 0x94:  # MEMOIZE
+        memo[len(memo)] = st[-1]
+    elif c == 0x4D:  # BININT2
+        st.append(data[i] | data[i + 1] << 8)
+        return i + 2
+    elif c == 0x4A:  # BININT
+        st.append(_I32(data, i)[0])
+        return i + 4
+    elif c == 0x8A:  # LONG1
+        size = data[i]
+        st.append(int.from_bytes(data[i + 1 : i + 1 + size], "little", signed=True))
+        return i + 1 + size
+    elif c == 0x51:  # BINPERSID
+        st[-1] = _OPAQUE
+    elif c == 0x93 and not calls:  # STACK_GLOBAL (DCP metadata; torch's unpickler refuses it)
+        name = st.pop()
+        st[-1] = _Global(f"{st[-1]}.{name}")
+    elif c == 0x29:  # EMPTY_TUPLE
+        st.append(_tup((), at))
+    elif c in (0x4E, 0x88, 0x89):  # NONE, NEWTRUE, NEWFALSE
+        st.append(None if c == 0x4E else c == 0x88)
+    elif c in (0x72, 0x6A):  # LONG_BINPUT, LONG_BINGET
+        k = _U32(data, i)[0]
+        if c == 0x72:
+            memo[k] = st[-1]
+        else:
+            st.append(memo.get(k, _OPAQUE))
+        return i + 4
+    elif c == 0x47:  # BINFLOAT
+        st.append(_OPAQUE)
+        return i + 8
+    elif c == 0x55:  # SHORT_BINSTRING
+        size = data[i]
+        st.append(data[i + 1 : i + 1 + size])
+        return i + 1 + size
+    elif c in (0x80, 0x95):  # PROTO, FRAME
+        return i + (1 if c == 0x80 else 8)
+    elif c == 0x2E or calls:  # STOP, or an opcode torch's weights-only unpickler refuses
+        return _STOP
+    else:
+        raise _Unknown(c, at)
+    return i
