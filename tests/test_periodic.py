@@ -92,7 +92,7 @@ def _set(p) -> set[int]:
     return {x for a, b in runs.tolist() for x in range(a, b)}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(tower_specs, min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 80), st.integers(0, 9))))
 def test_union_of_towers_and_runs_equals_set_algebra(specs, pairs):
     pieces = [_tower(s) for s in specs] + [fp.as_runs([(a, a + n) for a, n in pairs])]
