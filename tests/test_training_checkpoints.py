@@ -408,3 +408,44 @@ def test_deepspeed_zero_optim_states_refused_with_the_way_out(tmp_path, monkeypa
     with pytest.raises(tv.UnsafeCheckpointError, match="deepspeed.runtime.zero.config.ZeroStageEnum") as err:
         tv.analyze(path)
     assert "ds_to_universal.py" in str(err.value) and "never runs code from a file" in str(err.value)
+
+
+def test_trainer_checkpoint_folder(tmp_path) -> None:
+    """transformers' Trainer: model.safetensors, optimizer.pt (two groups: decay and no decay),
+    scheduler.pt, rng_state.pth, trainer_state.json."""
+    import json
+
+    from safetensors.torch import save_file
+
+    model = untied()
+    ps = dict(model.named_parameters())
+    decay = [n for n in ps if n.endswith("weight")]
+    groups = [
+        {"params": [ps[n] for n in decay]},
+        {"params": [ps[n] for n in ps if n not in decay], "weight_decay": 0.0},
+    ]
+    for named in (False, True):
+        if named:
+            groups = [
+                {**g, "params": [(n, p) for n, p in ps.items() if any(p is q for q in g["params"])]} for g in groups
+            ]
+        opt = torch.optim.AdamW(groups)
+        model(torch.randn(4, 5)).square().sum().backward()
+        opt.step()
+        folder = tmp_path / f"checkpoint-{int(named)}"
+        folder.mkdir()
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, folder / "model.safetensors")
+        torch.save(opt.state_dict(), folder / "optimizer.pt")
+        torch.save(torch.optim.lr_scheduler.StepLR(opt, 1).state_dict(), folder / "scheduler.pt")
+        torch.save({"python": 1}, folder / "rng_state.pth")
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": 1}))
+        layout = tv.analyze(str(folder))
+        facts = layout.metadata["training"]["optimizers"]["optimizer"]
+        if not named:
+            assert facts["mapped_by"] == "" and "safetensors" in facts["why_not"]
+            assert layout["optimizer.state.0.exp_avg"].category == "optimizer"
+            continue
+        assert facts["mapped_by"] == "param_names"
+        for name in ps:
+            assert layout[f"optimizer.{name}.exp_avg"].shape == tuple(ps[name].shape)
+        assert layout.metadata["ignored_files"] == ["rng_state.pth", "scheduler.pt"]

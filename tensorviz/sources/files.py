@@ -215,7 +215,8 @@ def _other_format_files(path: str, files: list[str]) -> list[str]:
     return [os.path.join(path, e) for e in found]
 
 
-_OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.bin$")  # accelerate's save_state
+# accelerate's save_state (optimizer.bin, optimizer_1.bin), transformers' Trainer (optimizer.pt)
+_OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.(bin|pt)$")
 
 
 def _training_folder(path: str, group: list[str], files: list[str], extra: Mapping[str, Any]) -> Layout:

@@ -1,4 +1,9 @@
-"""accelerate's ``save_state`` folders: the model's weights file beside ``optimizer.bin``.
+"""Training folders: the model's weights file beside the optimizer's state, and DeepSpeed's
+universal checkpoints.
+
+accelerate's ``save_state`` (and transformers' ``Trainer``, whose checkpoint folders hold
+``optimizer.pt`` beside ``model.safetensors``, ``scheduler.pt``, ``rng_state.pth`` and
+``trainer_state.json``):
 
 ``Accelerator.save_state(dir)`` writes ``model.safetensors`` (or ``pytorch_model.bin`` with
 ``safe_serialization=False``), ``optimizer.bin`` (``optimizer.state_dict()``, ``optimizer_1.bin``
@@ -13,15 +18,12 @@ layout says why.
 from __future__ import annotations
 
 import os
-import re
 
 from tensorviz.sources.checkpoint import torch_part
 from tensorviz.sources.ckpt_training import BUFFER_SUFFIXES
 from tensorviz.sources.parts import Part
 
-__all__ = ["OPTIMIZER_FILE", "training_parts"]
-
-OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.bin$")
+__all__ = ["training_parts", "is_universal", "universal_parts"]
 _SORTED = (
     "the model file is safetensors, which stores tensors sorted by dtype and name, not in the "
     "model's order (save with safe_serialization=False, or build the optimizer from "
@@ -39,9 +41,9 @@ def training_parts(folder: str, weights: list[Part], entries: list[str]) -> list
     label = ", ".join(part.label for part in weights)
     unordered = _SORTED if any(part.label.endswith(".safetensors") for part in weights) else ""
     out = []
-    for name in sorted(e for e in entries if OPTIMIZER_FILE.match(e)):
+    for name in sorted(entries):  # the optimizer files (files.py picks them)
         part = torch_part(os.path.join(folder, name), beside=(label, model, unordered))
-        out.append(_prefixed(part, name.removesuffix(".bin")))
+        out.append(_prefixed(part, os.path.splitext(name)[0]))
     return out
 
 
