@@ -23,7 +23,7 @@ from tensorviz.core.records import StorageInfo
 from tensorviz.sources.ckpt_training import checkpoint_training
 from tensorviz.sources.ckpt_walk import MAX_VALUES, walk
 from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, open_regular, short
-from tensorviz.sources.pickle_scan import scan_pickle, unsafe_message
+from tensorviz.sources.pickle_scan import global_hint, scan_pickle, unsafe_message
 
 #: {byte offset of a record's data in the file: (record name, size)}
 Records = dict[int, tuple[str, int]]
@@ -196,14 +196,7 @@ def _unsafe_reason(path: str, text: str) -> str:
         name = detail.removeprefix("Unsupported global:").strip().removeprefix("GLOBAL ").strip()
         if detail.startswith("Unsupported global"):
             what = f"the pickle needs {name}"
-            if name.startswith("torch.nn.modules."):
-                hint = " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
-            elif name.startswith("deepspeed."):
-                hint = (
-                    " (a DeepSpeed ZeRO *_optim_states.pt pickles DeepSpeed objects: its stage enum, loss "
-                    "scaler and slice mappings; DeepSpeed's ds_to_universal.py writes the same state as "
-                    "plain tensors per parameter, a folder tensorviz reads)"
-                )
+            hint = global_hint(name)
         else:
             what = f"torch's weights-only unpickler refused it ({short(detail, 120)[1:-1]})"
     return unsafe_message(path, what, hint)

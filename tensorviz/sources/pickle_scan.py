@@ -123,6 +123,23 @@ def _torch_allows(name: str) -> bool:
     )
 
 
+def global_hint(name: str) -> str:
+    """Words for a global a refused pickle needs, when they point to a way out.
+
+    >>> global_hint("torch.nn.modules.linear.Linear")[:25]
+    ' (a whole nn.Module was s'
+    """
+    if name.startswith("torch.nn.modules."):
+        return " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
+    if name.startswith("deepspeed."):
+        return (
+            " (a DeepSpeed ZeRO *_optim_states.pt pickles DeepSpeed objects: its stage enum, loss "
+            "scaler and slice mappings; DeepSpeed's ds_to_universal.py writes the same state as "
+            "plain tensors per parameter, a folder tensorviz reads)"
+        )
+    return ""
+
+
 def unsafe_message(path: str, what: str, hint: str = "") -> str:
     """The refusal of a pickle that needs code (``what``): never run, and how to load it if trusted."""
     return (
@@ -207,11 +224,8 @@ def scan_pickle(path: str, data: bytes, *, calls: bool = True) -> int:
         ) from None
     except _Refused as err:
         if err.unknown:
-            hint = " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
             what = f"the pickle needs {short(err.unknown, 200)[1:-1]}"
-            raise UnsafeCheckpointError(
-                unsafe_message(path, what, hint * err.unknown.startswith("torch.nn.modules."))
-            ) from None
+            raise UnsafeCheckpointError(unsafe_message(path, what, global_hint(err.unknown))) from None
         raise UnsafeCheckpointError(
             f"{path}: its pickle calls {err.call}; {err.why}. tensorviz never evaluates a call from a file "
             f"whose cost depends on its arguments (torch's weights-only unpickler allows this one). If you "
