@@ -116,12 +116,13 @@ def analyze_path(path: str | os.PathLike, variant: str | None = None) -> Layout:
     p = os.fspath(path)
     if not os.path.lexists(p):  # a dangling link or a link loop is reported as what it is
         raise FileNotFoundError(f"no such file or folder: {p!r}")
-    layout = _analyze_path(p, variant)
+    layout = _read_path(p, variant)
     # Packed quantized weights (GPTQ, AWQ, FP8 block scales): the logical weight on each piece.
     return annotate_packed(layout, p if os.path.isdir(p) else os.path.dirname(p) or ".")
 
 
-def _analyze_path(p: str, variant: str | None) -> Layout:
+def _read_path(p: str, variant: str | None) -> Layout:
+    """:func:`_analyze_path` with the collector paused, and an unreadable file named."""
     # A big header makes hundreds of thousands of small acyclic objects; each collection they
     # would trigger scans every live object (~300k once torch is imported).
     with gc_paused():
