@@ -283,3 +283,16 @@ def test_doctests(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted and not result.failed
+
+
+@pytest.mark.parametrize("config", ["Int8WeightOnlyConfig", "Float8WeightOnlyConfig", "IntxWeightOnlyConfig"])
+def test_torchao_names_read_without_the_hook_are_the_hooks_names(config):
+    from tensorviz.sources.subclasses import _inner_names
+
+    m = torch.nn.Sequential(torch.nn.Linear(128, 64))
+    torchao_q.quantize_(m, getattr(torchao_q, config)())
+    w = m[0].weight
+    assert _inner_names(w) == list(w.__tensor_flatten__()[0])
+    w.zero_point = None  # an optional inner tensor unset: the hook leaves it out, and so does tensorviz
+    if "zero_point" in getattr(w, "optional_tensor_data_names", ()):
+        assert _inner_names(w) == list(w.__tensor_flatten__()[0]) == ["qdata", "scale"]

@@ -24,7 +24,7 @@ import torch
 from tensorviz.core import limits
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import elide, terminal
-from tensorviz.core.records import Piece, Skipped
+from tensorviz.core.records import Piece, Skipped, record
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.fsdp_units import local_record
 from tensorviz.sources.memory import address, finish
@@ -56,6 +56,7 @@ ACCEPTED = (
 _SUB_BYTE = re.compile(r"^(u?int[1-7]|quint4x2|quint2x4)$")
 _TENSOR, _PARAMETER, _STRIDED = torch.Tensor, torch.nn.Parameter, torch.strided
 _storage_id = torch._C._storage_id
+_NO_TORCH_FUNCTION = torch._C.DisableTorchFunctionSubclass
 _CONTAINERS = (Mapping, list, tuple, torch.nn.Module)
 _SPARSE_HINTS = {
     "sparse_coo": "its values and indices live in separate storages with no strided view; analyse "
@@ -302,30 +303,28 @@ class _Collector:
         local = _dtensor_local(value)
         if local is not None:
             value, note = local, _DTENSOR_NOTE
-        reason = why_not_analysable(value)
-        if reason is None and is_traceable(value):
-            return self._add_pieces(name, value)
-        reason = reason or _subclass_reason(value)
+        if is_traceable(value) and not type(value).__module__.startswith("torch.nested"):
+            return self._add_pieces(name, value)  # (a jagged nested tensor keeps its own reason)
+        reason = why_not_analysable(value) or _subclass_reason(value)
         if reason is not None:
             return reason
         return self._add_plain(name, value, note)
 
     def _add_pieces(self, name: str, value: torch.Tensor) -> str | None:
         """A traceable tensor subclass as its inner tensors (recursively), each a row named
-        ``<name>.<inner>`` with a :class:`Piece` saying what it is part of; or why not."""
+        ``<name>.<inner>`` with a :class:`Piece` saying what it is part of; or why not. The
+        inner tensors go the hot path (plain tensors) or the careful one (anything else)."""
         inner = flatten(value)
         if isinstance(inner, str):
             return inner
-        dtype, shape, kind = str(value.dtype).removeprefix("torch."), tuple(value.shape), type(value).__qualname__
-        for part, t in inner:
-            first = len(self.rows.rows)
-            reason = why_not_analysable(t) or _subclass_reason(t)
-            if reason is None:
-                reason = self._add_plain(f"{name}.{part}", t, "")
-            if reason is not None:
-                self.skipped.append(Skipped(f"{name}.{part}", f"inner tensor of {kind} {name}: {reason}"))
-            elif len(self.rows.rows) > first:
-                self.rows.pieces[first] = Piece(name, part, kind, dtype, shape)
+        with _NO_TORCH_FUNCTION():  # the wrapper's own metadata; its __torch_function__ costs ~7 us a read
+            kind, dtype, shape = type(value).__qualname__, str(value.dtype).removeprefix("torch."), tuple(value.shape)
+        rows, pieces = self.rows.rows, self.rows.pieces
+        first, pre = len(rows), name + "."
+        self._walk_items(iter([(pre + part, t) for part, t in inner]), "")
+        cut = len(pre)
+        for i in range(first, len(rows)):
+            pieces[i] = record(Piece, (name, rows[i][0][cut:], kind, dtype, shape, 0, ()))
         return None
 
     def _add_plain(self, name: str, value: torch.Tensor, note: str) -> str | None:

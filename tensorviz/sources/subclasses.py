@@ -30,7 +30,15 @@ def is_traceable(t: Any) -> bool:
     (True, False)
     """
     cls = type(t)
-    return cls is not torch.Tensor and cls is not torch.nn.Parameter and hasattr(cls, "__tensor_flatten__")
+    known = _TRACEABLE.get(cls)
+    if known is None:
+        known = _TRACEABLE[cls] = (
+            cls is not torch.Tensor and cls is not torch.nn.Parameter and hasattr(cls, "__tensor_flatten__")
+        )
+    return known
+
+
+_TRACEABLE: dict[type, bool] = {}  # by class: asked once per value on the careful path
 
 
 def flatten(t: torch.Tensor) -> list[tuple[str, torch.Tensor]] | str:
@@ -56,8 +64,7 @@ def flatten(t: torch.Tensor) -> list[tuple[str, torch.Tensor]] | str:
                 f"tensor subclass {kind} nests more than {MAX_DEPTH} traceable subclasses deep; tensorviz stops there"
             )
         try:
-            attrs = list(x.__tensor_flatten__()[0])
-            inner = [(a, getattr(x, a)) for a in attrs]
+            inner = [(a, getattr(x, a)) for a in _inner_names(x)]
         except Exception as err:  # noqa: BLE001 - a subclass's own hook failing must not stop analysis
             first = (str(err).splitlines() or [""])[0]
             return (
@@ -72,3 +79,21 @@ def flatten(t: torch.Tensor) -> list[tuple[str, torch.Tensor]] | str:
             )
         stack.extend((f"{path}.{a}" if path else a, v, depth + 1) for a, v in reversed(inner))
     return out
+
+
+def _inner_names(x: Any) -> list[str]:
+    """The names ``x.__tensor_flatten__()`` returns. torchao's hook (``TorchAOBaseTensor``) also
+    builds a dict of every attribute (~8 us a tensor); its names are read here as it reads them,
+    from the class's ``tensor_data_names`` plus the ``optional_tensor_data_names`` that are set."""
+    cls = type(x)
+    ao = _TORCHAO_HOOK.get(cls)
+    if ao is None:
+        hook = getattr(cls, "__tensor_flatten__", None)
+        ao = _TORCHAO_HOOK[cls] = getattr(hook, "__qualname__", "") == "TorchAOBaseTensor.__tensor_flatten__"
+    if ao and hasattr(x, "tensor_data_names") and hasattr(x, "tensor_attribute_names"):
+        names = list(x.tensor_data_names)
+        return names + [n for n in getattr(x, "optional_tensor_data_names", ()) if getattr(x, n) is not None]
+    return list(x.__tensor_flatten__()[0])
+
+
+_TORCHAO_HOOK: dict[type, bool] = {}
