@@ -1,6 +1,6 @@
 """The model zoo, predicted vs real: ``tv.save_check`` against real saves and reloads.
 
-For every zoo model (tests/zoo.py: 30 tiny transformers architectures and 4 timm/torchvision-style
+For every zoo model (tests/zoo.py: 30 tiny transformers architectures, 4 timm/torchvision-style and 3 construct
 modules) and every saver the report has, the test really saves with that library, loads back
 the way the library documents (``load_file`` + ``load_state_dict``, ``load_model``,
 ``torch.load``, ``from_pretrained``) into a fresh model, and asserts that the prediction is what
