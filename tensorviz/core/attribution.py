@@ -21,6 +21,7 @@ import numpy as np
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
 from tensorviz.core.records import LayoutLike
+from tensorviz.core.relations import record_relation
 
 __all__ = ["first_reader", "meeting_pairs", "attribution", "Others"]
 
@@ -153,7 +154,8 @@ def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], d
         for name in names:
             earlier = next((p for p in partners[name] if pos[p] < pos[name]), None)  # stops at the first
             if earlier is not None and own[pos[name]] < views[pos[name]].footprint_nbytes:
-                counted[name] = (layout.relation(name, earlier), earlier)
+                rel = record_relation(views[pos[name]], views[pos[earlier]]) or layout.relation(name, earlier)
+                counted[name] = (rel, earlier)
 
     def distinct(inside: list[str]) -> int:
         if len(inside) == 1:

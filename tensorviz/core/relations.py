@@ -63,17 +63,9 @@ class RelationFacts:
         'within'
         """
         va, vb = self[a], self[b]
-        if va.storage != vb.storage:
-            return "unrelated"
-        if va.is_empty or vb.is_empty:
-            return "disjoint"
-        if (va.start, va.shape, va.stride, va.dtype) == (vb.start, vb.shape, vb.stride, vb.dtype):
-            return "identical"
-        if va.stop <= vb.start or vb.stop <= va.start:
-            return "disjoint"
-        if va.is_dense and vb.is_dense:  # two gap-free blocks: their spans say it all
-            inter = min(va.stop, vb.stop) - max(va.start, vb.start)
-            return _compare(inter, va.stop - va.start, True, vb.stop - vb.start, True)
+        known = record_relation(va, vb)
+        if known is not None:
+            return known
         pa, pb = self.footprint_piece(a), self.footprint_piece(b)
         inter, exact = periodic.intersection_nbytes(pa, pb)
         if inter == 0:
@@ -91,6 +83,23 @@ class RelationFacts:
         if va.is_dense and vb.is_dense:
             return max(0, min(va.stop, vb.stop) - max(va.start, vb.start))
         return periodic.intersection_nbytes(self.footprint_piece(a), self.footprint_piece(b))[0]
+
+
+def record_relation(va, vb) -> str | None:
+    """The relation of two views when their records settle it (different storages, empty,
+    identical, spans apart, both dense); None when it needs their footprints."""
+    if va.storage != vb.storage:
+        return "unrelated"
+    if va.is_empty or vb.is_empty:
+        return "disjoint"
+    if (va.start, va.shape, va.stride, va.dtype) == (vb.start, vb.shape, vb.stride, vb.dtype):
+        return "identical"
+    if va.stop <= vb.start or vb.stop <= va.start:
+        return "disjoint"
+    if va.is_dense and vb.is_dense:  # two gap-free blocks: their spans say it all
+        inter = min(va.stop, vb.stop) - max(va.start, vb.start)
+        return _compare(inter, va.stop - va.start, True, vb.stop - vb.start, True)
+    return None
 
 
 def _compare(inter: int, na: int, exact_a: bool, nb: int, exact_b: bool) -> str:
