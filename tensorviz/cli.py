@@ -330,7 +330,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.why_size:
         from tensorviz.savecheck.filesize import size_report
 
-        _say(size_report(args.path), args.full, file=sys.stderr if json_to_stdout else sys.stdout)
+        _say(str(size_report(args.path)), args.full, file=sys.stderr if json_to_stdout else sys.stdout)
     if args.json:
         text = json_text(layout_to_json(layout, full=bool(args.full)))
         if json_to_stdout:
