@@ -88,9 +88,10 @@ def memories_of(tensors: list[torch.Tensor]) -> list[tuple[int, int]]:
     return [tuple(m) for m in merged]
 
 
-def check_against_oracle(layout: tv.Layout, inner: dict[str, torch.Tensor]) -> None:
-    """Every inner tensor is a view whose bytes, relations and storage groups are the oracle's."""
-    assert set(layout.names) == set(inner)
+def check_against_oracle(layout: tv.Layout, inner: dict[str, torch.Tensor], subset: bool = False) -> None:
+    """Every inner tensor is a view whose bytes, relations and storage groups are the oracle's
+    (``subset``: the layout may hold other views too, on other storages)."""
+    assert set(inner) <= set(layout.names) if subset else set(layout.names) == set(inner)
     memories = memories_of(list(inner.values()))
     facts = {n: absolute_facts(n, t, memories) for n, t in inner.items()}
     for n, f in facts.items():
@@ -107,9 +108,10 @@ def check_against_oracle(layout: tv.Layout, inner: dict[str, torch.Tensor]) -> N
     for a, b in itertools.product(facts.values(), repeat=2):
         assert layout.relation(a["name"], b["name"]) == oracle_relation(a, b), (a["name"], b["name"])
     by_memory: dict[int, list[str]] = {}
-    for n in layout.names:
+    for n in (n for n in layout.names if n in inner):
         by_memory.setdefault(facts[n]["storage"], []).append(n)
-    assert sorted(tuple(v.name for v in layout.storage_views(s.key)) for s in layout.storages) == sorted(
+    keys = {layout[n].storage for n in inner}
+    assert sorted(tuple(v.name for v in layout.storage_views(k)) for k in keys) == sorted(
         map(tuple, by_memory.values())
     )
 
@@ -296,3 +298,28 @@ def test_torchao_names_read_without_the_hook_are_the_hooks_names(config):
     w.zero_point = None  # an optional inner tensor unset: the hook leaves it out, and so does tensorviz
     if "zero_point" in getattr(w, "optional_tensor_data_names", ()):
         assert _inner_names(w) == list(w.__tensor_flatten__()[0]) == ["qdata", "scale"]
+
+
+# -- bitsandbytes ---------------------------------------------------------------------------
+def test_bitsandbytes_params4bit_and_its_quant_state():
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(bnb.nn.Linear4bit(64, 32, quant_type="nf4", compress_statistics=True))
+    w = bnb.nn.Params4bit(torch.randn(32, 64), requires_grad=False, quant_type="nf4", compress_statistics=True)
+    m[0].weight = w = w._quantize("cpu")
+    qs = w.quant_state
+    layout = tv.analyze(m)
+    assert layout.names == (
+        "0.weight", "0.bias", "0.weight.absmax", "0.weight.quant_map", "0.weight.nested_absmax",
+        "0.weight.nested_quant_map", "0.weight.quant_state.bitsandbytes__nf4",
+    )  # fmt: skip
+    piece = Piece("0.weight", "packed", "Params4bit nf4", "float32", (32, 64), 4, (64,))
+    assert layout["0.weight"].piece == piece and layout["0.bias"].piece is None
+    assert layout["0.weight.nested_absmax"].piece == Piece("0.weight", "nested_absmax", *list(vars(piece).values())[2:])
+    assert (layout["0.weight"].dtype, layout["0.weight"].nbytes) == ("uint8", 32 * 64 // 2)
+    real = {"0.weight": w, "0.weight.absmax": qs.absmax, "0.weight.quant_map": qs.code,
+            "0.weight.nested_absmax": qs.state2.absmax, "0.weight.nested_quant_map": qs.state2.code}  # fmt: skip
+    check_against_oracle(layout, real, subset=True)
+    node = layout.tree().find("0.weight")
+    assert node.unpacked == (32 * 64 * 4, ("float32",))
+    assert layout.tree().find("0").unpacked == (32 * 64 * 4 + 32 * 4, ("float32",))

@@ -273,10 +273,11 @@ class _Acc:
         pc = v.piece
         if pc is None:
             return
-        # The pieces' prefix ("0.weight" for "0.weight.qdata", the module for a GPTQ qweight)
+        # The logical tensor's node, else the pieces' prefix (the module for a GPTQ qweight)
         # holds the logical tensor: its size in its logical dtype counts there, once, if some
         # piece owns bytes (a tied weight's second name owns none).
-        at = _prefixes(v.name)[-2]
+        inside = v.name == pc.of or v.name.startswith(pc.of + ".")  # bitsandbytes: "weight" is a piece
+        at = pc.of if inside else _prefixes(v.name)[-2]
         self.pieces.setdefault(at, pc)
         self.unpacked.setdefault(at, 0)
         if own and pc.of not in self.counted:
@@ -288,7 +289,7 @@ class _Acc:
         its logical tensors in their logical dtypes plus its other children as stored (a piece
         itself counts 0: its prefix counts the logical tensor)."""
         pc, view = self.pieces.get(path), self.leaf.get(path, (None, None))[1]
-        if view is not None and view.piece is not None:
+        if pc is None and view is not None and view.piece is not None:
             return 0, (view.piece.dtype,)
         dtypes = {d for k in kids if k.unpacked for d in k.unpacked[1]} | ({pc.dtype} if pc else set())
         if not dtypes:
@@ -460,7 +461,7 @@ def _unpacked_text(node: Node) -> str:
         bits = f" int{pc.bits}" if pc.bits else ""
         group = f", group {'×'.join(map(str, pc.group))}" if pc.group else ""
         text += f"  {pc.kind} {pc.dtype}[{', '.join(map(str, pc.shape))}]{bits}{group}"
-    if node.unpacked and node.view is None:
+    if node.unpacked and (pc is not None or (node.view is None and node.unpacked[0])):
         unpacked, dtypes = node.unpacked
         text += f"  stored; {format_bytes(unpacked)} as {'/'.join(dtypes)}"
     return text

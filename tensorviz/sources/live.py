@@ -26,6 +26,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.names import elide, terminal
 from tensorviz.core.records import Piece, Skipped, record
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.bnb import tag_bitsandbytes
 from tensorviz.sources.fsdp_units import local_record
 from tensorviz.sources.memory import address, finish
 from tensorviz.sources.modules import module_facts
@@ -404,6 +405,7 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
         facts = module_facts(obj)
         metadata: dict[str, Any] = {"modules": facts}
         categorise_module(c.rows, facts["buffers"])
+        tag_bitsandbytes(c.rows, obj)  # Params4bit weights: the logical weight on each stored piece
         if optimizer is not None or grad:
             with_grads = optimizer is not None if grad is None else grad
             metadata["training"] = add_training(c.add, c.rows, obj, optimizer, with_grads)
