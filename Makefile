@@ -21,11 +21,12 @@ $(STAMP): pyproject.toml constraints.txt
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
-# Lint, format and layer contracts first (seconds), then the tests.
+# Lint, format, layer contracts and types first, then the tests.
 test: $(STAMP)
 	$(BIN)/ruff check tensorviz tests bench tools docs
 	$(BIN)/ruff format --check tensorviz tests bench tools docs
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest
 	if command -v node >/dev/null 2>&1; then node --test tests/js/; else echo "skipped tests/js: node is not installed (the canvas geometry tests need node >= 18)"; fi
 
@@ -34,6 +35,7 @@ test: $(STAMP)
 quick: $(STAMP)
 	$(BIN)/ruff check tensorviz tests bench tools docs
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not browser and not notebooks and not slow and not spawn"
 
 # Fix what ruff can fix and format the code.

@@ -27,6 +27,7 @@ from typing import Any
 
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.names import elide, shown, terminal, unicode_safe
+from tensorviz.core.records import GROUPINGS, GroupBy
 
 __all__ = [
     "main",
@@ -41,7 +42,7 @@ __all__ = [
 
 JSON_SCHEMA = "tensorviz.layout"
 JSON_SCHEMA_VERSION = 1
-_GROUPINGS = ("storage", "span", "overlap")
+_GROUPINGS = GROUPINGS  # the one list (tensorviz.core.records)
 
 
 #: Longest name written whole to JSON unless ``--full`` (``layout_to_json(full=True)``).
@@ -320,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
     elif args.tree:
         _say(layout.tree().to_text(depth=args.depth), args.full)
     else:
-        text_by = "storage" if args.by == "rank" else args.by  # rank is a colouring of storage lanes
+        text_by: GroupBy = "storage" if args.by == "rank" else args.by  # rank is a colouring of storage lanes
         _say(layout.to_text(by=text_by, max_views=args.max_views, full=args.full or None), args.full)
     if args.save_check:
         from tensorviz.savecheck.report import save_check

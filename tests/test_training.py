@@ -234,6 +234,7 @@ def spawned(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.spawn
 @pytest.mark.parametrize("scenario", ["zero", "zero_bucket", "fsdp"])
 def test_state_across_ranks(spawned: dict, scenario: str) -> None:
     ranks = [spawned[f"{scenario}.rank{r}"] for r in range(2)]

@@ -4,13 +4,21 @@ exact span, or by real byte overlap, built from the layout's columns in one vect
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from itertools import repeat
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from tensorviz.core.records import GROUPINGS, Group, GroupBy, readonly
 from tensorviz.core.sweep import same_keys
 from tensorviz.core.table import slices_sharing, take
+
+if TYPE_CHECKING:
+    from tensorviz.core.sweep import Sweep
+    from tensorviz.core.table import Table
+
+_T = TypeVar("_T")
 
 
 def _group_spans(start: np.ndarray, stop: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -28,6 +36,23 @@ class GroupFacts:
     """Groups and group lookups; mixed into :class:`Layout`."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:  # what this mixin reads of Layout (tensorviz.core.layout); for the type checker only
+        _cache: dict
+        _rows: Sequence
+
+        @property
+        def _table(self) -> Table: ...
+        @property
+        def _names_array(self) -> np.ndarray: ...
+        def _cached(self, key: object, make: Callable[[], _T]) -> _T: ...
+        def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]: ...
+        def _position(self, name: str) -> int: ...
+        def _sweep(self) -> Sweep: ...
+        @property
+        def _names(self) -> tuple[str, ...]: ...
+        def _columns(self) -> dict[str, np.ndarray]: ...
+        def _storage_names(self) -> list[tuple[str, ...]]: ...
 
     # -- groups -------------------------------------------------------------------------
     def groups(self, by: GroupBy = "storage") -> tuple[Group, ...]:

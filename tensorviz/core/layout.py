@@ -67,7 +67,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         skipped: Iterable[Skipped] = (),
         *,
         source: str = "",
-        metadata: Mapping[str, object] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ):
         views = tuple(views)
         infos = {s.key: s for s in storages}
@@ -114,7 +114,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         skipped: Iterable[Skipped] = (),
         *,
         source: str = "",
-        metadata: Mapping[str, object] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Layout:
         """Build from a collector's rows; a repeated name keeps its first row, the rest are skipped.
 
@@ -126,7 +126,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
             self._setup(*drop_duplicates(rows, self._skipped), source, metadata)
         return self
 
-    def _setup(self, rows: Rows, skipped: tuple, source: str, metadata: Mapping[str, object] | None) -> None:
+    def _setup(self, rows: Rows, skipped: tuple, source: str, metadata: Mapping[str, Any] | None) -> None:
         self._raw = rows
         self._rows = rows.rows
         self._skipped = skipped
@@ -214,7 +214,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
                 records[i] = view_record(
                     names[i], dtypes[d], offset, keys[s], devices[s], geos[g], start, note, cat, lg, raw.pieces.get(i)
                 )
-        return tuple(records)
+        return tuple(r for r in records if r is not None)  # every record is made above
 
     def _view(self, i: int) -> TensorView:
         records = self._records
@@ -240,7 +240,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         return self._source
 
     @property
-    def metadata(self) -> dict[str, object]:
+    def metadata(self) -> dict[str, Any]:
         """Extra facts from the source (a safetensors ``__metadata__``, checkpoint wrapper keys...)."""
         self._raw.finished(self._metadata)  # the source's deferred step may add facts
         return dict(self._metadata)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -24,6 +24,7 @@ __all__ = [
     "Group",
     "Skipped",
     "GroupBy",
+    "is_grouping",
     "RELATIONS",
     "StorageKey",
     "StorageStats",
@@ -34,7 +35,14 @@ __all__ = [
 ]
 
 GroupBy = Literal["storage", "span", "overlap"]
-GROUPINGS = ("storage", "span", "overlap")
+GROUPINGS: tuple[GroupBy, ...] = ("storage", "span", "overlap")
+
+
+def is_grouping(by: object) -> TypeGuard[GroupBy]:
+    """Whether ``by`` names one of the three groupings of :data:`GROUPINGS`."""
+    return isinstance(by, str) and by in GROUPINGS
+
+
 RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps", "disjoint", "unrelated")
 
 StorageKey = tuple  # (device: str, identity: int | str)
@@ -324,16 +332,17 @@ class Skipped:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_R = TypeVar("_R")
 
 
-def record(cls: type, values: tuple) -> object:
+def record(cls: type[_R], values: tuple) -> _R:
     """A frozen dataclass record built without its generated ``__init__``.
 
     That ``__init__`` calls ``object.__setattr__`` once per field, which is most of the cost of
     a layout of 100k views. This fills the instance ``__dict__`` in one step instead; ``values``
     must list every field in declaration order (the tests compare against ``cls(*values)``).
     """
-    obj = object.__new__(cls)
+    obj: _R = object.__new__(cls)
     obj.__dict__.update(zip(_FIELDS.get(cls) or _field_names(cls), values))
     return obj
 
@@ -359,14 +368,14 @@ def view_record(
     piece: Piece | None = None,
 ) -> TensorView:
     """The TensorView of one view: its name, ``(dtype name, itemsize)``, offset, storage and Geometry."""
-    dtype, itemsize = dtype
+    dtype_name, itemsize = dtype
     return record(
         TensorView,
         (
             name,
             key,
             device,
-            dtype,
+            dtype_name,
             geo.shape,
             geo.stride,
             offset,

@@ -4,15 +4,28 @@ bytes, contains/within, overlaps, disjoint or unrelated, from their exact footpr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from tensorviz.core import periodic
+
+if TYPE_CHECKING:
+    from tensorviz.core.records import TensorView
+    from tensorviz.core.table import Table
 
 
 class RelationFacts:
     """``relation``, ``overlap_nbytes``, ``footprint_piece`` and ``union_nbytes``; mixed into :class:`Layout`."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:  # what this mixin reads of Layout (tensorviz.core.layout); for the type checker only
+
+        @property
+        def _table(self) -> Table: ...
+        def _position(self, name: str) -> int: ...
+        def __getitem__(self, name: str) -> TensorView: ...
 
     def _tower_mask(self) -> np.ndarray:
         """Per view, True where its footprint is a tower (see :mod:`tensorviz.core.periodic`)."""

@@ -6,11 +6,20 @@ every byte -- vectorised over all storages from the layout's columns.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
+
 import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.records import Storage, StorageKey, StorageStats, TensorView, readonly, record
 from tensorviz.core.table import slices, slices_sharing, take
+
+if TYPE_CHECKING:
+    from tensorviz.core.sweep import Sweep
+    from tensorviz.core.table import Table
+
+_T = TypeVar("_T")
 
 _NO_NAMES = np.empty(1, dtype=object)  # broadcasts () into object arrays (a bare () would not)
 _NO_NAMES[0] = ()
@@ -20,6 +29,26 @@ class StorageFacts:
     """Storage records, coverage and lookups; mixed into :class:`Layout`."""
 
     __slots__ = ()
+
+    if TYPE_CHECKING:  # what this mixin reads of Layout (tensorviz.core.layout); for the type checker only
+        _cache: dict
+        _rows: Sequence
+
+        @property
+        def _table(self) -> Table: ...
+        @property
+        def _names_array(self) -> np.ndarray: ...
+        def _cached(self, key: object, make: Callable[[], _T]) -> _T: ...
+        def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]: ...
+        def _position(self, name: str) -> int: ...
+        def _sweep(self) -> Sweep: ...
+        @property
+        def _nstores(self) -> int: ...
+        @property
+        def _skey(self) -> dict[StorageKey, int]: ...
+        def _member_positions(self, s: int) -> np.ndarray: ...
+        def _runs_at(self, i: int) -> np.ndarray: ...
+        def _view(self, i: int) -> TensorView: ...
 
     # -- storages and coverage ----------------------------------------------------------
     @property
@@ -135,6 +164,8 @@ class StorageFacts:
         if isinstance(which, str):
             return int(self._table.sidx[self._position(which)])
         try:
+            if not isinstance(which, tuple):  # keys are (device, identity) tuples
+                raise KeyError(which)
             return self._skey[which]
         except (KeyError, TypeError):
             raise KeyError(

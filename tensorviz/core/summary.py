@@ -6,8 +6,8 @@ Deterministic: no storage addresses, only indices, sizes, names and byte offsets
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tensorviz.core.categories import category_words, is_training, training_lines
 from tensorviz.core.fsdp import fsdp_lines
@@ -17,7 +17,7 @@ from tensorviz.core.tree import RELATION_WORDS, TreeLayout, format_count, tree_l
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
-    from tensorviz.core.records import Group, TensorView
+    from tensorviz.core.records import Group, GroupBy, TensorView
 
 
 def view_line(v: TensorView) -> str:
@@ -52,7 +52,7 @@ def whole_files(layout: TreeLayout) -> frozenset:
     return frozenset(("file", path) for path in headers) & {s.key for s in layout.storages}
 
 
-def shown_shared(layout: TreeLayout, by: str = "storage") -> tuple[tuple[Group, ...], str]:
+def shown_shared(layout: TreeLayout, by: GroupBy = "storage") -> tuple[tuple[Group, ...], str]:
     """The shared groups the displays count, and how they were counted (words for a header).
 
     ``by="storage"`` counts storages with two or more views, but in a safetensors file every
@@ -83,7 +83,7 @@ def storage_noun(layout: TreeLayout) -> str:
     return "file" if n and len(whole_files(layout)) == n else "storage"
 
 
-def memory_words(parts: object) -> str:
+def memory_words(parts: Sequence[tuple[int, int]]) -> str:
     """Words for a memory made of several storage objects (``((byte offset, nbytes), ...)``).
 
     >>> memory_words(((0, 40), (16, 24)))
@@ -95,7 +95,7 @@ def memory_words(parts: object) -> str:
     return f", one memory of {len(parts)} storage objects at bytes {where}"
 
 
-def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12, full: bool = False) -> str:
+def layout_text(layout: TreeLayout, by: GroupBy = "storage", max_views: int = 12, full: bool = False) -> str:
     """Storages with their views and coverage, then the shared groups, then what was skipped."""
     storages = layout.storages
     lines = header_lines(layout)
@@ -112,7 +112,7 @@ def layout_text(layout: TreeLayout, by: str = "storage", max_views: int = 12, fu
         views = layout.storage_views(s.key)
         freed = ", freed: its views point past its end" if not s.nbytes and any(not v.is_empty for v in views) else ""
         lines.append(
-            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}{memory_words(objects.get(s.key))}{freed}: "
+            f"storage #{s.index} {name} {format_bytes(s.nbytes)}{exact}{memory_words(objects.get(s.key) or ())}{freed}: "
             f"{len(s.names)} view{'s' * (len(s.names) != 1)}, {cov}{bound}"
         )
         for v in views[:max_views]:
@@ -150,7 +150,7 @@ def header_lines(layout: TreeLayout) -> list[str]:
     return lines
 
 
-def metadata_lines(metadata: Mapping[str, object], limit: int = 10) -> list[str]:
+def metadata_lines(metadata: Mapping[str, Any], limit: int = 10) -> list[str]:
     """What a source says besides tensors: file headers, ``__metadata__``, dropped names, problems.
 
     >>> metadata_lines({"dropped": {"lm_head.weight": "wte.weight"}})
@@ -212,7 +212,7 @@ _NOT_IN_TEXT = ("record_offsets", "values_omitted", "modules", "storage_objects"
 # tree; storage objects are written on their storage's line
 
 
-def _values_not_in_contents(metadata: Mapping[str, object]) -> dict:
+def _values_not_in_contents(metadata: Mapping[str, Any]) -> dict:
     """A checkpoint's non-tensor values less those its ``contents`` line already shows (a
     top-level value such as ``step=100`` is in both), so each is written once.
 
@@ -242,7 +242,7 @@ def _brief(value: object, width: int = 160) -> str:
 SCREEN_LINES = 60
 
 
-def fits_screen(layout: TreeLayout, by: str = "storage", max_views: int = 12) -> str | None:
+def fits_screen(layout: TreeLayout, by: GroupBy = "storage", max_views: int = 12) -> str | None:
     """The full listing when it has at most :data:`SCREEN_LINES` lines, else None (decided from
     counts first, so a large layout's listing is never built just to be thrown away)."""
     if len(layout) + len(layout.skipped) > 2 * SCREEN_LINES:
@@ -251,7 +251,7 @@ def fits_screen(layout: TreeLayout, by: str = "storage", max_views: int = 12) ->
     return text if text.count("\n") < SCREEN_LINES else None
 
 
-def compact_text(layout: TreeLayout, by: str = "storage") -> str:
+def compact_text(layout: TreeLayout, by: GroupBy = "storage") -> str:
     """A summary that fits a screen for any model: totals, ties and shared groups, the largest
     modules (bytes counted once), skipped values and a pointer to the full listing."""
     tree = layout.tree()

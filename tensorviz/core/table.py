@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from itertools import count
 from operator import itemgetter
+from typing import cast
 
 import numpy as np
 
@@ -71,6 +72,22 @@ class Table:
         "labels",
         "nbytes",
     )
+    sidx: np.ndarray
+    offset: np.ndarray
+    did: np.ndarray
+    dtypes: list[tuple[str, int]]
+    itemsize: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    gid: np.ndarray
+    geos: list[fp.Geometry]
+    dense: np.ndarray
+    exact: np.ndarray
+    tokens: list
+    _keys: list | None
+    devices: list[str]
+    labels: list
+    nbytes: np.ndarray
 
     def __init__(self, **columns: object) -> None:
         for name, value in columns.items():
@@ -96,7 +113,7 @@ class Table:
 
 
 def build(
-    rows: Sequence[tuple],
+    rows: Sequence[tuple | None],
     geometries: dict,
     labels: dict,
     extra: Sequence[tuple],
@@ -116,8 +133,8 @@ def build(
     n = len(rows)
     c = _Columns()
     for at in range(0, n, chunk):
-        c.read(rows[at : at + chunk], at)
-        if release:
+        c.read(cast("Sequence[tuple]", rows[at : at + chunk]), at)  # a chunk is released only once read
+        if release and isinstance(rows, list):
             rows[at : at + chunk] = [None] * min(chunk, n - at)
     sidx, firsts, tokens = c.storages()
     devices = c.ranked("device", c.dev_first)[firsts].tolist()
@@ -216,7 +233,7 @@ class _Columns:
 
     def read(self, part: Sequence[tuple], at: int) -> None:
         k, p = len(part), self.parts
-        tokens = list(map(_TOKEN, part))
+        tokens: list | np.ndarray = list(map(_TOKEN, part))
         if not self.objects and set(map(type, tokens)) == {int}:
             try:
                 tokens = np.fromiter(tokens, np.int64, k)
@@ -249,8 +266,8 @@ class _Columns:
         parts = self.parts["token"]
         if self.objects:
             tokens = [t for part in parts for t in (part.tolist() if isinstance(part, np.ndarray) else part)]
-            rank, rows, distinct = _first_seen(tokens, len(tokens))
-            return rank, np.asarray(rows, dtype=np.int64), distinct
+            rank, first_rows, distinct = _first_seen(tokens, len(tokens))
+            return rank, np.asarray(first_rows, dtype=np.int64), distinct
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         _, rows, inverse = np.unique(ids, return_index=True, return_inverse=True)
         by_row = np.argsort(rows)
@@ -307,7 +324,7 @@ def take(seq: Sequence | np.ndarray, index: np.ndarray) -> list:
     return arr[index].tolist()
 
 
-def slices(seq: Sequence, bounds: np.ndarray, index: np.ndarray | None = None) -> list[tuple]:
+def slices(seq: Sequence | np.ndarray, bounds: np.ndarray, index: np.ndarray | None = None) -> list[tuple]:
     """``[seq[bounds[g]:bounds[g + 1]] for g ...]`` as tuples, without a Python-level loop
     (of ``seq`` read through ``index`` when given: see :func:`cut`).
 
@@ -367,7 +384,11 @@ _ZIP_MAX, _ZIP_MIN = 8, 16  # piece sizes built by zip, and how many pieces make
 
 
 def slices_sharing(
-    seq: Sequence, bounds: Sequence[int], shared: Sequence[tuple], same: np.ndarray, index: np.ndarray | None = None
+    seq: Sequence | np.ndarray,
+    bounds: Sequence[int] | np.ndarray,
+    shared: Sequence[tuple] | np.ndarray,
+    same: np.ndarray,
+    index: np.ndarray | None = None,
 ) -> list:
     """:func:`slices`, but slice ``g`` is ``shared[g]`` wherever ``same[g]`` says they are equal.
 

@@ -92,7 +92,7 @@ class Node:
     files: tuple[str, ...]
     nskipped: int
     partners: tuple[str, ...] = ()
-    counted_in: tuple[str, str] = ()
+    counted_in: tuple[str, str] | tuple[()] = ()
     view: TensorView | None = field(default=None, repr=False)
     reason: str = ""
     categories: tuple[tuple[str, int], ...] = ()  # training state: bytes per category, counted once

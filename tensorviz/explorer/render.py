@@ -9,11 +9,14 @@ import html
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import StorageInfo
+from tensorviz.core.records import StorageInfo, StorageKey
 from tensorviz.explorer.state import ExplorerState
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 _CACHE_SIZE = 48
 
@@ -43,7 +46,7 @@ class Renderer:
         self.dpi = dpi
         self.max_lanes = max_lanes
         self.width = width
-        self.figure = None
+        self.figure: Figure | None = None
         self.cache: OrderedDict[ExplorerState, Render] = OrderedDict()
         self.pictures: OrderedDict[ExplorerState, tuple[Any, bytes]] = OrderedDict()
         self.misses = 0
@@ -85,9 +88,10 @@ class Renderer:
 
         if self.figure is None:
             self.figure = _new_figure()
+        figure = self.figure
         d = self._capped(self.get(state)[0])
-        render(d, figure=self.figure, width=self.width)
-        out = (d, png_bytes(self.figure, dpi=self.dpi, compress_level=1))
+        render(d, figure=figure, width=self.width)
+        out = (d, png_bytes(figure, dpi=self.dpi, compress_level=1))
         _remember(self.pictures, state, out, self.cache_size)
         return out
 
@@ -113,7 +117,7 @@ def _remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:
         cache.popitem(last=False)
 
 
-def _new_figure():
+def _new_figure() -> Figure:
     from matplotlib.figure import Figure
 
     return Figure()
@@ -178,7 +182,7 @@ def explain_figure(layout: Layout, names: tuple[str, ...]):
 def sub_layout(layout: Layout, names: tuple[str, ...]) -> Layout:
     """A layout of just these views, on their (whole) storages: metadata only."""
     views = [layout[n] for n in names]
-    infos = {}
+    infos: dict[StorageKey, StorageInfo] = {}
     for v in views:
         s = layout.storage(v.storage)
         infos.setdefault(s.key, StorageInfo(s.key, s.device, s.nbytes, s.label))

@@ -45,6 +45,7 @@ def allocate(needs: Sequence[int], budget: int, min_cap: int = 6, total: int | N
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) is not None else (lo, mid - 1)
     cap = fits(lo)
+    assert cap is not None  # fits(1) always holds, and lo only moves to a shown count that fits
     return np.minimum(arr[:lo], cap).tolist(), lo
 
 

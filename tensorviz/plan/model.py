@@ -28,6 +28,7 @@ import numpy as np
 from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
 from tensorviz.core.errors import TensorvizError
+from tensorviz.core.records import GroupBy
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class DiagramOptionError(TensorvizError, ValueError):
 class DiagramOptions:
     """The normalised options a Diagram was planned with (see :func:`diagram`)."""
 
-    by: str = "storage"
+    by: GroupBy = "storage"
     names: str | None = None
     storages: tuple[int, ...] | None = None
     only_shared: bool = False
@@ -187,7 +188,7 @@ class Summary:
 class Header:
     """Totals of the whole layout, for the header line."""
 
-    by: str
+    by: GroupBy
     tensors: int
     storages: int
     shared_groups: int
@@ -239,7 +240,7 @@ class Diagram:
     ``overview`` (a :class:`~tensorviz.plan.overview.Overview`, or None) shows every storage
     selected, when the lanes cannot (see the ``overview`` option of :func:`diagram`)."""
 
-    by: str
+    by: GroupBy
     options: DiagramOptions
     blocks: tuple[Block, ...]
     lanes: tuple[Lane, ...]

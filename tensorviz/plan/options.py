@@ -11,12 +11,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from tensorviz.core.layout import Layout
+from tensorviz.core.records import GROUPINGS, is_grouping
 from tensorviz.plan.model import DiagramOptionError, DiagramOptions
 from tensorviz.plan.ranks import SHARD_BYS, shard_grouping
 
 __all__ = ["normalise", "BYS"]
 
-BYS = ("storage", "span", "overlap")
+BYS = GROUPINGS  # the one list (tensorviz.core.records)
 
 
 def normalise(
@@ -47,7 +48,7 @@ def normalise(
     elif isinstance(by, str) and (by in SHARD_BYS or by.startswith("mesh:")):
         # Shards keep the storage lanes (one block per global tensor), coloured by rank/coordinate.
         by, color_by = "storage", shard_grouping(layout, by)
-    if by not in BYS:
+    if not is_grouping(by):
         raise DiagramOptionError(
             f"by must be one of {BYS}, 'category' for training state, or {SHARD_BYS[0]!r} / 'mesh:<dim>' "
             f"for a sharded model, got {by!r}"

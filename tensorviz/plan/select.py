@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from tensorviz.core.names import search
+from tensorviz.core.records import GroupBy
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -165,7 +166,7 @@ def _any_view_kept(
     return out
 
 
-def shared_count(layout: Layout, by: str, files: frozenset) -> tuple[int, str]:
+def shared_count(layout: Layout, by: GroupBy, files: frozenset) -> tuple[int, str]:
     """How many shared groups the header counts, and how (as
     :func:`tensorviz.core.summary.shown_shared`, whose groups it counts without making them)."""
     whole = file_indices(layout, files) if by == "storage" else np.zeros(0, dtype=np.int64)
@@ -177,12 +178,13 @@ def shared_count(layout: Layout, by: str, files: frozenset) -> tuple[int, str]:
     is_file = np.zeros(ns, dtype=bool)
     is_file[whole] = True
     count = 0
-    for grouping, in_files in (("storage", False), ("overlap", True)):
+    pairs: tuple[tuple[GroupBy, bool], ...] = (("storage", False), ("overlap", True))
+    for grouping, in_files in pairs:
         storage = _group_storage(layout, grouping)
         count += int(np.count_nonzero((layout.group_sizes(grouping) >= 2) & (is_file[storage] == in_files)))
     return count, "by storage; by shared bytes within a file"
 
 
-def _group_storage(layout: Layout, by: str) -> np.ndarray:
+def _group_storage(layout: Layout, by: GroupBy) -> np.ndarray:
     order, bounds = layout.group_members(by)
     return layout.view_spans().storage[order[bounds[:-1]]]

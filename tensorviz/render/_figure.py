@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import sys
+from typing import Any
 
 from matplotlib.figure import Figure
 
@@ -30,6 +31,9 @@ _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg", "application/pdf")
 
 class TensorvizFigure(Figure):
     """A real ``Figure`` (axes, artists, gids as usual) that also displays itself as a PNG."""
+
+    tensorviz_plan: Any  # the teaching panel's plan (tensorviz.render.panel)
+    tensorviz_diagram: Any  # the Diagram drawn (tensorviz.render.mpl)
 
     def _repr_png_(self) -> bytes | None:
         """PNG bytes at the figure's size (100 dpi), unless a backend's formatter shows figures."""
@@ -97,7 +101,7 @@ def png_bytes(fig: Figure, *, dpi: int = 100, compress_level: int = 6) -> bytes:
         fig.dpi = dpi
         canvas.draw()  # under the user's rcParams as they are: never a process-wide rc_context
         image = Image.frombuffer("RGBA", canvas.get_width_height(), canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        if fig.patch.get_alpha() in (None, 1) and fig.patch.get_facecolor()[3] == 1:
+        if fig.patch.get_alpha() in (None, 1) and fig.patch.get_facecolor()[3] == 1:  # type: ignore[misc]  # RGBA (the stubs say 3)
             image = image.convert("RGB")
         buf = io.BytesIO()
         image.save(buf, format="png", compress_level=compress_level)

@@ -6,6 +6,7 @@ is what gets drawn or written.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +22,12 @@ BAR_HEIGHT = 0.72  # of a lane
 STRIP = 0.38  # the overlap strip's share of the bar height
 
 
-def rect_vertices(x0: np.ndarray, x1: np.ndarray, y: np.ndarray, height: float = BAR_HEIGHT) -> np.ndarray:
+def rect_vertices(
+    x0: np.ndarray | Sequence[float],
+    x1: np.ndarray | Sequence[float],
+    y: np.ndarray | Sequence[float],
+    height: float = BAR_HEIGHT,
+) -> np.ndarray:
     """Vertex array ``(n, 4, 2)`` of axis-aligned rectangles ``[x0, x1] × [y - h/2, y + h/2]``."""
     x0, x1, y = (np.asarray(v, dtype=np.float64).ravel() for v in (x0, x1, y))
     y0, y1 = y - height / 2, y + height / 2
@@ -38,7 +44,7 @@ def labels_fit(n_lanes: int, plot_inches: float) -> bool:
 
 
 def ax_inches(ax: Axes) -> tuple[float, float]:
-    fw, fh = ax.figure.get_size_inches()
+    fw, fh = ax.figure.get_size_inches()  # type: ignore[union-attr]  # axes of a top-level Figure (the stubs allow a SubFigure)
     pos = ax.get_position()
     return pos.width * fw, pos.height * fh
 

@@ -42,18 +42,18 @@ STYLE: dict[str, dict[str, Any]] = {
 _RECT_CODES = np.array([1, 2, 2, 2, 79], dtype=np.uint8)  # MOVETO, 3 x LINETO, CLOSEPOLY
 
 
-def _add(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int], **style: Any) -> Artist:
+def _add(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int] | np.ndarray, **style: Any) -> Artist:
     """A coloured layer: one polygon per rectangle, so each can have its own colour."""
     from matplotlib.collections import PolyCollection
 
-    coll = PolyCollection(verts, closed=True, **style)
+    coll = PolyCollection(verts, closed=True, **style)  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; an array is what it takes
     coll.set_gid(gid)
-    coll.tensorviz_owner = np.asarray(owner, dtype=np.int64)
+    coll.tensorviz_owner = np.asarray(owner, dtype=np.int64)  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     ax.add_collection(coll, autolim=False)
     return coll
 
 
-def _add_marks(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int]) -> Artist:
+def _add_marks(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int] | np.ndarray) -> Artist:
     """A mark layer in :data:`STYLE`: every rectangle in one compound path, hatched in one pass
     (Agg sets a hatch up per path: ~1 ms each). Past :data:`HATCH_LIMIT` rectangles a hatch is
     too small to see, so the layer becomes a plain fill of its hatch colour, half strength."""
@@ -68,7 +68,7 @@ def _add_marks(ax: Axes, gid: str, verts: np.ndarray, owner: Sequence[int]) -> A
     patch = PathPatch(Path(v.reshape(-1, 2), np.tile(_RECT_CODES, len(verts))), **style)
     patch.set_gid(gid)
     patch.set_visible(len(verts) > 0)  # an empty hatched path still costs a hatch set-up
-    patch.tensorviz_owner = np.asarray(owner, dtype=np.int64)
+    patch.tensorviz_owner = np.asarray(owner, dtype=np.int64)  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     ax.add_artist(patch)  # not add_patch: no data limits to update (they are set), ~1 ms less
     return patch
 
@@ -136,7 +136,7 @@ def _draw_separators(d: Diagram, ax: Axes) -> None:
     segs = [[(0, y), (1, y)] for y in ys]
     lines = LineCollection(segs, colors="#999999", linewidths=0.6, transform=ax.get_yaxis_transform())
     lines.set_gid("separators")
-    lines.tensorviz_owner = np.arange(len(segs))
+    lines.tensorviz_owner = np.arange(len(segs))  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     ax.add_collection(lines, autolim=False)
 
 
@@ -221,9 +221,9 @@ def _draw_slivers(d: Diagram, ax: Axes, colors: np.ndarray, narrow: np.ndarray) 
 def _lines(ax: Axes, gid: str, segs: np.ndarray, owner: np.ndarray, **style: Any) -> None:
     from matplotlib.collections import LineCollection
 
-    lines = LineCollection(segs.reshape(-1, 2, 2), **style)
+    lines = LineCollection(segs.reshape(-1, 2, 2), **style)  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; an array is what it takes
     lines.set_gid(gid)
-    lines.tensorviz_owner = np.asarray(owner, dtype=np.int64)
+    lines.tensorviz_owner = np.asarray(owner, dtype=np.int64)  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     ax.add_collection(lines, autolim=False)
 
 

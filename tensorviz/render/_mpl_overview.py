@@ -103,7 +103,7 @@ def draw_overview(ov: Overview, fig: Figure, bottom: float, height: float) -> Ax
     _title(ov, ax)
     _markers(ov, ax, cols)
     _label_list(ov, ax, bottom + 0.1, lines, w, h)
-    ax.tensorviz_overview = ov
+    ax.tensorviz_overview = ov  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     return ax
 
 

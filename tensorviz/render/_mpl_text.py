@@ -41,7 +41,7 @@ def draw_lane_labels(d: Diagram, ax: Axes) -> None:
         if len(show) * 6 > px * len(d.lanes):
             show = []
     ax.set_yticks([])
-    left = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-3.5, units="points")
+    left = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-3.5, units="points")  # type: ignore[arg-type]  # axes of a top-level Figure (the stubs allow a SubFigure)
     chars = min(LANE_CHARS, getattr(ax, "tensorviz_label_chars", LANE_CHARS))  # set by render() for its margin
     for i in show:
         kind = d.lanes[i].kind
@@ -279,7 +279,7 @@ def draw_header(d: Diagram, ax: Axes) -> None:
     text = d.header.text
     if d.byte_range is not None:
         text += f" · zoom [{d.byte_range[0]:,}, {d.byte_range[1]:,})"
-    fig_w = ax.figure.get_figwidth() * 72  # points
+    fig_w = ax.figure.get_figwidth() * 72  # type: ignore[union-attr]  # points; axes of a top-level Figure
     x0, width = ax.get_position().x0, ax.get_position().width
     room = (1 - x0) * fig_w - 6  # from the axes' left to the figure's edge
     lines = fit_lines(text, room, _HEADER_SIZE)
@@ -339,7 +339,7 @@ def legend_entries(d: Diagram) -> list[tuple[str, str]]:
     return [(mark, label) for mark, label, used in wanted if used] + categories
 
 
-_PLAIN = {
+_PLAIN: dict[str, dict[str, Any]] = {
     "read": dict(facecolor="#777777", edgecolor="#444444"),
     "unread": dict(facecolor=(0.47, 0.47, 0.47, 0.22), edgecolor="#444444"),
     "dashed": dict(facecolor="none", edgecolor="#444444", linestyle=(0, (3, 2))),

@@ -80,10 +80,11 @@ class ByteLocator(Locator):
         self.nbins = nbins
 
     def __call__(self):
+        assert self.axis is not None, "a locator is called once set on an axis"
         vmin, vmax = self.axis.get_view_interval()
         return self.tick_values(vmin, vmax)
 
-    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:
+    def tick_values(self, vmin: float, vmax: float) -> np.ndarray:  # type: ignore[override]  # matplotlib's locators return arrays (stubs: Sequence)
         vmin, vmax = sorted((float(vmin), float(vmax)))
         width = vmax - vmin
         if width <= 0 or not math.isfinite(width):

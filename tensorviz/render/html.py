@@ -18,6 +18,7 @@ import html
 from typing import TYPE_CHECKING
 
 from tensorviz.core.names import shown
+from tensorviz.core.records import GroupBy
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ def drawn_names(d: Diagram) -> list[str]:
     return list(dict.fromkeys(n for bar in d.bars for n in bar.names))
 
 
-def _table_grouping(d: Diagram) -> tuple[str, str]:
+def _table_grouping(d: Diagram) -> tuple[GroupBy, str]:
     """The grouping of the table's group column and its heading. In safetensors files, every
     tensor of a file is on its one storage: there the column groups tensors sharing bytes."""
     if d.by == "storage" and d.header.noun == "file":

@@ -161,14 +161,14 @@ def _render(diagram: Diagram, ax: Axes | None, figure: Figure | None, width: flo
             fig.clear()
             fig.set_size_inches(w, h, forward=True)
         ax = fig.add_axes((left / w, bottom / h, 1 - (left + 0.3) / w, 1 - (bottom + _TOP) / h))
-        ax.tensorviz_label_chars = _left_margin(diagram, h - bottom - _TOP, width)[1]
+        ax.tensorviz_label_chars = _left_margin(diagram, h - bottom - _TOP, width)[1]  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
         if diagram.overview is not None:
             draw_overview(diagram.overview, fig, 0.0, overview_inches(diagram.overview, w))
-    fig = ax.figure
+    fig = ax.figure  # type: ignore[assignment]  # the axes' Figure (never a SubFigure here)
     _draw(diagram, ax)
     literal_texts(fig)  # names are data, never mathtext
-    fig.tensorviz_diagram = diagram
-    ax.tensorviz_diagram = diagram
+    fig.tensorviz_diagram = diagram  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
+    ax.tensorviz_diagram = diagram  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     return fig
 
 
@@ -212,7 +212,7 @@ def layer(fig_or_ax: Any, gid: str) -> Artist:
     (KeyError listing the gids present)."""
     found = [a for a in _layers(fig_or_ax) if a.get_gid() == gid]
     if not found:
-        present = sorted({a.get_gid() for a in _layers(fig_or_ax)})
+        present = sorted({a.get_gid() for a in _layers(fig_or_ax)}, key=str)
         raise KeyError(f"no layer {gid!r}; layers drawn: {present}")
     return found[0]
 
@@ -230,13 +230,13 @@ def drawn_rects(fig_or_ax: Any, gid: str) -> np.ndarray:
     art = layer(fig_or_ax, gid)
     if hasattr(art, "get_paths"):
         return np.array([p.vertices[:4] for p in art.get_paths()]).reshape(-1, 4, 2)
-    return art.get_path().vertices.reshape(-1, 5, 2)[:, :4]
+    return art.get_path().vertices.reshape(-1, 5, 2)[:, :4]  # type: ignore[attr-defined]  # a PathPatch layer (typed as Artist)
 
 
 def names_at(fig_or_ax: Any, gid: str, index: int) -> tuple[str, ...]:
     """The names drawn by rectangle ``index`` of layer ``gid`` (a storage's names for the
     storage-level layers)."""
-    owner = int(layer(fig_or_ax, gid).tensorviz_owner[index])
+    owner = int(layer(fig_or_ax, gid).tensorviz_owner[index])  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     d = fig_or_ax.tensorviz_diagram
     if gid in _BLOCK_LAYERS:
         block = d.blocks[owner]
@@ -290,13 +290,13 @@ def _setup_axes(d: Diagram, ax: Axes) -> None:
         else f"bytes from the start of the {what} (zoomed)",
         fontsize=8,
     )
-    ax.format_coord = lambda x, y: _coord_text(d, x, y)
+    ax.format_coord = lambda x, y: _coord_text(d, x, y)  # type: ignore[method-assign]  # matplotlib documents assigning format_coord
 
 
 def _tick_bins(ax: Axes) -> int:
     """Most ticks for the axis length: one per 0.6 inch (a label like "1.5 KiB" is ~0.4 inch
     wide), from 2 to 8, so a narrow figure gets fewer ticks rather than labels on each other."""
-    inches = ax.get_position().width * ax.figure.get_figwidth()
+    inches = ax.get_position().width * ax.figure.get_figwidth()  # type: ignore[union-attr]  # axes of a top-level Figure (the stubs allow a SubFigure)
     return int(np.clip(inches // 0.6, 2, 8))
 
 

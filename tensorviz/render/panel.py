@@ -122,7 +122,7 @@ def _wide(strip: Strip) -> bool:
 
 def _cells_per_dtype(strip: Strip) -> str:
     """``"float32 = 2 cells, int16 = 1 cell"``: each dtype's element in the strip's cells."""
-    per = {}
+    per: dict[str, int] = {}
     for v in strip.views:
         per.setdefault(v.dtype, v.itemsize // strip.cell_bytes)
     return ", ".join(f"{d} = {n} cell{'s' * (n != 1)}" for d, n in per.items())

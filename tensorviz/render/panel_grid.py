@@ -56,9 +56,9 @@ def _rects(x: np.ndarray, y: np.ndarray, w: float, h: float) -> np.ndarray:
 def _add(ax: Axes, gid: str, verts: np.ndarray, owner: Any, **style: Any):
     from matplotlib.collections import PolyCollection
 
-    coll = PolyCollection(verts, closed=True, **style)
+    coll = PolyCollection(verts, closed=True, **style)  # type: ignore[arg-type]  # matplotlib's stubs want a Sequence; an array is what it takes
     coll.set_gid(gid)
-    coll.tensorviz_owner = np.asarray(owner, dtype=np.int64).ravel()
+    coll.tensorviz_owner = np.asarray(owner, dtype=np.int64).ravel()  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     ax.add_collection(coll, autolim=False)
     return coll
 

@@ -149,7 +149,8 @@ def file_nbytes(run: sv.Run) -> int | None:
     if not run.files:
         return None
     sizes = [sv.safetensors_file_nbytes(t, md) for _, t, md in run.files]
-    return None if any(x is None for x in sizes) else sum(sizes)
+    known = [x for x in sizes if x is not None]
+    return sum(known) if len(known) == len(sizes) else None
 
 
 #: The note on a torch.save verdict whose written bytes are unknown.

@@ -159,7 +159,10 @@ def fix_title(save_code: str) -> str:
     >>> fix_title("fixed = dict(sd)\ndel fixed['v']\nfixed['w'] = fixed['w'].clone()\nsave_file(fixed, path)")
     'leave out v (rebuilt after loading); write w as its own copy; then save_file'
     """
-    dropped, copied, expanded, call, origin = [], [], [], "", {}
+    dropped: list[str] = []
+    copied: list[str] = []
+    expanded: list[str] = []
+    call, origin = "", {}
     for line in save_code.splitlines():
         if m := _IMPORT(line):
             for part in m.group(2).split(","):

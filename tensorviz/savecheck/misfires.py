@@ -119,6 +119,7 @@ def _relations(sub: Layout, names) -> str:
 
 def _view_misfires(run: sv.Run, sub: Layout, s: Subject, name: str) -> list[Misfire]:
     """The library's check failed on views it cannot flatten; name them and say what is true."""
+    assert run.anchor_error is not None  # called only when the library's check failed
     err = f"{run.anchor_error[0]}: {run.anchor_error[1]}"
     out = []
     for st in sub.storages:

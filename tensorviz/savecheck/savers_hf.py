@@ -152,7 +152,7 @@ def _revert_conversion(run: Run, model: Any, sd: dict[str, Any]) -> dict[str, An
     owners: dict[int, list[str]] = collections.defaultdict(list)
     for k, v in sd.items():
         owners[id(v.untyped_storage())].append(k)
-    by_meta = {torch._C._storage_id(twins[names[0]]): names for names in owners.values()}
+    by_meta = {torch._C._storage_id(twins[names[0]]): names for names in owners.values()}  # type: ignore[attr-defined]  # torch's stubs omit it
     try:
         out = revert(model, twins)
     except Exception as e:  # noqa: BLE001 - a converter that needs data: say so, never guess
@@ -163,7 +163,7 @@ def _revert_conversion(run: Run, model: Any, sd: dict[str, Any]) -> dict[str, An
     for name, t in out.items():
         if not isinstance(t, torch.Tensor) or t.device.type != "meta":
             raise Unavailable(f"its weight-conversion step returned {type(t).__name__} for {name!r}")
-        owners_here = by_meta.get(torch._C._storage_id(t), [])
+        owners_here = by_meta.get(torch._C._storage_id(t), [])  # type: ignore[attr-defined]  # torch's stubs omit it
         source = _owner(owners_here, sd, t) if owners_here else ""
         storage = sd[source].untyped_storage() if source else None
         device = sd[source].device if source else next(iter(sd.values())).device

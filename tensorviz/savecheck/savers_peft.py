@@ -49,7 +49,7 @@ def evaluate_peft_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
     twins = {k: v.meta_twin(metas) for k, v in sd.items()}
     owners: dict[int, list[str]] = collections.defaultdict(list)
     for k, twin in twins.items():
-        owners[torch._C._storage_id(twin)].append(k)
+        owners[torch._C._storage_id(twin)].append(k)  # type: ignore[attr-defined]  # torch's stubs omit it
     used: set[str] = set()
     with _library_failure(run):
         for adapter, config in model.peft_config.items():
@@ -79,7 +79,7 @@ def _mapped(run: Run, out: dict[str, Any], sd: dict[str, Any], owners, used: set
     for name, t in out.items():
         if not isinstance(t, torch.Tensor) or t.device.type != "meta":
             raise Unavailable(f"get_peft_model_state_dict returned {type(t).__name__} for {name!r}")
-        names = owners.get(torch._C._storage_id(t), [])
+        names = owners.get(torch._C._storage_id(t), [])  # type: ignore[attr-defined]  # torch's stubs omit it
         source = names[0] if names else ""
         storage = sd[source].untyped_storage() if source else None
         device = sd[source].device if source else torch.device("cpu")

@@ -177,7 +177,9 @@ class StandIn:
         return torch.empty(0, dtype=self.dtype, device="meta").set_(st, self._offset, self.shape, self._stride)
 
     def _derived(self, t: torch.Tensor) -> StandIn:
-        return StandIn(t.dtype, self.device, tuple(t.shape), t.stride(), t.storage_offset(), self._storage, self.source)
+        return StandIn(
+            t.dtype, self.device, tuple(t.shape), t.stride(), int(t.storage_offset()), self._storage, self.source
+        )
 
     def view(self, *args: Any) -> StandIn:
         return self._derived(self._twin().view(*args))
@@ -247,19 +249,19 @@ def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
     ``storages`` maps a storage identity to its :class:`StorageStandIn`, so two names on one
     storage share one stand-in storage, as they do in torch.
     """
-    key = (str(t.device), torch._C._storage_id(t))
+    key = (str(t.device), torch._C._storage_id(t))  # type: ignore[attr-defined]  # torch's stubs omit it
     st = storages.get(key)
     if st is None:
         raw = t.untyped_storage()
         st = storages[key] = StorageStandIn(raw.data_ptr(), raw.nbytes(), t.device, key)
-    return StandIn(t.dtype, t.device, t.shape, t.stride(), t.storage_offset(), st, name)
+    return StandIn(t.dtype, t.device, t.shape, t.stride(), int(t.storage_offset()), st, name)
 
 
 def from_meta(t: torch.Tensor, storage: StorageStandIn | None, device: torch.device, source: str) -> StandIn:
     """The stand-in for a meta tensor a library returned: a view of ``storage`` when it reads
     one of the twins' storages, else a copy on a fresh pretend storage."""
     if storage is not None:
-        return StandIn(t.dtype, device, tuple(t.shape), t.stride(), t.storage_offset(), storage, source)
+        return StandIn(t.dtype, device, tuple(t.shape), t.stride(), int(t.storage_offset()), storage, source)
     nbytes = t.nelement() * t.element_size()
     ptr = fresh_ptr() if nbytes and device.type != "meta" else 0
     fresh = StorageStandIn(ptr, nbytes, device, ("copy", source))

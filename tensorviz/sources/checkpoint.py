@@ -304,7 +304,7 @@ def _record_names(tensors: list[torch.Tensor], records: Records) -> dict[int, tu
         if t.device.type == "cpu":
             st = t.untyped_storage()
             if st.nbytes():
-                ptrs[torch._C._storage_id(t)] = (st.data_ptr(), st.nbytes())
+                ptrs[torch._C._storage_id(t)] = (st.data_ptr(), st.nbytes())  # type: ignore[attr-defined]  # torch's stubs omit it
     if not ptrs or not records:
         return {}
     offsets = sorted(records)

@@ -245,7 +245,9 @@ def analyze_dcp(folder: str | os.PathLike) -> Layout:
 class _Builder:
     def __init__(self, folder: str, md: Any) -> None:
         self.folder, self.md = folder, md
-        self.rows, self.skipped, self.problems = Rows(), [], []
+        self.rows = Rows()
+        self.skipped: list[Skipped] = []
+        self.problems: list[str] = []
         self.rows.unique = False  # a hostile file may repeat a chunk: the repeat is skipped
         self.path = os.path.join(folder, ".metadata")
         self.places = _places(self.path, md)

@@ -80,7 +80,9 @@ class _Describer:
         self.expected: dict[tuple, tuple | None] = {}
         self.entries: list[list] = []
         self.by_id: dict[int, list] = {}
-        self.local_bytes, self.storages, self.problems = 0, {}, []
+        self.local_bytes = 0
+        self.storages: dict[int, int] = {}
+        self.problems: list[str] = []
 
     def add(self, name: str, value: Any) -> None:
         if not isinstance(value, torch.Tensor):
@@ -107,8 +109,8 @@ class _Describer:
         shape = tuple(int(n) for n in t.shape)
         if local is t:
             return ["t", [name], dtype, itemsize, shape]
-        mesh = self._mesh(t.device_mesh)
-        raw = tuple(t.placements)
+        mesh = self._mesh(t.device_mesh)  # type: ignore[attr-defined]  # a DTensor (torch.Tensor in the stubs)
+        raw = tuple(t.placements)  # type: ignore[attr-defined]
         placements = self.placements.get(raw)
         if placements is None:
             placements = self.placements[raw] = tuple(_placement(p) for p in raw)
@@ -188,7 +190,7 @@ def _placement(p: Any) -> tuple:
 
 
 # -- 2. the exchange ---------------------------------------------------------------------------
-def exchange(desc: dict, facts: dict, group: Any) -> tuple[list[tuple[list[int], dict]], dict, dict]:
+def exchange(desc: dict, facts: dict, group: Any) -> tuple[list[tuple[list[int], dict]], dict, dict[str, Any]]:
     """Every rank's description, as ``[(ranks holding it, description)]``, and facts by rank."""
     import torch.distributed as dist
 
@@ -201,10 +203,11 @@ def exchange(desc: dict, facts: dict, group: Any) -> tuple[list[tuple[list[int],
     leaders: dict[bytes, list[int]] = {}
     for group_rank, (d, _, _) in enumerate(gathered):
         leaders.setdefault(d, []).append(group_rank)
-    out, sizes = [], []
+    out: list[tuple[list[int], dict]] = []
+    sizes: list[int] = []
     me = dist.get_group_rank(group, rank) if group is not None else rank
     for members in leaders.values():
-        box = [desc if me == members[0] else None]
+        box: list[Any] = [desc if me == members[0] else None]
         dist.broadcast_object_list(box, group_src=members[0], group=group, device=device)
         out.append(([gathered[m][1] for m in members], box[0]))
         sizes.append(len(blob) if me == members[0] else len(pickle.dumps(box[0], protocol=pickle.HIGHEST_PROTOCOL)))

@@ -201,7 +201,7 @@ def gathered_to_sharded(obj: Any) -> dict[int, Any]:
     try:
         for module in obj.modules():
             if isinstance(module, fsdp_module):
-                for group in getattr(module._get_fsdp_state(), "_fsdp_param_groups", ()):
+                for group in getattr(module._get_fsdp_state(), "_fsdp_param_groups", ()):  # type: ignore[operator]  # FSDPModule method; torch types Module.__getattr__ as Tensor | Module
                     if group._sharded_state.name != "SHARDED":
                         swap.update(_swaps(group))
     except AttributeError:

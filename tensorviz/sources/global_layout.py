@@ -8,6 +8,7 @@ layout computed in a job can be rebuilt elsewhere (a notebook) exactly. No torch
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
@@ -48,7 +49,7 @@ def layout_from_record(record: dict, *, ranks: Any = None) -> Layout:
 
 def _description(d: dict) -> dict:
     meshes = [(tuple(m[0]), tuple(m[1]), tuple(m[2])) for m in d["meshes"]]
-    entries = []
+    entries: list[tuple] = []
     for e in d["entries"]:
         if e[0] == "d":
             placements = tuple(tuple(p) for p in e[6])
@@ -83,7 +84,9 @@ def _fsdp(shared: list[tuple[list[int], dict]], per_rank: dict) -> dict | None:
 class _Builder:
     def __init__(self, keep: set[int] | None = None) -> None:
         self.keep = keep
-        self.rows, self.skipped, self.problems = Rows(), [], []
+        self.rows = Rows()
+        self.skipped: list[Skipped] = []
+        self.problems: list[str] = []
         self.rows.unique = False  # "a@rank0" could also be a tensor's own name: a repeat is skipped
         self.meshes: list[tuple] = []
         self.tensors: dict[str, dict] = {}
@@ -122,7 +125,7 @@ class _Builder:
         shape: tuple,
         placements: tuple | None,
         mesh_index: int | None,
-        ranks: tuple,
+        ranks: Sequence[int],
         mesh: tuple | None,
     ) -> None:
         first = names[0]
@@ -176,10 +179,10 @@ class _Builder:
         for n in shape:
             numel *= n
         # Thousands of parameters share a few shapes: each (shape, placements, mesh, rank) once.
-        k = (shape, placements, mesh, rank)
-        found = self.places.get(k)
+        place = (shape, placements, mesh, rank)
+        found = self.places.get(place)
         if found is None:
-            found = self.places[k] = _place(shape, placements, mesh, rank)
+            found = self.places[place] = _place(shape, placements, mesh, rank)
         views, coord, note = found
         order = self.order.setdefault(names[0], len(self.order))
         for n in names:
@@ -224,7 +227,7 @@ _RANK_FACTS = ("local_bytes", "storage_bytes")  # per rank in metadata["ranks"];
 
 def _place(shape: tuple, placements: tuple | None, mesh: tuple | None, rank: int) -> tuple:
     """(views, mesh coordinate, note) of one rank's shard."""
-    if placements is None:
+    if placements is None or mesh is None:
         return [(shape, contiguous_strides(shape), 0)], [], "plain tensor (not a DTensor): this rank's own copy"
     coord = coordinate(mesh[1], mesh[0], rank)
     ranges = shard_ranges(shape, placements, mesh[0], coord)

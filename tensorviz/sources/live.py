@@ -56,7 +56,7 @@ ACCEPTED = (
 # torch reports element_size() == 1 for these, but their values are narrower than a byte.
 _SUB_BYTE = re.compile(r"^(u?int[1-7]|quint4x2|quint2x4)$")
 _TENSOR, _PARAMETER, _STRIDED = torch.Tensor, torch.nn.Parameter, torch.strided
-_storage_id = torch._C._storage_id
+_storage_id = torch._C._storage_id  # type: ignore[attr-defined]  # torch's stubs omit it
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunctionSubclass
 _CONTAINERS = (Mapping, list, tuple, torch.nn.Module)
 _SPARSE_HINTS = {
@@ -164,7 +164,7 @@ def _subclass_reason(t: torch.Tensor) -> str | None:
     if cls is _TENSOR or cls is _PARAMETER or _is_fake(t):
         return None
     name = cls.__qualname__
-    if isinstance(t, torch.nn.parameter.UninitializedTensorMixin):
+    if isinstance(t, torch.nn.parameter.UninitializedTensorMixin):  # type: ignore[attr-defined]  # not in stubs
         return (
             f"{name}: a lazy module's parameter has no shape or storage until its first forward; "
             f"run one forward pass (or build the module with concrete sizes) first"
@@ -384,8 +384,7 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
             f"tensorviz.analyze cannot read a {type(obj).__module__}.{type(obj).__qualname__}; "
             f"it accepts " + "; ".join(ACCEPTED)
         )
-    module = isinstance(obj, torch.nn.Module)
-    if not module and (optimizer is not None or grad):
+    if not isinstance(obj, torch.nn.Module) and (optimizer is not None or grad):
         raise TypeError(
             f"optimizer= and grad= need the model (an nn.Module) to name the state after its "
             f"parameters; got a {type(obj).__qualname__}"
@@ -393,7 +392,7 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
     c = _Collector()
     with gc_paused():
         c.walk(obj, "")
-        if not module:
+        if not isinstance(obj, torch.nn.Module):
             try:
                 facts = name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
             except READ_ERRORS:  # a value whose own code raises: the walk already skipped it by name

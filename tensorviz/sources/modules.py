@@ -16,7 +16,7 @@ from tensorviz.sources.fsdp_units import gathered_to_sharded
 __all__ = ["module_facts"]
 
 
-def module_facts(module: torch.nn.Module) -> dict[str, object]:
+def module_facts(module: torch.nn.Module) -> dict[str, Any]:
     """``{"classes": {prefix: class name}, "buffers": names, "not_saved": names}``.
 
     Prefixes are submodule names as ``named_modules`` gives them ("" is the model itself); a

@@ -109,8 +109,10 @@ def shard_views(shape: Sequence[int], ranges: tuple[Ranges, ...]) -> list[tuple[
     for r, st in zip(ranges, gstride):
         dims.append(_regular(r, st))
     if all(d is not None for d in dims):
-        shp, strd, off = [], [], 0
-        for s, t, o in dims:
+        shp: list[int] = []
+        strd: list[int] = []
+        off = 0
+        for s, t, o in filter(None, dims):
             shp += s
             strd += t
             off += o

@@ -116,7 +116,7 @@ def safetensors_part(header: SafetensorsHeader) -> Part:
     ds = header.data_start
     strides: dict[tuple[int, ...], tuple[int, ...]] = {}
     for e in header.entries:
-        dtype, itemsize, bits = dtype_facts(e.code)
+        dtype, itemsize, bits = dtype_facts(e.code) or ("", 0, 0)  # entries are validated: never the default
         if not itemsize:
             part.skipped.append(
                 Skipped(

@@ -261,7 +261,7 @@ def entry(path: str, name: str, info: Any) -> HeaderEntry:
                 else:
                     bits = numel * facts[2]
                     if bits < U64 and bits == (end - begin) * 8:
-                        return HeaderEntry(name, code, tuple(shape), begin, end)
+                        return HeaderEntry(name, str(code), tuple(shape), begin, end)
     return _checked_entry(path, name, info)
 
 
@@ -284,7 +284,7 @@ def _checked_entry(path: str, name: str, info: Any) -> HeaderEntry:
             raise FileFormatError(
                 f"{where}: the element count of shape {short(shape)} overflows 64 bits (safetensors refuses it)"
             )
-    bits = numel * dtype_facts(code)[2]
+    bits = numel * (dtype_facts(code) or ("", 0, 0))[2]  # the code was checked above
     if bits >= U64:
         raise FileFormatError(f"{where}: {code}{shape} holds more than 2^64 bits (safetensors refuses it)")
     if bits % 8:
@@ -346,7 +346,7 @@ def _depth(value: Any) -> int:
 def check_tiling(path: str, entries: Iterable[HeaderEntry], data_len: int) -> None:
     """Sorted by offsets, each tensor starts where the last ended; the last ends the file."""
     base = os.path.basename(path)
-    at, prev = 0, None  # prev: the last tensor with bytes, for messages
+    at, prev = 0, HeaderEntry("", "", (), 0, 0)  # prev: the last tensor with bytes, for messages
     for e in entries:
         if e.end > data_len:
             raise FileFormatError(
