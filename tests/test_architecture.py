@@ -219,3 +219,18 @@ def test_long_function_finder_sees_methods_and_nested_functions():
 def test_no_flat_private_family_prefixes_left_at_the_top():
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert top == ["__init__.py", "__main__.py", "cli.py"]
+
+
+def test_every_upward_hook_is_listed_once_and_registered():
+    """The lower layers' upward calls are the names of core.hooks.HOOKS, each answered once."""
+    import tensorviz  # noqa: F401  (registers the answers)
+    from tensorviz.core import hooks
+
+    assert set(hooks._REGISTRY) == set(hooks.HOOKS)
+    calls = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "call":
+                if getattr(node.func.value, "id", "") == "hooks":
+                    calls.add(node.args[0].value)
+    assert calls == set(hooks.HOOKS)

@@ -18,10 +18,10 @@ from dist_runs import rank_results, worker_run
 
 import tensorviz as tv
 from tensorviz.core.errors import TensorvizError
-from tensorviz.core.fsdp import PEAK_RULE, fsdp_lines, fsdp_record, rank_rows, rank_totals
+from tensorviz.core.fsdp import PEAK_RULE, fsdp_lines, rank_rows, rank_totals
 from tensorviz.savecheck.outcomes import FSDP_MID_STEP
 from tensorviz.sources.distributed import layout_from_record, object_device
-from tensorviz.sources.fsdp_units import rank_record
+from tensorviz.sources.fsdp_facts import fsdp_record, rank_record
 
 # -- pure: totals, the peak rule, words -------------------------------------------------------------
 

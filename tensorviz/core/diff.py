@@ -33,6 +33,7 @@ import numpy as np
 
 from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names
 from tensorviz.core.diff_modules import ModuleBytes
+from tensorviz.core.records import GroupBy
 from tensorviz.core.rows import gc_paused
 from tensorviz.core.summary import whole_files
 from tensorviz.core.tree import _file_name
@@ -148,9 +149,9 @@ class LayoutDiff:
     @property
     def same(self) -> bool:
         """Nothing differs: names, fields, ties, sharing, files and (when read) bytes."""
-        facts = (self.only_a, self.only_b, self.renamed, self.changed, self.ties_lost, self.ties_gained)
-        facts += (self.sharing_lost, self.sharing_gained, self.moved)
-        differ = any(facts) or (self.content is not None and bool(self.content.different))
+        names = (self.only_a, self.only_b, self.renamed, self.changed, self.ties_lost, self.ties_gained)
+        sharing = (self.sharing_lost, self.sharing_gained, self.moved)
+        differ = any(names) or any(sharing) or (self.content is not None and bool(self.content.different))
         return not differ
 
     @property
@@ -273,12 +274,13 @@ class _Columns:
     def codes(self, kind: str, values: dict) -> np.ndarray:
         """Per distinct value (geometry shape/stride, dtype, device): a code shared across sides."""
         t = self.table
-        items = {
+        columns: dict[str, list] = {
             "shape": [g.shape for g in t.geos],
             "stride": [g.stride for g in t.geos],
             "dtype": [d[0] for d in t.dtypes],
             "device": list(t.devices),
-        }[kind]
+        }
+        items = columns[kind]
         return np.fromiter((values.setdefault(v, len(values)) for v in items), np.int64, len(items))
 
     def value(self, kind: str, i: int) -> Any:
@@ -314,7 +316,7 @@ def _changes(ca: _Columns, cb: _Columns, ia: np.ndarray, ib: np.ndarray, names_a
     return tuple(Change(names_a[i], kind, ca.value(kind, i), cb.value(kind, int(ib[k]))) for i, _, kind, k in found)
 
 
-def _groups_not_kept(x: Layout, y: Layout, to_y: np.ndarray, by: str) -> tuple[frozenset[str], ...]:
+def _groups_not_kept(x: Layout, y: Layout, to_y: np.ndarray, by: GroupBy) -> tuple[frozenset[str], ...]:
     """Groups of ``by`` with two or more names in ``x`` whose names are not all matched into
     one group of ``y`` (``to_y``: per view of x, its match in y or -1). Vectorised: each
     member's group label in y (a unique negative number when unmatched), then per group the

@@ -255,7 +255,7 @@ def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = N
         return Geometry(numel, run[1], run[1], True, True, contiguous, None, shape, stride)
     reach = span(0, shape, stride, 1)[1]
     tower = tower_geometry(shape, stride, EXPLICIT_BUDGET)
-    if tower:
+    if isinstance(tower, tuple):
         geo = Geometry(numel, reach, total(tower[0]) * tower[2], False, True, contiguous, None, shape, stride)
         geo.tower = (_freeze(tower[0]), tower[1], tower[2])
         return geo

@@ -1,7 +1,7 @@
 """FSDP2's physical side of a distributed layout: per rank and unit, what stays, what is re-gathered.
 
-``tv.analyze(model, group=...)`` on an FSDP2 model puts ``layout.metadata["fsdp"]`` (built by
-:func:`fsdp_record`, JSON-friendly) next to the global layout:
+``tv.analyze(model, group=...)`` on an FSDP2 model puts ``layout.facts.fsdp`` (built by
+:func:`tensorviz.sources.fsdp_facts.fsdp_record`, JSON-friendly) next to the global layout:
 
 - ``units``: ``[{"ranks": [...], "units": [unit, ...]}]``, one entry per distinct list of units
   (usually one: every rank of an FSDP2 job has the same units and padded sizes). A unit is one
@@ -16,13 +16,12 @@
   estimated by the rule in ``peak_rule`` (:data:`PEAK_RULE`).
 - ``unavailable``: ``{reason: [ranks]}`` where torch's FSDP2 internals could not be read.
 
-:func:`rank_record` spells one rank out: every sharded storage with the byte range each local
+:func:`tensorviz.sources.fsdp_facts.rank_record` spells one rank out: every sharded storage with the byte range each local
 shard occupies in it, and every unsharded (all-gather output) storage with its state. Pure.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,7 +30,6 @@ from tensorviz.core.units import format_bytes
 __all__ = [
     "PEAK_RULE",
     "RANK_COLUMNS",
-    "fsdp_record",
     "unit_totals",
     "rank_totals",
     "fsdp_lines",
@@ -89,44 +87,6 @@ def rank_totals(units: Sequence[Mapping[str, Any]], local: Sequence[int]) -> dic
         "freed_storages": sum(t["freed_storages"] for t in totals),
         "peak_bytes": sharded + sum(t["kept"] for t in totals) + sum(refetched[-2:]),
     }
-
-
-def fsdp_record(
-    described: Sequence[tuple[Sequence[int], Sequence[Mapping]]],
-    shard_bytes: Mapping[int, int],
-    unavailable: Mapping,
-) -> dict | None:
-    """``metadata["fsdp"]`` from each description's ranks and units, each rank's local shard bytes
-    (all units together: one number a rank travels) and ``{rank: reason}`` where FSDP2's internals could not be read; None when no rank
-    has an FSDP2 unit and none failed."""
-    described = _same_units_once(described)
-    if not described and not unavailable:
-        return None
-    ranks: dict[int, dict] = {}
-    for members, units in described:
-        base = rank_totals(units, [])  # O(parameters) once; a rank adds only its shard bytes (O(units))
-        for r in members:
-            shards = int(shard_bytes.get(r) or 0)
-            ranks[r] = {**base, "shard_bytes": shards, "padding_bytes": base["sharded_bytes"] - shards}
-    why: dict[str, list[int]] = {}
-    for r, reason in sorted(unavailable.items()):
-        why.setdefault(str(reason), []).append(int(r))
-    record = {"units": [{"ranks": m, "units": u} for m, u in described], "ranks": dict(sorted(ranks.items()))}
-    record["peak_rule"] = PEAK_RULE
-    if why:
-        record["unavailable"] = why
-    return record
-
-
-def _same_units_once(described: Sequence[tuple[Sequence[int], Sequence[Mapping]]]) -> list[tuple[list[int], list]]:
-    """Descriptions that differ elsewhere (FSDP2 over tensor parallelism: each ``tp`` column has
-    its own ``dp`` mesh) but hold the same units: one entry, their ranks merged."""
-    merged: dict[str, tuple[list[int], list]] = {}
-    for ranks, units in described:
-        if units:
-            key = json.dumps(units, sort_keys=True, default=str)
-            merged.setdefault(key, ([], list(units)))[0].extend(int(r) for r in ranks)
-    return [(sorted(ranks), units) for ranks, units in merged.values()]
 
 
 # -- words ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from tensorviz.core.records import (
     RELATIONS,
     GroupBy,
     Skipped,
+    SourceFacts,
     StorageInfo,
     StorageKey,
     TensorView,
@@ -244,6 +245,11 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         """Extra facts from the source (a safetensors ``__metadata__``, checkpoint wrapper keys...)."""
         self._raw.finished(self._metadata)  # the source's deferred step may add facts
         return dict(self._metadata)
+
+    @property
+    def facts(self) -> SourceFacts:
+        """What the source knew besides the tensors, typed (see :class:`~tensorviz.core.records.SourceFacts`)."""
+        return self._cached("facts", lambda: SourceFacts.of(self.metadata))
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -7,8 +7,8 @@ dataclass's ``__dict__`` in one step instead of calling its generated ``__init__
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, NamedTuple, Protocol, TypeGuard, TypeVar
 
 import numpy as np
@@ -18,6 +18,8 @@ from tensorviz.core.units import format_bytes
 
 __all__ = [
     "LayoutLike",
+    "SourceFacts",
+    "SOURCE_KEYS",
     "TensorView",
     "Storage",
     "StorageInfo",
@@ -221,6 +223,7 @@ class Storage:
     complete_names: tuple[str, ...]
     label: str = ""
     exact: bool = True
+    whole_file: bool = False  # the storage is a whole file read header-only (a .safetensors file)
 
     def __repr__(self) -> str:
         return (
@@ -250,6 +253,8 @@ class LayoutLike(Protocol):
     @property
     def metadata(self) -> Mapping[str, Any]: ...
     @property
+    def facts(self) -> SourceFacts: ...
+    @property
     def categories(self) -> tuple[str, ...]: ...
     @property
     def naive_nbytes(self) -> int: ...
@@ -267,6 +272,72 @@ class LayoutLike(Protocol):
     def storage(self, which: str | StorageKey | int) -> Storage: ...
     def storage_views(self, which: str | StorageKey | int) -> tuple[TensorView, ...]: ...
     def storage_stats(self) -> StorageStats: ...
+
+
+@dataclass(frozen=True)
+class SourceFacts:
+    """What a source knew besides the tensors: one typed field per fact, for every layer to read.
+
+    Sources hand these in as a plain mapping (``Layout(..., metadata=...)``), keyed by the names
+    of :data:`SOURCE_KEYS`; a key no field names stays in :attr:`other` (and, like every fact,
+    in ``layout.metadata``, the same facts as a plain dict for JSON and older callers).
+
+    >>> import tensorviz as tv, torch
+    >>> tv.analyze(torch.nn.Linear(2, 2)).facts.modules["classes"]
+    {'': 'Linear'}
+    """
+
+    #: "safetensors", "index", "folder", "checkpoint", "dcp", "distributed"; "" for live objects
+    format: str = ""
+    #: safetensors: file -> the header's bytes [0, data start)
+    header: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    #: safetensors: file -> its __metadata__
+    file_metadata: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: __metadata__ renames the files do not hold ("dropped: a -> kept b")
+    dropped: Mapping[str, str] = field(default_factory=dict)
+    #: what a reader found wrong (duplicates, freed storages, disagreeing ranks)
+    problems: Sequence[str] = ()
+    #: a folder's other weight-file variants (tensorviz.sources.variants)
+    variants: Mapping[str, Any] = field(default_factory=dict)
+    #: checkpoints and DCP: non-tensor values, by name
+    values: Mapping[str, Any] = field(default_factory=dict)
+    #: values past the cap of ``values``
+    values_omitted: int = 0
+    #: live modules: {"classes", "buffers", "not_saved"} (tensorviz.sources.modules)
+    modules: Mapping[str, Any] = field(default_factory=dict)
+    #: a memory's storage objects
+    storage_objects: Mapping[StorageKey, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    #: FSDP2's units and per-rank totals (tensorviz.core.fsdp)
+    fsdp: Mapping[str, Any] | None = None
+    #: optimizer state and gradients (tensorviz.sources.training)
+    training: Mapping[str, Any] | None = None
+    #: distributed: device meshes (shape, ranks, dim_names)
+    meshes: Sequence[Mapping[str, Any]] = ()
+    #: distributed: shard view -> its rank and mesh
+    shards: Mapping[str, Any] = field(default_factory=dict)
+    #: DCP: chunk view -> its file and offsets
+    chunks: Mapping[str, Any] = field(default_factory=dict)
+    #: facts of a source no field above names yet
+    other: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any]) -> SourceFacts:
+        """The facts of a source's mapping (see :data:`SOURCE_KEYS`)."""
+        known = {name: metadata[key] for key, name in SOURCE_KEYS.items() if key in metadata}
+        other = {k: v for k, v in metadata.items() if k not in SOURCE_KEYS}
+        return cls(**known, other=other) if other else cls(**known)
+
+    @property
+    def whole_files(self) -> frozenset[StorageKey]:
+        """Keys of the storages that are whole files read header-only (``("file", path)``)."""
+        return frozenset(("file", path) for path in self.header)
+
+
+#: The source mapping's key of each :class:`SourceFacts` field.
+SOURCE_KEYS = {
+    **{f: f for f in SourceFacts.__dataclass_fields__ if f not in ("file_metadata", "other")},
+    "__metadata__": "file_metadata",
+}
 
 
 class StorageStats(NamedTuple):

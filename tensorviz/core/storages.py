@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from tensorviz.core import footprint as fp
-from tensorviz.core.records import Storage, StorageKey, StorageStats, TensorView, readonly, record
+from tensorviz.core.records import SourceFacts, Storage, StorageKey, StorageStats, TensorView, readonly, record
 from tensorviz.core.table import slices, slices_sharing, take
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ class StorageFacts:
         def _member_positions(self, s: int) -> np.ndarray: ...
         def _runs_at(self, i: int) -> np.ndarray: ...
         def _view(self, i: int) -> TensorView: ...
+        @property
+        def facts(self) -> SourceFacts: ...
 
     # -- storages and coverage ----------------------------------------------------------
     @property
@@ -62,6 +64,7 @@ class StorageFacts:
         new = object.__new__
         out = []
         columns = self._cache.pop("storage columns", None) or self._make_storage_columns()  # not kept twice
+        whole = self.facts.whole_files
         for values in zip(self._table.keys, range(self._nstores), *columns):
             # A frozen record filled directly (see records.record): 60k storages are common.
             st = new(Storage)
@@ -78,6 +81,8 @@ class StorageFacts:
                 d["label"],
                 d["exact"],
             ) = values
+            if whole:  # else the class default: False
+                d["whole_file"] = d["key"] in whole
             out.append(st)
         for key in [k for k in self._cache if type(k) is tuple and k[0] == "storage"]:
             out[key[1]] = self._cache.pop(key)  # a record made alone stays the one handed out
@@ -237,4 +242,4 @@ def _storage_record(layout, s: int) -> Storage:
     values = (t.key(s), s, t.devices[s], nbytes, names, covered, nbytes - covered, complete, t.labels[s])
     inexact = layout._sweep().inexact
     exact = bool(t.exact[members].all()) and not (inexact is not None and inexact[s])
-    return record(Storage, (*values, exact))
+    return record(Storage, (*values, exact, values[0] in layout.facts.whole_files))

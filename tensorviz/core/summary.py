@@ -46,10 +46,7 @@ def view_line(v: TensorView) -> str:
 def whole_files(layout: TreeLayout) -> frozenset:
     """Keys of the storages that are a whole safetensors file (every tensor of the file is on
     it, side by side), as opposed to a storage torch allocated (a ``.pt`` file's records)."""
-    headers = layout.metadata.get("header")
-    if not isinstance(headers, dict):
-        return frozenset()
-    return frozenset(("file", path) for path in headers) & {s.key for s in layout.storages}
+    return frozenset(s.key for s in layout.storages if s.whole_file)
 
 
 def shown_shared(layout: TreeLayout, by: GroupBy = "storage") -> tuple[tuple[Group, ...], str]:
@@ -101,7 +98,7 @@ def layout_text(layout: TreeLayout, by: GroupBy = "storage", max_views: int = 12
     lines = header_lines(layout)
     if storages:
         lines.append("(= a view that reads every byte of its storage)")
-    objects = layout.metadata.get("storage_objects") or {}
+    objects = layout.facts.storage_objects
     for s in storages:
         cov = f"{format_bytes(s.covered_nbytes)} read"
         if s.unreferenced_nbytes:

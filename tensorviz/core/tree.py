@@ -96,9 +96,9 @@ class Node:
     view: TensorView | None = field(default=None, repr=False)
     reason: str = ""
     categories: tuple[tuple[str, int], ...] = ()  # training state: bytes per category, counted once
-    kept: tuple[int, int] = ()  # (storage bytes, bytes of it no tensor reads): core.keepalive
+    kept: tuple[int, int] | tuple[()] = ()  # (storage bytes, bytes of it no tensor reads): core.keepalive
     piece: Piece | None = None  # a logical tensor stored in pieces (its children): core.pieces
-    unpacked: tuple[int, tuple[str, ...]] = ()  # (bytes as logical dtypes, those dtypes) over pieces
+    unpacked: tuple[int, tuple[str, ...]] | tuple[()] = ()  # (bytes as logical dtypes, those dtypes) over pieces
 
     @property
     def name(self) -> str:
@@ -166,8 +166,7 @@ def model_tree(layout: LayoutLike) -> ModelTree:
     """The module tree of a layout (see the module docstring for how bytes are attributed)."""
     views = layout.views
     own, distinct_groups, partners, counted, distinct = attribution(layout)
-    mods = layout.metadata.get("modules")
-    mods = mods if isinstance(mods, Mapping) else {}
+    mods = layout.facts.modules
     classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
     buffers = set(mods.get("buffers", ()))
     unsaved = set(mods.get("not_saved", ()))

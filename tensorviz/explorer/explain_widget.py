@@ -92,7 +92,7 @@ class ExplainWidget(anywidget.AnyWidget):
         self._png = png
         self._text = "\n".join(f"{_shown(v.name)}: {v.formula}" for s in plan.strips for v in s.views)
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:  # type: ignore[override]  # IPython calls it with include/exclude
         bundle = super()._repr_mimebundle_(include=include, exclude=exclude)
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
         if data is None:  # no widget front end: the static twin alone

@@ -132,7 +132,8 @@ def unframe(data: bytes, names: tuple[str, ...]) -> dict[str, bytes]:
     >>> unframe(bytes.fromhex("02007879"), ("a", "b"))
     {'a': b'xy', 'b': b''}
     """
-    lengths, pos = [], 0
+    lengths: list[int] = []
+    pos = 0
     while len(lengths) < len(names):
         n = shift = 0
         while True:

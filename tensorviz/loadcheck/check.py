@@ -65,7 +65,7 @@ def _twin_tensor(t: Any, memo: dict[int, Any]) -> Any:
     return memo[id(t)]
 
 
-def source_twin(source: Any, layout: Layout) -> OrderedDict:
+def source_twin(source: Any, layout: Layout | None) -> OrderedDict:
     """Meta tensors standing for the source's tensors, in the order the real mapping has them.
 
     A mapping keeps its own keys and order (a value that is not a tensor stays as it is, so torch
@@ -79,6 +79,7 @@ def source_twin(source: Any, layout: Layout) -> OrderedDict:
         if metadata is not None:
             out._metadata = copy.deepcopy(metadata)  # type: ignore[attr-defined]  # torch may write into it
         return out
+    assert layout is not None  # a source that is not a mapping was analysed
     return OrderedDict((v.name, _meta_from_view(v)) for v in layout.views)
 
 
@@ -137,7 +138,8 @@ def _memory_effects(ml: Layout, sl: Layout | None, fed: list[str], to_source: di
     fed_set = set(fed)
     order = {n: i for i, n in enumerate(fed)}
     same = _source_group(sl)
-    conflicts, broken, written = [], [], set()
+    conflicts, broken = [], []
+    written: set[str] = set()
     for group in ml.shared("overlap"):
         names = [n for n in group.names if n in fed_set]
         if names:

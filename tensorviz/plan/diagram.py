@@ -9,7 +9,6 @@ from typing import Any
 
 from tensorviz.core.layout import Layout, as_layout
 from tensorviz.core.records import Storage
-from tensorviz.core.summary import whole_files
 from tensorviz.plan.colors import PALETTE, colour_ordinals, palette_colour
 from tensorviz.plan.model import (
     Bar,
@@ -107,4 +106,4 @@ def storage_reasons(layout: Layout, storage: Storage) -> tuple[str, ...]:
     >>> storage_reasons(layout, layout.storages[0])
     ('shared', 'overlapping', 'non-contiguous')
     """
-    return _reasons(storage, layout.storage_views(storage.key), storage.key in whole_files(layout))
+    return _reasons(storage, layout.storage_views(storage.key), storage.whole_file)

@@ -1,6 +1,6 @@
 """Colour by rank or by mesh coordinate: the "by rank" and "by mesh dimension" diagram groupings.
 
-Pure; reads only ``layout.metadata``. A distributed layout (``tv.analyze(obj, group=...)``)
+Pure; reads only ``layout.facts``. A distributed layout (``tv.analyze(obj, group=...)``)
 lists every shard view's rank and mesh coordinate in ``metadata["shards"]``; a DCP folder names
 the rank that saved each chunk in its file name (``__R_0.distcp``). The diagram then keeps its
 storage lanes (one block per global tensor or file) and gives every bar the colour of its
@@ -13,6 +13,8 @@ never carries the meaning alone.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from tensorviz.core.layout import Layout
 from tensorviz.plan.model import DiagramOptionError
@@ -27,12 +29,12 @@ _SAVER = re.compile(r"^__(\d+)_\d+\.distcp$")
 
 def is_sharded(layout: Layout) -> bool:
     """Whether ``layout`` is a gathered sharded model or a DCP checkpoint folder (has shards)."""
-    return layout.metadata.get("format") in ("distributed", "dcp")
+    return layout.facts.format in ("distributed", "dcp")
 
 
 def mesh_dims(layout: Layout) -> list[str]:
     """The mesh dimension names of a sharded layout, sorted (none for a DCP folder's record)."""
-    return sorted({d for m in layout.metadata.get("meshes", ()) for d in m.get("dim_names", ())})
+    return sorted({d for m in layout.facts.meshes for d in m.get("dim_names", ())})
 
 
 def shard_grouping(layout: Layout, by: str) -> str:
@@ -41,7 +43,7 @@ def shard_grouping(layout: Layout, by: str) -> str:
     Raises:
         DiagramOptionError: not a sharded layout, or no mesh dimension of that name.
     """
-    fmt = layout.metadata.get("format")
+    fmt = layout.facts.format
     if not is_sharded(layout):
         raise DiagramOptionError(
             f"by={by!r} colours the shards of a sharded model (tv.analyze(obj, group=...)) or of a DCP "
@@ -60,14 +62,14 @@ def shard_ordinals(layout: Layout, by: str) -> dict[str, int]:
     """``{view name: colour ordinal}`` for every view with a rank or coordinate: its rank
     (``by="rank"``; for a DCP folder, the rank that saved the chunk), or its coordinate along
     one mesh dimension (``by="mesh:dp"``). Views absent keep their span group's colour."""
-    meta = layout.metadata
-    if meta.get("format") == "dcp":
-        return _saver_ranks(meta)
-    shards = meta.get("shards") or {}
+    facts = layout.facts
+    if facts.format == "dcp":
+        return _saver_ranks(facts.chunks)
+    shards = facts.shards
     if by == "rank":
         return {name: int(s["rank"]) for name, s in shards.items()}
     dim = by.removeprefix("mesh:")
-    meshes = meta.get("meshes") or []
+    meshes = facts.meshes
     out = {}
     for name, s in shards.items():
         mesh = meshes[s["mesh"]] if s.get("mesh") is not None else None
@@ -76,10 +78,10 @@ def shard_ordinals(layout: Layout, by: str) -> dict[str, int]:
     return out
 
 
-def _saver_ranks(meta: dict) -> dict[str, int]:
+def _saver_ranks(chunks: Mapping[str, Any]) -> dict[str, int]:
     """A DCP chunk's colour ordinal: the rank in its file's name (chunk views and file views)."""
     out = {}
-    for name, chunk in (meta.get("chunks") or {}).items():
+    for name, chunk in chunks.items():
         m = _SAVER.match(str(chunk.get("file") or ""))
         if m:
             out[name] = out[f"{chunk['file']}:{name}"] = int(m.group(1))

@@ -60,9 +60,7 @@ def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: b
 
 def file_headers(layout: Layout) -> dict[tuple, tuple[int, int]]:
     """``{storage key: (0, 8 + header length)}`` for the safetensors files of a layout."""
-    spans = layout.metadata.get("header")
-    if not isinstance(spans, dict):
-        return {}
+    spans = layout.facts.header
     return {
         ("file", path): (int(ab[0]), int(ab[1]))
         for path, ab in spans.items()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from tensorviz.core.diff import LayoutDiff
 from tensorviz.core.diff_text import fold
@@ -29,7 +29,7 @@ from tensorviz.core.units import format_bytes
 __all__ = ["DiffRow", "ShownDiff", "diff_rows", "diff_figure", "show_diff"]
 
 #: Hatch and edge per kind of row: the pattern carries the meaning, not only the colour.
-STYLES = {
+STYLES: dict[str, tuple[str, str, Literal["solid", "dashed", "dotted"]]] = {
     "same": ("", "#9aa5b1", "solid"),
     "changed": ("//", "#e6a23c", "solid"),
     "tie": ("..", "#6b8fd6", "dashed"),
@@ -72,6 +72,7 @@ def _tags(d: LayoutDiff) -> tuple[dict[str, list[str]], dict[str, str]]:
 def diff_rows(d: LayoutDiff, max_rows: int = 40) -> tuple[list[DiffRow], int]:
     """The rows to draw (at most ``max_rows``, rows with changes first) and how many were left out."""
     la, lb = d.layout_a, d.layout_b
+    assert la is not None and lb is not None  # a diff made by tv.diff holds both layouts
     tags, to_a = _tags(d)
     only_a = set(d.only_a)
     items: list[tuple[str, tuple]] = []

@@ -248,8 +248,9 @@ def _figure(e: ViewExplanation, width: float | None) -> Figure:
     from tensorviz.render.panel import draw
 
     v = e.layout[e.name]
-    extra = ()
+    extra: tuple[Geometry, ...] = ()
     if e.view_works:
+        assert e.view_stride is not None  # a view that works has its stride
         extra = (Geometry(e.call, v.dtype, e.new_shape, e.view_stride, v.offset, v.itemsize, v.start),)
     fig = draw(layout_plan(e.layout, extra=extra), width=width)
     ax = fig.axes[0]
@@ -352,7 +353,7 @@ def _links(ax: Axes, e: ViewExplanation, xin, xout, y0: float, y1: float, bad_ou
     if segs:
         lines = LineCollection(segs, colors=colors, linewidths=1.2)
         lines.set_gid("dims-links")
-        lines.tensorviz_owner = owners
+        lines.tensorviz_owner = owners  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
         ax.add_collection(lines, autolim=False)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tensorviz.core.names import shown
 from tensorviz.core.records import GroupBy
@@ -94,11 +95,11 @@ def diagram_html(d: Diagram, layout: Layout, png: bytes) -> str:
         f'<img src="{src}" alt="{e(d.header.text)}" style="max-width:100%"/>'
         f"<details{opened}><summary>{e(summary)}</summary>"
         f'<table class="tensorviz-table"><thead><tr>{thead}</tr></thead><tbody>{body}</tbody></table>'
-        f"</details>{fsdp_html(layout.metadata.get('fsdp'))}</div>"
+        f"</details>{fsdp_html(layout.facts.fsdp)}</div>"
     )
 
 
-def fsdp_html(record: dict | None) -> str:
+def fsdp_html(record: Mapping[str, Any] | None) -> str:
     """FSDP2's per-rank memory (``layout.metadata["fsdp"]``) as a small table, or nothing."""
     if not record or not record.get("ranks"):
         return ""

@@ -90,10 +90,10 @@ def storage_objects_written(st: Any, sub: Layout) -> list[tuple[int, int]]:
     torch.save writes each ``torch.UntypedStorage`` once, whole, keyed by the object: two objects
     over one memory (``torch.from_numpy`` twice on an array, ``set_`` on a slice of another
     storage) are two records, and come back as two memories. The layout joins such objects into
-    one memory and lists them in ``metadata["storage_objects"]``; an object is written when one
+    one memory and lists them in ``facts.storage_objects``; an object is written when one
     of the views lies inside it.
     """
-    objects = sub.metadata.get("storage_objects", {}).get(st.key)
+    objects = sub.facts.storage_objects.get(st.key)
     if not objects:
         return [(0, st.nbytes)]
     spans = [(v.start, v.stop) for v in sub.storage_views(st.key)]

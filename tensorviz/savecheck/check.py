@@ -163,7 +163,7 @@ def _trivial(cls: type) -> bool:
 
 
 def _layout_subject(layout: Layout) -> Subject:
-    fmt = str(layout.metadata.get("format", ""))
+    fmt = layout.facts.format
     storages: dict = {}
     sizes = {s.key: s.nbytes for s in layout.storages}
     out: dict[str, Any] = {}

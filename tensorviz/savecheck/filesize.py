@@ -161,7 +161,7 @@ def _replaced(obj: Any, swap: Callable[[Path, torch.Tensor], torch.Tensor | None
         changed = [(k, r) for k, v in items if (r := _replaced(v, swap, path + (k,))) is not v]
         if not changed:
             return obj
-        out = copy.copy(obj)
+        out: Any = copy.copy(obj)
         for k, r in changed:
             out[k] = r
         return out

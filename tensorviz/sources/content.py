@@ -41,19 +41,21 @@ Reader = Callable[[], Iterator[memoryview]]
 def compare_content(d: LayoutDiff, a: Any, b: Any, *, progress: bool | None = None) -> LayoutDiff:
     """``d`` with :attr:`LayoutDiff.content` filled from the bytes of ``a`` and ``b`` (the objects
     ``d`` was made from, or their Layouts)."""
+    la, lb = d.layout_a, d.layout_b
+    assert la is not None and lb is not None  # a diff made by tv.diff holds both layouts
     unread: list[tuple[str, str, str]] = []
-    readers_a = _readers(a, d.layout_a, "a", unread)
-    readers_b = _readers(b, d.layout_b, "b", unread)
-    total = _total(d.layout_a, readers_a) + _total(d.layout_b, readers_b)
+    readers_a = _readers(a, la, "a", unread)
+    readers_b = _readers(b, lb, "b", unread)
+    total = _total(la, readers_a) + _total(lb, readers_b)
     bar = _bar(total, progress)
     try:
-        hashes_a = _hashes(d.layout_a, readers_a, bar)
-        hashes_b = _hashes(d.layout_b, readers_b, bar)
+        hashes_a = _hashes(la, readers_a, bar)
+        hashes_b = _hashes(lb, readers_b, bar)
     finally:
         if bar is not None:
             bar.close()
     identical, different = _compare_matched(d, hashes_a, hashes_b)
-    duplicates = _duplicates("a", d.layout_a, hashes_a) + _duplicates("b", d.layout_b, hashes_b)
+    duplicates = _duplicates("a", la, hashes_a) + _duplicates("b", lb, hashes_b)
     content = ContentDiff(tuple(identical), tuple(different), tuple(duplicates), tuple(unread), total)
     return dataclasses.replace(d, content=content)
 
@@ -220,9 +222,11 @@ def _hashes(layout: Layout, readers: dict[str, Reader], bar: Any) -> dict[str, b
 def _compare_matched(d: LayoutDiff, ha: dict[str, bytes], hb: dict[str, bytes]) -> tuple[list[str], list[str]]:
     """Matched names of equal shape and dtype, both read: identical bytes, different bytes."""
     la, lb = d.layout_a, d.layout_b
+    assert la is not None and lb is not None
     to_b = {n: n for n in la.names if n in lb}
     to_b.update(dict(d.renamed))
-    identical, different = [], []
+    identical: list[str] = []
+    different: list[str] = []
     for name, other in to_b.items():
         if name not in ha or other not in hb:
             continue

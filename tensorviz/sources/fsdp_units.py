@@ -23,17 +23,14 @@ Everything is read from FSDP2's private attributes (``torch.distributed.fsdp._fu
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
-from tensorviz.core.fsdp import fsdp_record, unit_totals
+from tensorviz.sources.fsdp_facts import fsdp_record
 
-if TYPE_CHECKING:
-    from tensorviz.core.layout import Layout
-
-__all__ = ["UNAVAILABLE", "describe_units", "gathered_to_sharded", "module_values", "local_record", "rank_record"]
+__all__ = ["UNAVAILABLE", "describe_units", "gathered_to_sharded", "module_values", "local_record"]
 
 #: Why the physical side is missing, with the attribute torch lacks filled in.
 UNAVAILABLE = (
@@ -257,55 +254,3 @@ def local_record(obj: Any) -> dict | None:
         return None
     rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
     return fsdp_record([([rank], units)], {rank: sum(local)}, {rank: why} if why else {})
-
-
-def rank_record(layout: Layout, rank: int) -> list[dict]:
-    """One rank's units in full: every sharded storage (``nbytes``, padded) with the byte range
-    ``[start, stop)`` each local shard occupies in it (its length from the rank's shard views;
-    None when the layout does not show that rank), and every all-gather output with its state.
-
-    Raises:
-        KeyError: the layout has no FSDP2 record, or no unit on ``rank``.
-    """
-    record = layout.metadata.get("fsdp")
-    if not record:
-        raise KeyError("this layout has no FSDP2 units (tv.analyze(model, group=...) of a fully_shard model has)")
-    units = next((e["units"] for e in record["units"] if rank in e["ranks"]), None)
-    if units is None:
-        raise KeyError(f"rank {rank} holds no FSDP2 unit; ranks with units: {sorted(record['ranks'])}")
-    return [_unit_record(u, layout, rank) for u in units]
-
-
-def _unit_record(unit: Mapping, layout: Layout, rank: int) -> dict:
-    storages = [{"nbytes": n, "shards": []} for n in unit["storages"]]
-    unsharded = []
-    for p in unit["params"]:
-        length = _shard_nbytes(layout, p["names"][0], rank)
-        stop = None if length is None else p["offset"] + length
-        storages[p["storage"]]["shards"].append({"names": p["names"], "start": p["offset"], "stop": stop})
-        unsharded.append({"names": p["names"], "nbytes": p["gathered"], "state": _state(p["now"], p["gathered"])})
-    keys = ("module", "state", "reshard_after_forward", "note", "world")
-    return {**{k: unit[k] for k in keys}, "storages": storages, "unsharded": unsharded, **unit_totals(unit)}
-
-
-def _shard_nbytes(layout: Layout, name: str, rank: int) -> int | None:
-    """Bytes of ``name``'s shard views on ``rank`` (one view, or pieces ``#0``, ``#1``...); in a
-    one-process layout, of the view ``name`` itself (this rank's local shard)."""
-    if layout.metadata.get("format") != "distributed":
-        return layout[name].nbytes if name in layout else None
-    whole = f"{name}@rank{rank}"
-    if whole in layout:
-        return layout[whole].nbytes
-    pieces, k = 0, 0
-    while f"{whole}#{k}" in layout:
-        pieces += layout[f"{whole}#{k}"].nbytes
-        k += 1
-    return pieces if k else None
-
-
-def _state(now: int | None, gathered: int) -> str:
-    if now is None:
-        return "not yet gathered"
-    if now == 0 and gathered:
-        return "freed"
-    return "gathered" if now == gathered else f"{now} of {gathered} bytes"

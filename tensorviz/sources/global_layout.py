@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
-from tensorviz.core.fsdp import fsdp_record
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.sources.fsdp_facts import fsdp_record
 from tensorviz.sources.placements import (
     contiguous_strides,
     coordinate,

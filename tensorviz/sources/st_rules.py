@@ -346,7 +346,7 @@ def _depth(value: Any) -> int:
 def check_tiling(path: str, entries: Iterable[HeaderEntry], data_len: int) -> None:
     """Sorted by offsets, each tensor starts where the last ended; the last ends the file."""
     base = os.path.basename(path)
-    at, prev = 0, HeaderEntry("", "", (), 0, 0)  # prev: the last tensor with bytes, for messages
+    at, prev = 0, None  # prev: the last tensor with bytes, for messages
     for e in entries:
         if e.end > data_len:
             raise FileFormatError(
@@ -354,6 +354,7 @@ def check_tiling(path: str, entries: Iterable[HeaderEntry], data_len: int) -> No
                 f"section, which holds {data_len} bytes; the file is truncated or the header is wrong"
             )
         if e.begin < at:
+            assert prev is not None  # at > 0: a tensor with bytes ends there
             what = "a zero-size tensor placed inside" if e.begin == e.end else "overlap"
             raise FileFormatError(
                 f"{path}: tensor {e.name!r}: data_offsets [{e.begin}, {e.end}] {what} tensor "
