@@ -299,6 +299,20 @@ def test_diagram_colours_shards_by_rank_or_mesh_coordinate(by, key):
     assert [lane.label for lane in d.lanes if lane.kind == "storage"][0].startswith("storage #0 · w · global 16×8")
 
 
+@pytest.mark.parametrize("colour", ["rank", "mesh:dp", "mesh:tp"])
+def test_color_by_is_its_own_option_and_by_still_accepts_the_older_spelling(colour):
+    layout = _tp_layout()
+    old, new = tv.diagram(layout, by=colour), tv.diagram(layout, color_by=colour)
+    assert new.options == old.options and new.options.by == "storage" and new.options.color_by == colour
+    assert [(b.names, b.color) for b in new.bars] == [(b.names, b.color) for b in old.bars]
+    span = tv.diagram(layout, by="span", color_by=colour)  # a grouping and a colouring together
+    assert span.options.by == "span" and span.options.color_by == colour
+    with pytest.raises(tv.TensorvizError, match=r"color_by must be 'category', 'rank' or 'mesh:<dim>'"):
+        tv.diagram(layout, color_by="span")
+    with pytest.raises(tv.TensorvizError, match=r"contradicts it"):
+        tv.diagram(layout, by="rank", color_by="mesh:dp")
+
+
 def test_shard_groupings_say_when_they_do_not_apply():
     with pytest.raises(
         tv.TensorvizError, match=r"by='mesh:pp': no mesh dimension of that name; this layout has 'mesh:dp', 'mesh:tp'"

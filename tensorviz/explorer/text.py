@@ -6,36 +6,14 @@ Everything here returns plain text, or HTML whose every user string is escaped.
 from __future__ import annotations
 
 import html
-import math
-from decimal import ROUND_HALF_UP, Decimal
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import terminal
 from tensorviz.core.records import TensorView
+from tensorviz.core.units import byte_text
 
 _RELATIONS_SHOWN = 12  # details pane: relations listed one by one, the rest counted
 _ZOOM_POINTS = 256  # the byte-range slider has at most this many steps (+1 stop)
-_UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
-
-
-def byte_text(n: float) -> str:
-    """The explorer's one byte format (axis, slider, status, title; the canvas's ``formatBytes``
-    is the same): binary units, at most 4 significant digits. Hex appears only in details.
-
-    >>> byte_text(0), byte_text(1023), byte_text(1536), byte_text(4000), byte_text(3 << 30)
-    ('0 B', '1023 B', '1.5 KiB', '3.906 KiB', '3 GiB')
-    """
-    sign, a = ("-" if n < 0 else ""), abs(float(n))
-    for unit, size in _UNITS:
-        if a >= size:
-            v = a / size
-            digits = max(0, 3 - int(math.floor(math.log10(v))))
-            # half up on the exact binary value, as JavaScript's toFixed rounds (15.625 -> 15.63)
-            text = str(Decimal(v).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
-            if "." in text:
-                text = text.rstrip("0").rstrip(".")
-            return f"{sign}{text} {unit}"
-    return f"{sign}{int(Decimal(a).quantize(Decimal(1), rounding=ROUND_HALF_UP))} B"
 
 
 def offset_label(n: int) -> str:

@@ -55,16 +55,18 @@ def diagram(
     show_unreferenced: bool = True,
     expand_simple: bool = False,
     overview: bool | None = None,
+    color_by: str | None = None,
 ) -> Diagram:
     """Plan the bar diagram of a layout.
 
     Args:
         layout_or_obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts.
-        by: ``"storage"`` (a lane per view under each storage's extent), ``"span"`` (views with
-            an identical span share one bar, e.g. tied weights) or ``"overlap"`` (views packed
-            onto sub-lanes so none hides another; overlapping bytes marked); ``"category"``
-            draws storage lanes with each view coloured by what it is in training state
-            (weights, buffers, grads, optimizer state, copies, other) and a key of them.
+        by: the grouping (one of :data:`~tensorviz.core.records.GROUPINGS`): ``"storage"`` (a
+            lane per view under each storage's extent), ``"span"`` (views with an identical span
+            share one bar, e.g. tied weights) or ``"overlap"`` (views packed onto sub-lanes so
+            none hides another; overlapping bytes marked). A colouring given as ``by``
+            (``"category"``, ``"rank"``, ``"mesh:<dim>"``) still means storage lanes coloured
+            that way (``color_by``).
         names: regular expression; only views whose name matches (``re.search``) are drawn.
         storages: storage indices (as in ``layout.storages``) to include.
         only_shared: only storages (storage mode) or bars (span/overlap mode) in shared groups.
@@ -77,6 +79,9 @@ def diagram(
             of cells sized by bytes, coloured by how views share each storage). None (the
             default): when lanes cannot show them all -- from 1,000 storages, or when more
             storages than ``max_lanes`` leave some out. Never when no storage is selected.
+        color_by: colour the bars by what each view is in training state (``"category"``), or
+            those of a sharded model or DCP folder by the shard's ``"rank"`` or its coordinate
+            along one mesh dimension (``"mesh:dp"``); None: by span group.
 
     Returns:
         An immutable :class:`Diagram`.
@@ -92,7 +97,17 @@ def diagram(
     """
     layout = as_layout(layout_or_obj)
     opts = normalise(
-        layout, by, names, storages, only_shared, byte_range, max_lanes, show_unreferenced, expand_simple, overview
+        layout,
+        by,
+        names,
+        storages,
+        only_shared,
+        byte_range,
+        max_lanes,
+        show_unreferenced,
+        expand_simple,
+        overview,
+        color_by=color_by,
     )
     return plan(layout, opts)
 

@@ -31,23 +31,31 @@ def normalise(
     show_unreferenced: bool,
     expand_simple: bool,
     overview: bool | None = None,
+    color_by: str | None = None,
 ) -> DiagramOptions:
     """The checked, normalised options (storage indices as a tuple of ints, ...).
 
     Raises:
         DiagramOptionError: an option is out of range.
     """
-    color_by = ""
-    if by == "category":  # storage lanes, each view coloured by what it is in training state
+    if isinstance(by, str) and (by == "category" or by in SHARD_BYS or by.startswith("mesh:")):
+        # A colouring given as by= (the older spelling of color_by): storage lanes coloured that way.
+        if color_by is not None and color_by != by:
+            raise DiagramOptionError(f"by={by!r} already colours by {by!r}; color_by={color_by!r} contradicts it")
+        by, color_by = "storage", by
+    if color_by is not None and not (color_by == "category" or color_by in SHARD_BYS or color_by.startswith("mesh:")):
+        raise DiagramOptionError(
+            f"color_by must be 'category', {SHARD_BYS[0]!r} or 'mesh:<dim>' (or None), got {color_by!r}"
+        )
+    if color_by == "category":  # each view coloured by what it is in training state
         if not any(layout.categories):
             raise DiagramOptionError(
                 "by='category' colours views by weights, gradients, optimizer state...; this layout has "
                 "no categories: analyse a model (tv.analyze(model, optimizer=opt)) or a training checkpoint"
             )
-        by, color_by = "storage", "category"
-    elif isinstance(by, str) and (by in SHARD_BYS or by.startswith("mesh:")):
-        # Shards keep the storage lanes (one block per global tensor), coloured by rank/coordinate.
-        by, color_by = "storage", shard_grouping(layout, by)
+        colour = "category"
+    else:
+        colour = shard_grouping(layout, color_by) if color_by is not None else ""
     if not is_grouping(by):
         raise DiagramOptionError(
             f"by must be one of {BYS}, 'category' for training state, or {SHARD_BYS[0]!r} / 'mesh:<dim>' "
@@ -90,6 +98,6 @@ def normalise(
         int(max_lanes),
         bool(show_unreferenced),
         bool(expand_simple),
-        color_by,
+        colour,
         None if overview is None else bool(overview),
     )

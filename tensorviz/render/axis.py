@@ -24,9 +24,10 @@ import math
 import numpy as np
 from matplotlib.ticker import Formatter, Locator
 
-__all__ = ["ByteLocator", "ByteFormatter", "exact_bytes", "readout", "UNITS"]
+from tensorviz.core.units import TO_TIB as UNITS
+from tensorviz.core.units import exact_bytes
 
-UNITS = (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
+__all__ = ["ByteLocator", "ByteFormatter", "exact_bytes", "readout", "UNITS"]
 
 
 _MAX_DECIMALS = 1  # tick labels: "1.5 KiB" reads well, "0.125 KiB" reads worse than "128 B"
@@ -37,21 +38,6 @@ def _unit_for(step: float) -> tuple[str, int]:
         if step >= size:
             return name, size
     return "B", 1
-
-
-def exact_bytes(n: int) -> str:
-    """A byte count in the largest binary unit that states it exactly (<= 3 decimals).
-
-    >>> exact_bytes(1 << 30), exact_bytes(3584 * 1024), exact_bytes(1000), exact_bytes(1536)
-    ('1 GiB', '3.5 MiB', '1000 B', '1.5 KiB')
-    """
-    n = int(n)
-    sign, n = ("-" if n < 0 else ""), abs(n)
-    for name, size in UNITS[:-1]:
-        if n >= size and (n * 1000) % size == 0:
-            text = f"{n / size:.3f}".rstrip("0").rstrip(".")
-            return f"{sign}{text} {name}"
-    return f"{sign}{n} B"
 
 
 def readout(x: float) -> str:

@@ -24,14 +24,13 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck import savers as sv
-from tensorviz.savecheck import savers_hf as hf
-from tensorviz.savecheck import savers_torch as svt
 from tensorviz.savecheck.fixes import attach_fixes
 from tensorviz.savecheck.materialise import as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
-from tensorviz.savecheck.outcomes import FSDP_MID_STEP, SAVERS
-from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained, is_peft_model
+from tensorviz.savecheck.outcomes import FSDP_MID_STEP
+from tensorviz.savecheck.rules import SAVER_RULES
+from tensorviz.savecheck.savers_peft import is_peft_model
 from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
 from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Verdict
@@ -96,7 +95,7 @@ def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
         subject.notes.append(FSDP_MID_STEP)
         return subject
     # the stand-ins read metadata only: the module's own tensors do (no detached copies made);
-    # torch.save's dry run asks for the state dict itself, when it runs (see _real_state_dict)
+    # torch.save's dry run asks for the state dict itself, when it runs (see savecheck.rules)
     sd = obj.state_dict(keep_vars=True)
     subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=obj)
     meta = any(isinstance(t, StandIn) and t.device.type == "meta" for t in subject.standins.values())
@@ -239,24 +238,6 @@ def _optimized_module() -> type:
     return getattr(mod, "OptimizedModule", None) or type("NoOptimizedModule", (), {})
 
 
-_COMPILED = "_orig_mod."
-
-
-def _save_pretrained(model: Any, sd: dict[str, Any]) -> sv.Run:
-    """save_pretrained on the model itself; for a torch.compile'd one (names under ``_orig_mod.``,
-    which ``compiled.save_pretrained`` forwards to the model) the names are the model's own, and
-    each written name is recorded as a rename of the given one."""
-    if not sd or not all(k.startswith(_COMPILED) for k in sd):
-        return hf.evaluate_save_pretrained(model, sd)
-    run = hf.evaluate_save_pretrained(model, {k[len(_COMPILED) :]: v for k, v in sd.items()})
-    run.given = tuple(sd)
-    for names in (run.dropped, run.carried, run.ignored):  # given names, as the user has them
-        names[:] = [_COMPILED + n if _COMPILED + n in sd else n for n in names]
-    run.renamed[:0] = [(_COMPILED + k, k) for k in run.written if _COMPILED + k in sd]
-    run.notes.append("a torch.compile'd model: save_pretrained writes the model's own names (no _orig_mod. prefix)")
-    return run
-
-
 def _is_pretrained(obj: Any) -> bool:
     mod = sys.modules.get("transformers.modeling_utils")
     cls = getattr(mod, "PreTrainedModel", None) if mod is not None else None
@@ -273,75 +254,28 @@ def versions() -> tuple[tuple[str, str], ...]:
 
 
 # -- step 2: one saver --------------------------------------------------------------------------------
-def _library(saver: str) -> str:
-    dist = {
-        "safetensors.save_file": "safetensors",
-        "safetensors.save_model": "safetensors",
-        "torch.save": "torch",
-        "transformers.save_pretrained": "transformers",
-        "peft.save_pretrained": "peft",
-        "accelerate.save": "accelerate",
-        "Accelerator.save_model": "accelerate",
-    }[saver]
-    ver = sv.version(dist)
-    return f"{dist} {ver}" if ver else ""
-
-
-def _call(saver: str, subject: Subject) -> str:
-    model = "model"
-    sd = "model.state_dict()" if subject.kind == "module" else "state_dict"
-    call = SAVERS[saver].format(sd=sd, model=model)
-    if saver == "safetensors.save_model" and subject.kind != "module":
-        call += "  # a module whose state_dict() is this mapping"
-    if saver == "accelerate.save" and subject.kind == "mapping" and not subject.ordered:
-        call += "  # a plain dict: accelerate does not de-duplicate it"
-    return call
-
-
 def _evaluate(saver: str, s: Subject) -> Verdict | None:
-    library = _library(saver)
-    if not library:
-        return None  # not installed
-    if (
-        (saver == "transformers.save_pretrained" and s.pretrained is None)
-        or (saver == "peft.save_pretrained" and s.peft is None)
-        or (saver == "Accelerator.save_model" and s.kind != "module")
-    ):
-        return None  # not applicable
-    sd = s.standins
+    """The verdict of one saver (its rule in :data:`~tensorviz.savecheck.rules.SAVER_RULES`), or
+    None when its library is not installed or it does not apply to the subject."""
+    rule = SAVER_RULES[saver]
+    version = sv.version(rule.library)
+    if not version or not rule.applies(s):
+        return None  # not installed, or not applicable
+    library, call = f"{rule.library} {version}", rule.call_text(s)
     try:
         if s.key_problem and saver != "torch.save":
             raise sv.Unavailable(s.key_problem)
-        if saver == "safetensors.save_file":
-            run = sv.evaluate_save_file(sd, s.memo)
-        elif saver == "safetensors.save_model":
-            run = sv.evaluate_save_model(sd, s.memo)
-        elif saver == "torch.save":
-            run = svt.evaluate_torch_save(sd, _real_state_dict(s))
-            if s.materialised and run.file_nbytes is None:
-                run.notes.append("file size not computed: torch's dry run of meta tensors writes empty records")
-        elif saver == "transformers.save_pretrained":
-            if s.pretrained is None:
-                return None
-            run = _save_pretrained(s.pretrained, sd)
-        elif saver == "peft.save_pretrained":
-            run = evaluate_peft_save_pretrained(s.peft, sd)
-        elif saver == "accelerate.save":
-            run = hf.evaluate_accelerate_save(sd, s.ordered, s.memo)
-        else:
-            if s.kind != "module":
-                return None
-            run = hf.evaluate_accelerator_save_model(sd, s.has_meta_parameters)
+        run = rule.evaluate(s)
     except sv.Unavailable as e:
         return Verdict(
             saver,
-            _call(saver, s),
+            call,
             library,
             "could not evaluate",
             ("could not evaluate",),
             message=f"could not evaluate: {e}",
         )
-    return _verdict(saver, _call(saver, s), library, run, s)
+    return _verdict(saver, call, library, run, s)
 
 
 def _storage_of(s: Subject) -> dict[str, Any]:
@@ -349,13 +283,6 @@ def _storage_of(s: Subject) -> dict[str, Any]:
     if s.storage_of is None:
         s.storage_of = {v.name: v.storage for v in s.layout.views}
     return s.storage_of
-
-
-def _real_state_dict(s: Subject) -> Any:
-    """What torch.save would be given: ``model.state_dict()`` for a module, made only now."""
-    if s.real_state_dict is None:
-        return None
-    return s.real_state_dict.state_dict() if s.kind == "module" else s.real_state_dict
 
 
 def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
