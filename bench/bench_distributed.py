@@ -35,7 +35,7 @@ import torch.multiprocessing as mp
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorviz as tv  # noqa: E402
-from tensorviz.sources.distributed import build_layout, describe, exchange  # noqa: E402
+from tensorviz.sources.distributed.collective import build_layout, describe, exchange  # noqa: E402
 
 SHAPES = ((64, 32), (32,), (128, 64), (7, 5))  # (7, 5) is uneven on 2 and 4 ranks
 

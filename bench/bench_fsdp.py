@@ -30,8 +30,8 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorviz as tv  # noqa: E402
-from tensorviz.sources.distributed import build_layout, describe, exchange  # noqa: E402
-from tensorviz.sources.fsdp_units import describe_units  # noqa: E402
+from tensorviz.sources.distributed.collective import build_layout, describe, exchange  # noqa: E402
+from tensorviz.sources.distributed.fsdp_units import describe_units  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_distributed import process_group, run_worlds, slowest, time_lines, timed  # noqa: E402

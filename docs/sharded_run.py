@@ -74,7 +74,7 @@ def run(rank: int, world: int, out: str, port: int) -> None:
 
         import tensorviz as tv
         from tensorviz.cli import layout_to_json
-        from tensorviz.sources.distributed import gather
+        from tensorviz.sources.distributed.collective import gather
 
         model = build(init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp")))
         model(torch.tensor([[1, 2, 3, 4]])).sum().backward()  # one step: units gathered, then freed

@@ -72,7 +72,7 @@ def analyze(
         group: a ``torch.distributed`` process group, or True for the default group: then this
             is a collective (every rank calls it) and every rank gets the same global layout,
             each DTensor a global tensor with its ranks' shards as views ``NAME@rankR``
-            (see :mod:`tensorviz.sources.distributed`).
+            (see :mod:`tensorviz.sources.distributed.collective`).
         variant: for a model folder holding several weight variants (``model.safetensors``
             and ``model.fp16.safetensors``), the one to read, as ``from_pretrained(variant=)``
             does; None reads the default and lists the others in ``layout.metadata["variants"]``.

@@ -121,7 +121,7 @@ def scenario(name: str, obj, out: str, rank: int, save: bool = True) -> None:
 
     import tensorviz as tv
     from tensorviz.cli import layout_to_json
-    from tensorviz.sources.distributed import gather
+    from tensorviz.sources.distributed.collective import gather
 
     layout = tv.analyze(obj, group=True)
     doc = layout_to_json(layout)
@@ -158,8 +158,8 @@ def step(name: str, world: int, out: str, rank: int, reshard: bool | int) -> Non
     saw them (a forward pre-hook runs after FSDP2's all-gather) and after the step."""
     import tensorviz as tv
     from tensorviz.cli import layout_to_json
-    from tensorviz.sources.distributed import gather
-    from tensorviz.sources.fsdp_units import fsdp_mid_step_state
+    from tensorviz.sources.distributed.collective import gather
+    from tensorviz.sources.distributed.fsdp_units import fsdp_mid_step_state
 
     m = fsdp_model(world, reshard_after_forward=reshard)
     seen: dict[str, torch.Tensor] = {}

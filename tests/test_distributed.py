@@ -19,8 +19,8 @@ import tensorviz as tv
 from tensorviz.cli import layout_to_json
 from tensorviz.core.errors import TensorvizError
 from tensorviz.plan.diagram import PALETTE
-from tensorviz.sources.distributed import build_layout, layout_from_record
-from tensorviz.sources.placements import coordinate, shard_ranges, shard_views
+from tensorviz.sources.distributed.collective import build_layout, layout_from_record
+from tensorviz.sources.distributed.placements import coordinate, shard_ranges, shard_views
 
 # -- placements: the arithmetic against DTensor's own split (its private helper is the oracle) -------
 

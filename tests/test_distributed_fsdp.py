@@ -20,8 +20,8 @@ import tensorviz as tv
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.fsdp import PEAK_RULE, fsdp_lines, rank_rows, rank_totals
 from tensorviz.savecheck.outcomes import FSDP_MID_STEP
-from tensorviz.sources.distributed import layout_from_record, object_device
-from tensorviz.sources.fsdp_facts import fsdp_record, rank_record
+from tensorviz.sources.distributed.collective import layout_from_record, object_device
+from tensorviz.sources.distributed.fsdp_facts import fsdp_record, rank_record
 
 # -- pure: totals, the peak rule, words -------------------------------------------------------------
 
@@ -117,7 +117,7 @@ def test_a_torch_without_fsdp2s_private_attributes_gets_the_reason_not_an_error(
 
     import torch
 
-    from tensorviz.sources.fsdp_units import UNAVAILABLE, describe_units, read_units
+    from tensorviz.sources.distributed.fsdp_units import UNAVAILABLE, describe_units, read_units
 
     class Unknown(torch.nn.Module):  # an FSDP2 state with neither _fsdp_param_groups nor _fsdp_param_group
         def _get_fsdp_state(self):

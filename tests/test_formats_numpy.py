@@ -13,7 +13,7 @@ import pytest
 
 import tensorviz as tv
 from tensorviz.core.errors import FileFormatError
-from tensorviz.core.summary import shown_shared
+from tensorviz.core.text import shown_shared
 
 ARRAYS = {
     "f32": np.arange(12, dtype=np.float32).reshape(3, 4),

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import tensorviz as tv
 from tensorviz.core.errors import FileFormatError
-from tensorviz.core.summary import shown_shared
+from tensorviz.core.text import shown_shared
 
 ARRAYS = {
     "W": np.arange(64, dtype=np.float32).reshape(8, 8),

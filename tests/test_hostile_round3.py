@@ -168,7 +168,7 @@ def _fake_dtensor(global_rows: int, local_rows: int, placements, mesh_shape=(1,)
 def test_dtensors_with_garbage_placements_are_skipped_by_name():
     from torch.distributed.tensor import Replicate, Shard
 
-    from tensorviz.sources.distributed import describe
+    from tensorviz.sources.distributed.collective import describe
 
     cases = {
         "garbage": _fake_dtensor(4, 4, (object(),)),

@@ -1,4 +1,4 @@
-"""The save check's savers are one table of rule objects (tensorviz.savecheck.rules)."""
+"""The save check's savers are one table of rule objects (tensorviz.savecheck.savers.rules)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 import tensorviz as tv
 from tensorviz.savecheck.outcomes import SAVERS
-from tensorviz.savecheck.rules import SAVER_RULES, LibraryRule
+from tensorviz.savecheck.savers.rules import SAVER_RULES, LibraryRule
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

@@ -48,7 +48,7 @@ def test_torch_ao_quantized_model_raises_with_the_librarys_message(saver, tmp_pa
 
 
 def test_a_replay_broken_on_a_stand_in_is_still_could_not_evaluate():
-    from tensorviz.savecheck.savers import Unavailable, _guard
+    from tensorviz.savecheck.savers.common import Unavailable, _guard
 
     with pytest.raises(Unavailable):
         _guard(AttributeError("'StandIn' object has no attribute 'fancy'"))

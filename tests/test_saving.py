@@ -17,9 +17,9 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tensorviz as tv
-from tensorviz.savecheck import savers as _savers
 from tensorviz.savecheck import standin as _standin
 from tensorviz.savecheck.report import OUTCOMES, SAVERS, SaveReport
+from tensorviz.savecheck.savers import common as _savers
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 

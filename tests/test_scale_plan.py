@@ -12,7 +12,7 @@ from models import FusedQKV, seed_tensors
 
 import tensorviz as tv
 from tensorviz.core import footprint as fp
-from tensorviz.core.summary import shown_shared
+from tensorviz.core.text import shown_shared
 from tensorviz.plan.bars import Proto, depth_runs, mark_overlaps
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.planner import _Planner, file_headers, storage_reasons

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 import tensorviz as tv
-from tensorviz.core.summary import layout_text
+from tensorviz.core.text import layout_text
 from tensorviz.core.tree import model_tree
 
 

@@ -35,7 +35,7 @@ from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names
 from tensorviz.core.diff_modules import ModuleBytes
 from tensorviz.core.records import GroupBy
 from tensorviz.core.rows import gc_paused
-from tensorviz.core.summary import whole_files
+from tensorviz.core.text import whole_files
 from tensorviz.core.tree import _file_name
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """FSDP2's physical side of a distributed layout: per rank and unit, what stays, what is re-gathered.
 
 ``tv.analyze(model, group=...)`` on an FSDP2 model puts ``layout.facts.fsdp`` (built by
-:func:`tensorviz.sources.fsdp_facts.fsdp_record`, JSON-friendly) next to the global layout:
+:func:`tensorviz.sources.distributed.fsdp_facts.fsdp_record`, JSON-friendly) next to the global layout:
 
 - ``units``: ``[{"ranks": [...], "units": [unit, ...]}]``, one entry per distinct list of units
   (usually one: every rank of an FSDP2 job has the same units and padded sizes). A unit is one
@@ -16,7 +16,7 @@
   estimated by the rule in ``peak_rule`` (:data:`PEAK_RULE`).
 - ``unavailable``: ``{reason: [ranks]}`` where torch's FSDP2 internals could not be read.
 
-:func:`tensorviz.sources.fsdp_facts.rank_record` spells one rank out: every sharded storage with the byte range each local
+:func:`tensorviz.sources.distributed.fsdp_facts.rank_record` spells one rank out: every sharded storage with the byte range each local
 shard occupies in it, and every unsharded (all-gather output) storage with its state. Pure.
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from tensorviz.core import footprint as fp
-from tensorviz.core import hooks, summary
+from tensorviz.core import hooks
 from tensorviz.core.groups import GroupFacts
 from tensorviz.core.records import (
     RELATIONS,
@@ -41,6 +41,7 @@ from tensorviz.core.storages import StorageFacts
 from tensorviz.core.sweep import components, ranked, sweep
 from tensorviz.core.table import Table, beyond_int64, byte_limit_error, objects
 from tensorviz.core.table import build as build_table
+from tensorviz.core.text import compact_text, fits_screen, layout_text
 from tensorviz.core.tree import ModelTree, model_tree
 
 __all__ = ["Layout", "RELATIONS", "as_layout"]
@@ -381,7 +382,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
             f"{shared} shared, {len(self._skipped)} skipped>"
         )
 
-    # -- text: print(layout) and the module tree (see tensorviz.core.summary, tensorviz.core.tree) --
+    # -- text: print(layout) and the module tree (see tensorviz.core.text, tensorviz.core.tree) --
     def to_text(self, by: GroupBy = "storage", max_views: int | None = None, full: bool | None = None) -> str:
         """A plain-text summary: storages with their views and coverage, shared groups, skips.
 
@@ -393,9 +394,9 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         :data:`~tensorviz.core.names.LINE_CAP` (a very long name) keeps its start and end.
         """
         if full:
-            return summary.layout_text(self, by=by, max_views=len(self) if max_views is None else max_views, full=True)
-        text = None if full is False else summary.fits_screen(self, by, 12 if max_views is None else max_views)
-        return text if text is not None else summary.compact_text(self, by=by)
+            return layout_text(self, by=by, max_views=len(self) if max_views is None else max_views, full=True)
+        text = None if full is False else fits_screen(self, by, 12 if max_views is None else max_views)
+        return text if text is not None else compact_text(self, by=by)
 
     def tree(self) -> ModelTree:
         """The module tree: totals per prefix, bytes counted once (see :mod:`tensorviz.core.tree`)."""

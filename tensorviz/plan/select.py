@@ -166,7 +166,7 @@ def _any_view_kept(
 
 def shared_count(layout: Layout, by: GroupBy, files: frozenset) -> tuple[int, str]:
     """How many shared groups the header counts, and how (as
-    :func:`tensorviz.core.summary.shown_shared`, whose groups it counts without making them)."""
+    :func:`tensorviz.core.text.shown_shared`, whose groups it counts without making them)."""
     whole = file_indices(layout, files) if by == "storage" else np.zeros(0, dtype=np.int64)
     if not whole.size:
         return int(np.count_nonzero(layout.group_sizes(by) >= 2)), f"by {by}"

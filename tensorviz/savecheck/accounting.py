@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorviz.core.layout import Layout
-from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck.outcomes import OUTCOMES
+from tensorviz.savecheck.savers import common as sv
 from tensorviz.savecheck.standin import Opaque, StandIn
 
 __all__ = ["Bytes", "unique_nbytes", "written_names", "byte_counts", "file_nbytes"]

@@ -3,7 +3,7 @@
 Step 1 (:func:`_subject`) turns the object into a layout, a ``{name: StandIn}`` state dict as
 each saver would receive it, and the module-only facts (ties, meta parameters) -- after which
 no tensor or module is referenced. Step 2 runs each saver's evaluation
-(:mod:`tensorviz.savecheck.savers` and its siblings). Step 3 (:func:`_verdict`) accounts bytes from the layout's exact
+(:mod:`tensorviz.savecheck.savers.common` and its siblings). Step 3 (:func:`_verdict`) accounts bytes from the layout's exact
 footprints, lists misfires, and asks :mod:`tensorviz.savecheck.fixes` for fixes.
 
 Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it imports torch at the top).
@@ -23,18 +23,18 @@ import torch
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.savecheck import accounting as acc
-from tensorviz.savecheck import savers as sv
 from tensorviz.savecheck.fixes import attach_fixes
 from tensorviz.savecheck.materialise import as_materialised, has_meta
 from tensorviz.savecheck.misfires import misfires as _misfires
 from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import FSDP_MID_STEP
-from tensorviz.savecheck.rules import SAVER_RULES
-from tensorviz.savecheck.savers_peft import is_peft_model
+from tensorviz.savecheck.savers import common as sv
+from tensorviz.savecheck.savers.peft_adapter import is_peft_model
+from tensorviz.savecheck.savers.rules import SAVER_RULES
 from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
 from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Verdict
-from tensorviz.sources.fsdp_units import fsdp_mid_step_state
+from tensorviz.sources.distributed.fsdp_units import fsdp_mid_step_state
 
 __all__ = ["run_check", "versions"]
 
@@ -255,7 +255,7 @@ def versions() -> tuple[tuple[str, str], ...]:
 
 # -- step 2: one saver --------------------------------------------------------------------------------
 def _evaluate(saver: str, s: Subject) -> Verdict | None:
-    """The verdict of one saver (its rule in :data:`~tensorviz.savecheck.rules.SAVER_RULES`), or
+    """The verdict of one saver (its rule in :data:`~tensorviz.savecheck.savers.rules.SAVER_RULES`), or
     None when its library is not installed or it does not apply to the subject."""
     rule = SAVER_RULES[saver]
     version = sv.version(rule.library)

@@ -8,7 +8,7 @@ from tensorviz.core import periodic
 from tensorviz.core.attribution import meeting_pairs
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
-from tensorviz.savecheck import savers as sv
+from tensorviz.savecheck.savers import common as sv
 from tensorviz.savecheck.standin import StandIn
 from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Misfire

@@ -75,7 +75,7 @@ def _object_ties(module: Any) -> tuple[tuple[tuple[str, ...], ...], str]:
     try:
         from accelerate.utils import find_tied_parameters
 
-        from tensorviz.savecheck.savers import version
+        from tensorviz.savecheck.savers.common import version
 
         found = find_tied_parameters(module)
         return tuple(tuple(g) for g in found), f"accelerate.utils.find_tied_parameters ({version('accelerate')})"

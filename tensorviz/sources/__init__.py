@@ -38,7 +38,7 @@ def analyze(
     if (optimizer is not None or grad) and (group not in (None, False) or isinstance(obj, (str, os.PathLike))):
         raise TypeError("optimizer= and grad= read a live model's training state; not with group= or a path")
     if group is not None and group is not False:
-        from tensorviz.sources.distributed import analyze_group
+        from tensorviz.sources.distributed.collective import analyze_group
 
         return analyze_group(obj, None if group is True else group)
     if remote_limits is not None and not is_url(obj):

@@ -25,7 +25,7 @@ from typing import Any
 
 from tensorviz.core.diff import ContentDiff, Duplicate, LayoutDiff
 from tensorviz.core.layout import Layout
-from tensorviz.core.summary import whole_files
+from tensorviz.core.text import whole_files
 
 __all__ = ["compare_content", "CHUNK", "PROGRESS_FROM"]
 

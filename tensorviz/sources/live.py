@@ -27,7 +27,7 @@ from tensorviz.core.names import elide, terminal
 from tensorviz.core.records import Piece, Skipped, record
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.bnb import tag_bitsandbytes
-from tensorviz.sources.fsdp_units import local_record
+from tensorviz.sources.distributed.fsdp_units import local_record
 from tensorviz.sources.memory import address, finish
 from tensorviz.sources.modules import module_facts
 from tensorviz.sources.objects import (

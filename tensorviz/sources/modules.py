@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tensorviz.sources.fsdp_units import gathered_to_sharded
+from tensorviz.sources.distributed.fsdp_units import gathered_to_sharded
 
 __all__ = ["module_facts"]
 

@@ -17,7 +17,7 @@ import torch
 
 from tensorviz.core import limits
 from tensorviz.core.names import elide, terminal
-from tensorviz.sources.fsdp_units import gathered_to_sharded, module_values
+from tensorviz.sources.distributed.fsdp_units import gathered_to_sharded, module_values
 from tensorviz.sources.parts import short
 
 __all__ = [

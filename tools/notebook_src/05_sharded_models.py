@@ -26,7 +26,7 @@ CELLS = [
     %matplotlib inline
     import json, os, subprocess, sys, tempfile
     import tensorviz as tv
-    from tensorviz.sources.global_layout import layout_from_record
+    from tensorviz.sources.distributed.global_layout import layout_from_record
 
     out = tempfile.mkdtemp(prefix="tensorviz-05-")     # nothing is written into the repository
     command = [sys.executable, os.path.join("..", "docs", "sharded_run.py"), out]

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tensorviz.savecheck import savers as sv
-from tensorviz.savecheck import savers_hf as hf
-from tensorviz.savecheck import savers_torch as svt
 from tensorviz.savecheck.outcomes import SAVERS
-from tensorviz.savecheck.savers_peft import evaluate_peft_save_pretrained
+from tensorviz.savecheck.savers import common as sv
+from tensorviz.savecheck.savers import hf as hf
+from tensorviz.savecheck.savers import torch_save as svt
+from tensorviz.savecheck.savers.peft_adapter import evaluate_peft_save_pretrained
 from tensorviz.savecheck.subject import Subject
 
 __all__ = ["LibraryRule", "SAVER_RULES"]

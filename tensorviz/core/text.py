@@ -1,4 +1,5 @@
-"""Plain-text summary of a Layout: for terminals, logs and golden tests.
+"""The text of a Layout: what ``print(layout)`` and ``layout.to_text()`` write, for terminals,
+logs and golden tests.
 
 Deterministic: no storage addresses, only indices, sizes, names and byte offsets.
 """

@@ -1,5 +1,5 @@
 """FSDP2's record in a layout (``layout.facts.fsdp``): built from the units each rank described
-(:mod:`tensorviz.sources.fsdp_units` reads them from torch), and read back per rank.
+(:mod:`tensorviz.sources.distributed.fsdp_units` reads them from torch), and read back per rank.
 
 Pure Python (no torch): a gathered record rebuilt from JSON needs neither torch nor a process
 group. The record's vocabulary -- totals, the peak rule, its words -- is

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from tensorviz.sources.fsdp_facts import fsdp_record
+from tensorviz.sources.distributed.fsdp_facts import fsdp_record
 
 __all__ = ["UNAVAILABLE", "describe_units", "gathered_to_sharded", "module_values", "local_record"]
 

@@ -1,6 +1,6 @@
 """The global layout of a sharded model from the exchanged descriptions: pure, the same on every rank.
 
-:mod:`tensorviz.sources.distributed` gathers every rank's description over torch.distributed;
+:mod:`tensorviz.sources.distributed.collective` gathers every rank's description over torch.distributed;
 this module turns them into a :class:`~tensorviz.core.layout.Layout` (see that module's
 docstring for what the layout holds) and reads and writes the exchanged record as JSON, so a
 layout computed in a job can be rebuilt elsewhere (a notebook) exactly. No torch.
@@ -15,8 +15,8 @@ from tensorviz.core.errors import TensorvizError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
-from tensorviz.sources.fsdp_facts import fsdp_record
-from tensorviz.sources.placements import (
+from tensorviz.sources.distributed.fsdp_facts import fsdp_record
+from tensorviz.sources.distributed.placements import (
     contiguous_strides,
     coordinate,
     placement_text,

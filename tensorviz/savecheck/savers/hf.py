@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tensorviz.savecheck.savers import (
+from tensorviz.savecheck.savers.common import (
     _ST,
     Run,
     Unavailable,

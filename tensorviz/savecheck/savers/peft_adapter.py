@@ -20,7 +20,14 @@ from typing import Any
 
 import torch
 
-from tensorviz.savecheck.savers import Run, Unavailable, _helper, _library_failure, _only_standins, _save_file_into
+from tensorviz.savecheck.savers.common import (
+    Run,
+    Unavailable,
+    _helper,
+    _library_failure,
+    _only_standins,
+    _save_file_into,
+)
 from tensorviz.savecheck.standin import StandIn, from_meta
 
 __all__ = ["is_peft_model", "evaluate_peft_save_pretrained"]

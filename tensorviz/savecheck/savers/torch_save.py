@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tensorviz.savecheck.savers import Run, _err, _guard
+from tensorviz.savecheck.savers.common import Run, _err, _guard
 from tensorviz.savecheck.standin import StandIn
 
 __all__ = ["evaluate_torch_save"]

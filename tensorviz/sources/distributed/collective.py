@@ -36,11 +36,11 @@ import torch
 
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.layout import Layout
-from tensorviz.sources.fsdp_units import describe_units
-from tensorviz.sources.global_layout import build_layout, layout_from_record
+from tensorviz.sources.distributed.fsdp_units import describe_units
+from tensorviz.sources.distributed.global_layout import build_layout, layout_from_record
+from tensorviz.sources.distributed.placements import coordinate, placement_text, shard_ranges
 from tensorviz.sources.live import iter_named_values
 from tensorviz.sources.objects import READ_ERRORS, first_line
-from tensorviz.sources.placements import coordinate, placement_text, shard_ranges
 
 __all__ = ["analyze_group", "gather", "describe", "exchange", "object_device", "build_layout", "layout_from_record"]
 
@@ -275,7 +275,7 @@ def analyze_group(obj: Any, group: Any = None, *, ranks: Any = None) -> Layout:
 def gather(obj: Any, group: Any = None) -> dict:
     """The exchange record (a collective): every description, the ranks holding it, per-rank facts.
 
-    JSON-friendly; :func:`~tensorviz.sources.global_layout.layout_from_record` turns it into the
+    JSON-friendly; :func:`~tensorviz.sources.distributed.global_layout.layout_from_record` turns it into the
     layout, here or later (``json.dump`` it from rank 0 to look at a job's layout in a notebook).
     """
     import torch.distributed as dist
