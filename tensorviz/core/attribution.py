@@ -132,8 +132,9 @@ def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], d
     own = [v.footprint_nbytes for v in views]
     pos = {v.name: i for i, v in enumerate(views)}
     groups = [g.names for g in layout.shared("overlap")]
-    partners: dict[str, tuple[str, ...]] = {}
+    partners: dict[str, Sequence[str]] = {}
     runs: dict[str, _Runs] = {}
+    owned: list[int] | np.ndarray
     for names in groups:
         pieces = [layout.footprint_piece(n) for n in names]
         if any(isinstance(p, periodic.Tower) for p in pieces):
@@ -208,10 +209,12 @@ class _Runs:
 
     __slots__ = ("runs", "small", "total")
 
-    def __init__(self, runs) -> None:
+    def __init__(self, runs: np.ndarray) -> None:
         self.small = len(runs) <= 32
-        self.runs = [tuple(r) for r in runs.tolist()] if self.small and hasattr(runs, "tolist") else runs
-        self.total = sum(b - a for a, b in self.runs) if self.small else fp.total(self.runs)
+        self.runs: list | np.ndarray = (
+            [tuple(r) for r in runs.tolist()] if self.small and hasattr(runs, "tolist") else runs
+        )
+        self.total = sum(b - a for a, b in self.runs) if self.small else fp.total(np.asarray(self.runs))
 
     def _array(self):
         return fp.as_runs(self.runs) if self.small else self.runs

@@ -204,7 +204,7 @@ def _load_model(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: 
     if facts["raises"]:  # a shape mismatch raises inside load_state_dict, even with strict=False
         return facts
     try:
-        to_removes = _remove_duplicate_names(model.state_dict(), preferred_names=twin_source.keys())
+        to_removes = _remove_duplicate_names(model.state_dict(), preferred_names=list(twin_source.keys()))
     except RuntimeError as err:
         return dict(facts, raises=True, error=f"RuntimeError: {err}")
     missing, unexpected = set(facts["missing"]), list(facts["unexpected"])

@@ -255,7 +255,8 @@ class _Planner:
 
     def _category_words(self) -> tuple[str, tuple[tuple[str, str], ...]]:
         """Training state's totals for the header, and the legend when coloured by category."""
-        layout, words, legend, optimizer = self.layout, "", (), ""
+        layout, words, optimizer = self.layout, "", ""
+        legend: tuple[tuple[str, str], ...] = ()
         if is_training(layout):
             tree = layout.tree()
             words, optimizer = category_words(tree.root.categories, tree.optimizer), tree.optimizer

@@ -192,7 +192,7 @@ def _parallel(loc: Location, todo: list[tuple[str, int]]):
 
 def _progress(results, total: int):
     try:
-        from tqdm.auto import tqdm  # type: ignore[import-untyped]
+        from tqdm.auto import tqdm
     except ImportError:
         return results
     return tqdm(results, total=total, desc="safetensors headers", unit="file", disable=None, leave=False)

@@ -55,7 +55,9 @@ def _prefixed(part: Part, prefix: str) -> Part:
     part.categories = {pre + k: v for k, v in part.categories.items()}
     facts = part.meta.get("training")
     found = facts.get("optimizers", {}) if isinstance(facts, dict) else {}
-    if found:  # one optimizer state per file: named by the file, its parameters at the top level
+    if found and isinstance(
+        facts, dict
+    ):  # one optimizer state per file: named by the file, its parameters at the top level
         facts["optimizers"] = {prefix: {**next(iter(found.values())), "model": ""}}
     return part
 
