@@ -38,24 +38,7 @@ def normalise(
     Raises:
         DiagramOptionError: an option is out of range.
     """
-    if isinstance(by, str) and (by == "category" or by in SHARD_BYS or by.startswith("mesh:")):
-        # A colouring given as by= (the older spelling of color_by): storage lanes coloured that way.
-        if color_by is not None and color_by != by:
-            raise DiagramOptionError(f"by={by!r} already colours by {by!r}; color_by={color_by!r} contradicts it")
-        by, color_by = "storage", by
-    if color_by is not None and not (color_by == "category" or color_by in SHARD_BYS or color_by.startswith("mesh:")):
-        raise DiagramOptionError(
-            f"color_by must be 'category', {SHARD_BYS[0]!r} or 'mesh:<dim>' (or None), got {color_by!r}"
-        )
-    if color_by == "category":  # each view coloured by what it is in training state
-        if not any(layout.categories):
-            raise DiagramOptionError(
-                "by='category' colours views by weights, gradients, optimizer state...; this layout has "
-                "no categories: analyse a model (tv.analyze(model, optimizer=opt)) or a training checkpoint"
-            )
-        colour = "category"
-    else:
-        colour = shard_grouping(layout, color_by) if color_by is not None else ""
+    by, colour = _colouring(layout, by, color_by)
     if not is_grouping(by):
         raise DiagramOptionError(
             f"by must be one of {BYS}, 'category' for training state, or {SHARD_BYS[0]!r} / 'mesh:<dim>' "
@@ -101,3 +84,27 @@ def normalise(
         colour,
         None if overview is None else bool(overview),
     )
+
+
+def _colouring(layout: Layout, by: str, color_by: str | None) -> tuple[str, str]:
+    """``(by, colouring)``: a colouring given as ``by`` (the older spelling of ``color_by``)
+    means storage lanes coloured that way; the colouring checked against the layout."""
+    if isinstance(by, str) and (by == "category" or by in SHARD_BYS or by.startswith("mesh:")):
+        # A colouring given as by= (the older spelling of color_by): storage lanes coloured that way.
+        if color_by is not None and color_by != by:
+            raise DiagramOptionError(f"by={by!r} already colours by {by!r}; color_by={color_by!r} contradicts it")
+        by, color_by = "storage", by
+    if color_by is not None and not (color_by == "category" or color_by in SHARD_BYS or color_by.startswith("mesh:")):
+        raise DiagramOptionError(
+            f"color_by must be 'category', {SHARD_BYS[0]!r} or 'mesh:<dim>' (or None), got {color_by!r}"
+        )
+    if color_by == "category":  # each view coloured by what it is in training state
+        if not any(layout.categories):
+            raise DiagramOptionError(
+                "by='category' colours views by weights, gradients, optimizer state...; this layout has "
+                "no categories: analyse a model (tv.analyze(model, optimizer=opt)) or a training checkpoint"
+            )
+        colour = "category"
+    else:
+        colour = shard_grouping(layout, color_by) if color_by is not None else ""
+    return by, colour
