@@ -283,7 +283,7 @@ class _Acc:
             self.counted.add(pc.of)
             self.unpacked[at] += logical_nbytes(pc) or own
 
-    def _unpacked(self, path: str, kids: list[Node]) -> tuple[int, tuple[str, ...]]:
+    def _unpacked(self, path: str, kids: list[Node]) -> tuple[int, tuple[str, ...]] | tuple[()]:
         """``Node.unpacked`` of ``path``: ``()`` when nothing under it is stored in pieces; else
         its logical tensors in their logical dtypes plus its other children as stored (a piece
         itself counts 0: its prefix counts the logical tensor)."""

@@ -28,13 +28,14 @@ class _Writes(TorchDispatchMode):
 
     def __init__(self, storage_id: int) -> None:
         super().__init__()
-        self.storage_id, self.ops = storage_id, []
+        self.storage_id = storage_id
+        self.ops: list = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         schema = func._schema
         if schema.is_mutable and args and isinstance(args[0], torch.Tensor):
-            if torch._C._storage_id(args[0]) == self.storage_id:
+            if torch._C._storage_id(args[0]) == self.storage_id:  # type: ignore[attr-defined]  # torch's stubs omit it
                 self.ops.append(func.__name__)
         return func(*args, **kwargs)
 
@@ -52,7 +53,7 @@ def init_rebuild(model: Any, name: str) -> str:
             memo[id(t)] = torch.nn.Parameter(twin, t.requires_grad) if isinstance(t, torch.nn.Parameter) else twin
         twin_module = copy.deepcopy(owner, memo)
         target = getattr(twin_module, attr)
-        mode = _Writes(torch._C._storage_id(target))
+        mode = _Writes(torch._C._storage_id(target))  # type: ignore[attr-defined]  # torch's stubs omit it
         with mode:
             model._init_weights(twin_module)
     except Exception as e:  # noqa: BLE001 - the model's own code: any failure means "cannot tell"
