@@ -179,3 +179,61 @@ def test_a_broken_config_is_said_and_names_still_work(tmp_path):
     layout = tv.analyze(d)
     assert layout[f"{P}.qweight"].piece.kind == "GPTQ"
     assert layout.metadata["problems"][0].startswith("config.json could not be read (JSONDecodeError:")
+
+
+def bnb_checkpoint(tmp_path):
+    bnb = pytest.importorskip("bitsandbytes")
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(bnb.nn.Linear4bit(64, 32, quant_type="nf4", compress_statistics=True))
+    w = bnb.nn.Params4bit(torch.randn(32, 64), requires_grad=False, quant_type="nf4", compress_statistics=True)
+    m[0].weight = w._quantize("cpu")
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    return bnb, tmp_path / "model.safetensors"
+
+
+def test_bitsandbytes_checkpoint_keys_and_the_logical_weight_its_state_records(tmp_path):
+    bnb, path = bnb_checkpoint(tmp_path)
+    layout = tv.analyze(path)
+    check_spans(layout, path)
+    piece = Piece("0.weight", "packed", "bitsandbytes nf4", "float32", (32, 64), 4, (64,))
+    assert layout["0.weight"].piece == piece
+    parts = {v.piece.part for v in layout.views if v.piece}
+    assert parts == {
+        "packed",
+        "absmax",
+        "quant_map",
+        "nested_absmax",
+        "nested_quant_map",
+        "quant_state.bitsandbytes__nf4",
+    }
+    # bitsandbytes' own reader of the saved state agrees on the logical shape, dtype and blocks.
+    from safetensors.torch import load_file
+
+    saved = load_file(str(path))
+    qs = bnb.functional.QuantState.from_dict(
+        {k[len("0.weight.") :]: v for k, v in saved.items() if k.startswith("0.weight.")}, device="cpu"
+    )
+    assert (tuple(qs.shape), str(qs.dtype).removeprefix("torch."), qs.blocksize) == (
+        piece.shape,
+        piece.dtype,
+        piece.group[0],
+    )
+    assert (
+        "  0.weight  bitsandbytes nf4 32×64 int4, group 64 (float32 logical) = packed uint8[1024×1] + absmax uint8[32] + "
+        "quant_map float32[16] + nested_absmax float32[1] + nested_quant_map float32[256] + "
+        "quant_state.bitsandbytes__nf4 uint8[166]: 2.3 KiB stored, 8.0 KiB as float32"
+    ) in str(layout).splitlines()
+
+
+def test_bitsandbytes_state_that_is_not_json_is_a_problem(tmp_path):
+    _, path = bnb_checkpoint(tmp_path)
+    spans = header_spans(path)
+    a, b = spans["0.weight.quant_state.bitsandbytes__nf4"]
+    raw = bytearray(path.read_bytes())
+    raw[a : a + 1] = b"["  # still valid UTF-8, no longer the JSON object bitsandbytes wrote
+    path.write_bytes(bytes(raw))
+    layout = tv.analyze(path)
+    assert layout["0.weight"].piece is None
+    assert layout.metadata["problems"] == [
+        "0.weight.quant_state.bitsandbytes__nf4: its JSON could not be read (JSONDecodeError); the pieces of 0.weight are left as stored"
+    ]

@@ -40,7 +40,8 @@ ITEMSIZE = {
 
 
 #: The order packed formats' pieces are named in (others keep their source order, after these).
-_ORDER = {"qweight": 0, "weight": 0, "scales": 1, "weight_scale_inv": 1, "qzeros": 2, "g_idx": 3}
+_ORDER = {"qweight": 0, "weight": 0, "packed": 0, "scales": 1, "weight_scale_inv": 1, "absmax": 1, "qzeros": 2,
+          "quant_map": 2, "g_idx": 3, "nested_absmax": 3, "nested_quant_map": 4}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ Header-only: no torch. The layouts, per linear layer of ``in`` inputs and ``out`
   ``groups = ceil(in / group_size)`` (``group_size`` -1: one group).
 - AWQ (AutoAWQ GEMM): ``qweight`` int32 ``[in, out·bits/32]``, ``qzeros`` int32
   ``[groups, out·bits/32]``, ``scales`` ``[groups, out]``.
+- bitsandbytes 4-bit: ``weight`` uint8 (two values a byte), ``weight.absmax``,
+  ``weight.quant_map``, ``weight.nested_absmax``, ``weight.nested_quant_map`` and
+  ``weight.quant_state.bitsandbytes__nf4`` (or ``__fp4``): a uint8 tensor holding JSON with the
+  logical dtype and shape, read (at most 64 KiB) for the logical weight.
 - FP8 (DeepSeek-V3): ``weight`` float8 ``[out, in]``, ``weight_scale_inv`` float32
   ``[ceil(out/b0), ceil(in/b1)]`` for ``weight_block_size`` ``[b0, b1]``.
 """
@@ -33,6 +37,10 @@ __all__ = ["annotate_packed", "read_quant_config", "MAX_CONFIG_BYTES"]
 MAX_CONFIG_BYTES = 10_000_000
 _PARTS = {"gptq": ("qweight", "qzeros", "scales", "g_idx"), "awq": ("qweight", "qzeros", "scales")}
 _KIND = {"gptq": "GPTQ", "awq": "AWQ", "fp8": "FP8"}
+_BNB_STATE = ".quant_state.bitsandbytes__"
+_BNB_PARTS = ("absmax", "quant_map", "nested_absmax", "nested_quant_map")
+#: Largest packed quant state read (bitsandbytes' JSON of quant type, block size, dtype, shape).
+MAX_BNB_STATE = 65536
 
 
 def read_quant_config(folder: str) -> tuple[dict[str, Any], str]:
@@ -59,7 +67,7 @@ def annotate_packed(layout: Layout, folder: str) -> Layout:
     """``layout`` with a Piece on every view of a packed weight (and the quantization facts and
     problems in its metadata); ``layout`` itself when it holds no packed weight."""
     names = layout.names
-    if not any(n.endswith((".qweight", ".weight_scale_inv")) for n in names):
+    if not any(n.endswith((".qweight", ".weight_scale_inv")) or _BNB_STATE in n for n in names):
         return layout
     config, problem = read_quant_config(folder)
     views = {v.name: v for v in layout.views}
@@ -73,6 +81,8 @@ def annotate_packed(layout: Layout, folder: str) -> Layout:
             found, said = _int_packed(name[: -len(".qweight")], views, config, method)
         elif name.endswith(".weight_scale_inv"):
             found, said = _fp8(name[: -len(".weight_scale_inv")], views, config)
+        elif _BNB_STATE in name:
+            found, said = _bnb(name, views)
         else:
             continue
         pieces.update(found)
@@ -189,3 +199,52 @@ def _fp8(prefix: str, views: Mapping[str, TensorView], config: Mapping[str, Any]
                 f"blocks needs [{need[0]}×{need[1]}]; a loader trusting weight_block_size reads past it"
             )
     return pieces, problems
+
+
+def _bnb(name: str, views: Mapping[str, TensorView]) -> tuple[dict[str, Piece], list[str]]:
+    """Pieces and problems of one bitsandbytes 4-bit weight, from its packed quant state."""
+    of, _, qtype = name.partition(_BNB_STATE)
+    state = _read_state(views[name])
+    if isinstance(state, str):
+        return {}, [f"{name}: {state}; the pieces of {of} are left as stored"]
+    shape, dtype, block = state.get("shape"), state.get("dtype"), state.get("blocksize")
+    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape) and isinstance(block, int)):
+        return {}, [f"{name}: its JSON has no usable shape and blocksize ({_brief(state)})"]
+    dtype = dtype if isinstance(dtype, str) and dtype in ITEMSIZE else "float16"
+    piece = Piece(of, "packed", f"bitsandbytes {qtype}", dtype, tuple(shape), 4, (block,))
+    pieces = {name: dataclasses.replace(piece, part=f"quant_state.bitsandbytes__{qtype}")}
+    problems = []
+    w = views.get(of)
+    if w is not None:
+        pieces[of] = piece
+        numel = 1
+        for d in shape:
+            numel *= d
+        if w.nbytes != _ceil(numel, 2):
+            problems.append(
+                f"{of} is {_shape(w)} ({w.nbytes:,} B) but 4-bit {'×'.join(map(str, shape))} needs {_ceil(numel, 2):,} B"
+            )
+    for part in _BNB_PARTS:
+        if f"{of}.{part}" in views:
+            pieces[f"{of}.{part}"] = dataclasses.replace(piece, part=part)
+    return pieces, problems
+
+
+def _read_state(v: TensorView) -> dict[str, Any] | str:
+    """The JSON a bitsandbytes packed quant state holds, read from its file; or why not."""
+    path = v.storage[1] if v.device == "file" and isinstance(v.storage[1], str) else ""
+    if not os.path.isfile(path) or v.dtype != "uint8":
+        return "not a uint8 tensor of a file tensorviz can read"
+    if v.stop - v.start > MAX_BNB_STATE:
+        return f"over {MAX_BNB_STATE:,} B"
+    try:
+        with open(path, "rb") as f:
+            f.seek(v.start)
+            state = json.loads(f.read(v.stop - v.start).decode("utf-8"))
+    except (OSError, ValueError) as err:
+        return f"its JSON could not be read ({type(err).__name__})"
+    return state if isinstance(state, dict) else "its JSON is not an object"
+
+
+def _brief(state: Mapping[str, Any]) -> str:
+    return ", ".join(sorted(map(str, state)))[:200]
