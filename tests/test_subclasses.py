@@ -323,3 +323,12 @@ def test_bitsandbytes_params4bit_and_its_quant_state():
     node = layout.tree().find("0.weight")
     assert node.unpacked == (32 * 64 * 4, ("float32",))
     assert layout.tree().find("0").unpacked == (32 * 64 * 4 + 32 * 4, ("float32",))
+
+
+def test_model_map_html_shows_the_logical_weight_and_its_unquantized_size():
+    from tensorviz.render.tree_html import tree_html
+
+    page = tree_html(tv.analyze(int8_model()).tree(), open_depth=3)
+    assert "int8[64, 64]" in page
+    assert "Int8Tensor float32[64, 64]  stored; 16.0 KiB as float32" in page
+    assert "  stored; 24.4 KiB as float32" in page  # the model's root

@@ -49,6 +49,7 @@ __all__ = [
     "alike_runs",
     "Others",
     "RELATION_WORDS",
+    "unpacked_words",
 ]
 
 
@@ -451,7 +452,7 @@ def _label(node: Node) -> str:
     return f"{name}  {_show(node.kind)}" if node.path else _show(node.kind)
 
 
-def _unpacked_text(node: Node) -> str:
+def unpacked_words(node: Node) -> str:
     """A logical tensor stored in pieces by its kind and logical shape, and a prefix's size with
     such tensors in their logical dtypes, beside the bytes stored."""
     text = ""
@@ -477,7 +478,7 @@ def _numbers(node: Node, root: bool = False, optimizer: str = "") -> str:
         text += f"  {shown.dtype}[{', '.join(map(str, shown.shape))}]"
         if node.kind.startswith("buffer"):
             text += f"  {node.kind}"
-    text += _unpacked_text(node)
+    text += unpacked_words(node)
     if node.partners:
         text += "  ↔ " + _partner_text(node)
     elif node.shared_nbytes:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from tensorviz.core.categories import category_words
 from tensorviz.core.names import shown
-from tensorviz.core.tree import RELATION_WORDS, alike_runs, format_count
+from tensorviz.core.tree import RELATION_WORDS, alike_runs, format_count, unpacked_words
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def _cells(node: Node, total: int) -> str:
         f'<span class="tvt-num">{format_bytes(node.nbytes)}</span>'
         f'<span class="tvt-num">{node.fraction:.1%}</span>'
         f'<span class="tvt-num">{format_count(node.numel)}</span>'
-        f"<span>{e(what)}{_categories(node)}{_mark(node)}</span>"
+        f"<span>{e(what + unpacked_words(node))}{_categories(node)}{_mark(node)}</span>"
     )
 
 
