@@ -158,6 +158,7 @@ def _view_json(v: Any, index: dict) -> dict[str, Any]:
         "note": v.note,
         "category": v.category,
         "logical": None if v.logical is None else dataclasses.asdict(v.logical),  # quantized bytes: what they hold
+        "piece": None if v.piece is None else dataclasses.asdict(v.piece),  # a stored piece of a logical tensor
     }
 
 

@@ -96,6 +96,7 @@ def test_json_schema(sliced_ckpt, capsys):
         "note": "",
         "category": "",
         "logical": None,
+        "piece": None,
     }
     assert [v["name"] for v in doc["views"]] == list(layout.names)
     s0 = doc["storages"][0]

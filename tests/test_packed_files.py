@@ -237,3 +237,16 @@ def test_bitsandbytes_state_that_is_not_json_is_a_problem(tmp_path):
     assert layout.metadata["problems"] == [
         "0.weight.quant_state.bitsandbytes__nf4: its JSON could not be read (JSONDecodeError); the pieces of 0.weight are left as stored"
     ]
+
+
+def test_cli_json_carries_each_piece(tmp_path, capsys):
+    from tensorviz.cli import main
+
+    d = folder(tmp_path, gptq_tensors(), GPTQ_CONFIG)
+    assert main([str(d), "--json"]) == 0
+    views = {v["name"]: v for v in json.loads(capsys.readouterr().out)["views"]}
+    assert views[f"{P}.scales"]["piece"] == {
+        "of": f"{P}.weight", "part": "scales", "kind": "GPTQ", "dtype": "float16",
+        "shape": [N_OUT, N_IN], "bits": 4, "group": [GROUP],
+    }  # fmt: skip
+    assert views[f"{P}.bias"]["piece"] is None
