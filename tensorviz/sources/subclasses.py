@@ -9,6 +9,7 @@ Metadata only: the hook returns attribute names, and ``getattr`` reads the tenso
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
@@ -38,7 +39,8 @@ def is_traceable(t: Any) -> bool:
     return known
 
 
-_TRACEABLE: dict[type, bool] = {}  # by class: asked once per value on the careful path
+# By class, asked once per value on the careful path; weak, so a class made at run time can go.
+_TRACEABLE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
 def flatten(t: torch.Tensor) -> list[tuple[str, torch.Tensor]] | str:
@@ -96,4 +98,4 @@ def _inner_names(x: Any) -> list[str]:
     return list(x.__tensor_flatten__()[0])
 
 
-_TORCHAO_HOOK: dict[type, bool] = {}
+_TORCHAO_HOOK: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
