@@ -36,9 +36,9 @@ def tag_bitsandbytes(rows: Rows, module: Any) -> None:
     if not found:
         return
     for i, row in enumerate(rows.rows):
-        piece = _piece_of(row[0], found)
-        if piece is not None:
-            rows.pieces[i] = piece
+        own = _piece_of(row[0], found)
+        if own is not None:
+            rows.pieces[i] = own
 
 
 def _piece_of(name: str, found: dict[str, tuple[Piece, tuple[str, ...]]]) -> Piece | None:
