@@ -101,12 +101,7 @@ class Piece:
     bits: int = 0
     group: tuple[int, ...] = ()
 
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+    numel = Logical.numel  # elements of the logical tensor
 
 
 @dataclass(frozen=True)

@@ -217,9 +217,7 @@ def _bnb(name: str, views: Mapping[str, TensorView]) -> tuple[dict[str, Piece], 
     w = views.get(of)
     if w is not None:
         pieces[of] = piece
-        numel = 1
-        for d in shape:
-            numel *= d
+        numel = piece.numel
         if w.nbytes != _ceil(numel, 2):
             problems.append(
                 f"{of} is {_shape(w)} ({w.nbytes:,} B) but 4-bit {'×'.join(map(str, shape))} needs {_ceil(numel, 2):,} B"
