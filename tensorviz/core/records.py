@@ -101,7 +101,9 @@ class Piece:
     bits: int = 0
     group: tuple[int, ...] = ()
 
-    numel = Logical.numel  # elements of the logical tensor
+    @property
+    def numel(self) -> int:
+        return Logical(self.dtype, self.shape).numel  # one product of a shape, Logical's
 
 
 @dataclass(frozen=True)
