@@ -111,7 +111,8 @@ CELLS = [
     The peak is an estimate, and the last line says exactly what it adds up.
     """),
     code("""
-    from tensorviz.core.fsdp import fsdp_lines, rank_record
+    from tensorviz.core.fsdp import fsdp_lines
+    from tensorviz.sources.distributed.fsdp_facts import rank_record
 
     print("\\n".join(fsdp_lines(layout.metadata["fsdp"])))
     """),
