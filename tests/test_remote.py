@@ -398,3 +398,27 @@ def test_gguf_at_a_url_equals_the_local_file(tmp_path, hub_endpoint, vocab):
         windows += 1
     assert remote.metadata["remote"]["requests"] == 2 + windows
     assert sent < 2 * header + (1 << 18) + 4096
+
+
+def test_packed_weights_at_a_url_read_the_config_beside_them(tmp_path, hub_endpoint):
+    """A GPTQ folder on the Hub gets the same pieces, facts and text as on disk: its config.json is
+    read (one more request) only because the headers hold packed weights."""
+    from test_packed_files import GPTQ_CONFIG, folder, gptq_tensors
+
+    os.makedirs(tmp_path / "gptq")
+    d = folder(tmp_path / "gptq", gptq_tensors(), GPTQ_CONFIG)
+    local = tv.analyze(str(d))
+    save_model(_tied_model(), str(tmp_path / "plain.safetensors"))
+    with FakeHub({"org/q": {"commits": {SHA1: str(d)}, "refs": {"main": SHA1}}}) as hub:
+        hub_endpoint(hub.url)
+        remote = tv.analyze("hf://org/q")
+        paths = [r[1] for r in hub.stats.requests]
+    assert paths[-1] == f"/org/q/resolve/{SHA1}/config.json"
+    assert [v.piece for v in remote.views] == [v.piece for v in local.views]
+    assert remote.metadata["quantization"] == local.metadata["quantization"]
+    assert remote.metadata["remote"]["requests"] == len(paths) == 3  # revision, the file, config.json
+    stored = [line for line in str(local).splitlines() if "GPTQ 128×256 int4" in line]
+    assert stored and all(line in str(remote).splitlines() for line in stored)
+    with FileServer(str(tmp_path)) as srv:  # no packed weight: config.json is never asked for
+        tv.analyze(f"{srv.url}/plain.safetensors")
+        assert [r[1] for r in srv.stats.requests] == ["/plain.safetensors"]

@@ -25,14 +25,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.pieces import ITEMSIZE
 from tensorviz.core.records import Piece, StorageInfo, TensorView
 
-__all__ = ["annotate_packed", "read_quant_config", "MAX_CONFIG_BYTES"]
+__all__ = [
+    "annotate_packed",
+    "annotate_with",
+    "has_packed",
+    "quant_config_from",
+    "read_quant_config",
+    "MAX_CONFIG_BYTES",
+]
 
 MAX_CONFIG_BYTES = 10_000_000
 _PARTS = {"gptq": ("qweight", "qzeros", "scales", "g_idx"), "awq": ("qweight", "qzeros", "scales")}
@@ -52,9 +59,18 @@ def read_quant_config(folder: str) -> tuple[dict[str, Any], str]:
     try:
         if os.path.getsize(path) > MAX_CONFIG_BYTES:
             return {}, f"config.json is over {MAX_CONFIG_BYTES:,} B; its quantization_config was not read"
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, ValueError) as err:
+        with open(path, "rb") as f:
+            return quant_config_from(f.read())
+    except OSError as err:
+        return {}, f"config.json could not be read ({type(err).__name__}: {err}); packed weights recognised by name"
+
+
+def quant_config_from(raw: bytes) -> tuple[dict[str, Any], str]:
+    """``(quantization_config with the model's dtype as "dtype", problem)`` from the bytes of a
+    ``config.json`` (a local file's or a remote one's)."""
+    try:
+        config = json.loads(raw.decode("utf-8"))
+    except ValueError as err:
         return {}, f"config.json could not be read ({type(err).__name__}: {err}); packed weights recognised by name"
     qc = config.get("quantization_config") if isinstance(config, dict) else None
     if not isinstance(qc, dict):
@@ -63,13 +79,23 @@ def read_quant_config(folder: str) -> tuple[dict[str, Any], str]:
     return {**qc, "dtype": dtype if isinstance(dtype, str) else ""}, ""
 
 
+def has_packed(names: Iterable[str]) -> bool:
+    """Whether any of ``names`` is a packed weight's part (GPTQ/AWQ, FP8 block scales, bitsandbytes)."""
+    return any(n.endswith((".qweight", ".weight_scale_inv")) or _BNB_STATE in n for n in names)
+
+
 def annotate_packed(layout: Layout, folder: str) -> Layout:
     """``layout`` with a Piece on every view of a packed weight (and the quantization facts and
     problems in its metadata); ``layout`` itself when it holds no packed weight."""
-    names = layout.names
-    if not any(n.endswith((".qweight", ".weight_scale_inv")) or _BNB_STATE in n for n in names):
+    if not has_packed(layout.names):
         return layout
-    config, problem = read_quant_config(folder)
+    return annotate_with(layout, *read_quant_config(folder))
+
+
+def annotate_with(layout: Layout, config: Mapping[str, Any], problem: str) -> Layout:
+    """:func:`annotate_packed` with the folder's ``quantization_config`` already read (a remote
+    folder reads its ``config.json`` by ranges)."""
+    names = layout.names
     views = {v.name: v for v in layout.views}
     method = str(config.get("quant_method", "")).lower()
     if method not in ("gptq", "awq", "fp8"):

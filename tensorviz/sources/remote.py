@@ -50,7 +50,8 @@ from tensorviz.core.rows import gc_paused
 from tensorviz.sources import http
 from tensorviz.sources.files import weight_groups
 from tensorviz.sources.hub import hf_location
-from tensorviz.sources.parts import MAX_HEADER_BYTES, merge
+from tensorviz.sources.packed import MAX_CONFIG_BYTES, annotate_with, has_packed, quant_config_from
+from tensorviz.sources.parts import MAX_HEADER_BYTES, Part, merge
 from tensorviz.sources.remote_files import HeaderCache, Location, fsspec_location, http_location, part_of
 from tensorviz.sources.shards import index_layout, index_object, shard_names
 from tensorviz.sources.variants import pick_variant
@@ -154,7 +155,8 @@ def _files(loc: Location, names: list[str], url: str, fmt: str) -> Layout:
     parts = _parallel(loc, [(n, FIRST_RANGE) for n in names])
     if len(names) == 1:
         fmt = "gguf" if "gguf" in parts[0].meta else "safetensors"
-    return merge(parts, fmt, source=url, extra=_facts(loc, url, names))
+    config = _quant_config(loc, parts)
+    return _packed(merge(parts, fmt, source=url, extra=_facts(loc, url, names)), config)
 
 
 def _index(loc: Location, name: str, url: str) -> Layout:
@@ -167,7 +169,37 @@ def _index(loc: Location, name: str, url: str) -> Layout:
     wm, names_in = shard_names(index_file.label, wm)
     firsts = [(shard, _first_range(names)) for shard, names in names_in.items()]
     parts = _parallel(loc, firsts)
-    return index_layout(index_file.label, obj, wm, parts, "safetensors-index", url, _facts(loc, url, [name, *names_in]))
+    config = _quant_config(loc, parts)
+    facts = _facts(loc, url, [name, *names_in])
+    return _packed(index_layout(index_file.label, obj, wm, parts, "safetensors-index", url, facts), config)
+
+
+def _quant_config(loc: Location, parts: list[Part]) -> tuple[dict[str, Any], str] | None:
+    """The folder's ``quantization_config`` when the files hold packed weights (GPTQ/AWQ, FP8
+    block scales, bitsandbytes), read from ``config.json`` beside them as a local folder's is;
+    None (no request) when they hold none."""
+    if not has_packed(n for p in parts for n in p.names()):
+        return None
+    if loc.files is not None and "config.json" not in loc.files:
+        return {}, ""
+    f = loc.open("config.json")
+    try:
+        raw = f.prefix(MAX_CONFIG_BYTES + 1)
+    except RemoteError as err:
+        if err.status == 404:
+            return {}, ""
+        raise
+    if (f.size or 0) > MAX_CONFIG_BYTES:
+        return {}, f"config.json is over {MAX_CONFIG_BYTES:,} B; its quantization_config was not read"
+    config, problem = quant_config_from(raw)
+    if not problem:
+        f.remember(raw)
+    return config, problem
+
+
+def _packed(layout: Layout, config: tuple[dict[str, Any], str] | None) -> Layout:
+    """``layout`` with its packed weights annotated (see :mod:`.packed`)."""
+    return layout if config is None else annotate_with(layout, *config)
 
 
 def _first_range(names: list[str]) -> int:
