@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from tensorviz.core.keepalive import kept_alive_lines
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.savecheck import accounting as acc
@@ -313,6 +314,8 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
             "some memory is read through several storage objects (from_numpy/frombuffer twice, set_ on a "
             "slice): torch.save writes each object whole, and after loading they no longer share memory"
         )
+    if saver == "torch.save" and b.unreferenced and run.error is None:
+        notes.extend(kept_alive_lines(sub))  # what each slice keeps alive, and what .clone() would hold
     return Verdict(
         saver=saver,
         call=call,
