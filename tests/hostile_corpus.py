@@ -28,6 +28,26 @@ F32 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 
 
 # -- builders --------------------------------------------------------------------------------------
+def run_built(build, script: str, folder: str, label: str) -> dict[str, dict]:
+    """Build a corpus into ``folder`` with ``build``, run ``script`` (this runner, or another
+    corpus's that uses :func:`run_case`) over it in a child process, and return each case's result
+    by name; print the worst time and memory seen."""
+    import subprocess
+
+    with open(os.path.join(folder, "cases.json"), "w") as f:
+        json.dump(build(folder), f)
+    run = subprocess.run([sys.executable, script, folder], capture_output=True, text=True, timeout=500)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = {d["case"]: d for d in map(json.loads, run.stdout.splitlines())}
+    worst_t = max(out.values(), key=lambda d: d["seconds"] or 0)
+    worst_m = max(out.values(), key=lambda d: d["rss_mb"] or 0)
+    print(
+        f"\n{label}: {len(out)} files; worst time {worst_t['seconds']:.2f} s ({worst_t['case']}), "
+        f"worst RSS +{worst_m['rss_mb']} MB ({worst_m['case']})"
+    )
+    return out
+
+
 def st_bytes(text: bytes | str, data: int = 8, length: int | None = None) -> bytes:
     raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
     return struct.pack("<Q", len(raw) if length is None else length) + raw + bytes(data)

@@ -10,9 +10,7 @@ the kill timeout (no timed assertion) and printed, with the worst case, for the 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -168,22 +166,8 @@ EXPECTED: dict[str, tuple[str, object]] = {
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("corpus"))
-    cases = hostile_corpus.build(folder)
-    with open(os.path.join(folder, "cases.json"), "w") as f:
-        json.dump(cases, f)
-    run = subprocess.run(
-        [sys.executable, os.path.join(HERE, "hostile_corpus.py"), folder],
-        capture_output=True,
-        text=True,
-        timeout=500,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = {d["case"]: d for d in map(json.loads, run.stdout.splitlines())}
-    worst_t = max(out.values(), key=lambda d: d["seconds"] or 0)
-    worst_m = max(out.values(), key=lambda d: d["rss_mb"] or 0)
-    print(
-        f"\nhostile corpus: {len(out)} files; worst time {worst_t['seconds']:.2f} s ({worst_t['case']}), "
-        f"worst RSS +{worst_m['rss_mb']} MB ({worst_m['case']})"
+    out = hostile_corpus.run_built(
+        hostile_corpus.build, os.path.join(HERE, "hostile_corpus.py"), folder, "hostile corpus"
     )
     return folder, out
 

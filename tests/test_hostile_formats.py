@@ -4,9 +4,7 @@ in a named TensorvizError or the correct answer, within the 300 MB budget (times
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
 import pytest
@@ -15,6 +13,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import hostile_formats  # noqa: E402
+from hostile_corpus import run_built  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -69,20 +68,8 @@ EXPECTED: dict[str, tuple[str, object]] = {
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("formats_corpus"))
-    cases = hostile_formats.build(folder)
-    with open(os.path.join(folder, "cases.json"), "w") as f:
-        json.dump(cases, f)
-    run = subprocess.run(
-        [sys.executable, os.path.join(HERE, "hostile_formats.py"), folder], capture_output=True, text=True, timeout=500
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    out = {d["case"]: d for d in map(json.loads, run.stdout.splitlines())}
-    worst_t = max(out.values(), key=lambda d: d["seconds"] or 0)
-    worst_m = max(out.values(), key=lambda d: d["rss_mb"] or 0)
-    print(
-        f"\nhostile formats corpus: {len(out)} files; worst time {worst_t['seconds']:.2f} s ({worst_t['case']}), "
-        f"worst RSS +{worst_m['rss_mb']} MB ({worst_m['case']})"
-    )
+    script = os.path.join(HERE, "hostile_formats.py")
+    out = run_built(hostile_formats.build, script, folder, "hostile formats corpus")
     return folder, out
 
 
