@@ -37,7 +37,6 @@ Imports huggingface_hub only for ``hf://`` and fsspec only for its schemes; neve
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -65,7 +64,6 @@ WORKERS = 8
 #: The limits ``remote_limits=`` may change, with their defaults.
 LIMITS = {"timeout": 10.0, "max_requests": 10_000, "max_bytes": 1 << 30}
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")  # as sources.is_url
 _PER_ENTRY = 160  # header bytes allowed per tensor beyond its quoted name (dtype, shape, offsets)
 _SLACK = 4096  # __metadata__, padding
 
@@ -81,7 +79,7 @@ def analyze_url(url: str, variant: str | None = None, remote_limits: Mapping[str
     """
     meter = http.Meter(**_limits(remote_limits))
     cache = HeaderCache.default()
-    scheme = _SCHEME.match(url).group(1).lower()  # type: ignore[union-attr]
+    scheme = urlsplit(url).scheme.lower()  # a URL by sources.is_url, so it has one
     with gc_paused():
         try:
             loc, name = _location(url, scheme, meter, cache)
