@@ -149,6 +149,25 @@ def test_long_names_are_elided_in_text_html_and_json_unless_asked(tmp_path):
     assert len(buf.getvalue()) < 200_000
 
 
+def test_save_check_text_and_html_escape_and_elide_names_unless_asked():
+    """Class 7 and 12 for the save check a library caller prints or displays: twenty tied names
+    of 200,000 characters, and one carrying ESC/OSC/BEL and a right-to-left override."""
+    w = torch.zeros(4, 4)
+    names = [f"n{i}" + "y" * 200_000 for i in range(20)]
+    evil = "w\x1b]0;pwn\x07\x1b[31m\n\u202eevil"
+    report = tv.save_check({**{n: w for n in names}, evil: w[1]})
+    text, page = report.to_text(), report.to_html()
+    for out in (text, page, report.to_text(full=True)):
+        assert not any(c in out for c in "\x1b\x07\u202e"), "a control or bidi character reached the output"
+    assert "\\x1b]0;pwn\\x07" in text and "\\u202eevil" in text
+    assert len(text) < 100_000 and max(map(len, text.split("\n"))) <= 1_600
+    assert len(page) < 250_000 and "y" * 1_600 not in page  # a line of code or a message: at most 1,600 characters
+    full = report.to_text(full=True)
+    assert all(n in full for n in names)  # whole only where asked
+    verdict = report["safetensors.save_file"]
+    assert verdict.outcome == "raises" and set(verdict.dropped) == set()
+
+
 # -- class 11: a DTensor whose metadata lies is skipped by name, never believed ---------------------
 class DTensor(torch.Tensor):  # named as torch's, so tensorviz treats it as one
     pass

@@ -15,6 +15,7 @@ import re
 __all__ = [
     "terminal",
     "shown",
+    "shown_lines",
     "LINE_CAP",
     "drawable",
     "unicode_safe",
@@ -58,12 +59,23 @@ def shown(text: str, full: bool = False, limit: int = LINE_CAP) -> str:
     (:func:`terminal`) and, unless ``full``, elided to ``limit`` characters (start … end), with
     work bounded by ``limit`` whatever the text's length.
 
-    >>> shown("w\x1b[2J" + "x" * 1000 + "end", limit=20)
-    'w\\x1b[2Jxxxx…xxxxxend'
+    >>> print(shown("w\\x1b[2J" + "x" * 1000 + "end", limit=20))
+    w\\x1b[2Jx…xxxxxxxend
     """
     if full:
         return terminal(text)
     return elide(terminal(elide(text, 4 * limit)), limit)
+
+
+def shown_lines(text: str, full: bool = False, limit: int = 4 * LINE_CAP) -> str:
+    """Like :func:`shown`, line by line: the newlines stay, every line is escaped and (unless
+    ``full``) elided to ``limit``; for messages and code that span lines.
+
+    >>> print(shown_lines("a\\x1b\\n" + "b" * 50, limit=9))
+    a\\x1b
+    bbbb…bbbb
+    """
+    return "\n".join(shown(line, full, limit) for line in text.split("\n"))
 
 
 def drawable(text: str) -> str:

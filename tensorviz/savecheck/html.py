@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from tensorviz.core.names import shown, shown_lines
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.outcomes import renames
 
@@ -40,7 +41,14 @@ from tensorviz.savecheck.styles import _BADGE, _ERR, _LINE, _LOOK, _MONO, _OK, _
 
 
 def _e(x: object) -> str:
-    return html.escape(str(x))
+    """``x`` escaped for HTML and shown as data: no control or bidi character acts, and every
+    line is elided to a bounded length (a 50 MB name must not become 50 MB of HTML)."""
+    return html.escape(shown_lines(str(x)))
+
+
+def _en(names: Iterable[str], sep: str = ", ") -> str:
+    """Names joined, each escaped and elided on its own (the joined line is not cut)."""
+    return html.escape(sep.join(shown(n) for n in names))
 
 
 def _tag(name: str, role: str, inner: str, **attrs: str) -> str:
@@ -70,7 +78,7 @@ def _few(names: Iterable[str], limit: int = 3) -> str:
     if not names:
         return "—"
     more = f" +{len(names) - limit} more" if len(names) > limit else ""
-    return _e(", ".join(names[:limit])) + (_tag("span", "small", _e(more)) if more else "")
+    return _en(names[:limit]) + (_tag("span", "small", _e(more)) if more else "")
 
 
 # -- the table: one row per saver ---------------------------------------------------------------------
@@ -204,16 +212,16 @@ def _verdict_body(v: Verdict) -> str:
     if v.outcome not in ("raises", "could not evaluate"):
         parts.append(_line("bytes:", _e(" · ".join(_bytes_facts(v)))))
     if v.dropped:
-        parts.append(_line("dropped:", _e(", ".join(v.dropped))))
+        parts.append(_line("dropped:", _en(v.dropped)))
     if v.renamed:
         parts.append(_line("renamed to:", _e(renames(v.renamed, limit=50))))
     if v.ignored:
-        parts.append(_line("ignored on save by the model's own rule:", _e(", ".join(v.ignored))))
+        parts.append(_line("ignored on save by the model's own rule:", _en(v.ignored)))
     if v.cloned:
-        parts.append(_line("written as copies:", _e(", ".join(v.cloned))))
+        parts.append(_line("written as copies:", _en(v.cloned)))
     if v.anchor:
-        groups = "; ".join("{" + ", ".join(g) + "}" for g in v.anchor)
-        parts.append(_line("the library groups:", _e(groups) + " " + _tag("span", "small", "by " + _e(v.anchor_name))))
+        groups = "; ".join("{" + _en(g) + "}" for g in v.anchor)
+        parts.append(_line("the library groups:", groups + " " + _tag("span", "small", "by " + _e(v.anchor_name))))
     for m in v.misfires:
         parts.append(_line("", f"⚠ <b>the library</b>: {_e(m.library)}", "warn") + _line("in fact:", _e(m.tensorviz)))
     for log in v.logs:
@@ -260,11 +268,11 @@ def _ties(ties) -> str:
     head = "".join(_tag("th", "th", c) for c in ("names", "storage", "Python object", "declared", "how"))
     rows = "".join(
         "<tr>"
-        + _tag("td", "names", _e(", ".join(g.names)))
+        + _tag("td", "names", _en(g.names))
         + _tag("td", "bytes", _yes(g.storage))
         + _tag("td", "bytes", _yes(g.object))
         + _tag("td", "bytes", _yes(g.declared))
-        + _tag("td", "td", _e("; ".join(f"{n} {r} {g.names[0]}" for n, r in zip(g.names[1:], g.relations[1:]) if r)))
+        + _tag("td", "td", _en((f"{n} {r} {g.names[0]}" for n, r in zip(g.names[1:], g.relations[1:]) if r), "; "))
         + "</tr>"
         for g in ties.groups
     )

@@ -108,9 +108,15 @@ class SaveReport:
         out["ties"] = self.ties.to_dict() if self.ties is not None else None
         return _jsonable(out)
 
-    def to_text(self, fixes: bool = True) -> str:
-        """A plain-text report: one block per saver, then ties, fixes and versions."""
-        return report_text(self, fixes=fixes)
+    def to_text(self, fixes: bool = True, full: bool = False) -> str:
+        """A plain-text report: one block per saver, then ties, fixes and versions.
+
+        Args:
+            fixes: include the code that fixes each problem.
+            full: keep every name and line whole (by default very long names and lines are
+                elided, and at most eight names are listed per line).
+        """
+        return report_text(self, fixes=fixes, full=full)
 
     def to_html(self) -> str:
         """A self-contained, escaped HTML table (no scripts, no images)."""

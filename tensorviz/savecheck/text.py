@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from tensorviz.core.names import terminal
+from tensorviz.core.names import LINE_CAP, elide, shown
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.html import report_html
 from tensorviz.savecheck.outcomes import renames
@@ -30,10 +30,12 @@ def _b(n: int | None) -> str:
     return "—" if n is None else f"{format_bytes(n)} ({n} B)" if n >= 1024 else f"{n} B"
 
 
-def _names(names: Iterable[str], limit: int = 8) -> str:
+def _names(names: Iterable[str], limit: int = 8, full: bool = False) -> str:
     names = list(names)
+    if full:
+        limit = len(names)
     more = f" … +{len(names) - limit}" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more if names else "none"
+    return ", ".join(shown(n, full) for n in names[:limit]) + more if names else "none"
 
 
 def _bytes_line(v: Verdict) -> str:
@@ -56,7 +58,7 @@ def _bytes_parts(v: Verdict) -> list[str]:
     return parts
 
 
-def _verdict_text(v: Verdict, fixes: bool) -> list[str]:
+def _verdict_text(v: Verdict, fixes: bool, full: bool = False) -> list[str]:
     lines = [
         f"{v.saver}: {_MARK.get(v.outcome, v.outcome)}" + (f"  [{v.library}]" if v.library else ""),
         f"  call: {v.call}",
@@ -64,13 +66,19 @@ def _verdict_text(v: Verdict, fixes: bool) -> list[str]:
     if v.message:
         head = f"{v.error_type}: " if v.error_type else ""
         msg = " ".join(v.message.split())
-        lines += textwrap.wrap(head + msg, 100, initial_indent="  ", subsequent_indent="    ")
+        msg = msg if full else elide(msg, _CAP)
+        if len(msg) <= _CAP:
+            lines += textwrap.wrap(head + msg, 100, initial_indent="  ", subsequent_indent="    ")
+        else:  # asked for in full: one long line (wrapping megabytes of names only costs time)
+            lines.append("  " + head + msg)
     if v.outcome not in ("raises", "could not evaluate"):
-        lines.append(f"  kept {len(v.kept)} · dropped: {_names(v.dropped)} · written as copies: {_names(v.cloned)}")
+        lines.append(
+            f"  kept {len(v.kept)} · dropped: {_names(v.dropped, full=full)} · written as copies: {_names(v.cloned, full=full)}"
+        )
     if v.renamed:
         lines.append(f"  renamed: {renames(v.renamed)}")
     if v.ignored:
-        lines.append(f"  ignored on save by the model's own rule: {_names(v.ignored)}")
+        lines.append(f"  ignored on save by the model's own rule: {_names(v.ignored, full=full)}")
     if b := _bytes_line(v):
         lines.append(f"  {b}")
     if v.anchor:
@@ -91,8 +99,16 @@ def _verdict_text(v: Verdict, fixes: bool) -> list[str]:
     return lines
 
 
-def report_text(report: ReportFacts, fixes: bool = True) -> str:
-    """Every verdict, the ties, and the library versions, as plain text."""
+#: Longest line of a save-check text (a message, a line of code) unless the user asks for all.
+_CAP = 4 * LINE_CAP
+
+
+def report_text(report: ReportFacts, fixes: bool = True, full: bool = False) -> str:
+    """Every verdict, the ties, and the library versions, as plain text.
+
+    Every line goes through :func:`~tensorviz.core.names.shown`: escaped for a terminal and,
+    unless ``full``, elided (each name to ``LINE_CAP`` characters, each line to four times that).
+    """
     lines = [
         f"Save check of {report.source}: {len(report.verdicts)} saver(s), "
         f"unique tensor bytes {_b(report.unique_nbytes)}"
@@ -101,23 +117,24 @@ def report_text(report: ReportFacts, fixes: bool = True) -> str:
         lines.append(f"note: {note}")
     for v in report.verdicts:
         lines.append("")
-        lines += _verdict_text(v, fixes)
+        lines += _verdict_text(v, fixes, full)
     if report.ties is not None:
         lines.append("")
-        lines += _ties_text(report.ties)
+        lines += _ties_text(report.ties, full)
     lines.append("")
     lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in report.versions))
-    return "\n".join(map(terminal, lines))  # names are data: no control character reaches a terminal
+    return "\n".join(shown(line, full, _CAP) for line in lines)  # names are data: none acts on a terminal
 
 
-def _ties_text(ties) -> list[str]:
+def _ties_text(ties, full: bool = False) -> list[str]:
     lines = ["ties (storage / Python object / declared):"]
     if not ties.groups:
         lines.append("  none")
     for g in ties.groups:
-        rel = ", ".join(f"{n} {r} {g.names[0]}" for n, r in zip(g.names[1:], g.relations[1:]) if r)
+        first = shown(g.names[0], full)
+        rel = ", ".join(f"{shown(n, full)} {r} {first}" for n, r in zip(g.names[1:], g.relations[1:]) if r)
         lines.append(
-            f"  {{{', '.join(g.names)}}}: storage {_yes(g.storage)} · object {_yes(g.object)} · "
+            f"  {{{', '.join(shown(n, full) for n in g.names)}}}: storage {_yes(g.storage)} · object {_yes(g.object)} · "
             f"declared {_yes(g.declared)}" + (f"  ({rel})" if rel else "")
         )
     lines.append(f"  object ties from {ties.object_source}; declared ties from {ties.declared_source}")
