@@ -13,14 +13,12 @@ either, the test is skipped with the reason, never passed.
 
 from __future__ import annotations
 
-import base64
 import os
 from pathlib import Path
 
 import pytest
 from lab_notebooks import BIG, LLAMA, TINY
 from labserver import (
-    TOKEN,
     chromium,
     lab_server,
     launched_chromium,
@@ -31,7 +29,7 @@ from labserver import (
     write_notebook,
 )
 
-from tensorviz.explorer.static import png_size
+from tensorviz.explorer.static import src_mark
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -110,14 +108,15 @@ def test_canvas_hover_click_select_zoom_and_grouping(lab, page):
     open_notebook(page, lab, "canvas.ipynb")
     run_cell(page, 1)  # the explorer only: the later cells are run one by one below
     ex = _explorer(page)
+    ex_id = ex.evaluate("e => [...e.classList].find(c => c.startsWith('tvz-live-')).slice(9)")
     page.wait_for_selector(".jp-StatusBar-Widget:has-text('Idle')")
     expect(ex.locator(".tvz-cv-caption")).to_have_text(
         "6 of 12 tensors shown (+ 6 simple storages, 512 B, folded into one row)"
     )
     ex.scroll_into_view_if_needed()
     tip = ex.locator(".tvz-tip")
-    # the kernel-gone stand-in of this explorer is on the page, its whole output collapsed while live
-    stand_in = page.locator(".jp-OutputArea-child:has(.tvz-snapshot)")
+    # the stand-in picture of this explorer is on the page, its whole output collapsed while live
+    stand_in = page.locator(f".jp-OutputArea-child:has(img[src*='{src_mark('tvz-live-' + ex_id)}'])")
     expect(stand_in).to_have_count(1)
     assert stand_in.evaluate("e => getComputedStyle(e).display") == "none"
 
@@ -250,104 +249,3 @@ def test_gallery_screenshots(lab, browser, width):
         pg.screenshot(path=str(SHOTS / f"explorer_{stem}_{width}.png"))
         pg.close()
         assert not errors, errors
-
-
-@pytest.fixture(scope="module")
-def executed(lab):
-    """The notebook executed headlessly and saved without widget state (JupyterLab's default)."""
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    nb = nbformat.read(lab.root / "explore.ipynb", as_version=4)
-    nbclient.NotebookClient(
-        nb,
-        timeout=120,
-        kernel_name="python3",
-        store_widget_state=False,
-        resources={"metadata": {"path": str(lab.root)}},
-    ).execute()
-    return nb
-
-
-def _open_saved(lab, page, name: str) -> None:
-    page.goto(f"{lab}/lab/tree/{name}?token={TOKEN}&reset")
-    page.wait_for_selector(".jp-Notebook .jp-OutputArea-output", state="attached")
-    if page.locator(".jp-Dialog").count():
-        page.locator(".jp-Dialog .jp-mod-accept").click()
-
-
-VISIBLE_PICTURES = """() => [...document.querySelectorAll('img, .tvz-snapshot')]
-    .filter(e => e.offsetParent !== null && (e.tagName === 'IMG' ? e.complete && e.naturalWidth > 0
-        : getComputedStyle(e, '::after').backgroundImage.startsWith('url("data:image/png')))
-    .map(e => e.closest('.tvz-snapshot, .tvz-static, .tvz-explorer').className.split(' ')[0])"""
-
-
-def _visible_pictures(page) -> list[str]:
-    """What output pictures a reader sees (decoded, on screen): ``<img>`` elements, and the
-    snapshot stand-in's picture, which its style rule draws as a background."""
-    return page.evaluate(VISIBLE_PICTURES)
-
-
-def test_untrusted_saved_notebook_shows_the_explorer_picture_once(lab, page, executed):
-    """Untrusted (as cloned from git): Lab will not render the widget view, so it falls back to the
-    explorer's own escaped text/html; the snapshot keeps its hidden attribute."""
-    import nbformat
-    from playwright.sync_api import expect
-
-    nbformat.write(executed, lab.root / "untrusted.ipynb")
-    _open_saved(lab, page, "untrusted.ipynb")
-    static = page.locator(".jp-OutputArea-output .tvz-static img")
-    expect(static).to_be_visible()
-    page.wait_for_function(
-        "() => { const i = document.querySelector('.tvz-static img');"
-        " return i && i.complete && i.naturalWidth === 1000; }"
-    )
-    expect(page.locator(".tvz-snapshot")).to_be_hidden()
-    expect(page.locator(".tvz-static")).to_contain_text(
-        "tensorviz static (run the cell for the interactive explorer): tensorviz explorer (TinyLM)"
-    )
-    page.locator(".tvz-static").scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "saved_untrusted.png"))
-    assert _visible_pictures(page) == ["tvz-static"]
-
-
-def test_trusted_saved_notebook_without_kernel_shows_the_snapshot(lab, page, executed):
-    """Trusted, widget state not saved, kernel gone: the widget cannot render ("Error displaying
-    widget"), so the snapshot's style rule reveals it."""
-    import nbformat
-    from nbformat.sign import NotebookNotary
-    from playwright.sync_api import expect
-
-    nb = nbformat.from_dict(executed)
-    NotebookNotary(data_dir=str(lab.data_dir)).sign(nb)  # the server's own signature store
-    nbformat.write(nb, lab.root / "trusted.ipynb")
-    _open_saved(lab, page, "trusted.ipynb")
-    expect(page.locator(".jp-Notebook")).to_contain_text("Error displaying widget", timeout=30_000)
-    snap = page.locator(".jp-OutputArea-output .tvz-snapshot")
-    expect(snap).to_be_visible()
-    # the stand-in's caption and picture come from its style rule (a ::before text, a background)
-    assert snap.evaluate("e => getComputedStyle(e, '::before').content").startswith(
-        '"tensorviz snapshot (run the cell for the interactive explorer): tensorviz explorer (TinyLM)'
-    )
-    width, height = snap.evaluate("e => [e.getBoundingClientRect().width, getComputedStyle(e, '::after').height]")
-    png_w, png_h = png_size(base64.b64decode(executed.cells[1].outputs[-1].data["image/png"]))
-    assert 500 < width <= png_w == 1000  # the PNG's own width, or the column's where that is narrower
-    assert float(height.removesuffix("px")) == pytest.approx(width * png_h / png_w, abs=1)  # its aspect ratio
-    page.locator(".tvz-snapshot").scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "saved_trusted_no_kernel.png"))
-    assert _visible_pictures(page) == ["tvz-snapshot"]
-
-
-def test_nbconvert_html_shows_the_explorer_picture_once(page, executed, tmp_path):
-    """nbconvert's HTML (what nbviewer and "export as HTML" give) has no widget manager and no
-    Lumino widgets: the explorer's own escaped text/html shows, the stand-in stays empty."""
-    from nbconvert import HTMLExporter
-
-    body, _ = HTMLExporter().from_notebook_node(executed)
-    (tmp_path / "explore.html").write_text(body, encoding="utf-8")
-    page.goto((tmp_path / "explore.html").as_uri())
-    page.wait_for_function("() => [...document.images].every(i => i.complete)")
-    assert _visible_pictures(page) == ["tvz-static"]
-    text = page.locator("body").inner_text()
-    assert text.count("tensorviz static (run the cell for the interactive explorer)") == 1
-    assert "tensorviz snapshot" not in text
-    page.screenshot(path=str(SHOTS / "saved_nbconvert.png"))

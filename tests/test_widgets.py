@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import gc
 import html
-import re
+import io
 import weakref
 
 import numpy as np
@@ -35,7 +35,7 @@ def bars(ex: Explorer) -> list[tuple[str, int, int]]:
 def shown(monkeypatch):
     """What explore()/snapshot() emit as output (IPython's display, captured)."""
     out: list = []
-    monkeypatch.setattr(tw, "_display", lambda obj, **kw: out.append(obj))
+    monkeypatch.setattr(tw, "_display", lambda obj, **kw: out.append(obj) or True)
     return out
 
 
@@ -336,8 +336,8 @@ def test_details_strided_view_and_escaping(shown):
     assert facts["relations"] == "within x"
     assert "<b>&lt;cols &amp; co&gt;</b>" in ex.details.value
     assert "<cols & co>" not in ex.details.value
-    bundle = ex._repr_mimebundle_()
-    assert "&lt;cols &amp; co&gt;" in bundle["text/html"] and "<cols & co>" not in bundle["text/html"]
+    page = ex.to_html()
+    assert "&lt;cols &amp; co&gt;" in page and "<cols & co>" not in page
 
 
 def test_relations_are_counted_past_the_first_few():
@@ -426,56 +426,84 @@ def test_explorer_keeps_no_tensor_reference(shown):
     assert bars(ex)[0] == ("wte.weight ≡ lm_head.weight", 0, 3200)
 
 
-def test_mimebundle_has_static_fallbacks(shown):
+def test_mimebundle_is_the_widget_and_text_once_the_stand_in_is_out(shown):
+    """explore() emitted the picture as its own output: the explorer's bundle carries none, so
+    no frontend shows it twice (each renders one mimetype of an output)."""
     ex = explore(FusedQKV())
     ex.by_toggle.value = "span"
     b = ex._repr_mimebundle_()
-    assert set(b) == {"text/plain", "application/vnd.jupyter.widget-view+json", "image/png", "text/html"}
+    assert set(b) == {"text/plain", "application/vnd.jupyter.widget-view+json"}
     assert b["application/vnd.jupyter.widget-view+json"]["model_id"] == ex.model_id
-    assert base64.b64decode(b["image/png"]) == ex.png
-    assert f'src="data:image/png;base64,{b["image/png"]}"' in b["text/html"]
-    assert "<script" not in b["text/html"] and "<style" not in b["text/html"]  # no live-hiding here
-    assert b["text/html"].startswith('<div class="tvz-static ')
     assert b["text/plain"].startswith("tensorviz explorer (FusedQKV): 6 tensors on 4 storages")
     assert "grouped by exact span" in b["text/plain"] and "qkv.weight" in b["text/plain"]
 
 
+def test_mimebundle_carries_the_picture_without_a_stand_in(shown):
+    ex = explore(FusedQKV(), snapshot=False)
+    assert shown == []
+    b = ex._repr_mimebundle_()
+    assert set(b) == {"text/plain", "application/vnd.jupyter.widget-view+json", "image/png"}
+    assert base64.b64decode(b["image/png"]) == ex.png
+
+
 def test_snapshot_emits_the_current_state(shown):
+    from tensorviz.explorer.static import src_mark
+
     ex = explore(FusedQKV())
     ex.by_toggle.value = "overlap"
     ex.snapshot()
     assert len(shown) == 2
     first, now = shown
-    assert first.hide_when_live and not now.hide_when_live
+    live = f"tvz-live-{ex.model_id}"
+    assert first.hide_when_live == live and not now.hide_when_live
     assert now.png == ex.png != first.png
     assert "grouped by overlap" in now.caption and "grouped by storage" in first.caption
-    live = f"tvz-live-{ex.model_id}"
-    stand_in = first.to_html()
-    # the first-state snapshot is a stand-in: all it shows lives in its style rule, which matches
-    # only in a running JupyterLab (.lm-Widget) with no live explorer of this model on the page
-    assert f"body:not(:has(.{live})) .lm-Widget .tvz-snap-" in stand_in
-    assert f"body:has(.{live}) .jp-OutputArea-child:has(.tvz-snap-" in stand_in
-    assert "<img" not in stand_in and "<style" not in now.to_html() and "hidden" not in now.to_html()
-    assert f"base64,{base64.b64encode(first.png).decode()}) 0 0 / contain" in stand_in
-    assert re.sub(r"<style>.*?</style>", "", stand_in).endswith(
-        'style="display: none" role="img" aria-label="' + html.escape(first.caption) + '"></div>'
-    )
-    assert set(first._repr_mimebundle_()) == {"text/plain", "text/html"}  # no PNG a frontend could pick
-    assert first._repr_mimebundle_()["text/plain"] == ""
+    # the stand-in is a picture and a caption only: no HTML a sanitizer or a non-Lab page could drop
+    stand_in = first._repr_mimebundle_()
+    assert set(stand_in) == {"text/plain", "image/png"}
+    assert stand_in["text/plain"] == f"{first.head()} [stand-in for {live}]"
+    marked = base64.b64decode(stand_in["image/png"])
+    assert src_mark(live) in stand_in["image/png"]
+    assert _png_pixels(marked) == _png_pixels(first.png)  # the mark changes no pixel
+    assert b"tEXttensorviz\0stand-in for " + live.encode() in marked
+    # the current-state snapshot is ordinary visible output
+    assert "<style" not in now.to_html() and "hidden" not in now.to_html()
     assert now._repr_mimebundle_(include={"image/png"}) == {"image/png": base64.b64encode(ex.png).decode()}
 
 
-def test_stand_in_caption_cannot_break_out_of_its_style():
-    from tensorviz.explorer.static import Snapshot, css_string, png_size
+def _png_pixels(png: bytes) -> bytes:
+    from PIL import Image
 
-    evil = 'x"; } body {display:none} </style><script>alert(1)</script>\\\n'
-    snap = Snapshot(PNG + b"\0" * 32, "", evil, "", hide_when_live="tvz-live-abc")
-    out = snap.to_html()
-    assert out.count("<style>") == 1 and out.count("</style>") == 1 and "<script" not in out
-    assert all(c.isalnum() or c in " \\" for c in css_string(evil)[1:-1])
+    with Image.open(io.BytesIO(png)) as im:
+        return im.convert("RGBA").tobytes()
+
+
+def test_the_live_explorer_carries_the_rule_that_hides_its_stand_in(shown):
+    from tensorviz.explorer.static import src_mark
+
+    ex = explore(FusedQKV())
+    live = f"tvz-live-{ex.model_id}"
+    rule = ex.children[-1]
+    assert rule.layout.display == "none" and "tvz-stand-in-rule" in rule._dom_classes
+    on = f"body:has(.{live} .tvz-canvas canvas)"
+    assert rule.value == (
+        f'<style>{on} .jp-OutputArea-child:has(img[src*="{src_mark(live)}"]), '
+        f'{on} img[src*="{src_mark(live)}"], {on} img[alt*="{live}"] {{display: none !important}}</style>'
+    )
+    assert src_mark(live) != src_mark(f"tvz-live-{explore(FusedQKV()).model_id}")  # one explorer's only
+
+
+def test_stand_in_marks_refuse_a_hostile_class_name():
+    from tensorviz.explorer.static import Snapshot, marked_png, png_size, src_mark, stand_in_rule
+
+    for evil in ('x"] body{', "tvz-live-a b", "tvz-live-\u00e9"):
+        with pytest.raises(ValueError, match="CSS class name"):
+            Snapshot(PNG, "", "c", "", hide_when_live=evil)._repr_mimebundle_()
+        with pytest.raises(ValueError, match="CSS class name"):
+            stand_in_rule(evil)
     assert png_size(b"not a png") == (1, 1)
-    with pytest.raises(ValueError, match="CSS class name"):
-        Snapshot(PNG, "", "c", "", hide_when_live="x} body{").to_html()
+    assert marked_png(b"not a png", "tvz-live-abc") == b"not a png"
+    assert set(src_mark("tvz-live-abc")) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 
 
 def test_explore_pauses_the_collector_only_while_it_builds(shown, monkeypatch):
@@ -509,8 +537,8 @@ def test_no_match_shows_a_message(shown):
 
 
 def test_executed_notebook_keeps_static_pictures(tmp_path):
-    """Run under a real kernel (nbclient): explore() emits the hidden-while-live snapshot, and the
-    explorer's own output carries the widget view plus image/png and escaped text/html."""
+    """Run under a real kernel (nbclient): explore() emits the stand-in, an image/png output of the
+    first state, then the explorer's own output: the widget view and escaped text."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.v4.new_notebook()
@@ -527,12 +555,11 @@ def test_executed_notebook_keeps_static_pictures(tmp_path):
     ).execute()
     snap, result = nb.cells[0].outputs
     assert snap.output_type == "display_data" and result.output_type == "execute_result"
-    assert set(snap.data) == {"text/plain", "text/html"}
-    assert 'class="tvz-snapshot ' in snap.data["text/html"] and 'hidden="hidden"' in snap.data["text/html"]
-    assert set(result.data) == {"text/plain", "image/png", "text/html", "application/vnd.jupyter.widget-view+json"}
-    assert f"url(data:image/png;base64,{result.data['image/png']})" in snap.data["text/html"]  # the same first state
-    assert base64.b64decode(result.data["image/png"]).startswith(PNG)
-    assert "&lt;b&gt;" in result.data["text/html"] and "<b>" not in result.data["text/html"]
+    assert set(snap.data) == {"text/plain", "image/png"}
+    assert base64.b64decode(snap.data["image/png"]).startswith(PNG)
+    assert set(result.data) == {"text/plain", "application/vnd.jupyter.widget-view+json"}
+    model_id = result.data["application/vnd.jupyter.widget-view+json"]["model_id"]
+    assert snap.data["text/plain"].endswith(f"[stand-in for tvz-live-{model_id}]")
     assert result.data["text/plain"].startswith("tensorviz explorer (dict): 2 tensors on 1 storage")
 
 

@@ -48,7 +48,7 @@ from tensorviz.explorer.state import (
     normalise,
     pattern_problem,  # noqa: E402,F401
 )
-from tensorviz.explorer.static import Snapshot
+from tensorviz.explorer.static import WIDGET_VIEW, Snapshot, stand_in_rule
 from tensorviz.explorer.static import display as _display
 from tensorviz.explorer.text import (  # noqa: E402,F401
     details_html,
@@ -122,11 +122,21 @@ class Explorer(ExplorerControls, W.VBox):
         super().__init__(children=self._arrange())
         self.add_class("tvz-explorer")
         self.add_class(f"tvz-live-{self.model_id}")
+        self._add_stand_in_rule()
         self.state = state
         self._current: Render | None = None
         self._wire()
         self._add_tree_panel()
         self._show(state)  # not guarded: a first render that fails raises to the caller
+
+    def _add_stand_in_rule(self) -> None:
+        """The hidden ``<style>`` that hides this explorer's stand-in while its canvas is drawn
+        (:func:`~tensorviz.explorer.static.stand_in_rule`); it is on a page only where the
+        explorer itself rendered."""
+        rule = W.HTML(stand_in_rule(f"tvz-live-{self.model_id}"), layout=W.Layout(display="none"))
+        rule.add_class("tvz-stand-in-rule")
+        self.children = (*self.children, rule)
+        self.stand_in_emitted = False  # explore(snapshot=True) sets it once the stand-in is out
 
     def _wire(self) -> None:
         for box in (self.by_toggle, self.name_filter, self.only_shared_box, self.unreferenced_box, self.expand_box):
@@ -278,11 +288,14 @@ class Explorer(ExplorerControls, W.VBox):
         return self.static().to_html()
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The widget view and the current state as text; the picture too only when no stand-in
+        was emitted (each frontend renders one mimetype of an output, and the stand-in is the
+        picture wherever the widget does not draw: see :mod:`tensorviz.explorer.static`)."""
         bundle = super()._repr_mimebundle_(**kwargs)
-        static = self.static(kind="static")._repr_mimebundle_()
-        bundle.update(
-            {"image/png": static["image/png"], "text/html": static["text/html"], "text/plain": static["text/plain"]}
-        )
+        static = self.static(kind="static")
+        bundle = {WIDGET_VIEW: bundle[WIDGET_VIEW], "text/plain": static.text}
+        if not self.stand_in_emitted:
+            bundle["image/png"] = static._repr_mimebundle_(include={"image/png"})["image/png"]
         return bundle
 
 
@@ -317,9 +330,11 @@ def explore(
         max_lanes, dpi, width: size of the static picture (PNG) in the display bundle and
             snapshots (see :func:`tensorviz.plan.diagram.diagram`); the live canvas draws every
             lane and scrolls through them.
-        snapshot: also emit a static picture of the first state for a saved, trusted notebook
-            whose kernel is gone (hidden while the live explorer is on screen, and where the
-            explorer's own ``image/png``/``text/html`` already shows: GitHub, untrusted).
+        snapshot: also emit the first state's picture as an ``image/png`` output just before
+            the explorer, for every page without a live explorer (nbconvert with or without
+            widget state, GitHub, nbviewer, VS Code, a saved notebook whose kernel is gone); the
+            live explorer hides it (:mod:`tensorviz.explorer.static`). With ``False`` the picture
+            travels in the explorer's own bundle instead, where the widget view outranks it.
 
     Returns:
         The :class:`Explorer` widget (display it, e.g. as the cell's last expression).
@@ -351,5 +366,5 @@ def explore(
             except TypeError:  # a dict or list: the layout's check is what its savers see
                 pass
         if snapshot:
-            _display(ex.static(hide_when_live=True), kernel_only=True)
+            ex.stand_in_emitted = _display(ex.static(hide_when_live=True), kernel_only=True)
     return ex
