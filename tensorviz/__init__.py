@@ -8,15 +8,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tensorviz.core import hooks
-from tensorviz.core.errors import FileFormatError, TensorvizError, TooLargeError, UnsafeCheckpointError
+from tensorviz.core.errors import (
+    FileFormatError,
+    MissingExtraError,
+    OptionError,
+    TensorvizError,
+    TooLargeError,
+    UnknownOptionError,
+    UnsafeCheckpointError,
+)
+from tensorviz.core.keywords import extra_message, fill_args, needs_extra, public
 from tensorviz.core.layout import Layout
-from tensorviz.core.limits import limits
+from tensorviz.core.limits import limits as _limits
 from tensorviz.core.records import Group, Skipped, Storage, TensorView
-from tensorviz.plan.diagram import diagram
-from tensorviz.render.show import show
+from tensorviz.plan.diagram import diagram as _diagram
+from tensorviz.plan.options import OPTION_DOCS, by_value
 
 __version__ = "0.1.0"
 
@@ -41,10 +51,14 @@ __all__ = [
     "FileFormatError",
     "UnsafeCheckpointError",
     "TooLargeError",
+    "OptionError",
+    "UnknownOptionError",
+    "MissingExtraError",
     "__version__",
 ]
 
 
+@public
 def analyze(
     obj: Any,
     *,
@@ -111,38 +125,151 @@ def analyze(
     return _analyze(obj, group=group, variant=variant, optimizer=optimizer, grad=grad, remote_limits=remote_limits)
 
 
+diagram = public(_diagram)
+limits = public(_limits)
+
+
+@public
+@fill_args(OPTION_DOCS)
+def show(
+    obj: Any,
+    *,
+    by: str = "storage",
+    names: str | None = None,
+    storages: Sequence[int] | None = None,
+    only_shared: bool = False,
+    byte_range: tuple[int, int] | None = None,
+    max_lanes: int = 40,
+    show_unreferenced: bool = True,
+    expand_simple: bool = False,
+    overview: bool | None = None,
+    color_by: str | None = None,
+    dpi: int = 100,
+    width: float | None = None,
+    max_rows: int = 40,
+) -> Any:
+    """Render a layout's diagram for display: PNG, an escaped HTML table and the text lane map,
+    in one object Jupyter shows with or without a kernel.
+
+    Args:
+        obj: a :class:`Layout` or anything :func:`analyze` accepts (not a Diagram: the table
+            needs the layout), or a :func:`diff` result: then the two layouts side by side.
+        <shared options>
+        max_rows: for a :func:`diff` result, the most rows drawn (its one option besides
+            ``dpi`` and ``width``).
+
+    Returns:
+        A :class:`~tensorviz.render.show.Shown`; Jupyter displays it, ``.png`` holds the bytes,
+        ``.to_html()`` the HTML.
+
+    Raises:
+        OptionError: an option is out of range, or does not apply to ``obj`` (the diagram's
+            options to a diff, ``max_rows`` to a layout).
+        MissingExtraError: matplotlib is not installed (the message names
+            ``pip install 'tensorviz[plot]'``).
+
+    >>> import torch, tensorviz as tv
+    >>> tv.show({"w": torch.zeros(4, 4)}, by="exact span").png[:4]
+    b'\\x89PNG'
+    """
+    from tensorviz.core.diff import LayoutDiff
+
+    options = dict(
+        by=by,
+        names=names,
+        storages=storages,
+        only_shared=only_shared,
+        byte_range=byte_range,
+        max_lanes=max_lanes,
+        show_unreferenced=show_unreferenced,
+        expand_simple=expand_simple,
+        overview=overview,
+        color_by=color_by,
+    )
+    with needs_extra("tv.show() draws the picture with {module}"):
+        from tensorviz.render.show import show as _show
+
+        if isinstance(obj, LayoutDiff):
+            _only_defaults(options, "a tv.diff result (two layouts side by side; its one option is max_rows)")
+            return _show(obj, dpi=dpi, width=width, max_rows=max_rows)
+        if max_rows != 40:
+            raise OptionError(
+                f"max_rows={max_rows!r} applies to a tv.diff result; a layout's diagram limits its rows "
+                f"with max_lanes={max_rows!r}"
+            )
+        return _show(obj, dpi=dpi, width=width, **options)
+
+
+def _only_defaults(options: dict[str, Any], what: str) -> None:
+    """Raise when an option of ``tv.diagram`` was given a value that is not its default: it
+    cannot apply to ``what``."""
+    import inspect
+
+    defaults = inspect.signature(_diagram).parameters
+    given = [k for k, v in options.items() if v != defaults[k].default]
+    if given:
+        raise OptionError(f"{', '.join(f'{k}=' for k in given)} cannot apply to {what}; leave it out")
+
+
+@public
 def explain(
-    *tensors: Any, names: Any = None, width: float | None = None, region: Any = None, interactive: bool = False
-):
+    *tensors: Any,
+    names: Sequence[str] | None = None,
+    width: float | None = None,
+    region: Any = None,
+    interactive: bool = False,
+) -> Any:
     """Teaching figure: how each view's logical indices map onto its storage's cells (a large
     tensor is drawn as its corner, or as ``region``).
 
-    With ``interactive=True``, the same panel as a widget drawn in the browser: hover an element
-    to light its storage cell and formula, hover a cell to light every element reading it, and
-    type shapes, strides and offsets into the stride playground (see
-    :mod:`tensorviz.explorer.explain_widget`; needs the ``widgets`` extra). Its display carries
-    the static PNG for pages without a kernel.
+    Args:
+        *tensors: views of one storage share one strip, views of different storages get
+            separate strips (see :func:`tensorviz.render.explain.explain`; needs torch).
+        names: one label per tensor (default ``t0``, ``t1``, ...).
+        width: figure width in inches (default: fits the strip).
+        region: the part of every tensor to draw instead, as slices (``t[region]`` with every
+            dimension kept), e.g. ``np.s_[100:108, :8]``.
+        interactive: the same panel as a widget drawn in the browser: hover an element to
+            light its storage cell and formula, hover a cell to light every element reading
+            it, and type shapes, strides and offsets into the stride playground (see
+            :mod:`tensorviz.explorer.explain_widget`; needs the ``widgets`` extra). Its display
+            carries the static PNG for pages without a kernel.
 
-    See :func:`tensorviz.render.explain.explain` (imported on first use: it needs torch).
+    Returns:
+        A ``matplotlib.figure.Figure`` (no pyplot state), or with ``interactive=True`` the widget.
+
+    Raises:
+        MissingExtraError: matplotlib (or, interactive, ipywidgets/anywidget) is not installed;
+            the message names the ``pip install`` that adds it.
 
     >>> import torch, tensorviz as tv
-    >>> tv.explain(torch.zeros(2, 3)).get_size_inches()[0] >= 6
+    >>> bool(tv.explain(torch.zeros(2, 3)).get_size_inches()[0] >= 6)
     True
     """
     if interactive:
-        from tensorviz.explorer.explain_widget import explain_widget
+        with needs_extra("tv.explain(interactive=True) is a widget and needs {module}"):
+            from tensorviz.explorer.explain_widget import explain_widget
 
-        return explain_widget(*tensors, names=names, width=width, region=region)
-    from tensorviz.render.explain import explain as _explain
+            return explain_widget(*tensors, names=names, width=width, region=region)
+    with needs_extra("tv.explain() draws its figure with {module}"):
+        from tensorviz.render.explain import explain as _explain
 
-    return _explain(*tensors, names=names, width=width, region=region)
+        return _explain(*tensors, names=names, width=width, region=region)
 
 
+@public
 def explain_view(x: Any, shape: Any, *, name: str = "x"):
     """Whether ``x.view(shape)`` works and ``x.reshape(shape)`` copies, exactly as torch decides,
     and why; what ``contiguous()`` allocates, the alternatives that work, what ``x`` keeps alive.
 
-    See :func:`tensorviz.render.explain_view.explain_view` (imported on first use).
+    Args:
+        x: a strided ``torch.Tensor`` (any device, also meta); only its metadata is read.
+        shape: the target shape, as ``view`` takes it (an int or a sequence; one ``-1``).
+        name: how ``x`` is called in the text (``x.view(...)``).
+
+    Returns:
+        A frozen :class:`~tensorviz.render.explain_view.ViewExplanation`; ``print`` it, show it,
+        or call ``.figure()`` (see :func:`tensorviz.render.explain_view.explain_view`).
 
     >>> import torch, tensorviz as tv
     >>> tv.explain_view(torch.zeros(3, 4).t(), -1).view_works
@@ -153,13 +280,93 @@ def explain_view(x: Any, shape: Any, *, name: str = "x"):
     return _explain_view(x, shape, name=name)
 
 
-def explore(obj: Any, **options: Any):
-    """Interactive ipywidgets explorer over the diagrams."""
-    from tensorviz.explorer.widget import explore as _explore
+@public
+@fill_args(OPTION_DOCS)
+def explore(
+    obj: Any,
+    *,
+    by: str = "storage",
+    names: str | None = None,
+    only_shared: bool = False,
+    show_unreferenced: bool = True,
+    storage: int | str | None = None,
+    byte_range: tuple[int, int] | None = None,
+    expand_simple: bool = False,
+    max_lanes: int = 40,
+    dpi: int = 100,
+    width: float | None = None,
+    snapshot: bool = True,
+) -> Any:
+    """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook): the
+    controls start as the options say, and the diagram, tensor list and save check follow them.
 
-    return _explore(obj, **options)
+    Args:
+        obj: anything :func:`analyze` accepts, or a :class:`Layout`. Only the layout (metadata)
+            is kept: deleting the model frees it.
+        storage: start on one storage: its index (as in ``layout.storages``) or the name of a
+            tensor on it.
+        byte_range: start zoomed to ``(lo, hi)`` bytes of that ``storage`` (it needs one).
+        snapshot: also emit a static picture of the first state for a saved, trusted notebook
+            whose kernel is gone (hidden while the live explorer is on screen).
+        <shared options>
+
+    ``max_lanes``, ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and
+    the snapshots; the live canvas draws every lane and scrolls through them.
+
+    Returns:
+        The :class:`~tensorviz.explorer.widget.Explorer` widget (display it, e.g. as the cell's
+        last expression).
+
+    Raises:
+        OptionError: a bad pattern, grouping, storage or byte range (the message says which).
+        MissingExtraError: ipywidgets, anywidget or matplotlib is not installed (the message
+            names ``pip install 'tensorviz[widgets]'``).
+
+    >>> import torch, tensorviz as tv                                # doctest: +SKIP
+    >>> a = torch.rand(8, 10, 50)                                    # doctest: +SKIP
+    >>> tv.explore({"a": a, "b": a[2:4]}, by="exact span")           # doctest: +SKIP
+    """
+    by = _explore_by(by)
+    if byte_range is not None and storage is None:
+        raise OptionError(
+            f"byte_range={tuple(byte_range)!r} zooms into the bytes of one storage, and no storage= was "
+            f"given; pass it too (its index, or the name of a tensor on it), e.g. storage=0, "
+            f"byte_range={tuple(byte_range)!r}"
+        )
+    with needs_extra("tv.explore() is an ipywidgets explorer and needs {module}"):
+        from tensorviz.explorer.widget import explore as _explore
+
+        return _explore(
+            obj,
+            by=by,
+            names=names,
+            only_shared=only_shared,
+            show_unreferenced=show_unreferenced,
+            storage=storage,
+            byte_range=byte_range,
+            expand_simple=expand_simple,
+            max_lanes=max_lanes,
+            dpi=dpi,
+            width=width,
+            snapshot=snapshot,
+        )
 
 
+def _explore_by(by: Any) -> str:
+    """The explorer's grouping from ``by`` (its toggle's labels accepted); a value that is
+    no grouping or colouring at all raises here, naming the closest (the layout decides the
+    rest: ``"rank"`` only for a sharded model)."""
+    from tensorviz.plan.options import by_problem
+
+    value = by_value(by)
+    if not isinstance(value, str) or not (
+        value in ("storage", "span", "overlap", "category", "rank") or value.startswith("mesh:")
+    ):
+        raise OptionError(by_problem("by", by))
+    return value
+
+
+@public
 def why_size(obj: Any, *, name: str | None = None):
     """Why a torch checkpoint is this size: bytes written vs bytes any name reads, per category
     (weights, optimizer state, copies...); slices that drag their whole storage into the file;
@@ -185,13 +392,39 @@ def why_size(obj: Any, *, name: str | None = None):
     return size_report(obj, name=name)
 
 
-def save_check(obj: Any, **options: Any):
-    """What safetensors, torch.save, transformers and accelerate would do with these tensors."""
+@public
+def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> Any:
+    """What safetensors, torch.save, transformers, peft and accelerate would do with these
+    tensors: a dry run from metadata only (no file is written, no tensor byte is read).
+
+    Args:
+        obj: an ``nn.Module`` (a transformers ``PreTrainedModel`` adds ``save_pretrained``, a
+            peft ``PeftModel`` its adapter-only ``save_pretrained``), a mapping of names to
+            tensors (a state dict), a :class:`Layout`, or anything :func:`analyze` accepts.
+        savers: keys of :data:`~tensorviz.savecheck.report.SAVERS` to check (default: every
+            saver); one whose library is not installed, or that does not apply to ``obj``, is
+            listed in ``report.not_run`` with the reason.
+
+    Returns:
+        A :class:`~tensorviz.savecheck.report.SaveReport` (``print`` it; ``report["torch.save"]``
+        is one saver's verdict).
+
+    Raises:
+        OptionError: an unknown saver key (the message names the closest known one).
+
+    >>> import torch, tensorviz as tv
+    >>> emb = torch.nn.Embedding(10, 4); head = torch.nn.Linear(4, 10, bias=False)
+    >>> head.weight = emb.weight
+    >>> r = tv.save_check(torch.nn.ModuleDict({"emb": emb, "head": head}), savers=["torch.save"])
+    >>> r["torch.save"].outcome
+    'ok'
+    """
     from tensorviz.savecheck.report import save_check as _save_check
 
-    return _save_check(obj, **options)
+    return _save_check(obj, savers=savers)
 
 
+@public
 def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None) -> Any:
     """What differs between two models, checkpoints or layouts: names, fields, ties, sharing,
     dtypes, files, and (``content=True``) the tensors' bytes.
@@ -234,6 +467,7 @@ def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None)
     return d
 
 
+@public
 def load_check(
     model: Any, source: Any, *, loader: str = "load_state_dict", strict: bool = True, assign: bool = False
 ) -> Any:
@@ -273,10 +507,26 @@ def load_check(
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------
 def _layout_mimebundle(layout: Layout, include: Any = None, exclude: Any = None) -> dict:
-    bundle = show(layout)._repr_mimebundle_(include=include, exclude=exclude)
+    try:
+        bundle = show(layout)._repr_mimebundle_(include=include, exclude=exclude)
+    except MissingExtraError as err:  # the core alone: the text, and what adds the picture
+        bundle = _text_bundle(layout, err, include, exclude)
     if "text/html" in bundle and any("." in n for n in layout.names):  # a tree deeper than a list
         bundle["text/html"] += _tree_html(layout.tree(), title=True)
     return bundle
+
+
+def _text_bundle(layout: Layout, missing: MissingExtraError, include: Any, exclude: Any) -> dict[str, str]:
+    """A layout's display without matplotlib: its text, and a line saying how to get the picture."""
+    import html
+
+    text = layout.to_text()
+    note = extra_message(missing.name or "matplotlib", f"the picture needs {missing.name or 'matplotlib'}")
+    bundle = {
+        "text/plain": f"{text}\n({note})",
+        "text/html": f"<pre>{html.escape(text)}</pre><p><i>({html.escape(note)})</i></p>",
+    }
+    return {k: v for k, v in bundle.items() if (not include or k in include) and not (exclude and k in exclude)}
 
 
 def _tree_html(tree: Any, title: bool = False) -> str:
@@ -287,9 +537,10 @@ def _tree_html(tree: Any, title: bool = False) -> str:
 
 
 def _layout_plot(layout: Layout, by: str = "storage", **options: Any):
-    from tensorviz.render.mpl import render
+    with needs_extra("Layout.plot() draws with {module}"):
+        from tensorviz.render.mpl import render
 
-    return render(diagram(layout, by=by, **options))
+        return render(_diagram(layout, by=by, **options))
 
 
 def _diagram_text(d: Any, width: int = 60) -> str:

@@ -332,7 +332,7 @@ def test_text_html_dict_and_bundle():
     json.dumps(d)
     assert d["verdicts"][0]["saver"] == report.verdicts[0].saver
     assert d["versions"]["torch"] == torch.__version__
-    assert set(d) == {"source", "verdicts", "versions", "unique_nbytes", "ties", "notes"}
+    assert set(d) == {"source", "verdicts", "versions", "unique_nbytes", "ties", "notes", "not_run"}
 
 
 def test_outcome_is_worst_problem():

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["TensorvizError", "FileFormatError", "UnsafeCheckpointError", "TooLargeError", "RemoteError"]
+__all__ = [
+    "TensorvizError",
+    "FileFormatError",
+    "UnsafeCheckpointError",
+    "TooLargeError",
+    "RemoteError",
+    "OptionError",
+    "UnknownOptionError",
+    "MissingExtraError",
+]
 
 
 class TensorvizError(Exception):
@@ -28,3 +37,20 @@ class RemoteError(TensorvizError, OSError):
     status the server answered, where it answered one."""
 
     status: int | None = None
+
+
+class OptionError(TensorvizError, ValueError):
+    """An option of a public function has a value it cannot take, or cannot apply with the
+    others given (the message shows the value and the fix; the public function the user
+    called re-says it in its own name: ``tv.show(): ...``). ``function`` is that name, once set."""
+
+    function: str | None = None
+
+
+class UnknownOptionError(TensorvizError, TypeError):
+    """A public function was given a keyword it does not have (the message names the closest one)."""
+
+
+class MissingExtraError(TensorvizError, ImportError):
+    """An optional dependency is not installed (the message names the ``pip install`` that adds
+    it); ``name`` is the missing module, as on ``ImportError``."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass, replace
 
-from tensorviz.core.errors import TooLargeError
+from tensorviz.core.errors import OptionError, TooLargeError
 
 __all__ = ["Limits", "limits", "current", "exceeded"]
 
@@ -118,7 +118,7 @@ def limits(
     changes = {k: v for k, v in given.items() if v is not None}
     for k, v in changes.items():
         if type(v) is not int or v < 0:
-            raise ValueError(f"limits({k}=...) must be a non-negative int, got {v!r}")
+            raise OptionError(f"limits({k}=...) must be a non-negative int, got {v!r}")
     return _Raised(changes)
 
 

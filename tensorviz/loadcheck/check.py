@@ -17,6 +17,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from tensorviz.core.errors import OptionError
+from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.layout import Layout
 from tensorviz.loadcheck.report import Conflict, LoadReport
 
@@ -196,9 +198,9 @@ def _load_model(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: 
     from safetensors.torch import _remove_duplicate_names
 
     if assign:
-        raise ValueError("safetensors.torch.load_model has no assign=; pass assign=False")
+        raise OptionError("safetensors.torch.load_model has no assign=; pass assign=False")
     if sl is None or isinstance(source, Mapping):
-        raise ValueError("safetensors.load_model reads a .safetensors file: pass its path as source")
+        raise OptionError("safetensors.load_model reads a .safetensors file: pass its path as source")
     twin_source = source_twin(source, sl)
     facts = _load_state_dict(model, source, ml, sl, False, False)
     if facts["raises"]:  # a shape mismatch raises inside load_state_dict, even with strict=False
@@ -237,7 +239,7 @@ def load_check(
     from tensorviz.sources import analyze
 
     if loader not in LOADERS:
-        raise ValueError(f"loader must be one of {sorted(LOADERS)}, got {loader!r}")
+        raise OptionError(f"loader must be one of {sorted(LOADERS)}, got {loader!r}{did_you_mean(loader, LOADERS)}")
     ml = analyze(model)
     sl = source if isinstance(source, Layout) else _source_layout(source)
     facts = LOADERS[loader](model, source, ml, sl, strict, assign)

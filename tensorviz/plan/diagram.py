@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tensorviz.core.keywords import fill_args
 from tensorviz.core.layout import Layout, as_layout
 from tensorviz.core.records import Storage
 from tensorviz.plan.colors import PALETTE, colour_ordinals, palette_colour
@@ -21,7 +22,7 @@ from tensorviz.plan.model import (
     Lane,
     Summary,
 )
-from tensorviz.plan.options import normalise
+from tensorviz.plan.options import OPTION_DOCS, normalise
 from tensorviz.plan.planner import plan
 from tensorviz.plan.planner import storage_reasons as _reasons
 
@@ -43,6 +44,7 @@ __all__ = [
 ]
 
 
+@fill_args(OPTION_DOCS)
 def diagram(
     layout_or_obj: Any,
     *,
@@ -61,27 +63,7 @@ def diagram(
 
     Args:
         layout_or_obj: a :class:`Layout` or anything :func:`tensorviz.analyze` accepts.
-        by: the grouping (one of :data:`~tensorviz.core.records.GROUPINGS`): ``"storage"`` (a
-            lane per view under each storage's extent), ``"span"`` (views with an identical span
-            share one bar, e.g. tied weights) or ``"overlap"`` (views packed onto sub-lanes so
-            none hides another; overlapping bytes marked). A colouring given as ``by``
-            (``"category"``, ``"rank"``, ``"mesh:<dim>"``) still means storage lanes coloured
-            that way (``color_by``).
-        names: regular expression; only views whose name matches (``re.search``) are drawn.
-        storages: storage indices (as in ``layout.storages``) to include.
-        only_shared: only storages (storage mode) or bars (span/overlap mode) in shared groups.
-        byte_range: ``(lo, hi)`` bytes to zoom into (most useful with one storage).
-        max_lanes: most rows drawn; extra views go to a "… N more" row that still draws them.
-        show_unreferenced: draw the bytes of each storage that no view reads.
-        expand_simple: draw storages whose single view is the whole storage, instead of
-            collapsing them into one summary line.
-        overview: plan an overview of every selected storage (``Diagram.overview``: a grid
-            of cells sized by bytes, coloured by how views share each storage). None (the
-            default): when lanes cannot show them all -- from 1,000 storages, or when more
-            storages than ``max_lanes`` leave some out. Never when no storage is selected.
-        color_by: colour the bars by what each view is in training state (``"category"``), or
-            those of a sharded model or DCP folder by the shard's ``"rank"`` or its coordinate
-            along one mesh dimension (``"mesh:dp"``); None: by span group.
+        <shared options>
 
     Returns:
         An immutable :class:`Diagram`.

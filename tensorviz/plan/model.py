@@ -27,7 +27,7 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core import hooks
-from tensorviz.core.errors import TensorvizError
+from tensorviz.core.errors import OptionError
 from tensorviz.core.records import GroupBy
 from tensorviz.core.units import format_bytes
 
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-class DiagramOptionError(TensorvizError, ValueError):
+class DiagramOptionError(OptionError):
     """An option of :func:`diagram` is out of range (the message shows the value and the fix)."""
 
 

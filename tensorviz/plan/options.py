@@ -10,14 +10,80 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import GROUPINGS, is_grouping
 from tensorviz.plan.model import DiagramOptionError, DiagramOptions
 from tensorviz.plan.ranks import SHARD_BYS, shard_grouping
 
-__all__ = ["normalise", "BYS"]
+__all__ = ["normalise", "BYS", "LABELS", "by_value", "by_problem", "OPTION_DOCS"]
 
 BYS = GROUPINGS  # the one list (tensorviz.core.records)
+
+#: The explorer's toggle labels (``tensorviz.explorer.state.groupings``) and the value each one
+#: means, so ``by="exact span"`` works as the button reads; ``"mesh <dim>"`` means ``"mesh:<dim>"``.
+LABELS = {"exact span": "span", "by rank": "rank"}
+
+#: The options several public functions share (``tv.diagram``, ``tv.show``, ``tv.explore``),
+#: described once; :func:`tensorviz.core.keywords.fill_args` writes each function's entries.
+OPTION_DOCS = {
+    "by": (
+        'the grouping: ``"storage"`` (a lane per view under each storage\'s extent), ``"span"``'
+        ' (views with an identical span share one bar, e.g. tied weights; also ``"exact span"``, the'
+        ' explorer\'s label) or ``"overlap"`` (views packed onto sub-lanes so none hides another;'
+        ' overlapping bytes marked). A colouring given as ``by`` (``"category"``, ``"rank"``,'
+        ' ``"mesh:<dim>"``) still means storage lanes coloured that way (``color_by``).'
+    ),
+    "names": "regular expression; only views whose name matches (``re.search``) are drawn.",
+    "storages": "storage indices (as in ``layout.storages``) to include.",
+    "only_shared": "only storages (storage mode) or bars (span/overlap mode) in shared groups.",
+    "byte_range": "``(lo, hi)``: only these bytes of each storage are drawn (a zoom; most useful with one storage).",
+    "max_lanes": 'most rows drawn; extra views go to a "… N more" row that still draws them.',
+    "show_unreferenced": "draw the bytes of each storage that no view reads.",
+    "expand_simple": (
+        "draw storages whose single view is the whole storage, instead of collapsing them into one summary line."
+    ),
+    "overview": (
+        "plan an overview of every selected storage (``Diagram.overview``: a grid of cells sized by bytes,"
+        " coloured by how views share each storage). None (the default): when lanes cannot show them all"
+        " -- from 1,000 storages, or when more storages than ``max_lanes`` leave some out. Never when no"
+        " storage is selected."
+    ),
+    "color_by": (
+        'colour the bars by what each view is in training state (``"category"``), or those of a sharded'
+        ' model or DCP folder by the shard\'s ``"rank"`` or its coordinate along one mesh dimension'
+        ' (``"mesh:dp"``); None: by span group.'
+    ),
+    "dpi": "resolution of the PNG picture (dots per inch).",
+    "width": (
+        "picture width in inches (default 10): the PNG is ``width * dpi`` pixels wide (a width in pixels,"
+        " such as 800, is refused)."
+    ),
+}
+
+
+def by_value(by: object) -> object:
+    """The value an explorer label stands for (``"exact span"`` -> ``"span"``, ``"mesh dp"`` ->
+    ``"mesh:dp"``); any other value as it is.
+
+    >>> by_value("exact span"), by_value("mesh dp"), by_value("overlap")
+    ('span', 'mesh:dp', 'overlap')
+    """
+    if not isinstance(by, str):
+        return by
+    if by in LABELS:
+        return LABELS[by]
+    if by.startswith("mesh ") and by[5:].strip():
+        return "mesh:" + by[5:].strip()
+    return by
+
+
+def by_problem(option: str, value: object) -> str:
+    known = (*GROUPINGS, "category", *SHARD_BYS, *LABELS)
+    return (
+        f"{option} must be one of {BYS}, 'category' for training state, or {SHARD_BYS[0]!r} / 'mesh:<dim>' "
+        f"for a sharded model, got {value!r}{did_you_mean(value, known)}"
+    )
 
 
 def normalise(
@@ -40,10 +106,7 @@ def normalise(
     """
     by, colour = _colouring(layout, by, color_by)
     if not is_grouping(by):
-        raise DiagramOptionError(
-            f"by must be one of {BYS}, 'category' for training state, or {SHARD_BYS[0]!r} / 'mesh:<dim>' "
-            f"for a sharded model, got {by!r}"
-        )
+        raise DiagramOptionError(by_problem("by", by))
     if names is not None:
         try:
             re.compile(names)
@@ -89,14 +152,18 @@ def normalise(
 def _colouring(layout: Layout, by: str, color_by: str | None) -> tuple[str, str]:
     """``(by, colouring)``: a colouring given as ``by`` (the older spelling of ``color_by``)
     means storage lanes coloured that way; the colouring checked against the layout."""
+    by, color_by = by_value(by), by_value(color_by)  # type: ignore[assignment]
     if isinstance(by, str) and (by == "category" or by in SHARD_BYS or by.startswith("mesh:")):
         # A colouring given as by= (the older spelling of color_by): storage lanes coloured that way.
         if color_by is not None and color_by != by:
             raise DiagramOptionError(f"by={by!r} already colours by {by!r}; color_by={color_by!r} contradicts it")
         by, color_by = "storage", by
-    if color_by is not None and not (color_by == "category" or color_by in SHARD_BYS or color_by.startswith("mesh:")):
+    if color_by is not None and not (
+        isinstance(color_by, str) and (color_by == "category" or color_by in SHARD_BYS or color_by.startswith("mesh:"))
+    ):
         raise DiagramOptionError(
             f"color_by must be 'category', {SHARD_BYS[0]!r} or 'mesh:<dim>' (or None), got {color_by!r}"
+            + did_you_mean(color_by, ("category", *SHARD_BYS, "by rank"))
         )
     if color_by == "category":  # each view coloured by what it is in training state
         if not any(layout.categories):

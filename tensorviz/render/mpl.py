@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensorviz.core.errors import OptionError
 from tensorviz.core.rows import gc_paused
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
 from tensorviz.render._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
@@ -120,10 +121,10 @@ def check_width(width: float | None) -> float | None:
     try:
         w = float(width)
     except (TypeError, ValueError):
-        raise ValueError(f"width is a figure width in inches, e.g. width=8; got {width!r}") from None
+        raise OptionError(f"width is a figure width in inches, e.g. width=8; got {width!r}") from None
     if not 0.5 <= w <= _MAX_WIDTH:
         hint = f"; for {w:g} pixels at dpi=100 pass width={w / 100:g}" if w > _MAX_WIDTH else ""
-        raise ValueError(f"width is a figure width in inches, from 0.5 to {_MAX_WIDTH:g}; got {width!r}{hint}")
+        raise OptionError(f"width is a figure width in inches, from 0.5 to {_MAX_WIDTH:g}; got {width!r}{hint}")
     return w
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from tensorviz.core.keepalive import kept_alive_lines
+from tensorviz.core.keywords import EXTRA_OF
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.savecheck import accounting as acc
@@ -31,7 +32,7 @@ from tensorviz.savecheck.misfires import sub_layout as _sub
 from tensorviz.savecheck.outcomes import FSDP_MID_STEP
 from tensorviz.savecheck.savers import common as sv
 from tensorviz.savecheck.savers.peft_adapter import is_peft_model
-from tensorviz.savecheck.savers.rules import SAVER_RULES
+from tensorviz.savecheck.savers.rules import SAVER_RULES, LibraryRule
 from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
 from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Verdict
@@ -48,9 +49,11 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> tuple[tuple[Verdict, ...], S
     token = sv.CHECK_MEMO.set({})
     try:
         for saver in wanted:
-            v = _evaluate(saver, subject)
-            if v is not None:
-                verdicts.append(v)
+            why_not = _not_run(SAVER_RULES[saver], subject)
+            if why_not:
+                subject.not_run.append((saver, why_not))
+                continue
+            verdicts.append(_evaluate(saver, subject))
     finally:
         sv.CHECK_MEMO.reset(token)
     subject.real_state_dict = subject.pretrained = subject.peft = None
@@ -248,21 +251,30 @@ def _is_pretrained(obj: Any) -> bool:
 def versions() -> tuple[tuple[str, str], ...]:
     out = []
     for dist in ("torch", "safetensors", "transformers", "accelerate", "huggingface_hub"):
-        ver = sv.version(dist)
+        ver = sv.installed(dist)
         if ver is not None:
             out.append((dist, ver))
     return tuple(out)
 
 
 # -- step 2: one saver --------------------------------------------------------------------------------
-def _evaluate(saver: str, s: Subject) -> Verdict | None:
-    """The verdict of one saver (its rule in :data:`~tensorviz.savecheck.savers.rules.SAVER_RULES`), or
-    None when its library is not installed or it does not apply to the subject."""
+def _not_run(rule: LibraryRule, s: Subject) -> str:
+    """Why ``rule``'s saver cannot be run on ``s``, in words ("" when it can): its library is not
+    installed (and what installs it), or it does not apply to this kind of object."""
+    if not rule.applies(s):
+        return f"it applies only to {rule.applies_to}"
+    if not sv.installed(rule.library):
+        extra = EXTRA_OF.get(rule.library)
+        how = f"pip install 'tensorviz[{extra}]'" if extra else f"pip install {rule.library}"
+        return f"{rule.library} is not installed: {how}"
+    return ""
+
+
+def _evaluate(saver: str, s: Subject) -> Verdict:
+    """The verdict of one saver (its rule in :data:`~tensorviz.savecheck.savers.rules.SAVER_RULES`),
+    asked once :func:`_not_run` found its library installed and the saver applicable."""
     rule = SAVER_RULES[saver]
-    version = sv.version(rule.library)
-    if not version or not rule.applies(s):
-        return None  # not installed, or not applicable
-    library, call = f"{rule.library} {version}", rule.call_text(s)
+    library, call = f"{rule.library} {sv.version(rule.library)}", rule.call_text(s)
     try:
         if s.key_problem and saver != "torch.save":
             raise sv.Unavailable(s.key_problem)

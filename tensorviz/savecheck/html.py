@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from tensorviz.core.names import shown, shown_lines
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.outcomes import renames
+from tensorviz.savecheck.verdicts import not_run_by_reason
 
 if TYPE_CHECKING:
     from tensorviz.savecheck.verdicts import Fix, ReportFacts, Verdict
@@ -310,6 +311,7 @@ def report_html(report: ReportFacts) -> str:
     """The report as one HTML fragment: header, table, per-saver details, ties, versions."""
     parts = [_header(report)]
     parts += [_line("note:", _e(n), "muted") for n in report.notes]
+    parts += [_line("not run:", _e(f"{', '.join(s)} ({why})"), "muted") for why, s in not_run_by_reason(report.not_run)]
     parts.append(_table(report.verdicts))
     parts.append(
         _tag(

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from tensorviz.core.errors import OptionError
+from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.rows import gc_paused
 from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck.check import run_check, versions
@@ -41,7 +43,9 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
             ``PeftModel`` its adapter-only ``save_pretrained``), a
             mapping of names to tensors (a state dict), a :class:`~tensorviz.core.layout.Layout`, or
             anything :func:`tensorviz.analyze` accepts (paths included).
-        savers: keys of :data:`SAVERS` to check (default: every installed, applicable saver).
+        savers: keys of :data:`SAVERS` to check (default: every installed saver that applies).
+            A saver whose library is not installed is listed in ``not_run`` with the reason and
+            the ``pip install`` that adds it; so is one named here that does not apply.
 
     Returns:
         A :class:`SaveReport`. It keeps no reference to any tensor or module.
@@ -59,6 +63,7 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
     wanted = _wanted(savers)
     with gc_paused():  # thousands of stand-ins and records: no collector pass over the caller's heap
         verdicts, subject = run_check(obj, wanted)
+        asked = savers is not None
         return SaveReport(
             source=subject.source,
             verdicts=verdicts,
@@ -66,6 +71,7 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
             unique_nbytes=acc.unique_nbytes(subject.layout),
             ties=subject.ties,
             notes=tuple(subject.notes),
+            not_run=tuple((k, why) for k, why in subject.not_run if asked or " is not installed: " in why),
         )
 
 
@@ -83,6 +89,7 @@ class SaveReport:
     unique_nbytes: int
     ties: Any = None
     notes: tuple[str, ...] = ()
+    not_run: tuple[tuple[str, str], ...] = ()  # (saver, why): not installed, or asked for and not applicable
 
     def __getitem__(self, saver: str) -> Verdict:
         for v in self.verdicts:
@@ -146,7 +153,7 @@ def _wanted(savers: Iterable[str] | None) -> tuple[str, ...]:
     savers = tuple(savers)
     unknown = [s for s in savers if s not in SAVERS]
     if unknown:
-        raise ValueError(f"unknown saver(s) {unknown}; choose from {list(SAVERS)}")
+        raise OptionError(f"unknown saver(s) {unknown}; choose from {list(SAVERS)}{did_you_mean(unknown[0], SAVERS)}")
     return savers
 
 

@@ -29,4 +29,5 @@ class Subject:
     key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
     ties: Any = None
     notes: list[str] = field(default_factory=list)
+    not_run: list[tuple[str, str]] = field(default_factory=list)  # (saver, why it was not run)
     materialised: bool = False  # meta storages judged as if on CPU (see savecheck.materialise)

@@ -10,6 +10,7 @@ from tensorviz.core.names import LINE_CAP, elide, shown
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.html import report_html
 from tensorviz.savecheck.outcomes import renames
+from tensorviz.savecheck.verdicts import not_run_by_reason
 
 if TYPE_CHECKING:
     from tensorviz.savecheck.verdicts import ReportFacts, Verdict
@@ -115,6 +116,7 @@ def report_text(report: ReportFacts, fixes: bool = True, full: bool = False) -> 
     ]
     for note in report.notes:
         lines.append(f"note: {note}")
+    lines += [f"not run: {', '.join(savers)} ({why})" for why, savers in not_run_by_reason(report.not_run)]
     for v in report.verdicts:
         lines.append("")
         lines += _verdict_text(v, fixes, full)

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from tensorviz.savecheck.outcomes import OUTCOMES, SAVERS
 
-__all__ = ["ReportFacts", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS"]
+__all__ = ["ReportFacts", "Verdict", "Misfire", "Fix", "OUTCOMES", "SAVERS", "not_run_by_reason"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,17 @@ class ReportFacts(Protocol):
     def ties(self) -> Any: ...
     @property
     def notes(self) -> tuple[str, ...]: ...
+    @property
+    def not_run(self) -> tuple[tuple[str, str], ...]: ...
+
+
+def not_run_by_reason(not_run: tuple[tuple[str, str], ...]) -> list[tuple[str, list[str]]]:
+    """The savers not run, gathered by reason (in the order first met).
+
+    >>> not_run_by_reason((("a", "x missing"), ("b", "y"), ("c", "x missing")))
+    [('x missing', ['a', 'c']), ('y', ['b'])]
+    """
+    out: dict[str, list[str]] = {}
+    for saver, why in not_run:
+        out.setdefault(why, []).append(saver)
+    return list(out.items())

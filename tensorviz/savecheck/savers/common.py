@@ -76,6 +76,15 @@ def version(dist: str) -> str | None:
         return None
 
 
+def installed(dist: str) -> str | None:
+    """The version of a distribution that can be imported here (its module of the same name), or
+    None: not installed, or its import blocked (``sys.modules[dist] = None``)."""
+    import importlib.util
+
+    ver = version(dist)
+    return ver if ver is not None and importlib.util.find_spec(dist) is not None else None
+
+
 def _helper(module: str, name: str) -> Any:
     try:
         mod = importlib.import_module(module)

@@ -38,8 +38,9 @@ class LibraryRule:
 
     ``key`` names it (``"torch.save"``); ``library`` is the distribution whose version the
     verdict shows; ``call`` the code it stands for, with ``{sd}`` and ``{model}`` to fill in;
-    ``applies(subject)`` whether it applies at all (no verdict otherwise); ``evaluate(subject)``
-    replays it on the subject's stand-ins; ``note(subject)`` a comment for the call.
+    ``applies(subject)`` whether it applies at all (no verdict otherwise), and ``applies_to``
+    says to what, in words; ``evaluate(subject)`` replays it on the subject's stand-ins;
+    ``note(subject)`` a comment for the call.
     """
 
     key: str
@@ -47,6 +48,7 @@ class LibraryRule:
     evaluate: Callable[[Subject], sv.Run]
     applies: Callable[[Subject], bool] = _always
     note: Callable[[Subject], str] = _no_note
+    applies_to: str = "any state dict"
 
     @property
     def call(self) -> str:
@@ -117,12 +119,14 @@ SAVER_RULES: dict[str, LibraryRule] = {
             "transformers",
             lambda s: _save_pretrained(s.pretrained, s.standins),
             applies=lambda s: s.pretrained is not None,
+            applies_to="a transformers PreTrainedModel",
         ),
         LibraryRule(
             "peft.save_pretrained",
             "peft",
             lambda s: evaluate_peft_save_pretrained(s.peft, s.standins),
             applies=lambda s: s.peft is not None,
+            applies_to="a peft PeftModel",
         ),
         LibraryRule(
             "accelerate.save",
@@ -137,6 +141,7 @@ SAVER_RULES: dict[str, LibraryRule] = {
             "accelerate",
             lambda s: hf.evaluate_accelerator_save_model(s.standins, s.has_meta_parameters),
             applies=_is_module,
+            applies_to="an nn.Module",
         ),
     )
 }
