@@ -244,14 +244,17 @@ def test_png_and_canvas_show_each_name_in_its_layout_colour():
 LEGENDS = [
     ({"names": "lone", "expand_simple": True}, None),  # dense bars only: no key
     ({"names": "none"}, ["empty view (a tick at its offset)"]),
-    ({"by": "span", "names": "^q"}, ["read by ≥2 bars"]),
-    ({"names": "^even$"}, ["bytes read (exact)", "in span, not read", "read by ≥2 bars", "non-contiguous"]),
+    ({"by": "span", "names": "^q"}, ["read by ≥2 bars (bar outlined)"]),
+    (
+        {"names": "^even$"},
+        ["bytes read (exact)", "in span, not read", "read by ≥2 bars (bar outlined)", "non-contiguous"],
+    ),
     (
         {},
         [
             "bytes read (exact)",
             "in span, not read",
-            "read by ≥2 bars",
+            "read by ≥2 bars (bar outlined)",
             "non-contiguous",
             "empty view (a tick at its offset)",
         ],

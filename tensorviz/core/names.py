@@ -20,6 +20,7 @@ __all__ = [
     "drawable",
     "unicode_safe",
     "elide",
+    "elide_name",
     "FILTER_CAP",
     "filter_text",
     "search",
@@ -97,6 +98,44 @@ def elide(text: str, limit: int) -> str:
         return text
     head = (limit - 1) // 2
     return text[:head] + "…" + text[len(text) - (limit - 1 - head) :]
+
+
+#: Where a tensor name may be cut: after a "." (``layers.0.q``) or a "/" (ONNX, GGUF paths).
+_BOUNDARY = re.compile(r"(?<=[./])")
+
+
+def elide_name(name: str, limit: int) -> str:
+    """``name`` in at most ``limit`` characters, cut only at a name boundary (after a "." or
+    "/"): the cut components become one "…" component, the last component always stays whole,
+    and as many components before it as fit (then the first one, if it still fits); with no
+    room for "…." the last component follows the "…" directly. Only a last component longer
+    than ``limit`` is itself cut (start … end, :func:`elide`), as is a name with no boundary.
+
+    The one elision of names in pictures (lane labels, static and canvas) and text, so the
+    same name is shortened the same way everywhere: never ``blocks.0.up.wei…al``.
+
+    >>> elide_name("transformer.h.11.attn.c_attn.weight", 24)
+    '….11.attn.c_attn.weight'
+    >>> elide_name("model.layers.11.self_attn.q_proj.weight", 24)
+    'model.….q_proj.weight'
+    >>> elide_name("blocks.0.up.weight_orig_normal", 20), elide_name("blocks.0.up.weight_orig_normal", 19)
+    ('….weight_orig_normal', '…weight_orig_normal')
+    >>> elide_name("blocks.0.up.weight_orig_normal", 12), elide_name("a_long_flat_name", 9)
+    ('weigh…normal', 'a_lo…name')
+    """
+    if len(name) <= limit:
+        return name
+    parts = _BOUNDARY.split(name)  # each part keeps its trailing separator: "a." "b." "c"
+    if len(parts) < 2:
+        return elide(name, limit)
+    if len(parts[-1]) + 2 > limit:  # no room for "…." before the last component
+        return "…" + parts[-1] if len(parts[-1]) < limit else elide(parts[-1], min(limit, len(parts[-1]) - 1))
+    j = len(parts) - 1  # parts[j:] is kept: grow it while "…" + sep + tail fits
+    while j > 1 and 2 + len("".join(parts[j - 1 :])) <= limit:
+        j -= 1
+    tail, sep = "".join(parts[j:]), parts[j - 1][-1]  # the separator just before the tail
+    head = parts[0] + "…" + sep
+    return head + tail if j > 1 and len(head) + len(tail) <= limit else "…" + sep + tail
 
 
 #: Longest part of a name the name filter searches: a regular expression such as

@@ -36,7 +36,16 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.records import readonly
 from tensorviz.plan.select import drawing_order, file_headers
 
-__all__ = ["PALETTE", "colour_ordinals", "colours_at", "palette_colour"]
+__all__ = [
+    "PALETTE",
+    "SHARES_OUTLINE",
+    "MIN_OUTLINE_CONTRAST",
+    "colour_ordinals",
+    "colours_at",
+    "palette_colour",
+    "relative_luminance",
+    "contrast_ratio",
+]
 
 #: Bar colours, from Paul Tol's colour-blind-safe sets (bright, vibrant, muted, light, medium
 #: contrast), with no greys or reds (those mark unreferenced and overlapping bytes) and none
@@ -60,6 +69,37 @@ PALETTE = (
     "#117733",
     "#44bb99",
 )
+
+
+#: The outline of a bar whose bytes another bar also reads ("shares bytes"), in every picture
+#: (static and canvas). It must show on every fill of :data:`PALETTE`: a WCAG contrast ratio
+#: of at least :data:`MIN_OUTLINE_CONTRAST` against each (the non-text contrast of WCAG 2.1,
+#: 1.4.11). The red it replaces (#d62728) had 1.1 against the blues, teal and green and 1.7
+#: against orange; no red can have 3:1 against both #99ddff and #aa3377, so the outline is
+#: black (3.45 or more against every palette colour) and its dashes, not its hue, say "shares".
+SHARES_OUTLINE = "#000000"
+MIN_OUTLINE_CONTRAST = 3.0
+
+
+def relative_luminance(colour: str) -> float:
+    """WCAG 2.1 relative luminance of a ``#rrggbb`` colour, from 0 (black) to 1 (white).
+
+    >>> relative_luminance("#ffffff"), round(relative_luminance("#4477aa"), 3)
+    (1.0, 0.173)
+    """
+    rgb = np.array([int(colour[k : k + 2], 16) / 255 for k in (1, 3, 5)])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    return float(linear @ [0.2126, 0.7152, 0.0722])
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG 2.1 contrast ratio of two ``#rrggbb`` colours, from 1 (same) to 21 (black on white).
+
+    >>> round(contrast_ratio("#000000", "#ffffff"), 1), round(contrast_ratio(SHARES_OUTLINE, "#aa3377"), 2)
+    (21.0, 3.45)
+    """
+    la, lb = relative_luminance(a), relative_luminance(b)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
 
 
 def palette_colour(k: int) -> str:

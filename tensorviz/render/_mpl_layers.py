@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tensorviz.plan.colors import SHARES_OUTLINE
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, lane_px, px_per_byte, rect_vertices
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ def draw_bar_layers(d: Diagram, ax: Axes) -> None:
     face = colors[full]
     face[c.sparse[full], 3] = 0.22  # the span of a strided view is a light band; its runs are solid
     edge = np.clip(face * [0.6, 0.6, 0.6, 1], 0, 1)
+    edge[c.overlaps_other[full], :3] = to_rgba_array(SHARES_OUTLINE)[0, :3]  # shows on every fill (plan.colors)
     # Outline bars wide and tall enough to show it; a thousand sub-pixel outlines would only
     # darken the row. (A transparent edge, not a per-bar width: matplotlib scales dashes per
     # width; and no edges at all when rows are a few pixels tall: Agg strokes even clear ones.)

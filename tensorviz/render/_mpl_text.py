@@ -13,6 +13,7 @@ import numpy as np
 
 from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
+from tensorviz.plan.labels import TIED, names_label
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
 from tensorviz.render.text import truncate_label
 
@@ -43,12 +44,13 @@ def draw_lane_labels(d: Diagram, ax: Axes) -> None:
     ax.set_yticks([])
     left = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-3.5, units="points")  # type: ignore[arg-type]  # axes of a top-level Figure (the stubs allow a SubFigure)
     chars = min(LANE_CHARS, getattr(ax, "tensorviz_label_chars", LANE_CHARS))  # set by render() for its margin
+    tied = lane_names(d)
     for i in show:
         kind = d.lanes[i].kind
         ax.text(
             0.0,
             i,
-            lane_label(d, i, chars),
+            lane_label(d, i, chars, tied.get(i, ())),
             transform=left,
             ha="right",
             va="center",
@@ -119,12 +121,26 @@ def _fit_middle(middle: str, room: int) -> str | None:
 _EXTENSIONS = ("safetensors", "bin", "pt", "pth", "ckpt")
 
 
-def lane_label(d: Diagram, i: int, chars: int = LANE_CHARS) -> str:
-    """A row's label in at most ``chars`` characters; a storage row adds its unreferenced bytes
-    on a second line."""
+def lane_names(d: Diagram) -> dict[int, tuple[str, ...]]:
+    """Per lane drawing one bar of several tied names (a span group), those names."""
+    c = d.columns
+    if not len(c.lane):
+        return {}
+    count = np.bincount(c.lane, minlength=len(d.lanes))
+    one = np.flatnonzero(count[c.lane] == 1)
+    return {int(c.lane[k]): d.bars[k].names for k in one.tolist() if len(d.bars[k].names) > 1}
+
+
+def lane_label(d: Diagram, i: int, chars: int = LANE_CHARS, tied: tuple[str, ...] = ()) -> str:
+    """A row's label in at most ``chars`` characters: a row of ``tied`` names shows them all or
+    the first and how many more (:func:`tensorviz.plan.labels.names_label`); names are cut at a
+    name boundary. A storage row adds its unreferenced bytes on a second line."""
     lane = d.lanes[i]
     label = terminal(lane.label)  # a name is one line of text: a newline in it is shown, not obeyed
-    text = storage_text(label, chars) if lane.kind == "storage" else truncate_label(label, chars)
+    if tied:
+        text = names_label([terminal(n) for n in tied], chars)
+    else:
+        text = storage_text(label, chars) if lane.kind == "storage" else truncate_label(label, chars)
     if lane.kind == "storage":
         block = d.blocks[lane.block]
         if "freed" in block.reasons:
@@ -215,12 +231,12 @@ def ink(color: str, alpha: float = 1.0) -> str:
     >>> ink("#aa3377"), ink("#228833"), ink("#ccbb44"), ink("#aa3377", alpha=0.22)
     ('white', 'white', 'black', 'black')
     """
-    from matplotlib.colors import to_rgb
+    from matplotlib.colors import to_hex, to_rgb
+
+    from tensorviz.plan.colors import relative_luminance
 
     rgb = alpha * np.array(to_rgb(color)) + (1 - alpha)
-    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    luminance = float(linear @ [0.2126, 0.7152, 0.0722])
-    return "black" if luminance > 0.22 else "white"
+    return "black" if relative_luminance(to_hex(tuple(rgb.tolist()))) > 0.22 else "white"
 
 
 def common_suffix(labels: list[str]) -> str:
@@ -270,6 +286,47 @@ def short_label(label: str, fits: int, suffix: str = "", ambiguous: frozenset[st
         if 4 <= len(cand) <= fits and cand not in ambiguous:
             return cand
     return None
+
+
+# -- tied names ---------------------------------------------------------------------------------
+#: Most tied groups listed under a picture; the rest are counted (the table lists every name).
+TIED_NOTES = 4
+_NOTE_SIZE = 7.5
+_NOTE_INCHES = 0.17  # one line of the key
+
+
+def tied_notes(d: Diagram, chars: int, width: float) -> list[str]:
+    """Lines listing, under the picture, every tied name of each row whose label shows only the
+    first and a count ("shared.weight +3"): so each tied name is reachable from its label in a
+    static picture too. Each group is one entry, wrapped to the figure's ``width`` (inches)."""
+    import textwrap
+
+    per_line = max(int(width / 0.062), 30)  # characters of 7.5 pt text per line
+    lines: list[str] = []
+    groups = [names for names in lane_names(d).values() if len(TIED.join(names)) > chars]
+    for names in groups[:TIED_NOTES]:
+        short = names_label([terminal(n) for n in names], chars)
+        entry = f"{short} = " + TIED.join(terminal(n) for n in names)
+        lines += textwrap.wrap(entry, per_line, subsequent_indent="    ", break_on_hyphens=False)
+    if len(groups) > TIED_NOTES:
+        lines.append(f"… {len(groups) - TIED_NOTES:,} more rows of tied names (the table lists them)")
+    return lines
+
+
+def notes_inches(d: Diagram, chars: int, width: float) -> float:
+    """Height in inches of the tied-names key under the picture (0 without one)."""
+    n = len(tied_notes(d, chars, width))
+    return n * _NOTE_INCHES + 0.08 if n else 0.0
+
+
+def draw_tied_notes(d: Diagram, fig: Any, chars: int) -> None:
+    """The tied-names key (:func:`tied_notes`) at the bottom of ``fig``, one text per line
+    (gid ``tied-note``)."""
+    w, h = fig.get_size_inches()
+    lines = tied_notes(d, chars, w)
+    for k, line in enumerate(lines):
+        y = (len(lines) - k - 0.5) * _NOTE_INCHES + 0.04
+        fig.text(0.08 / w, y / h, line, fontsize=_NOTE_SIZE, va="center", ha="left", color=_MUTED, gid="tied-note")
 
 
 # -- header and legend ------------------------------------------------------------------------
@@ -328,7 +385,7 @@ def legend_entries(d: Diagram) -> list[tuple[str, str]]:
         ("unread", "in span, not read", c.sparse.any()),
         ("header", "file header", any(len(b.header) for b in blocks)),
         ("unreferenced", "unreferenced", any(len(b.unreferenced) for b in blocks)),
-        ("overlaps", "read by ≥2 bars", c.overlaps_other.any()),
+        ("overlaps", "read by ≥2 bars (bar outlined)", c.overlaps_other.any()),
         ("dashed", "non-contiguous", c.non_contiguous.any()),
         ("expanded", "expanded (stride 0)", c.expanded.any()),
         ("empty", "empty view (a tick at its offset)", c.empty.any()),

@@ -44,8 +44,10 @@ from tensorviz.render._mpl_text import (
     draw_header,
     draw_lane_labels,
     draw_legend,
+    draw_tied_notes,
     label_storage_runs,
     legend_entries,
+    notes_inches,
     short_label,
 )
 
@@ -94,6 +96,7 @@ def figure_size(d: Diagram, width: float | None = None) -> tuple[float, float, f
     bottom = 0.95 if legend_entries(d) else 0.62
     if d.overview is not None:  # the overview panel goes under the lanes
         bottom += overview_inches(d.overview, width or 10.0)
+    bottom += notes_inches(d, _left_margin(d, plot_h, width)[1], width or 10.0)  # the tied names, last
     return (width or 10.0), plot_h + bottom + _TOP, left, bottom
 
 
@@ -162,9 +165,12 @@ def _render(diagram: Diagram, ax: Axes | None, figure: Figure | None, width: flo
             fig.clear()
             fig.set_size_inches(w, h, forward=True)
         ax = fig.add_axes((left / w, bottom / h, 1 - (left + 0.3) / w, 1 - (bottom + _TOP) / h))
-        ax.tensorviz_label_chars = _left_margin(diagram, h - bottom - _TOP, width)[1]  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
+        chars = _left_margin(diagram, h - bottom - _TOP, width)[1]
+        ax.tensorviz_label_chars = chars  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
+        notes = notes_inches(diagram, chars, w)
         if diagram.overview is not None:
-            draw_overview(diagram.overview, fig, 0.0, overview_inches(diagram.overview, w))
+            draw_overview(diagram.overview, fig, notes, overview_inches(diagram.overview, w))
+        draw_tied_notes(diagram, fig, chars)
     fig = ax.figure  # type: ignore[assignment]  # the axes' Figure (never a SubFigure here)
     _draw(diagram, ax)
     literal_texts(fig)  # names are data, never mathtext

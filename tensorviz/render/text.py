@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tensorviz.core.names import shown
+from tensorviz.core.names import elide_name, shown
 from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
@@ -42,8 +42,9 @@ _FLAGS = (
 
 
 def truncate_label(label: str, n: int) -> str:
-    """Keep the end of a long name (where dotted names differ): ``…h.11.attn.c_attn.weight``."""
-    return label if len(label) <= n else "…" + label[len(label) - n + 1 :]
+    """A long name in ``n`` characters, cut at a name boundary and keeping its end (where dotted
+    names differ): ``….11.attn.c_attn.weight`` (:func:`tensorviz.core.names.elide_name`)."""
+    return elide_name(label, n)
 
 
 def covered_per_cell(runs: np.ndarray, edges: np.ndarray) -> np.ndarray:
