@@ -469,21 +469,33 @@ def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None)
 
 @public
 def load_check(
-    model: Any, source: Any, *, loader: str = "load_state_dict", strict: bool = True, assign: bool = False
+    model: Any,
+    source: Any,
+    *,
+    loader: str = "load_state_dict",
+    strict: bool = True,
+    assign: bool = False,
+    loader_kwargs: dict[str, Any] | None = None,
 ) -> Any:
-    """What a load will do, before it runs: torch's own ``load_state_dict`` run on data-free
-    (meta) twins of the model and the source. Nothing is loaded, copied or changed.
+    """What a load will do, before it runs: the loader's own code run on data-free (meta)
+    twins of the model and the source. Nothing is loaded, copied or changed.
 
     Args:
-        model: the ``nn.Module`` that would be loaded into.
+        model: the ``nn.Module`` that would be loaded into; for ``"from_pretrained"`` a
+            transformers model class, a model (its class and config) or a config.
         source: what would be loaded: a state dict, or anything :func:`analyze` reads (a
             ``.safetensors`` file or index, a model folder, a torch checkpoint; read header-only),
-            or a :class:`Layout`.
-        loader: ``"load_state_dict"`` or ``"safetensors.load_model"`` (``source`` a
-            ``.safetensors`` file; its own rules for names a tie leaves out of the file).
+            or a :class:`Layout`; a model folder for ``"from_pretrained"``.
+        loader: ``"load_state_dict"``, ``"safetensors.load_model"`` (``source`` a
+            ``.safetensors`` file; its own rules for names a tie leaves out of the file),
+            or ``"from_pretrained"`` (transformers' loading steps with the files' headers: renames,
+            dtype, newly initialized weights, ties re-tied or refused).
         strict: as ``load_state_dict(strict=)``.
         assign: as ``load_state_dict(assign=)``: parameters become the source tensors (no copy,
             no cast; a tie whose names get different tensors is broken).
+        loader_kwargs: the other keywords of the real call: for ``"from_pretrained"`` ``dtype=``,
+            ``ignore_mismatched_sizes=``, ``key_mapping=``, ``variant=`` and config keywords such
+            as ``tie_word_embeddings=``.
 
     Returns:
         A :class:`~tensorviz.loadcheck.report.LoadReport`: ``raises``, ``error`` (torch's
@@ -502,7 +514,7 @@ def load_check(
     """
     from tensorviz.loadcheck.check import load_check as _load_check
 
-    return _load_check(model, source, loader=loader, strict=strict, assign=assign)
+    return _load_check(model, source, loader=loader, strict=strict, assign=assign, loader_kwargs=loader_kwargs)
 
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------

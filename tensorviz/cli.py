@@ -395,7 +395,9 @@ def build_load_check_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("source", help="the checkpoint: a .safetensors file, an index, a model folder, a .pt/.bin")
     p.add_argument("--model", required=True, metavar="DIR_OR_CONFIG", help="a model folder or its config.json")
-    p.add_argument("--loader", choices=("load_state_dict", "safetensors.load_model"), default="load_state_dict")
+    p.add_argument(
+        "--loader", choices=("load_state_dict", "safetensors.load_model", "from_pretrained"), default="load_state_dict"
+    )
     p.add_argument("--no-strict", action="store_true", help="strict=False")
     p.add_argument("--json", action="store_true", help="write the report as JSON (schema tensorviz.load_check)")
     return p
@@ -411,9 +413,10 @@ def load_check_main(argv: Sequence[str]) -> int:
 
 
 def _load_check_run(args: argparse.Namespace) -> int:
-    from tensorviz.loadcheck.check import load_check, meta_model_from_config
+    from tensorviz.loadcheck.check import config_from, load_check, meta_model_from_config
 
-    r = load_check(meta_model_from_config(args.model), args.source, loader=args.loader, strict=not args.no_strict)
+    build = config_from if args.loader == "from_pretrained" else meta_model_from_config
+    r = load_check(build(args.model), args.source, loader=args.loader, strict=not args.no_strict)
     print(json_text(r.to_json()) if args.json else r.to_text())
     return 0 if r.clean else 1
 

@@ -289,7 +289,7 @@ def test_text_and_html() -> None:
 
 def test_unknown_loader_is_refused() -> None:
     with pytest.raises(ValueError, match="loader must be one of"):
-        tv.load_check(TiedLM(), {}, loader="dcp.load")
+        tv.load_check(TiedLM(), {}, loader="torch.load")
 
 
 def test_public_docstring_example_runs() -> None:

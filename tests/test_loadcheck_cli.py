@@ -57,3 +57,24 @@ def test_cli_errors_exit_2(tmp_path, capsys) -> None:
     assert main(["load-check", path, "--model", str(tmp_path / "nowhere")]) == 2
     assert "tensorviz load-check: error:" in capsys.readouterr().err
     assert main(["load-check", path]) == 2  # --model is required
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_cli_from_pretrained_equals_the_real_load(tmp_path, capsys, tied: bool) -> None:
+    """``--loader from_pretrained`` with a folder whose files disagree with the config's tie:
+    the keys reported are those the real ``from_pretrained`` reports."""
+    from transformers import GPT2LMHeadModel
+
+    folder, _ = _saved(tmp_path, tied)
+    config = tmp_path / "config"
+    config.mkdir()
+    other = GPT2LMHeadModel.config_class.from_pretrained(folder)
+    other.tie_word_embeddings = not tied
+    other.save_pretrained(config)
+    status = main(["load-check", folder, "--model", str(config), "--loader", "from_pretrained", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    _, info = GPT2LMHeadModel.from_pretrained(folder, config=other, output_loading_info=True)
+    assert (doc["missing"], doc["unexpected"]) == (sorted(info["missing_keys"]), sorted(info["unexpected_keys"]))
+    assert doc["missing"] == ([] if not tied else ["lm_head.weight"])
+    assert doc["not_tied"] == ([["lm_head.weight", "transformer.wte.weight"]] if not tied else [])
+    assert status == 1

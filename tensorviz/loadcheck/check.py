@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tensorviz.core.errors import OptionError
@@ -22,7 +23,7 @@ from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.layout import Layout
 from tensorviz.loadcheck.report import Conflict, LoadReport
 
-__all__ = ["load_check", "LOADERS", "model_twin", "source_twin", "meta_model_from_config"]
+__all__ = ["load_check", "LOADERS", "model_twin", "source_twin", "meta_model_from_config", "config_from"]
 
 
 def model_twin(model: Any) -> Any:
@@ -227,25 +228,67 @@ def _load_model(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: 
     return dict(facts, raises=error is not None, error=error, missing=missing_in_order, unexpected=tuple(unexpected))
 
 
+@dataclass(frozen=True)
+class Call:
+    """The loader call being predicted: ``strict``, ``assign`` and the loader's other keywords."""
+
+    strict: bool
+    assign: bool
+    kwargs: Mapping[str, Any]
+
+
+def _torch_loader(predict: Any) -> Any:
+    """A load_state_dict-shaped predictor (model and source analysed first) as a loader entry."""
+
+    def run(model: Any, source: Any, call: Call) -> tuple[dict, str, str]:
+        from tensorviz.sources import analyze
+
+        ml = analyze(model)
+        sl = source if isinstance(source, Layout) else _source_layout(source)
+        facts = predict(model, source, ml, sl, call.strict, call.assign)
+        return facts, type(model).__name__, sl.source if sl is not None else type(source).__name__
+
+    return run
+
+
+def _pretrained(model: Any, source: Any, call: Call) -> tuple[dict, str, str]:
+    import os
+
+    from tensorviz.loadcheck.pretrained import predict_from_pretrained, pretrained_class
+
+    if call.assign:
+        raise OptionError("from_pretrained has no assign=; pass assign=False")
+    folder = os.fspath(source)
+    return predict_from_pretrained(model, folder, call.kwargs), pretrained_class(model)[0].__name__, folder
+
+
 #: loader name -> the function predicting it (one entry per loader).
-LOADERS = {"load_state_dict": _load_state_dict, "safetensors.load_model": _load_model}
+LOADERS = {
+    "load_state_dict": _torch_loader(_load_state_dict),
+    "safetensors.load_model": _torch_loader(_load_model),
+    "from_pretrained": _pretrained,
+}
 
 
 def load_check(
-    model: Any, source: Any, *, loader: str = "load_state_dict", strict: bool = True, assign: bool = False
+    model: Any,
+    source: Any,
+    *,
+    loader: str = "load_state_dict",
+    strict: bool = True,
+    assign: bool = False,
+    loader_kwargs: Mapping[str, Any] | None = None,
 ) -> LoadReport:
     """What ``loader`` would do loading ``source`` into ``model``, predicted on twins (see
     :func:`tensorviz.load_check`)."""
-    from tensorviz.sources import analyze
-
     if loader not in LOADERS:
         raise OptionError(f"loader must be one of {sorted(LOADERS)}, got {loader!r}{did_you_mean(loader, LOADERS)}")
-    ml = analyze(model)
-    sl = source if isinstance(source, Layout) else _source_layout(source)
-    facts = LOADERS[loader](model, source, ml, sl, strict, assign)
-    name = type(model).__name__
-    where = sl.source if sl is not None else type(source).__name__
-    return LoadReport(loader=loader, model=name, source=where, strict=strict, assign=assign, **facts)
+    if loader_kwargs and loader in ("load_state_dict", "safetensors.load_model"):
+        raise OptionError(f"{loader} takes no loader_kwargs (only strict= and assign=)")
+    call = Call(strict, assign, dict(loader_kwargs or {}))
+    facts, name, where = LOADERS[loader](model, source, call)
+    words = ", ".join(f"{k}={v!r}" for k, v in call.kwargs.items())
+    return LoadReport(loader=loader, model=name, source=where, strict=strict, assign=assign, keywords=words, **facts)
 
 
 def _source_layout(source: Any) -> Layout | None:
@@ -260,16 +303,22 @@ def _source_layout(source: Any) -> Layout | None:
     return analyze(source)
 
 
+def config_from(path: str) -> Any:
+    """The transformers config of a model folder (or of a ``config.json``)."""
+    import os
+
+    import transformers
+
+    return transformers.AutoConfig.from_pretrained(os.path.dirname(path) if os.path.isfile(path) else path)
+
+
 def meta_model_from_config(path: str) -> Any:
     """The transformers model a folder's (or a ``config.json``'s) config describes, built on meta
     (no weights): the class named first in ``config.architectures``, else ``AutoModel``."""
-    import os
-
     import torch
     import transformers
 
-    folder = os.path.dirname(path) if os.path.isfile(path) else path
-    config = transformers.AutoConfig.from_pretrained(folder)
+    config = config_from(path)
     names = getattr(config, "architectures", None) or []
     cls = getattr(transformers, names[0], None) if names else None
     with torch.device("meta"):

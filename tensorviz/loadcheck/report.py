@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tensorviz.core.names import elide, terminal
 
-__all__ = ["LoadReport", "Conflict", "NARROWING"]
+__all__ = ["LoadReport", "Conflict", "ChunkRead", "NARROWING"]
 
 #: (source dtype, model dtype) pairs where a copy loses range or precision.
 _FLOAT_BITS = {"float64": 64, "float32": 32, "bfloat16": 16, "float16": 16, "float8_e4m3fn": 8, "float8_e5m2": 8}
@@ -29,6 +29,20 @@ class Conflict:
 
     names: tuple[str, ...]
     winner: str
+
+
+@dataclass(frozen=True)
+class ChunkRead:
+    """``dcp.load``: one saved chunk a target tensor reads: the saved chunk's offsets, the
+    elements copied (``lengths`` at ``dest_offsets`` of the target), and where its bytes are."""
+
+    name: str
+    saved_offsets: tuple[int, ...]
+    dest_offsets: tuple[int, ...]
+    lengths: tuple[int, ...]
+    file: str
+    offset: int
+    length: int
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,6 +67,19 @@ class LoadReport:
     conflicts: tuple[Conflict, ...]
     untouched: tuple[str, ...]
     ties_broken: tuple[frozenset[str], ...] = ()
+    retied: tuple[tuple[str, str], ...] = ()
+    not_tied: tuple[tuple[str, str], ...] = ()
+    reads: tuple[ChunkRead, ...] = ()
+    uncovered: tuple[tuple[str, int], ...] = ()
+    keywords: str = ""
+
+    @property
+    def files_read(self) -> dict[str, int]:
+        """``dcp.load``: bytes read per checkpoint file (each saved chunk read once)."""
+        out: dict[str, int] = {}
+        for c in {(r.file, r.offset, r.length) for r in self.reads}:
+            out[c[0]] = out.get(c[0], 0) + c[2]
+        return dict(sorted(out.items()))
 
     @property
     def narrowing(self) -> tuple[tuple[str, str, str], ...]:
@@ -62,12 +89,15 @@ class LoadReport:
     @property
     def clean(self) -> bool:
         """No raise, nothing missing, unexpected, mismatched, conflicting or left untouched."""
-        facts = (self.missing, self.unexpected, self.mismatched, self.conflicts, self.untouched, self.ties_broken)
+        facts: tuple[tuple, ...] = (self.missing, self.unexpected, self.mismatched, self.conflicts, self.untouched)
+        facts += (self.ties_broken, self.not_tied, self.uncovered)
         return not self.raises and not any(facts)
 
     def to_text(self, *, width: int = 80, limit: int = 8) -> str:
         """A screen of text: the verdict, then each non-empty list (``limit`` lines each)."""
         how = f"{self.loader}(strict={self.strict}{', assign=True' if self.assign else ''})"
+        if self.loader == "from_pretrained":
+            how = f"from_pretrained({self.keywords})"
         lines = [elide(f"{how}: {terminal(self.source)} -> {terminal(self.model)}", width)]
         first = (self.error or "").split("\n")[0]
         lines.append("raises: " + elide(terminal(first), width - 8) if self.raises else "does not raise")
@@ -92,10 +122,20 @@ class LoadReport:
                 "conflicts: shared bytes fed twice",
                 [f"{' = '.join(c.names)}  winner: {c.winner}" for c in self.conflicts],
             ),
-            ("untouched (keep their initial values)", list(self.untouched)),
+            (self._untouched_title, list(self.untouched)),
             ("ties broken by assign=True", [" = ".join(sorted(g)) for g in self.ties_broken]),
+            ("tied after the load (target = source)", [f"{t} = {s}" for t, s in self.retied]),
+            ("not tied: both in the files, different values", [f"{t} ≠ {s}" for t, s in self.not_tied]),
+            ("regions no saved chunk covers (elements)", [f"{n}  {k:,}" for n, k in self.uncovered]),
+            ("bytes read per file", [f"{f}  {n:,} B" for f, n in self.files_read.items()]),
         ]
         return [(t, items) for t, items in out if items]
+
+    @property
+    def _untouched_title(self) -> str:
+        if self.loader == "from_pretrained":
+            return "newly initialized (random, not from the files)"
+        return "untouched (keep their initial values)"
 
     def __str__(self) -> str:
         return self.to_text()
@@ -110,6 +150,7 @@ class LoadReport:
             "source": self.source,
             "strict": self.strict,
             "assign": self.assign,
+            "keywords": self.keywords,
             "raises": self.raises,
             "error": self.error,
             "clean": self.clean,
@@ -121,6 +162,22 @@ class LoadReport:
             "conflicts": [{"names": list(c.names), "winner": c.winner} for c in self.conflicts],
             "untouched": list(self.untouched),
             "ties_broken": [sorted(g) for g in self.ties_broken],
+            "retied": [list(p) for p in self.retied],
+            "not_tied": [list(p) for p in self.not_tied],
+            "uncovered": [list(p) for p in self.uncovered],
+            "files_read": self.files_read,
+            "reads": [
+                {
+                    "name": r.name,
+                    "saved_offsets": list(r.saved_offsets),
+                    "dest_offsets": list(r.dest_offsets),
+                    "lengths": list(r.lengths),
+                    "file": r.file,
+                    "offset": r.offset,
+                    "length": r.length,
+                }
+                for r in self.reads
+            ],
         }
 
     def _repr_html_(self) -> str:
