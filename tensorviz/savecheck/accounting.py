@@ -43,23 +43,31 @@ class Bytes:
         return max(self.written - self.distinct, 0)
 
 
-def written_names(run: sv.Run, storage_of: dict[str, Any]) -> tuple[list[str], list[str], dict[Any, list[str]]]:
+def written_names(
+    run: sv.Run, storage_of: dict[str, Any], pieces: dict[str, tuple[str, ...]]
+) -> tuple[list[str], list[str], dict[Any, list[str]]]:
     """Names written, names written as copies, and per storage the given names they read from
-    (``storage_of`` maps each name of the layout to its storage key)."""
-    kept, cloned, sources = [], [], collections.defaultdict(list)
+    (``storage_of`` maps each name of the layout to its storage key; ``pieces`` a tensor
+    subclass's name to its inner tensors' names: writing the subclass writes them)."""
+    kept: list[str] = []
+    cloned: list[str] = []
+    sources: dict[Any, list[str]] = collections.defaultdict(list)
     for name, value in run.written.items():
         src, copied = _source_name(name, value)
         kept.append(name)
         if copied:
             cloned.append(name)
-        key = storage_of.get(src)
-        if key is not None:
-            sources[key].append(src)
+        _add_source(sources, storage_of, pieces, src)
     for src in (*run.carried, *run.ignored):  # written under another name, or rebuilt by the model
-        key = storage_of.get(src)
-        if key is not None:
-            sources[key].append(src)
+        _add_source(sources, storage_of, pieces, src)
     return kept, cloned, sources
+
+
+def _add_source(sources: dict, storage_of: dict[str, Any], pieces: dict[str, tuple[str, ...]], src: str) -> None:
+    for name in pieces.get(src, (src,)):
+        key = storage_of.get(name)
+        if key is not None:
+            sources[key].append(name)
 
 
 def byte_counts(saver: str, run: sv.Run, sub: Layout, sources: dict[Any, list[str]]) -> Bytes:

@@ -33,10 +33,19 @@ from tensorviz.savecheck.outcomes import FSDP_MID_STEP
 from tensorviz.savecheck.savers import common as sv
 from tensorviz.savecheck.savers.peft_adapter import is_peft_model
 from tensorviz.savecheck.savers.rules import SAVER_RULES, LibraryRule
-from tensorviz.savecheck.standin import StandIn, from_tensor, from_view, opaque
+from tensorviz.savecheck.standin import (
+    StandIn,
+    SubclassStandIn,
+    from_subclass,
+    from_tensor,
+    from_view,
+    opaque,
+    storage_error,
+)
 from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Verdict
 from tensorviz.sources.distributed.fsdp_units import fsdp_mid_step_state
+from tensorviz.sources.subclasses import is_traceable
 
 __all__ = ["run_check", "versions"]
 
@@ -86,7 +95,7 @@ def _plain_subject(obj: Any) -> Subject:
         from tensorviz.sources.live import iter_named_values
 
         sd = dict(iter_named_values(obj))
-        subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd), False, real_state_dict=sd)
+        subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(sd, layout), False, real_state_dict=sd)
         subject.notes.append("not a mapping: checked as the dict {name: tensor} with tensorviz's names")
     return subject
 
@@ -101,7 +110,7 @@ def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
     # the stand-ins read metadata only: the module's own tensors do (no detached copies made);
     # torch.save's dry run asks for the state dict itself, when it runs (see savecheck.rules)
     sd = obj.state_dict(keep_vars=True)
-    subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd), True, real_state_dict=obj)
+    subject = Subject(type(obj).__qualname__, layout, "module", _standins(sd, layout), True, real_state_dict=obj)
     meta = any(isinstance(t, StandIn) and t.device.type == "meta" for t in subject.standins.values())
     subject.has_meta_parameters = meta and any(p.device.type == "meta" for p in obj.parameters())
     subject.ties = module_ties(obj, layout)
@@ -116,7 +125,7 @@ def _module_subject(obj: torch.nn.Module, layout: Layout) -> Subject:
 
 def _mapping_subject(obj: Mapping, layout: Layout) -> Subject:
     ordered = isinstance(obj, collections.OrderedDict)
-    subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(obj), ordered, real_state_dict=obj)
+    subject = Subject(type(obj).__qualname__, layout, "mapping", _standins(obj, layout), ordered, real_state_dict=obj)
     odd = [k for k in obj if not isinstance(k, str)]
     if odd:
         subject.standins = {str(k): v for k, v in subject.standins.items()}
@@ -127,17 +136,33 @@ def _mapping_subject(obj: Mapping, layout: Layout) -> Subject:
     return subject
 
 
-def _standins(sd: Mapping[str, Any]) -> dict[str, Any]:
-    """Stand-ins for plain strided tensors, :class:`Opaque` records for other tensors (the savers
-    never see those), and any other value as it is, so the savers reject it with their message."""
+def _standins(sd: Mapping[str, Any], layout: Layout | None = None) -> dict[str, Any]:
+    """Stand-ins for plain strided tensors and for traceable subclasses the layout holds in pieces
+    (:class:`SubclassStandIn`), :class:`Opaque` records for other tensors (the savers never see
+    those), and any other value as it is, so the savers reject it with their message."""
     storages: dict = {}
     out: dict[str, Any] = {}
+    pieces = pieces_of(layout) if layout is not None else {}
     for name, value in sd.items():
-        if isinstance(value, torch.Tensor):
-            out[name] = from_tensor(str(name), value, storages) if _plain(value) else opaque(str(name), value)
-        else:
+        if not isinstance(value, torch.Tensor):
             out[name] = value
+        elif _plain(value):
+            out[name] = from_tensor(str(name), value, storages)
+        elif str(name) in pieces and is_traceable(value):
+            out[name] = from_subclass(str(name), value, pieces[str(name)])
+        else:
+            out[name] = opaque(str(name), value)
     return out
+
+
+def pieces_of(layout: Layout) -> dict[str, tuple[str, ...]]:
+    """Each logical tensor stored in pieces that is not itself a name of the layout (a tensor
+    subclass's name) -> the names of its pieces, in layout order."""
+    out: dict[str, list[str]] = {}
+    for v in layout.views:
+        if v.piece is not None and v.piece.of != v.name:
+            out.setdefault(v.piece.of, []).append(v.name)
+    return {of: tuple(names) for of, names in out.items() if of not in layout}
 
 
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
@@ -145,11 +170,22 @@ _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 def _plain(t: torch.Tensor) -> bool:
     """A tensor or Parameter (or a trivial subclass of one) that tensorviz lays out as a strided view."""
-    if type(t) not in _PLAIN_TYPES and not isinstance(t, torch.nn.parameter.Buffer) and not _trivial(type(t)):
-        return False
+    cls = type(t)
+    if cls not in _PLAIN_TYPES and not isinstance(t, torch.nn.parameter.Buffer) and not _trivial(cls):
+        if (cls.__module__, cls.__qualname__) not in _DATA_IN_OWN_STORAGE:
+            return False
     from tensorviz.sources.live import why_not_analysable
 
     return why_not_analysable(t) is None
+
+
+#: Parameter subclasses whose values are their own storage's bytes, read by savers as a plain
+#: tensor: bitsandbytes' packed 4-bit weight and int8 weight (``_make_subclass`` over the packed
+#: data; the quant state rides in Python attributes, written beside it in the state dict).
+#: Read from bitsandbytes 0.4x-0.50 (``bitsandbytes/nn/modules.py``): Params4bit's
+#: ``__torch_function__`` re-wraps only ``torch.chunk``/``torch.split`` results, Int8Params has
+#: none; neither changes a metadata answer or ``.contiguous()``.
+_DATA_IN_OWN_STORAGE = frozenset({("bitsandbytes.nn.modules", "Params4bit"), ("bitsandbytes.nn.modules", "Int8Params")})
 
 
 def _trivial(cls: type) -> bool:
@@ -298,24 +334,62 @@ def _storage_of(s: Subject) -> dict[str, Any]:
     return s.storage_of
 
 
+def _pieces(s: Subject) -> dict[str, tuple[str, ...]]:
+    """Each tensor subclass's name -> the layout's names of its inner tensors (made once per check)."""
+    if s.pieces is None:
+        s.pieces = pieces_of(s.layout)
+    return s.pieces
+
+
 def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
-    """The layout of the names a saver was given: the subject's own when it is all of them, and
-    built once per set of names (every saver of one check gets the same names)."""
+    """The layout of the names a saver was given (a tensor subclass's name stands for its inner
+    tensors): the subject's own when it is all of them, and built once per set of names (every
+    saver of one check gets the same names)."""
     key = frozenset(given)
     if key not in s.sub_layouts:
-        names = [n for n in given if n in s.layout]
+        pieces = _pieces(s)
+        names = [p for n in given for p in pieces.get(n, (n,)) if p in s.layout]
         whole = len(names) == len(s.layout.views)
         s.sub_layouts[key] = s.layout if whole else _sub(s.layout, names)
     return s.sub_layouts[key]
 
 
+def _subclass_notes(saver: str, run: sv.Run, s: Subject) -> list[str]:
+    """Why a saver refused a tensor subclass (its storage has no address), or how torch.save
+    writes one (its inner tensors' storages, whole); the first subclass named."""
+    subs = [v for v in s.standins.values() if isinstance(v, SubclassStandIn) and v.name in run.given]
+    if not subs:
+        return []
+    first, more = subs[0], f" (and {len(subs) - 1} more)" if len(subs) > 1 else ""
+    inner = ", ".join(p[len(first.name) + 1 :] for p in first.pieces)
+    if saver == "torch.save" and run.error is None:
+        return [
+            f"{first.name}{more} is a tensor subclass ({first.kind}): torch.save pickles it with its inner tensors ({inner}), "
+            f"writing each inner tensor's storage once, whole; counted here under the names {first.pieces[0]}, …"
+        ]
+    said = storage_error(first)
+    if run.error is None or not said or said not in run.error[1]:
+        return []
+    how = (
+        "; torchao's flatten_tensor_state_dict (what transformers' save_pretrained uses for a torchao "
+        "model) gives plain tensors safetensors can write"
+        if first.library == "torchao"
+        else ""
+    )
+    return [
+        f"{first.name}{more} is a tensor subclass ({first.kind}): its values live in its inner tensors ({inner}) and the "
+        f"subclass itself has no storage, so asking its address raises{how}"
+    ]
+
+
 def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
     sub = _given_layout(s, run.given)
-    kept, cloned, sources = acc.written_names(run, _storage_of(s))
+    kept, cloned, sources = acc.written_names(run, _storage_of(s), _pieces(s))
     b = acc.byte_counts(saver, run, sub, sources)
     unknown = acc.unlaid(saver, run)  # torch.save also writes tensors tensorviz does not lay out
     if unknown:
         run.notes.append(acc.UNKNOWN_WRITTEN.format(names=", ".join(unknown[:3])))
+    run.notes.extend(_subclass_notes(saver, run, s))
     bounds = acc.inexact_names(sub)  # figures only bounds: no outcome from them, and a note says so
     problems = acc.problems(run, b, inexact=bool(bounds))
     notes = list(run.notes) + ([acc.INEXACT.format(names=", ".join(bounds[:3]))] if bounds else [])

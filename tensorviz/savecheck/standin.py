@@ -22,7 +22,18 @@ import torch
 
 from tensorviz.core.footprint import is_row_major
 
-__all__ = ["StandIn", "StorageStandIn", "from_tensor", "from_view", "from_meta", "fresh_ptr", "Opaque", "opaque"]
+__all__ = [
+    "StandIn",
+    "StorageStandIn",
+    "SubclassStandIn",
+    "from_tensor",
+    "from_view",
+    "from_meta",
+    "from_subclass",
+    "fresh_ptr",
+    "Opaque",
+    "opaque",
+]
 
 # Pretend addresses for copies and for layouts without tensors: far above any real heap
 # address on the supported platforms, 1 TiB apart, never 0 (0 means "no storage" to the savers).
@@ -307,6 +318,139 @@ def opaque(name: str, t: Any) -> Opaque:
     except Exception as e:  # noqa: BLE001 - the subclass's own failure is the reason
         return Opaque(name, f"a {type(t).__name__} whose __torch_function__ raises {type(e).__name__}: {e}")
     return Opaque(name, reason, "" if layout == "strided" else layout)
+
+
+class _StorageAnswer:
+    """What a tensor subclass's own ``untyped_storage()`` answered, replayed: its address and size,
+    or the error asking for them raised (a wrapper subclass made by ``_make_wrapper_subclass``
+    has no data of its own: "Attempted to access the data pointer on an invalid python storage").
+    ``size()`` is what a ``TypedStorage`` over it answers (torch's ``Tensor.storage()`` wraps this
+    very storage, and its ``data_ptr()`` asks it again)."""
+
+    __slots__ = ("_ptr", "_nbytes", "_error", "device", "_itemsize")
+
+    def __init__(self, ptr: int, nbytes: int, error: tuple[type, str] | None, device: torch.device, itemsize: int):
+        self._ptr, self._nbytes, self._error, self.device, self._itemsize = ptr, nbytes, error, device, itemsize
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            cls, message = self._error
+            raise cls(message)
+
+    def data_ptr(self) -> int:
+        self._raise()
+        return self._ptr
+
+    def nbytes(self) -> int:
+        self._raise()
+        return self._nbytes
+
+    def size(self) -> int:
+        self._raise()
+        return self._nbytes // max(self._itemsize, 1)
+
+
+class SubclassStandIn:
+    """A traceable tensor subclass (torchao's ``Int8Tensor``, ``NF4Tensor``...) as the savers'
+    metadata helpers see it: its logical dtype, shape and device, and its own storage's answers
+    (recorded once from the tensor itself by :func:`from_subclass`; see :class:`_StorageAnswer`).
+    Anything that would run the subclass's own code on data (``.contiguous()``, ``.to()``, a
+    view) stops the evaluation. ``pieces`` are the layout's names of its inner tensors."""
+
+    __slots__ = ("name", "kind", "library", "dtype", "device", "shape", "_storage", "pieces", "_contiguous")
+    layout = torch.strided
+    is_sparse = False
+    is_quantized = False
+    is_nested = False
+
+    def __init__(self, name: str, kind: str, meta: tuple, storage: _StorageAnswer, pieces: tuple[str, ...]):
+        self.name, self.kind, self.pieces, self._storage = name, kind, pieces, storage
+        self.library = ""  # the top-level package defining the subclass ("torchao")
+        self.dtype, self.device, self.shape, self._contiguous = meta
+
+    @property  # type: ignore[misc]
+    def __class__(self):  # noqa: D401 - deliberately reports torch.Tensor, as StandIn does
+        return torch.Tensor
+
+    def untyped_storage(self) -> _StorageAnswer:
+        return self._storage
+
+    def storage(self) -> _StorageAnswer:
+        return self._storage
+
+    def nelement(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    numel = nelement
+
+    def element_size(self) -> int:
+        return _itemsize(self.dtype)
+
+    def size(self, dim: int | None = None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        return self._contiguous
+
+    def _own_code(self, what: str) -> Any:
+        raise _WouldReadData(f"{self.name}: {what} would run the {self.kind} subclass's own code on its data")
+
+    def contiguous(self, memory_format: Any = None) -> Any:
+        return self._own_code(".contiguous()")
+
+    def clone(self, memory_format: Any = None) -> Any:
+        return self._own_code(".clone()")
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        return self._own_code(".to()")
+
+    def view(self, *args: Any) -> Any:
+        return self._own_code(".view()")
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._own_code("indexing")
+
+    def data_ptr(self) -> int:
+        return self._own_code(".data_ptr()")
+
+    def __repr__(self) -> str:
+        return f"SubclassStandIn({self.name!r}: {self.kind} {str(self.dtype)[6:]}{list(self.shape)})"
+
+
+def from_subclass(name: str, t: torch.Tensor, pieces: tuple[str, ...]) -> SubclassStandIn:
+    """The stand-in of a traceable subclass: its metadata, and what its own storage answers when
+    a saver asks for its address and size (asked once, here, as the savers ask: through the
+    subclass's ``__torch_function__``; nothing is read or kept)."""
+    error: tuple[type, str] | None = None
+    ptr = nbytes = 0
+    try:
+        st = t.untyped_storage()
+        ptr, nbytes = st.data_ptr(), st.nbytes()
+    except Exception as e:  # noqa: BLE001 - the subclass's own answer, replayed to the savers
+        error = (type(e) if _rebuildable(type(e)) else RuntimeError, str(e))
+    meta = (t.dtype, t.device, tuple(t.shape), bool(t.is_contiguous()))
+    storage = _StorageAnswer(ptr, nbytes, error, t.device, t.element_size())
+    out = SubclassStandIn(name, type(t).__qualname__, meta, storage, pieces)
+    out.library = type(t).__module__.partition(".")[0]
+    return out
+
+
+def storage_error(v: Any) -> str:
+    """The message a subclass stand-in's storage raises when asked its address ("" if none)."""
+    st = v._storage if isinstance(v, SubclassStandIn) else None
+    return st._error[1] if st is not None and st._error is not None else ""
+
+
+def _rebuildable(cls: type) -> bool:
+    """Whether ``cls(message)`` makes the same kind of error again (most built-in errors do)."""
+    try:
+        cls("x")
+    except Exception:  # noqa: BLE001 - an error class with other required arguments
+        return False
+    return True
 
 
 def torch_device(device: str) -> torch.device:

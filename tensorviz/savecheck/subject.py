@@ -26,6 +26,7 @@ class Subject:
     memo: dict = field(default_factory=dict)  # library answers every saver of this check shares
     sub_layouts: dict = field(default_factory=dict)  # frozenset(names given) -> their layout
     storage_of: dict | None = None  # name -> storage key, for every name of the layout
+    pieces: dict | None = None  # a tensor subclass's name -> its inner tensors' names in the layout
     key_problem: str = ""  # why only torch.save is replayed (a mapping with keys that are not str)
     ties: Any = None
     notes: list[str] = field(default_factory=list)

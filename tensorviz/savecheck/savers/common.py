@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from tensorviz.savecheck.standin import Opaque, StandIn, _WouldReadData
+from tensorviz.savecheck.standin import Opaque, StandIn, SubclassStandIn, _WouldReadData
 
 __all__ = [
     "Run",
@@ -206,6 +206,11 @@ def _check_save_file_once(sd: dict[str, Any]) -> None:
     sizes = _helper(_ST, "_SIZE")
     freed = []
     for k, v in sd.items():  # the per-tensor loop of _flatten_as_ptr, in the same order
+        if isinstance(v, SubclassStandIn):
+            raise Unavailable(
+                f"{k!r} is a {v.kind} whose own storage has an address: safetensors would go on to copy its "
+                f"data through the subclass's own code, which tensorviz does not replay"
+            )
         if not v.is_contiguous():
             flatten({k: v._twin()}, [])  # a meta twin: the library raises its own message
             raise Unavailable(f"safetensors accepted the non-contiguous tensor {k!r}")
