@@ -5,40 +5,45 @@ Pure Python + numpy; no torch. Sources (:mod:`tensorviz.sources`) produce :class
 builds the public records (:mod:`tensorviz.core.records`) on first use; expensive answers
 (footprints, coverage, overlap groups) are computed once from per-view numpy columns
 (:mod:`tensorviz.core.table`), vectorised over all storages (:mod:`tensorviz.core.sweep`), and
-cached. Storage facts live in :mod:`tensorviz.core.storages`, groups in
-:mod:`tensorviz.core.groups` (mixins). Drawing and save checks are reached through
-:mod:`tensorviz.core.hooks`, which the package facade wires to the upper layers.
+cached. The Layout is one class over its :class:`~tensorviz.core.table.Table`: storages,
+groups and relations are plain functions of that table (:mod:`tensorviz.core.storages`,
+:mod:`tensorviz.core.groups`, :mod:`tensorviz.core.relations`) that the Layout calls with their
+inputs and caches by one idiom, :meth:`Layout._cached`. Drawing and save checks are reached
+through :mod:`tensorviz.core.hooks`, which the package facade wires to the upper layers.
 """
 
 from __future__ import annotations
 
 import difflib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter, mul
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
 from tensorviz.core import footprint as fp
-from tensorviz.core import hooks
-from tensorviz.core.groups import GroupFacts
+from tensorviz.core import groups as gr
+from tensorviz.core import hooks, periodic
+from tensorviz.core import relations as rel
+from tensorviz.core import storages as st
 from tensorviz.core.records import (
     RELATIONS,
+    Group,
     GroupBy,
     Skipped,
     SourceFacts,
+    Storage,
     StorageInfo,
     StorageKey,
+    StorageStats,
     TensorView,
     ViewSpans,
     readonly,
     view_record,
 )
-from tensorviz.core.relations import RelationFacts
-from tensorviz.core.rows import Rows, drop_duplicates, gc_paused, store
-from tensorviz.core.storages import StorageFacts
-from tensorviz.core.sweep import components, ranked, sweep
+from tensorviz.core.rows import Field, Rows, drop_duplicates, gc_paused, store
+from tensorviz.core.sweep import Sweep, components, ranked, sweep
 from tensorviz.core.table import Table, beyond_int64, byte_limit_error, objects
 from tensorviz.core.table import build as build_table
 from tensorviz.core.text import compact_text, fits_screen, layout_text
@@ -46,13 +51,15 @@ from tensorviz.core.tree import ModelTree, model_tree
 
 __all__ = ["Layout", "RELATIONS", "as_layout"]
 
-_NAME = itemgetter(0)
+_NAME = itemgetter(Field.NAME)
+_T = TypeVar("_T")
 
 
-class Layout(StorageFacts, GroupFacts, RelationFacts):
+class Layout:
     """Every named view of a set of tensors, grouped by the storage it reads.
 
-    Immutable: all public attributes are tuples of frozen records; derived answers are cached.
+    Immutable: all public attributes are tuples of frozen records; derived answers are cached
+    (each once, by :meth:`_cached`).
 
     >>> import torch, tensorviz as tv
     >>> a = torch.rand(8, 10, 50); layout = tv.analyze({"a": a, "b": a[2:4], "c": a[4:6]})
@@ -130,7 +137,7 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
 
     def _setup(self, rows: Rows, skipped: tuple, source: str, metadata: Mapping[str, Any] | None) -> None:
         self._raw = rows
-        self._rows = rows.rows
+        self._rows: Sequence[tuple | str] = rows.rows  # the row tuples; once the table is built, the names
         self._skipped = skipped
         self._source = source
         self._metadata = dict(metadata or {})
@@ -138,17 +145,36 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         self._lock = threading.RLock()
 
     # -- derived on first use -----------------------------------------------------------
-    def _cached(self, key: object, make):
-        """``make()`` once per key, also when threads ask a fresh layout at once: building the
-        table consumes the source's rows, so a second build would see none."""
+    def _cached(
+        self, key: object, make: Callable[[], _T], *, before: Callable[[], object] | None = None, pause: bool = True
+    ) -> _T:
+        """``make()`` once per key: the one way a Layout keeps what it derived.
+
+        Also once when threads ask a fresh layout at once (building the table consumes the
+        source's rows, so a second build would see none). ``make`` runs with the garbage
+        collector paused (``pause``; a small record needs none); ``before``, when given, is a
+        step computed first in a pause of its own: the fresh tuples it makes are then walked once
+        by the collector, which untracks them, before the records that hold them are made.
+        """
         value = self._cache.get(key)
         if value is None:
+            if before is not None:
+                before()
             with self._lock:
                 value = self._cache.get(key)
                 if value is None:
-                    with gc_paused():
+                    if pause:
+                        with gc_paused():
+                            value = self._cache[key] = make()
+                    else:
                         value = self._cache[key] = make()
         return value
+
+    def _taken(self, key: object, make: Callable[[], _T]) -> _T:
+        """What :meth:`_cached` keeps under ``key`` (or ``make()``), no longer kept: a step's
+        columns, once their records hold them, are not kept twice."""
+        value = self._cache.pop(key, None)
+        return make() if value is None else value
 
     def derived(self, key: str, make: Callable[[], Any]) -> Any:
         """``make()``, once per layout: an upper layer's answer about this layout, kept with
@@ -292,33 +318,21 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
             hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
             raise KeyError(f"no tensor named {name!r} in this layout ({len(self)} tensors){hint}") from None
 
-    # -- columns for the vectorised answers ----------------------------------------------
-    def _columns(self) -> dict[str, np.ndarray]:
-        t = self._table
-        return {
-            "sidx": t.sidx,
-            "start": t.start,
-            "stop": t.stop,
-            "dense": t.dense,
-            "exact": t.exact,
-            "nbytes": t.nbytes,
-        }
+    # -- the vectorised answers' inputs, from the table -------------------------------
+    def _sweep(self) -> Sweep:
+        """Overlap labels and coverage of every storage (see :mod:`tensorviz.core.sweep`)."""
+        return self._cached("sweep", self._make_sweep)
 
-    def _sweep(self):
-        if "sweep" not in self._cache:
-            t = self._table
-            tower = self._tower_mask()
-            self._cache["sweep"] = sweep(
-                t.sidx,
-                t.start,
-                t.stop,
-                t.dense,
-                t.nbytes,
-                self._runs_of,
-                tower if tower.any() else None,
-                self._piece_at,
-            )
-        return self._cache["sweep"]
+    def _make_sweep(self) -> Sweep:
+        t = self._table
+        tower = rel.tower_mask(t)
+        return sweep(
+            t.sidx, t.start, t.stop, t.dense, t.nbytes, self._runs_of, tower if tower.any() else None, self._tower_at
+        )
+
+    def _tower_at(self, i: int) -> periodic.Tower:
+        """View ``i``'s footprint, a tower (the sweep asks only for those)."""
+        return cast(periodic.Tower, self._piece_at(i))
 
     def _runs_at(self, i: int) -> np.ndarray:
         t = self._table
@@ -329,12 +343,32 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         t = self._table
         return fp.byte_runs_many(t.geos, t.gid[views], t.start[views], t.itemsize[views], views)
 
+    def _piece_at(self, i: int) -> np.ndarray | periodic.Tower:
+        return rel.piece_at(self._table, i)
+
     def _member_positions(self, s: int) -> np.ndarray:
         """View positions of storage ``s`` in source order (a slice: no list per storage)."""
         order, bounds = self._grouped("storage")
         if s + 1 >= len(bounds):
             return order[:0]
         return order[bounds[s] : bounds[s + 1]]
+
+    def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(order, bounds)``: group g is ``order[bounds[g]:bounds[g+1]]``, groups ordered by
+        first member (for ``"storage"``: storage index order)."""
+        return self._cached(("grouped", by), lambda: self._make_grouped(by))
+
+    def _make_grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]:
+        t = self._table
+        if by == "storage":  # storage indices number storages by first appearance: a stable sort suffices
+            return ranked(t.sidx)
+        return components(self._sweep().overlap if by == "overlap" else gr.span_labels(t))
+
+    def _storage_names(self) -> list[tuple[str, ...]]:
+        """Per storage, the names of its views in source order (see :func:`~tensorviz.core.storages.storage_names`)."""
+        return self._cached(
+            "snames", lambda: st.storage_names(self._names_array, *self._grouped("storage"), self._nstores)
+        )
 
     def view_spans(self) -> ViewSpans:
         """Per view (source order): storage index, span start and stop, as read-only numpy columns.
@@ -347,14 +381,216 @@ class Layout(StorageFacts, GroupFacts, RelationFacts):
         t = self._table
         return ViewSpans(readonly(t.sidx), readonly(t.start), readonly(t.stop))
 
-    def _grouped(self, by: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(order, bounds)``: group g is ``order[bounds[g]:bounds[g+1]]``, groups ordered by
-        first member (for ``"storage"``: storage index order)."""
-        key = ("grouped", by)
-        if key not in self._cache:
-            # Storage indices already number storages by first appearance: a stable sort suffices.
-            self._cache[key] = ranked(self._table.sidx) if by == "storage" else components(self._labels(by))
-        return self._cache[key]
+    # -- storages and coverage (tensorviz.core.storages) ---------------------------------
+    @property
+    def storages(self) -> tuple[Storage, ...]:
+        """Every storage in order of first appearance, with its coverage."""
+        return self._cached("storages", self._make_storages, before=self._storage_columns)
+
+    def _make_storages(self) -> tuple[Storage, ...]:
+        columns = self._taken("storage columns", self._make_storage_columns)
+        out = st.storage_records(self._table.keys, columns, self.facts.whole_files)
+        for key in [k for k in self._cache if type(k) is tuple and k[0] == "storage"]:
+            out[key[1]] = self._cache.pop(key)  # a record made alone stays the one handed out
+        return tuple(out)
+
+    def _storage_columns(self) -> tuple[list, ...]:
+        """Per storage, the facts of its record (:func:`~tensorviz.core.storages.storage_columns`)."""
+        return self._cached("storage columns", self._make_storage_columns)
+
+    def _make_storage_columns(self) -> tuple[list, ...]:
+        t, snames = self._table, self._storage_names()
+        complete = st.complete_names(t, self._names_array, *self._grouped("storage"), snames)
+        return st.storage_columns(t, self._sweep(), snames, complete)
+
+    def storage(self, which: str | StorageKey | int) -> Storage:
+        """The storage of a view name, a storage key or a storage index.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(3, 4)
+        >>> tv.analyze({"w": w, "row": w[1]}).storage("row").names
+        ('w', 'row')
+        """
+        return self._storage_at(self._storage_pos(which))
+
+    def _storage_at(self, s: int) -> Storage:
+        """Storage record ``s``: from :attr:`storages` once they exist, else made alone (the
+        same record; a diagram of 1M storages needs a few dozen, not all of them)."""
+        made = self._cache.get("storages")
+        if made is not None:
+            return made[s]
+        return self._cached(("storage", s), lambda: self._make_storage(s), pause=False)
+
+    def _make_storage(self, s: int) -> Storage:
+        members = self._member_positions(s)
+        return st.storage_record(self._table, s, members, self._names_array, self._sweep(), self.facts.whole_files)
+
+    def _storage_pos(self, which: str | StorageKey | int) -> int:
+        if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
+            ns = self._nstores
+            if not -ns <= which < ns:
+                raise IndexError(f"storage index {which} out of range: this layout has {ns} storages")
+            return int(which) % ns
+        if isinstance(which, str):
+            return int(self._table.sidx[self._position(which)])
+        try:
+            if not isinstance(which, tuple):  # keys are (device, identity) tuples
+                raise KeyError(which)
+            return self._skey[which]
+        except (KeyError, TypeError):
+            raise KeyError(
+                f"no storage with key {which!r} in this layout; "
+                f"use a view name, a storage index or one of layout.storages' keys"
+            ) from None
+
+    def storage_views(self, which: str | StorageKey | int) -> tuple[TensorView, ...]:
+        """The views on one storage (by key, index or a view name), in source order."""
+        return tuple(map(self._view, self._member_positions(self._storage_pos(which)).tolist()))
+
+    def view_positions(self, which: str | StorageKey | int) -> np.ndarray:
+        """Positions (indices into :attr:`views`) of the views on one storage, in source order."""
+        return readonly(self._member_positions(self._storage_pos(which)))
+
+    def unreferenced_runs(self, which: str | StorageKey | int) -> np.ndarray:
+        """Byte runs of a storage (by key, index or a view name) that no view reads."""
+        s = self._storage_pos(which)
+        runs = [self._runs_at(i) for i in self._member_positions(s).tolist()]
+        return fp.coverage(int(self._table.nbytes[s]), runs).unreferenced()
+
+    def storage_stats(self) -> StorageStats:
+        """Per storage (index order), numpy columns of the facts a picture of thousands of
+        storages needs -- without a record per storage or per view (see :class:`StorageStats`).
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4, 4)
+        >>> st = tv.analyze({"w": w, "col": w[:, 0], "v": torch.zeros(2)}).storage_stats()
+        >>> st.views.tolist(), st.covered.tolist(), st.footprint_nbytes.tolist(), st.non_contiguous.tolist()
+        ([2, 1], [64, 8], [80, 8], [1, 0])
+        """
+        return self._cached(
+            "storage stats", lambda: st.storage_stats(self._table, self._sweep(), *self._grouped("storage"))
+        )
+
+    def footprint_runs(self, name: str) -> np.ndarray:
+        """Exact footprint of a view as byte runs (its span if the view is not ``exact``, or if it
+        is a tower of more than :data:`~tensorviz.core.footprint.RUN_BUDGET` runs: measure
+        those with :meth:`footprint_piece` and :meth:`union_nbytes`)."""
+        return self._runs_at(self._position(name))
+
+    # -- groups (tensorviz.core.groups) ---------------------------------------------------
+    def groups(self, by: GroupBy = "storage") -> tuple[Group, ...]:
+        """Views grouped by ``"storage"``, ``"span"`` (same storage, identical non-empty span) or
+        ``"overlap"`` (connected by intersecting footprints), ordered by first member, names
+        inside in source order.
+
+        >>> import torch, tensorviz as tv
+        >>> x = torch.zeros(4, 6)
+        >>> [g.names for g in tv.analyze({"x": x, "e": x[:, ::2], "o": x[:, 1::2]}).groups("overlap")]
+        [('x', 'e', 'o')]
+        """
+        gr.check_grouping(by)
+        return self._cached(("groups", by), lambda: self._make_groups(by), before=lambda: self._group_columns(by))
+
+    def _make_groups(self, by: str) -> tuple[Group, ...]:
+        return gr.group_records(by, self._taken(("group columns", by), lambda: self._make_group_columns(by)))
+
+    def _group_columns(self, by: str) -> tuple[list, ...]:
+        """Per group: names, storage key, start, stop, exact (:func:`~tensorviz.core.groups.group_columns`)."""
+        return self._cached(("group columns", by), lambda: self._make_group_columns(by))
+
+    def _make_group_columns(self, by: str) -> tuple[list, ...]:
+        if not len(self):
+            return [], [], [], [], []
+        by_storage = self._grouped("storage")
+        names, snames = self._names_array, self._storage_names()
+        return gr.group_columns(by, self._table, self._grouped(by), by_storage, names, snames)
+
+    def group_index(self, by: GroupBy = "storage") -> np.ndarray:
+        """Per view (source order), the index of its group in :meth:`groups` -- without the
+        group records (read-only int64 array).
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4)
+        >>> tv.analyze({"a": torch.zeros(2), "w": w, "tied": w}).group_index("span").tolist()
+        [0, 1, 1]
+        """
+        order, bounds = self.group_members(by)
+        return self._cached(("group index", by), lambda: readonly(gr.inverse(order, bounds)))
+
+    def group_members(self, by: GroupBy = "storage") -> tuple[np.ndarray, np.ndarray]:
+        """``(order, bounds)``: the views of group ``g`` of :meth:`groups` are at positions
+        ``order[bounds[g]:bounds[g + 1]]`` (in source order) -- without the group records.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(4)
+        >>> [a.tolist() for a in tv.analyze({"a": torch.zeros(2), "w": w, "tied": w}).group_members("span")]
+        [[0, 1, 2], [0, 1, 3]]
+        """
+        gr.check_grouping(by)
+        order, bounds = self._grouped(by)
+        return readonly(order), readonly(bounds)
+
+    def group_sizes(self, by: GroupBy = "storage") -> np.ndarray:
+        """Per group of :meth:`groups` (same order), its number of names (int64 array)."""
+        return np.diff(self.group_members(by)[1])
+
+    def shared(self, by: GroupBy = "storage") -> tuple[Group, ...]:
+        """Only the groups with two or more names."""
+        return tuple(g for g in self.groups(by) if len(g) > 1)
+
+    def group_of(self, name: str, by: GroupBy = "storage") -> Group:
+        """The group a view belongs to."""
+        self._position(name)  # KeyError with suggestions
+        lookup = self._cached(("group_of", by), lambda: {n: g for g in self.groups(by) for n in g.names})
+        return lookup[name]
+
+    # -- relations (tensorviz.core.relations) ---------------------------------------------
+    def footprint_piece(self, name: str) -> np.ndarray | periodic.Tower:
+        """The exact footprint of a view: canonical byte runs, or a
+        :class:`~tensorviz.core.periodic.Tower` when it has too many runs to list
+        (measure it with :func:`union_nbytes` or :func:`~tensorviz.core.periodic.intersection_nbytes`)."""
+        return self._piece_at(self._position(name))
+
+    def union_nbytes(self, names: Iterable[str]) -> int:
+        """Distinct bytes read by the named views together (exact, towers included; views on
+        different storages count apart).
+
+        >>> import torch, tensorviz as tv
+        >>> x = torch.zeros(8, dtype=torch.uint8)
+        >>> tv.analyze({"even": x[::2], "odd": x[1::2], "head": x[:3]}).union_nbytes(["even", "head"])
+        5
+        """
+        return rel.union_nbytes((self[n].storage, self.footprint_piece(n)) for n in names)
+
+    def relation(self, a: str, b: str) -> str:
+        """How two views relate: one of :data:`RELATIONS`.
+
+        ``identical`` (same storage, byte offset, shape, stride, dtype; non-empty),
+        ``same-bytes`` (equal footprints otherwise), ``contains``/``within`` (one footprint
+        strictly inside the other), ``overlaps``, ``disjoint`` (same storage, no common byte --
+        always so when either is empty), ``unrelated`` (different storages).
+
+        When a footprint is over the run budget (``exact=False``) its span stands in for it:
+        ``unrelated``, ``identical`` and ``disjoint`` stay exact, ``contains``/``within`` are
+        only claimed when proven, and anything else is reported as ``overlaps``.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(3, 4)
+        >>> tv.analyze({"w": w, "t": w.t(), "row": w[1]}).relation("row", "t")
+        'within'
+        """
+        va, vb = self[a], self[b]
+        known = rel.record_relation(va, vb)
+        if known is not None:
+            return known
+        return rel.footprint_relation(va, vb, self.footprint_piece(a), self.footprint_piece(b))
+
+    def overlap_nbytes(self, a: str, b: str) -> int:
+        """Bytes read by both views (0 for different storages)."""
+        known = rel.span_overlap(self[a], self[b])
+        if known is not None:
+            return known
+        return periodic.intersection_nbytes(self.footprint_piece(a), self.footprint_piece(b))[0]
 
     # -- totals and text ----------------------------------------------------------------
     @property

@@ -13,9 +13,22 @@ from contextlib import contextmanager
 from tensorviz.core import footprint as fp
 from tensorviz.core.records import Logical, Piece, Skipped, StorageInfo, StorageKey
 
-__all__ = ["Rows", "gc_paused"]
+__all__ = ["Rows", "Field", "gc_paused"]
 
 _FINISHING = threading.Lock()  # one deferred step at a time (they are short and rare)
+
+
+class Field:
+    """Where each fact sits in a row of :class:`Rows`: code reads ``row[Field.SHAPE]``,
+    ``row[Field.DTYPE][Field.ITEMSIZE]``. Rows stay plain tuples (a collector makes 100k of them
+    at C speed, where a named tuple costs a Python call each); these names are how they are read.
+    """
+
+    NAME, TOKEN, DEVICE, NBYTES, DTYPE, SHAPE, STRIDE, OFFSET, START = range(9)
+    #: a source's own fields start here (the core reads the first nine)
+    EXTRA = 9
+    #: in ``row[Field.DTYPE]``, a ``(dtype name, itemsize)`` pair: the itemsize
+    ITEMSIZE = 1
 
 
 class Rows:
@@ -151,10 +164,10 @@ def drop_duplicates(rows: Rows, skipped: tuple) -> tuple[Rows, tuple]:
     """Rows keeping each name's first row only; the rest become Skipped."""
     out, seen, extra = Rows(), set(), []
     for i, row in enumerate(rows.rows):
-        if row[0] in seen:
-            extra.append(Skipped(row[0], "duplicate name: an earlier value already has this name"))
+        if row[Field.NAME] in seen:
+            extra.append(Skipped(row[Field.NAME], "duplicate name: an earlier value already has this name"))
             continue
-        seen.add(row[0])
+        seen.add(row[Field.NAME])
         if i in rows.notes:
             out.notes[len(out.rows)] = rows.notes[i]
         if i in rows.categories:

@@ -20,6 +20,7 @@ import numpy as np
 from tensorviz.core import footprint as fp
 from tensorviz.core.errors import TooLargeError
 from tensorviz.core.names import elide, terminal
+from tensorviz.core.rows import Field
 
 __all__ = [
     "Table",
@@ -39,8 +40,9 @@ __all__ = [
 #: refused by name (metadata can claim any offset: a meta tensor at storage offset 2**62).
 BYTE_LIMIT = 1 << 62
 
+# A row's fields in the order of rows.Field (NAME ... START), read a column at a time.
 _NAME, _TOKEN, _DEVICE, _NBYTES, _DTYPE, _SHAPE, _STRIDE, _OFFSET, _START = (itemgetter(k) for k in range(9))
-_ITEMSIZE = itemgetter(1)
+_ITEMSIZE = itemgetter(Field.ITEMSIZE)
 
 
 class Table:

@@ -81,7 +81,7 @@ def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
             pairs = [(i, j) for i, j in itertools.combinations(range(len(names)), 2) if labels[i] != labels[j]]
             pairs = [(i, j) for i, j in pairs if periodic.intersection_nbytes(pieces[i], pieces[j])[0]]
         else:
-            pairs = meeting_pairs(pieces, labels)
+            pairs = meeting_pairs([p for p in pieces if not isinstance(p, periodic.Tower)], labels)  # all runs
         for i, j in pairs[:_MAX_MISSED]:
             a, b = names[i], names[j]
             why = (

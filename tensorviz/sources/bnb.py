@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from tensorviz.core.records import Piece
-from tensorviz.core.rows import Rows
+from tensorviz.core.rows import Field, Rows
 
 __all__ = ["tag_bitsandbytes"]
 
@@ -36,7 +36,7 @@ def tag_bitsandbytes(rows: Rows, module: Any) -> None:
     if not found:
         return
     for i, row in enumerate(rows.rows):
-        own = _piece_of(row[0], found)
+        own = _piece_of(row[Field.NAME], found)
         if own is not None:
             rows.pieces[i] = own
 

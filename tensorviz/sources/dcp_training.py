@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorviz.core.rows import Rows
+from tensorviz.core.rows import Field, Rows
 
 __all__ = ["dcp_categories"]
 
@@ -26,7 +26,7 @@ _OTHER = ("lr_scheduler.", "dataloader.", "train_state.", "optimizer.")
 def dcp_categories(rows: Rows, files: dict[str, int] | None = None) -> dict[str, Any] | None:
     """Set each row's category when the checkpoint holds optimizer state (``optimizer.state.*``);
     a file row (``<file>:<chunk>``) gets its chunk's. Returns the facts, or None."""
-    names = [_chunk(row[0], files) for row in rows.rows]
+    names = [_chunk(row[Field.NAME], files) for row in rows.rows]
     if not any(n.startswith("optimizer.state.") for n in names):
         return None
     for i, n in enumerate(names):

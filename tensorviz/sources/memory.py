@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from tensorviz.core.rows import Rows
+from tensorviz.core.rows import Field, Rows
 
 __all__ = ["ADDRESSED", "FREED", "FILE_SPACE", "Memory", "address", "finish", "memories", "rekey"]
 
 #: Device types whose ``data_ptr`` is a real address in one flat space per device.
 ADDRESSED = frozenset({"cpu", "cuda", "mps", "xpu"})
 
-_TOKEN, _NBYTES, _ADDRESS = itemgetter(1), itemgetter(3), itemgetter(9)
+_TOKEN, _NBYTES, _ADDRESS = itemgetter(Field.TOKEN), itemgetter(Field.NBYTES), itemgetter(Field.EXTRA)
 
 
 @dataclass(frozen=True)
@@ -116,9 +116,9 @@ def _freed(rows: Rows, size: np.ndarray) -> list[str]:
     by_storage: dict[int, list[str]] = {}
     for i in np.flatnonzero(size == 0).tolist():
         row = rows.rows[i]
-        if 0 not in row[5]:  # it addresses at least one element, past the end of no bytes
+        if 0 not in row[Field.SHAPE]:  # it addresses at least one element, past the end of no bytes
             rows.notes[i] = f"{rows.notes[i]}; {FREED}" if i in rows.notes else FREED
-            by_storage.setdefault(row[1], []).append(row[0])
+            by_storage.setdefault(row[Field.TOKEN], []).append(row[Field.NAME])
     return [
         f"{FREED} (0 bytes, as after t.untyped_storage().resize_(0)): {_names(names)}" for names in by_storage.values()
     ]
@@ -169,7 +169,9 @@ def _memories(rows: list[tuple], ptr: np.ndarray, size: np.ndarray) -> dict[int,
         for i in order[bounds[m] : bounds[m + 1]].tolist():  # address order
             row = rows[i]
             # (first row, storage id, address, nbytes) of each storage object, by device
-            by_device.setdefault(str(row[2]), {}).setdefault(row[1], (i, row[1], row[9], row[3]))
+            by_device.setdefault(str(row[Field.DEVICE]), {}).setdefault(
+                row[Field.TOKEN], (i, row[Field.TOKEN], row[Field.EXTRA], row[Field.NBYTES])
+            )
         for device, members in by_device.items():
             if device.split(":")[0] in ADDRESSED:
                 _merge(device, [members[t] for t in sorted(members, key=lambda t: members[t][2])], found)
@@ -212,13 +214,17 @@ def rekey(rows: list[tuple], found: dict[int, tuple[Memory, int]], notes: dict[i
     out = list(rows)
     for i in hit.tolist():
         row = rows[i]
-        memory, delta = found[row[1]]
-        itemsize = row[4][1]
-        start = delta + (row[7] * itemsize if row[8] is None else row[8])
-        offset, odd = divmod(start, itemsize) if itemsize else (row[7], 0)
+        memory, delta = found[row[Field.TOKEN]]
+        itemsize = row[Field.DTYPE][Field.ITEMSIZE]
+        offset = row[Field.OFFSET]
+        start = delta + (offset * itemsize if row[Field.START] is None else row[Field.START])
+        offset, odd = divmod(start, itemsize) if itemsize else (offset, 0)
         if odd:
-            offset = row[7]
+            offset = row[Field.OFFSET]
             note = f"starts at byte {start} of its memory, not a multiple of itemsize {itemsize}"
             notes[i] = f"{notes[i]}; {note}" if i in notes else note
-        out[i] = (row[0], memory.token, row[2], memory.nbytes, row[4], row[5], row[6], offset, start, row[9])
+        out[i] = (
+            *(row[Field.NAME], memory.token, row[Field.DEVICE], memory.nbytes),
+            *(row[Field.DTYPE], row[Field.SHAPE], row[Field.STRIDE], offset, start, row[Field.EXTRA]),
+        )
     return out

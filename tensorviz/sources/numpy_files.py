@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 
 from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.records import Skipped, StorageInfo
+from tensorviz.core.rows import Field
 from tensorviz.sources.parts import Part, one_line, open_regular, short
 
 __all__ = ["NpyHeader", "npy_part", "npz_part", "read_npy_header"]
@@ -179,7 +180,7 @@ def npz_part(path: str) -> Part:
         for info in infos:
             _member(path, f, size, info, part, members)
     part.meta["npz"] = members
-    firsts = [row[8] for row in part.rows if row[1] == key]
+    firsts = [row[Field.START] for row in part.rows if row[Field.TOKEN] == key]
     if firsts:  # zip and .npy headers precede the first stored array
         part.meta["header"] = {path: (0, min(firsts))}
     return part

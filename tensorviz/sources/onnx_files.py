@@ -32,6 +32,7 @@ from typing import Any
 
 from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.records import Logical, Skipped, StorageInfo
+from tensorviz.core.rows import Field
 from tensorviz.sources.bounded import Reader
 from tensorviz.sources.parts import Part, check_regular, open_regular
 
@@ -181,7 +182,9 @@ def onnx_part(path: str) -> Part:
     for t in tensors:
         _add(path, t, part, files)
     part.storages.extend(StorageInfo(("file", p), "file", n, os.path.basename(p)) for p, n in files.items())
-    if not any(row[1] == key for row in part.rows):  # every initializer is external: the model file holds none
+    if not any(
+        row[Field.TOKEN] == key for row in part.rows
+    ):  # every initializer is external: the model file holds none
         del part.storages[0]
     part.meta["header"] = {path: (0, 0), **{p: (0, 0) for p in files}}  # each file is one storage of packed tensors
     part.meta["onnx"] = {"initializers": len(tensors), "external files": [os.path.basename(p) for p in files]}

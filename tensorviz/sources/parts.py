@@ -28,7 +28,7 @@ from tensorviz.core.errors import FileFormatError
 from tensorviz.core.footprint import span
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Logical, Skipped, StorageInfo
-from tensorviz.core.rows import Rows
+from tensorviz.core.rows import Field, Rows
 
 #: Largest JSON header (or index file, or checkpoint pickle) accepted; safetensors' own limit.
 MAX_HEADER_BYTES = 100_000_000
@@ -59,18 +59,18 @@ class Part:
 
     def names(self) -> Iterator[str]:
         """Every tensor name the file holds, with or without a view."""
-        yield from (row[0] for row in self.rows)
+        yield from (row[Field.NAME] for row in self.rows)
         yield from self.unlaid
 
 
 def row_span(row: tuple) -> tuple[int, int]:
     """The byte span ``[start, stop)`` of a row."""
-    return span(row[8], row[5], row[6], row[4][1])
+    return span(row[Field.START], row[Field.SHAPE], row[Field.STRIDE], row[Field.DTYPE][Field.ITEMSIZE])
 
 
 def row_nbytes(row: tuple) -> int:
     """``numel * itemsize`` of a row."""
-    return math.prod(row[5]) * row[4][1]
+    return math.prod(row[Field.SHAPE]) * row[Field.DTYPE][Field.ITEMSIZE]
 
 
 # -- merging parts into one Layout ---------------------------------------------------------------
@@ -107,7 +107,7 @@ class _Merged:
     def _add_rows(self, part: Part) -> None:
         rows, owner, label = self.rows, self.owner, part.label
         for row in part.rows:
-            name = row[0]
+            name = row[Field.NAME]
             if name in owner:
                 a, b = row_span(row)
                 self.skipped.append(
@@ -137,7 +137,7 @@ class _Merged:
         if self.problems:
             meta["problems"] = self.problems
         rows = self.rows
-        used = {row[1] for row in rows.rows}
+        used = {row[Field.TOKEN] for row in rows.rows}
         rows.labels = {s.key: s.label for s in self.storages if s.label}
         rows.extra = [(s.key, s.device, s.nbytes, s.label) for s in self.storages if s.key not in used]
         return Layout._from_rows(rows, self.skipped, source=source, metadata=meta)

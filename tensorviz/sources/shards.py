@@ -16,6 +16,7 @@ from tensorviz.core import limits
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
+from tensorviz.core.rows import Field
 from tensorviz.sources import formats
 from tensorviz.sources.parts import (
     MAX_HEADER_BYTES,
@@ -213,7 +214,7 @@ def _total_size_problems(total: Any, wm: Mapping[str, str], shards: list[str], p
         return []
     mapped = 0
     for shard, part in zip(shards, parts):
-        mapped += sum(row_nbytes(r) for r in part.rows if wm.get(r[0]) == shard)
+        mapped += sum(row_nbytes(r) for r in part.rows if wm.get(r[Field.NAME]) == shard)
         mapped += sum(n for name, n in part.unlaid.items() if wm.get(name) == shard)
     if total == mapped:
         return []
@@ -227,27 +228,27 @@ def _prefer_mapped(parts: list[Part], wm: Mapping[str, str], shards: list[str]) 
     """
     chosen: dict[str, int] = {}
     for i, (shard, part) in enumerate(zip(shards, parts)):
-        chosen.update((r[0], i) for r in part.rows if wm.get(r[0]) == shard)
+        chosen.update((r[Field.NAME], i) for r in part.rows if wm.get(r[Field.NAME]) == shard)
     for i, part in enumerate(parts):
         for r in part.rows:
-            chosen.setdefault(r[0], i)
+            chosen.setdefault(r[Field.NAME], i)
     return [_drop_copies(part, i, chosen, shards) for i, part in enumerate(parts)]
 
 
 def _drop_copies(part: Part, i: int, chosen: Mapping[str, int], shards: list[str]) -> Part:
     """``part`` (of ``shards[i]``) without the names another shard was chosen for, each reported."""
-    dup = [r for r in part.rows if chosen[r[0]] != i]
+    dup = [r for r in part.rows if chosen[r[Field.NAME]] != i]
     if not dup:
         return part
     skipped = [
         Skipped(
-            f"{r[0]} [{shards[i]}]",
-            f"duplicate: also in {shards[chosen[r[0]]]}, which the "
+            f"{r[Field.NAME]} [{shards[i]}]",
+            f"duplicate: also in {shards[chosen[r[Field.NAME]]]}, which the "
             f"weight_map names; this copy (bytes [{row_span(r)[0]}, {row_span(r)[1]})) is "
             f"never loaded",
         )
         for r in dup
     ]
-    problems = [f"duplicated: {r[0]!r} is in {shards[chosen[r[0]]]} and {shards[i]}" for r in dup]
-    keep = [r for r in part.rows if chosen[r[0]] == i]
+    problems = [f"duplicated: {r[Field.NAME]!r} is in {shards[chosen[r[Field.NAME]]]} and {shards[i]}" for r in dup]
+    keep = [r for r in part.rows if chosen[r[Field.NAME]] == i]
     return replace(part, rows=keep, skipped=part.skipped + skipped, problems=part.problems + problems)

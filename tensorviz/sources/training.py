@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from tensorviz.core.rows import Rows
+from tensorviz.core.rows import Field, Rows
 
 __all__ = ["TrainingState", "training_state", "add_training", "categorise_module"]
 
@@ -144,7 +144,7 @@ def categorise_module(rows: Rows, buffers: tuple[str, ...]) -> None:
         wanted = set(buffers)
         pieces = rows.pieces  # a tensor subclass's inner tensors: the category of what they are part of
         for i, row in enumerate(rows.rows):
-            if (pieces[i].of if i in pieces else row[0]) in wanted:
+            if (pieces[i].of if i in pieces else row[Field.NAME]) in wanted:
                 rows.categories[i] = "buffers"
 
 
@@ -178,9 +178,9 @@ def name_training_state(rows: Rows, obj: Mapping, leaves: Iterable[tuple[str, An
         return None
     renames, cats = found.renames, found.categories
     for i, row in enumerate(rows.rows):
-        name = renames.get(row[0], row[0])
-        if name != row[0]:
-            rows.rows[i] = (name, *row[1:])
+        name = renames.get(row[Field.NAME], row[Field.NAME])
+        if name != row[Field.NAME]:
+            rows.rows[i] = (name, *row[Field.NAME + 1 :])
         if name in cats:
             rows.categories[i] = cats[name]
     if not found.optimizers and not found.notes:

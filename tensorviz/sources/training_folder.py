@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 
+from tensorviz.core.rows import Field
 from tensorviz.sources.checkpoint import torch_part
 from tensorviz.sources.ckpt_training import BUFFER_SUFFIXES
 from tensorviz.sources.parts import Part
@@ -36,8 +37,17 @@ def training_parts(folder: str, weights: list[Part], entries: list[str]) -> list
     (the weights files' parts, read already); each part's views prefixed with its file's stem."""
     rows = [row for part in weights for row in part.rows]
     for part in weights:  # the model's tensors are its weights (and BatchNorm's buffers)
-        part.categories = {row[0]: "buffers" if row[0].endswith(BUFFER_SUFFIXES) else "weights" for row in part.rows}
-    model = [(row[0], tuple(row[5]), (row[1], row[8], tuple(row[6]), row[4])) for row in rows]
+        part.categories = {
+            row[Field.NAME]: "buffers" if row[Field.NAME].endswith(BUFFER_SUFFIXES) else "weights" for row in part.rows
+        }
+    model = [
+        (
+            row[Field.NAME],
+            tuple(row[Field.SHAPE]),
+            (row[Field.TOKEN], row[Field.START], tuple(row[Field.STRIDE]), row[Field.DTYPE]),
+        )
+        for row in rows
+    ]
     label = ", ".join(part.label for part in weights)
     unordered = _SORTED if any(part.label.endswith(".safetensors") for part in weights) else ""
     out = []
@@ -50,7 +60,7 @@ def training_parts(folder: str, weights: list[Part], entries: list[str]) -> list
 def _prefixed(part: Part, prefix: str) -> Part:
     """The part with every view named ``<prefix>.<name>`` (notes and categories follow)."""
     pre = prefix + "."
-    part.rows = [(pre + row[0], *row[1:]) for row in part.rows]
+    part.rows = [(pre + row[Field.NAME], *row[Field.NAME + 1 :]) for row in part.rows]
     part.notes = {pre + k: v for k, v in part.notes.items()}
     part.categories = {pre + k: v for k, v in part.categories.items()}
     facts = part.meta.get("training")
@@ -95,7 +105,7 @@ def universal_parts(folder: str, files: list[str]) -> list[Part]:
 
 def _renamed(part: Part, name: str, category: str) -> Part:
     """A one-tensor file's part (its ``param``, or a bare tensor) as one view named ``name``."""
-    rows = [row for row in part.rows if row[0] in ("param", "tensor")]
+    rows = [row for row in part.rows if row[Field.NAME] in ("param", "tensor")]
     part.rows = [(name, *rows[0][1:])] if rows else []
     part.notes = {}
     part.categories = {name: category}

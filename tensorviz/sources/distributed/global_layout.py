@@ -14,7 +14,7 @@ from typing import Any
 from tensorviz.core.errors import TensorvizError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
-from tensorviz.core.rows import Rows, gc_paused
+from tensorviz.core.rows import Field, Rows, gc_paused
 from tensorviz.sources.distributed.fsdp_facts import fsdp_record
 from tensorviz.sources.distributed.placements import (
     contiguous_strides,
@@ -199,7 +199,7 @@ class _Builder:
             if note:
                 self.rows.notes[len(self.rows.rows)] = note
             self.rows.rows.append(row)
-            self.shards[row[0]] = shard
+            self.shards[row[Field.NAME]] = shard
 
     def layout(self, per_rank: dict, source: str, stats: dict, fsdp: dict | None = None) -> Layout:
         self._rows()
@@ -217,7 +217,7 @@ class _Builder:
             "problems": problems,
             "exchange": stats,
         }
-        used = {row[1] for row in self.rows.rows}  # a global tensor with no shard shown stays a storage
+        used = {row[Field.TOKEN] for row in self.rows.rows}  # a global tensor with no shard shown stays a storage
         self.rows.extra = [g for key, g in self.globals.items() if key not in used]
         return Layout._from_rows(self.rows, self.skipped, source=f"{source} over {len(per_rank)} ranks", metadata=meta)
 
