@@ -11,6 +11,8 @@ import weakref
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from models import FusedQKV, QVOnly, TiedLM, meta_model
 from safetensors.torch import save_file, save_model
 from torch import nn
@@ -65,6 +67,48 @@ def test_stand_in_metadata_matches_the_tensor(name):
     else:
         if t.numel():
             assert s.view(-1)[-1].data_ptr() == flat[-1].data_ptr()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 9)), min_size=0, max_size=3),
+    st.integers(0, 5),
+    st.integers(-6, 6),
+)
+def test_stand_in_flatten_and_index_answer_as_torch(dims, offset, index):
+    """view(-1) and x[i] on a 1-D view (safetensors' _end_ptr) answer without a meta twin where
+    they can: same shape, stride, offset and address as torch's own, the same error otherwise."""
+    shape, stride = tuple(d[0] for d in dims), tuple(d[1] for d in dims)
+    t = torch.zeros(200)[offset:].as_strided(shape, stride, offset)
+    s = _standin.from_tensor("t", t, {})
+    for real, fake in ((lambda: t.view(-1), lambda: s.view(-1)), (lambda: t.view((-1,)), lambda: s.view((-1,)))):
+        try:
+            flat = real()
+        except RuntimeError as err:
+            with pytest.raises(RuntimeError) as info:
+                fake()
+            assert str(info.value) == str(err)
+            continue
+        got = fake()
+        assert (tuple(got.shape), got.stride(), got.storage_offset()) == (
+            tuple(flat.shape),
+            flat.stride(),
+            flat.storage_offset(),
+        )
+        try:
+            one = flat[index]
+        except IndexError as err:
+            with pytest.raises(IndexError) as info:
+                got[index]
+            assert str(info.value) == str(err)
+            continue
+        item = got[index]
+        assert (tuple(item.shape), item.stride(), item.storage_offset(), item.data_ptr()) == (
+            (),
+            (),
+            one.storage_offset(),
+            one.data_ptr(),
+        )
 
 
 def test_stand_in_copies_get_a_fresh_storage_and_never_touch_data():

@@ -299,6 +299,11 @@ class Layout:
         return name in self._index
 
     def __getitem__(self, name: str) -> TensorView:
+        records, index = self._cache.get("records"), self._cache.get("index")
+        if records is not None and index is not None and type(name) is str:  # the made record: two lookups
+            i = index.get(name)
+            if i is not None and (v := records[i]) is not None:
+                return v
         return self._view(self._position(name))
 
     def position(self, name: str) -> int:

@@ -70,15 +70,14 @@ def attach_fixes(verdicts: list[Verdict], subject: Any) -> list[Verdict]:
 
 def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[str]]:
     layout: Layout = s.layout
-    given = [n for n in s.standins if n in layout]
-    if any(layout[n].device == "meta" for n in given):
+    given, meta, freed = _facts(s)
+    if meta:
         return [], [
             "no code can save meta tensors: they have no data. Materialise first "
             "(model.to_empty(device='cpu') then load or initialise real weights), then check again"
         ]
     if v.saver not in _SAVE:
         return [], [f"tensorviz has no code fix for {v.saver}"]
-    freed = [n for n, t in s.standins.items() if isinstance(t, StandIn) and t.is_freed()]
     if freed:
         return [], [
             f"no code can save {_few(freed)}: their storage was freed (resize_), the bytes are gone. "
@@ -102,7 +101,10 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
                 )
             )
     mode = {"transformers.save_pretrained": "clone", "torch.save": "torch"}.get(v.saver, "single")
-    save_lines, load_lines, cost = plan_lines(layout, given, _contiguity(s), mode)
+    key = ("fix plan", tuple(given), mode)  # savers given the same names share one plan
+    if key not in s.memo:
+        s.memo[key] = plan_lines(layout, given, _contiguity(s), mode)
+    save_lines, load_lines, cost = s.memo[key]
     if not save_lines and not fixes:
         return [], ["tensorviz has no code fix for this case"]
     if save_lines:
@@ -110,8 +112,22 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
     return fixes, []
 
 
+def _facts(s: Any) -> tuple[list[str], bool, list[str]]:
+    """The names given that the layout knows, whether one is on meta, the names whose storage
+    was freed: the same for every verdict of one check, so found once (``s.memo``)."""
+    if "fix facts" not in s.memo:
+        layout = s.layout
+        given = [n for n in s.standins if n in layout]
+        meta = any(layout[n].device == "meta" for n in given)
+        freed = [n for n, t in s.standins.items() if isinstance(t, StandIn) and t.is_freed()]
+        s.memo["fix facts"] = (given, meta, freed)
+    return s.memo["fix facts"]
+
+
 def _contiguity(s: Any) -> dict[str, bool]:
-    return {n: t.is_contiguous() for n, t in s.standins.items() if isinstance(t, StandIn)}
+    if "contiguity" not in s.memo:
+        s.memo["contiguity"] = {n: t.is_contiguous() for n, t in s.standins.items() if isinstance(t, StandIn)}
+    return s.memo["contiguity"]
 
 
 def _problem(v: Verdict) -> str:
@@ -159,9 +175,9 @@ def fix_title(save_code: str) -> str:
     >>> fix_title("fixed = dict(sd)\ndel fixed['v']\nfixed['w'] = fixed['w'].clone()\nsave_file(fixed, path)")
     'leave out v (rebuilt after loading); write w as its own copy; then save_file'
     """
-    dropped: list[str] = []
-    copied: list[str] = []
-    expanded: list[str] = []
+    dropped: list[re.Match] = []  # names are unquoted only for the few the title shows
+    copied: list[re.Match] = []
+    expanded: list[re.Match] = []
     call, origin = "", {}
     for line in save_code.splitlines():
         if m := _IMPORT(line):
@@ -169,18 +185,18 @@ def fix_title(save_code: str) -> str:
                 name, _, alias = part.strip().partition(" as ")
                 origin[alias or name] = f"{m.group(1)}.{name}"
         elif m := _DELETE(line):
-            dropped.append(_unrepr(m.group(1)))
+            dropped.append(m)
         elif m := _ASSIGN(line):
-            (expanded if m.group(3) else copied).append(_unrepr(m.group(1)))
+            (expanded if m.group(3) else copied).append(m)
         elif (func := _call(line)) is not None:
             call = origin.get(func, func) if func == "save" else func  # a bare save(): say whose
     parts = []
     if dropped:
-        parts.append(f"leave out {_few(dropped)} (rebuilt after loading)")
+        parts.append(f"leave out {_few_named(dropped)} (rebuilt after loading)")
     if copied:
-        parts.append(f"write {_few(copied)} as {'its own copy' if len(copied) == 1 else 'their own copies'}")
+        parts.append(f"write {_few_named(copied)} as {'its own copy' if len(copied) == 1 else 'their own copies'}")
     if expanded:
-        parts.append(f"write {_few(expanded)} un-expanded (expanded again after loading)")
+        parts.append(f"write {_few_named(expanded)} un-expanded (expanded again after loading)")
     return "; ".join(parts + ([f"then {call}"] if call else []))
 
 
@@ -212,6 +228,11 @@ def _call(line: str) -> str | None:
         if depth == 0:
             return code[:i]
     return None
+
+
+def _few_named(matches: list[re.Match], limit: int = 3) -> str:
+    """:func:`_few` of the names the matches quote (group 1, a ``repr``)."""
+    return _few([_unrepr(m.group(1)) for m in matches[:limit]] + [""] * max(len(matches) - limit, 0), limit)
 
 
 def _few(names: list[str], limit: int = 3) -> str:
@@ -259,7 +280,7 @@ def plan_lines(
         elif keep is None:
             if mode == "clone" and len(views) == 1:
                 continue  # one name on its storage: transformers writes it as it is
-            dup += _overlap_bytes(layout, group)
+            dup += _overlap_bytes(layout, group, st)
             for v in views:
                 _copy_steps(v, st.nbytes, contiguous, save, load)
     note = f"the copies overlap: {format_bytes(dup)} written twice" if dup else ""
@@ -335,5 +356,10 @@ def _torch_steps(st, views: list[TensorView], contiguous: dict[str, bool], save:
             )
 
 
-def _overlap_bytes(layout: Layout, names: list[str]) -> int:
-    return sum(layout[n].footprint_nbytes for n in names) - layout.union_nbytes(names) if names else 0
+def _overlap_bytes(layout: Layout, names: list[str], st: Any) -> int:
+    """Bytes the copies of ``names`` (all on storage ``st``) write more than once."""
+    if not names:
+        return 0
+    every = st.exact and len(names) == len(st.names) and set(names) == set(st.names)
+    union = st.covered_nbytes if every else layout.union_nbytes(names)  # the storage's coverage is known
+    return sum(layout[n].footprint_nbytes for n in names) - union

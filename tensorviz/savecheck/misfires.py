@@ -17,14 +17,14 @@ from tensorviz.savecheck.verdicts import Misfire
 # -- misfires ---------------------------------------------------------------------------------------
 def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
     out: list[Misfire] = []
-    order = {n: i for i, n in enumerate(sub.names)}
-    overlap = sub.groups("overlap")
-    comp = {n: i for i, g in enumerate(overlap) for n in g.names}
+    order, overlap, comp = _positions(sub, s.memo)
     name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
     if run.anchor_error is not None:
         out.extend(_view_misfires(run, sub, s, name))
     out.extend(_refusal_misfires(run, sub, order))
     for group in run.anchor or ():
+        if len(group) < 2:
+            continue  # one name: nothing the library could call shared
         names = _in_order(order, group)
         if len(names) < 2:
             continue
@@ -50,8 +50,18 @@ def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
         if len(parts) > 1:
             out.append(Misfire(names, f"{name} treats them as sharing memory", _parts_text(sub, names, parts)))
     if run.anchor is not None:
-        out.extend(_missed(run, sub, name))
+        out.extend(_missed(run, sub, name, s.memo))
     return out
+
+
+def _positions(sub: Layout, memo: dict) -> tuple[dict[str, int], tuple, dict[str, int]]:
+    """Each name's place, the overlap groups, and each name's group: once per layout and check."""
+    key = ("positions", id(sub))  # the sub-layout lives as long as the check (Subject.sub_layouts)
+    if key not in memo:
+        overlap = sub.groups("overlap")
+        comp = {n: i for i, g in enumerate(overlap) for n in g.names}
+        memo[key] = ({n: i for i, n in enumerate(sub.names)}, overlap, comp)
+    return memo[key]
 
 
 def _singletons(names) -> list[tuple[str]]:
@@ -63,10 +73,11 @@ def _in_order(order: dict[str, int], group) -> tuple[str, ...]:
     return tuple(sorted((n for n in group if n in order), key=order.__getitem__))
 
 
-def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
+def _missed(run: sv.Run, sub: Layout, name: str, memo: dict) -> list[Misfire]:
     """Names that share bytes but sit in different groups of the library's check: per overlap
     group, one pair wherever its bytes are read under two of the library's groups
-    (:func:`~tensorviz.core.attribution.meeting_pairs`, ``O(n log n)``; never every pair)."""
+    (:func:`~tensorviz.core.attribution.meeting_pairs`, ``O(n log n)``; never every pair).
+    ``memo`` (the check's) keeps each group's footprints for the next saver's check."""
     where = {n: i for i, grp in enumerate(run.anchor or ()) for n in grp}
     out = []
     for g in sub.shared("overlap"):
@@ -76,7 +87,10 @@ def _missed(run: sv.Run, sub: Layout, name: str) -> list[Misfire]:
             continue  # one group of the library's: nothing missed
         number: dict = {}
         labels = [number.setdefault(i, len(number)) for i in ids]
-        pieces = [sub.footprint_piece(n) for n in names]
+        key = ("footprints", id(sub), names)  # the sub-layout lives as long as the check (Subject.sub_layouts)
+        if key not in memo:
+            memo[key] = [sub.footprint_piece(n) for n in names]
+        pieces = memo[key]
         if any(isinstance(p, periodic.Tower) for p in pieces):
             pairs = [(i, j) for i, j in itertools.combinations(range(len(names)), 2) if labels[i] != labels[j]]
             pairs = [(i, j) for i, j in pairs if periodic.intersection_nbytes(pieces[i], pieces[j])[0]]

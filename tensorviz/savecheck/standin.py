@@ -16,6 +16,7 @@ Imported only from inside :func:`tensorviz.savecheck.report.save_check` (it impo
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import torch
@@ -76,7 +77,19 @@ class StandIn:
     / ``.clone()`` made a new storage.
     """
 
-    __slots__ = ("dtype", "device", "shape", "_stride", "_offset", "_storage", "source", "requires_grad", "_reach")
+    __slots__ = (
+        "dtype",
+        "device",
+        "shape",
+        "_stride",
+        "_offset",
+        "_storage",
+        "source",
+        "requires_grad",
+        "_reach",
+        "_numel",
+        "_elsize",
+    )
     layout = torch.strided
     is_sparse = False
     is_quantized = False
@@ -98,6 +111,8 @@ class StandIn:
         self.source = source
         self.requires_grad = False
         self._reach = -1
+        self._numel = math.prod(self.shape)  # asked of every tensor by every saver: found once
+        self._elsize = _itemsize(dtype)
 
     # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
     @property  # type: ignore[misc]
@@ -121,13 +136,10 @@ class StandIn:
         return len(self.shape)
 
     def element_size(self) -> int:
-        return _itemsize(self.dtype)
+        return self._elsize
 
     def nelement(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
+        return self._numel
 
     numel = nelement
 
@@ -140,9 +152,9 @@ class StandIn:
         return len(self.shape)
 
     def data_ptr(self) -> int:
-        if self.nelement() == 0:
+        if self._numel == 0:
             return 0  # as torch reports it for every empty tensor, whatever its offset
-        return self._storage.data_ptr() + self._offset * self.element_size()
+        return self._storage._ptr + self._offset * self._elsize
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
         if memory_format not in (None, torch.contiguous_format):
@@ -193,6 +205,9 @@ class StandIn:
         )
 
     def view(self, *args: Any) -> StandIn:
+        flat = (self.nelement(),)
+        if args in _FLAT and flat[0] > 1 and is_row_major(tuple(self.shape), self._stride):  # torch's answer, no twin
+            return StandIn(self.dtype, self.device, flat, (1,), self._offset, self._storage, self.source)
         return self._derived(self._twin().view(*args))
 
     def reshape(self, *args: Any) -> StandIn:
@@ -203,6 +218,9 @@ class StandIn:
         return self._derived(out)
 
     def __getitem__(self, index: Any) -> StandIn:
+        if type(index) is int and len(self.shape) == 1 and -self.shape[0] <= index < self.shape[0]:
+            at = self._offset + (index % self.shape[0]) * self._stride[0]  # one element, as torch picks it
+            return StandIn(self.dtype, self.device, (), (), at, self._storage, self.source)
         return self._derived(self._twin()[index])
 
     def detach(self) -> StandIn:
@@ -227,6 +245,9 @@ class StandIn:
             f"offset={self._offset}, {self._storage!r})"
         )
 
+
+#: ``view`` arguments that flatten (``view(-1)``, as safetensors' ``_end_ptr`` asks).
+_FLAT = ((-1,), ((-1,),))
 
 _ITEMSIZE: dict[torch.dtype, int] = {}
 
