@@ -410,6 +410,13 @@ def build_round3(folder: str, put, special) -> dict[str, str]:  # noqa: PLR0915 
     # 3. budgets the file cannot raise
     put("r3-30k-empty-records-3M-ops", "recs.pt", _zip_records(30_000, 3_000_000))
     put("r3-1.2M-ops", "ops12.pt", _many_empty_lists(1_200_000))
+    w = torch.zeros(10_000)
+    put(
+        "r3-10k-refs-1M-ints",
+        "refsints.pt",
+        _save({"v": [w[i : i + 1] for i in range(10_000)], "n": list(range(1_000_000))}),
+    )
+    put("r3-10k-views", "views10k.pt", _save({f"v{i}": w[i : i + 1] for i in range(10_000)}))
     cases["r3-dcp-3M-ops"] = _dcp_many_ops(folder, 3_000_000)
     wm = {f"t{i}": "s.safetensors" for i in range(600_000)}
     put("r3-index-600k-names", "big.index.json", json.dumps({"weight_map": wm}).encode())

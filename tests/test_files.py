@@ -563,19 +563,35 @@ def test_index_counts_packed_tensors_as_present(tmp_path):
 
 
 def test_a_real_optimizer_sized_checkpoint_is_not_refused(tmp_path):
-    """20,000 tensors (~600k pickle opcodes) are past the fixed pickle_ops budget (500,000,
-    which no file can raise): refused by name, saying how to raise it; raised deliberately for
-    one block (tv.limits), the same file loads, exactly."""
-    from tensorviz.core.errors import TooLargeError
-
+    """20,000 tensors (~600k pickle opcodes, 30 a tensor) are read with the default budgets: each
+    tensor reference brings 40 opcodes of budget (pickle_scan.PER_TENSOR_OPS), so a valid
+    checkpoint's size in tensors is limited only by tensor_refs. Exactly as torch loads it."""
     n = 20_000
     path = tmp_path / "optimizer.pt"
     torch.save({"state": {i: {"exp_avg": torch.zeros(2), "step": torch.tensor(1.0)} for i in range(n // 2)}}, path)
-    with pytest.raises(TooLargeError, match=r"more than 500,000 pickle ops .*tv.limits\(pickle_ops=2_000_000\)"):
-        tv.analyze(path)
-    with tv.limits(pickle_ops=1_000_000):
-        layout = tv.analyze(path)
-    assert tv.limits().pickle_ops == 500_000  # the block's budget is gone with the block
+    layout = tv.analyze(path)
     assert len(layout) == n and len(layout.storages) == n
     v = layout["state.9999.exp_avg"]
     assert (v.shape, v.stride, v.dtype, v.nbytes) == ((2,), (1,), "float32", 8)
+    real = torch.load(path, weights_only=True, map_location="meta")["state"][9999]["step"]
+    w = layout["state.9999.step"]
+    assert (w.shape, w.stride, w.dtype) == (tuple(real.shape), real.stride(), "float32")
+
+
+def test_opcodes_that_build_no_tensor_stay_within_the_fixed_budget(tmp_path):
+    """600,000 opcodes of plain values beside two tensors: past the fixed pickle_ops budget
+    (the two references add only 80), refused by name, saying how to raise it; raised
+    deliberately for one block (tv.limits), the same file loads, exactly."""
+    from tensorviz.core.errors import TooLargeError
+    from tensorviz.sources.pickle_scan import PER_TENSOR_OPS
+
+    path = tmp_path / "values.pt"
+    torch.save({"w": torch.zeros(3), "v": torch.ones(2), "steps": list(range(600_000))}, path)
+    with pytest.raises(TooLargeError, match=r"more than 500,000 pickle ops .*tv.limits\(pickle_ops=2_000_000\)"):
+        tv.analyze(path)
+    assert PER_TENSOR_OPS == 40
+    with tv.limits(pickle_ops=1_000_000):
+        layout = tv.analyze(path)
+    assert tv.limits().pickle_ops == 500_000  # the block's budget is gone with the block
+    assert sorted(layout.names) == ["v", "w"]
+    assert (layout["w"].nbytes, layout["v"].nbytes) == (12, 8)

@@ -84,7 +84,8 @@ EXPECTED: dict[str, tuple[str, object]] = {
     "pt-200k-refs": (TLE, "refs200k.pt: more than 200,000 tensor refs (is one tensor named many times over?)"),
     "pt-5M-empty-lists": (
         TLE,
-        "more than 500,000 pickle ops (10,000,164 bytes of pickle; ~30 a tensor), over tensorviz's work budget",
+        "more than 500,000 pickle ops (10,000,164 bytes of pickle, beyond 40 for each tensor it references), "
+        "over tensorviz's work budget",
     ),
     "pt-990k-objects-under-cap": (TLE, "undercap.pt: more than 500,000 pickle ops"),
     "pt-huge-int-key": ("ok", {"views": 2, "names": ["<int of 997 bits>", "ok"]}),
@@ -121,6 +122,10 @@ EXPECTED: dict[str, tuple[str, object]] = {
     # 3. budgets the file cannot raise
     "r3-30k-empty-records-3M-ops": (TLE, "more than 500,000 pickle ops (6,000,164 bytes of pickle"),
     "r3-1.2M-ops": (TLE, "more than 500,000 pickle ops"),
+    # each tensor reference brings 40 opcodes of budget, no more: 10,000 views (400,000) beside
+    # 1,000,000 plain ints is refused; 10,000 views alone are read
+    "r3-10k-refs-1M-ints": (TLE, "refsints.pt: more than 500,000 pickle ops"),
+    "r3-10k-views": ("ok", {"views": 10_000, "storages": 1}),
     "r3-dcp-3M-ops": (TLE, "dcp-ops/.metadata: more than 500,000 pickle ops"),
     "r3-index-600k-names": (TLE, "big.index.json: more than 500,000 index names (its 600,001 colons before parsing)"),
     # 4. memo-shared structures are refused before anything hashes, copies or prints them

@@ -29,9 +29,12 @@ class Limits:
     """The budgets (each a count of things read; the time each costs is stated beside it).
 
     Attributes:
-        pickle_ops: opcodes of a checkpoint's pickle that build or store an object (about 2 us
-            each to scan and load on an idle core: 500,000 is ~1-2 s; a state dict costs about
-            30 per tensor, so ~16,000 tensors).
+        pickle_ops: opcodes of a checkpoint's pickle that build or store an object, beyond the
+            40 each tensor reference brings (``pickle_scan.PER_TENSOR_OPS``, up to
+            ``tensor_refs`` references): a state dict's ~30 a tensor never spend it, so a valid
+            checkpoint is read whatever its tensor count up to ``tensor_refs``, at a cost stated
+            per tensor (about twice ``torch.load(weights_only=True)``'s own); 500,000 opcodes
+            that build no tensor take ~1-2 s (about 2 us each) on an idle core.
         tensor_refs: tensor references walked in a loaded checkpoint (one view each).
         values: containers and values walked in a loaded checkpoint.
         dcp_entries: entries, chunks and storage records of a DCP ``.metadata`` (each a view).
@@ -93,7 +96,8 @@ def limits(
     """The work budgets; as a context manager, raises (or lowers) some for the block inside.
 
     Args:
-        pickle_ops: opcodes a checkpoint's pickle may hold (default 500,000).
+        pickle_ops: opcodes a checkpoint's pickle may hold beyond 40 per tensor reference
+            (default 500,000).
         tensor_refs: tensor references a checkpoint may hold (default 200,000).
         values: values walked in a checkpoint (default 2,000,000).
         dcp_entries: entries and chunks of a DCP checkpoint (default 500,000).

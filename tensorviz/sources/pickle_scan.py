@@ -26,7 +26,15 @@ from tensorviz.core import limits
 from tensorviz.core.errors import FileFormatError, TooLargeError, UnsafeCheckpointError
 from tensorviz.sources.parts import short
 
-__all__ = ["scan_pickle", "unsafe_message", "FREE_CALLS", "TUPLE_ITEMS"]
+__all__ = ["scan_pickle", "unsafe_message", "FREE_CALLS", "TUPLE_ITEMS", "PER_TENSOR_OPS"]
+
+#: Opcodes each tensor reference (``BINPERSID``) adds to the ``pickle_ops`` budget, up to the
+#: ``tensor_refs`` budget of references: a state dict costs about 30 per tensor, so a valid
+#: checkpoint of any size up to ``tensor_refs`` tensors is read without raising a budget, while
+#: opcodes that build no tensor stay within the fixed ``pickle_ops``. The cost is stated per
+#: tensor (about twice ``torch.load(weights_only=True)``'s own: tensorviz scans, then lets torch
+#: unpickle), never per record: an empty ``data/N`` record adds nothing.
+PER_TENSOR_OPS = 40
 
 _U = "torch._utils."
 #: Calls whose cost is linear in the arguments the pickle holds (or constant): allowed.
@@ -160,9 +168,9 @@ def _check_call(func: Any, args: Any, newobj: bool = False) -> None:
         raise _Refused(f"{short(func)}(…)", "it calls a value that is not a named global")
     if not _torch_allows(func):
         raise _Refused(func, "", unknown=func)
-    shown = f"{func}{short(args) if isinstance(args, tuple) else '(…)'}"
     if func in FREE_CALLS:
         return
+    shown = f"{func}{short(args) if isinstance(args, tuple) else '(…)'}"  # only for a refusal
     if func in ("_codecs.encode", "builtins.bytearray"):
         if newobj and func == "builtins.bytearray":
             return  # bytearray.__new__ without __init__: an empty bytearray
@@ -210,7 +218,9 @@ def scan_pickle(path: str, data: bytes, *, calls: bool = True) -> int:
     try:
         return _scan(data, limits.current().pickle_ops, calls)
     except _Budget:
-        raise limits.exceeded(path, "pickle_ops", f"{len(data):,} bytes of pickle; ~30 a tensor") from None
+        raise limits.exceeded(
+            path, "pickle_ops", f"{len(data):,} bytes of pickle, beyond {PER_TENSOR_OPS} for each tensor it references"
+        ) from None
     except _Expands as err:
         raise TooLargeError(
             f"{path}: its pickle builds a tuple of shared references that expands to more than "
@@ -283,6 +293,7 @@ def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0
     meta: list[list[Any]] = []
     memo: dict[int, Any] = {}
     i, n, ops = 0, len(data), 0
+    refs, max_refs = 0, limits.current().tensor_refs
     opaque = _OPAQUE
     try:
         while i < n:
@@ -336,6 +347,9 @@ def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0
                     return ops
                 if c in (0x80, 0x95):  # PROTO, FRAME: free
                     continue
+                if c == 0x51 and refs < max_refs:  # BINPERSID: a tensor's storage, credited
+                    refs += 1
+                    cap += PER_TENSOR_OPS
             ops += 1
             if ops > cap:
                 raise _Budget
