@@ -208,3 +208,70 @@ def test_params4bit_reloads_to_the_same_dequantized_weight(tmp_path):
         back = bnb.nn.Params4bit.from_prequantized(loaded[f"{i}.weight"], stats, device="cpu")
         want = F.dequantize_4bit(layer.weight.data, layer.weight.quant_state)
         assert torch.equal(F.dequantize_4bit(back.data, back.quant_state), want)
+
+
+# -- transformers save_pretrained of a torchao-quantized model -------------------------------------
+def _quantized_llama(tmp_path, config, hidden: int = 32):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(
+        vocab_size=64,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path / "fp")
+    return LlamaForCausalLM.from_pretrained(tmp_path / "fp", quantization_config=config, device_map="cpu")
+
+
+def test_save_pretrained_writes_torchaos_flattened_inner_tensors(tmp_path):
+    """transformers asks its torchao quantizer for the state dict: torchao's
+    flatten_tensor_state_dict, each inner tensor cloned as ``<module>._weight_<inner>`` and the
+    subclass described in the metadata. Names, bytes and file size as predicted; from_pretrained
+    of the folder gives back every inner tensor bit-exact."""
+    from safetensors import safe_open
+    from transformers import LlamaForCausalLM, TorchAoConfig
+
+    m = _quantized_llama(tmp_path, TorchAoConfig(torchao_q.Int8WeightOnlyConfig()))
+    v = tv.save_check(m)["transformers.save_pretrained"]
+    assert v.outcome == "ok", v.message
+    m.save_pretrained(tmp_path / "q")
+    path = str(tmp_path / "q" / "model.safetensors")
+    with safe_open(path, "pt") as f:
+        names, meta = sorted(f.keys()), f.metadata()
+        written = sum(f.get_tensor(k).nbytes for k in names)
+    assert names == sorted(v.kept)
+    assert "model.layers.0.mlp.up_proj._weight_qdata" in names and "model.layers.0.mlp.up_proj.weight" not in names
+    assert v.dropped == ("lm_head.weight",)  # tied to the embedding, declared: from_pretrained re-ties it
+    assert ("model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.up_proj._weight_scale") in v.renamed
+    assert set(v.cloned) == {n for n in names if "._weight_" in n}
+    assert (v.written_nbytes, v.file_nbytes) == (written, os.path.getsize(path))
+    assert v.lost_nbytes == 0 and '"_type": "Int8Tensor"' in meta["model.layers.0.mlp.up_proj.weight"]
+    back = LlamaForCausalLM.from_pretrained(tmp_path / "q", device_map="cpu")
+    for name, t in m.state_dict().items():
+        got, want = _inner(back.state_dict()[name]), _inner(t)
+        assert list(got) == list(want) and all(torch.equal(got[p], want[p]) for p in want), name
+
+
+def test_save_pretrained_of_a_bitsandbytes_model_writes_its_own_state_dict(tmp_path):
+    """bitsandbytes' quantizer keeps the base answer (the model's own state dict): the packed
+    weights and their quant-state pieces, under their own names, at the predicted size."""
+    pytest.importorskip("bitsandbytes")
+    from safetensors.torch import load_file
+    from transformers import BitsAndBytesConfig, LlamaForCausalLM
+
+    m = _quantized_llama(tmp_path, BitsAndBytesConfig(load_in_4bit=True), hidden=64)
+    v = tv.save_check(m)["transformers.save_pretrained"]
+    assert v.outcome == "ok", v.message
+    m.save_pretrained(tmp_path / "q")
+    path = str(tmp_path / "q" / "model.safetensors")
+    loaded = load_file(path)
+    assert sorted(loaded) == sorted(v.kept) and "model.layers.0.mlp.up_proj.weight.absmax" in loaded
+    assert (v.written_nbytes, v.file_nbytes) == (sum(t.nbytes for t in loaded.values()), os.path.getsize(path))
+    back = LlamaForCausalLM.from_pretrained(tmp_path / "q", device_map="cpu").state_dict()
+    for name, t in m.state_dict().items():
+        assert torch.equal(back[name].view(-1).view(torch.uint8), t.view(-1).view(torch.uint8)), name

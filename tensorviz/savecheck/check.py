@@ -45,7 +45,7 @@ from tensorviz.savecheck.standin import (
 from tensorviz.savecheck.subject import Subject
 from tensorviz.savecheck.verdicts import Verdict
 from tensorviz.sources.distributed.fsdp_units import fsdp_mid_step_state
-from tensorviz.sources.subclasses import is_traceable
+from tensorviz.sources.subclasses import flatten, is_traceable
 
 __all__ = ["run_check", "versions"]
 
@@ -149,7 +149,11 @@ def _standins(sd: Mapping[str, Any], layout: Layout | None = None) -> dict[str, 
         elif _plain(value):
             out[name] = from_tensor(str(name), value, storages)
         elif str(name) in pieces and is_traceable(value):
-            out[name] = from_subclass(str(name), value, pieces[str(name)])
+            out[name] = sub = from_subclass(str(name), value, pieces[str(name)])
+            inner = flatten(value)
+            for path, t in inner if isinstance(inner, list) else ():
+                if _plain(t):
+                    sub.inner[path] = from_tensor(f"{name}.{path}", t, storages)
         else:
             out[name] = opaque(str(name), value)
     return out

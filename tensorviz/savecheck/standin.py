@@ -376,9 +376,10 @@ class SubclassStandIn:
     metadata helpers see it: its logical dtype, shape and device, and its own storage's answers
     (recorded once from the tensor itself by :func:`from_subclass`; see :class:`_StorageAnswer`).
     Anything that would run the subclass's own code on data (``.contiguous()``, ``.to()``, a
-    view) stops the evaluation. ``pieces`` are the layout's names of its inner tensors."""
+    view) stops the evaluation. ``pieces`` are the layout's names of its inner tensors, ``inner``
+    their stand-ins by attribute path (a saver that flattens the subclass writes those)."""
 
-    __slots__ = ("name", "kind", "library", "dtype", "device", "shape", "_storage", "pieces", "_contiguous")
+    __slots__ = ("name", "kind", "library", "dtype", "device", "shape", "_storage", "pieces", "_contiguous", "inner")
     layout = torch.strided
     is_sparse = False
     is_quantized = False
@@ -387,6 +388,7 @@ class SubclassStandIn:
     def __init__(self, name: str, kind: str, meta: tuple, storage: _StorageAnswer, pieces: tuple[str, ...]):
         self.name, self.kind, self.pieces, self._storage = name, kind, pieces, storage
         self.library = ""  # the top-level package defining the subclass ("torchao")
+        self.inner: dict[str, StandIn] = {}  # inner attribute path -> stand-in of that plain tensor
         self.dtype, self.device, self.shape, self._contiguous = meta
 
     @property  # type: ignore[misc]

@@ -21,6 +21,7 @@ from tensorviz.savecheck.savers.common import (
     _save_file_into,
     memoised,
 )
+from tensorviz.savecheck.savers.quantizers import quantizer_state
 from tensorviz.savecheck.standin import StandIn, from_meta
 
 __all__ = ["evaluate_save_pretrained", "evaluate_accelerate_save", "evaluate_accelerator_save_model"]
@@ -41,8 +42,9 @@ def _declared_tie_targets(model: Any) -> set[str]:
 def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
     """``model.save_pretrained(directory)`` (safetensors, one or more shards), in its own order.
 
-    As transformers' ``save_pretrained`` does (src/transformers/modeling_utils.py, 5.x): drop
-    the model's ``_keys_to_ignore_on_save``, de-duplicate with
+    As transformers' ``save_pretrained`` does (src/transformers/modeling_utils.py, 5.x): take
+    the state dict and metadata its quantizer hands over, if it has one (torchao's flattened
+    inner tensors, see :mod:`~tensorviz.savecheck.savers.quantizers`), drop the model's ``_keys_to_ignore_on_save``, de-duplicate with
     ``remove_tied_weights_from_state_dict``, revert the weight conversions with
     ``revert_weight_conversion`` (renames such as GPT-NeoX's ``lm_head`` -> ``embed_out``, and
     MoE experts split back into one tensor each), shard, make each tensor contiguous and call
@@ -51,9 +53,17 @@ def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
     """
     run = Run(tuple(sd))
     _only_standins(sd, "save_pretrained")
-    if getattr(model, "hf_quantizer", None) is not None or getattr(model, "_hf_peft_config_loaded", False):
-        raise Unavailable("quantized or PEFT models save a converted state dict tensorviz does not replay")
+    if getattr(model, "_hf_peft_config_loaded", False):
+        raise Unavailable("PEFT models save a converted state dict tensorviz does not replay")
     remove_tied = _helper(_TF, "remove_tied_weights_from_state_dict")
+    try:
+        sd, metadata = quantizer_state(run, model, sd)
+    except Unavailable:
+        raise
+    except Exception as e:  # noqa: BLE001 - the quantizer's own refusal is the finding
+        _guard(e)
+        run.error = _err(e)
+        return run
     _anchor_transformers(run, sd)
     sd = dict(sd)
     for key in getattr(model, "_keys_to_ignore_on_save", None) or ():
@@ -68,7 +78,7 @@ def evaluate_save_pretrained(model: Any, sd: dict[str, Any]) -> Run:
     kept = _revert_conversion(run, model, kept)
     with _library_failure(run):
         for filename, names in _shards(kept, "model{suffix}.safetensors", "50GB").items():
-            _save_file_into(run, {k: kept[k].contiguous() for k in names}, {"format": "pt"})
+            _save_file_into(run, {k: kept[k].contiguous() for k in names}, dict(metadata))
             run.files[-1] = (filename,) + run.files[-1][1:]
     if run.error is not None:
         return run
@@ -167,7 +177,7 @@ def _revert_conversion(run: Run, model: Any, sd: dict[str, Any]) -> dict[str, An
         source = _owner(owners_here, sd, t) if owners_here else ""
         storage = sd[source].untyped_storage() if source else None
         device = sd[source].device if source else next(iter(sd.values())).device
-        result[name] = from_meta(t, storage, device, source or name)
+        result[name] = from_meta(t, storage, device, getattr(sd[source], "source", source) if source else name)
         if name not in sd:
             run.renamed.append((source, name))
     run.carried.extend(k for k in sd if k not in result)
