@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["TINY", "BIG", "LLAMA", "FREED"]
+__all__ = ["TINY", "BIG", "LLAMA", "FREED", "SEED", "GPT2"]
 
 TINY = '''\
 import torch
@@ -68,3 +68,23 @@ v = w[8:40]
 w.untyped_storage().resize_(0)
 exf = tv.explore(Tensors(w=w, v=v, other=torch.ones(8)), snapshot=False)
 exf"""
+
+SEED = """\
+import torch
+import tensorviz as tv
+
+a = torch.rand(8, 10, 50)
+ex = tv.explore({"a": a, "b": a[2:4], "c": a[4:6]}, snapshot=False)
+ex"""
+
+GPT2 = """\
+import torch
+import tensorviz as tv
+from transformers import GPT2Config, GPT2LMHeadModel
+
+cfg = GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=2, n_head=2, tie_word_embeddings=True,
+                 bos_token_id=0, eos_token_id=0)
+with torch.device("meta"):
+    gpt2 = GPT2LMHeadModel(cfg)
+ex = tv.explore(gpt2, snapshot=False)
+ex"""

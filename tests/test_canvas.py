@@ -175,10 +175,10 @@ def test_simplify_bounds_the_runs_and_covers_them():
     assert simplify(runs[:5], 64) is not None and simplify(runs[:5], 64).tolist() == runs[:5].tolist()
 
 
-def test_esm_ships_the_three_files_as_modules_with_their_imports(tmp_path):
+def test_esm_ships_the_files_as_modules_with_their_imports(tmp_path):
     """canvas.js keeps its import lines, each pointing at a data URL of the file it names (itself
-    linked the same way): the files as they are on disk, one instance of geometry.js, and a module
-    node (and the browser) imports with nothing to build."""
+    linked the same way): the files as they are on disk, one URL (one instance) per file, and a
+    module node (and the browser) imports with nothing to build."""
     import base64
     import re
     import shutil
@@ -186,16 +186,24 @@ def test_esm_ships_the_three_files_as_modules_with_their_imports(tmp_path):
 
     from tensorviz.explorer.modules import HERE
 
+    data = re.compile(r'"data:text/javascript;base64,([^"]+)"')
+    seen: dict[str, str] = {}
+
+    def unlinked(src: str) -> str:
+        """``src`` with each data URL back to the relative import of the file it holds."""
+
+        def back(m: re.Match) -> str:
+            inner = unlinked(base64.b64decode(m[1]).decode())
+            name = next(f.name for f in HERE.glob("*.js") if f.read_text(encoding="utf-8") == inner)
+            assert seen.setdefault(name, m[1]) == m[1]  # one URL per file: one module instance
+            return f'"./{name}"'
+
+        return data.sub(back, src)
+
     src = esm_source()
-    urls = re.findall(r'from "data:text/javascript;base64,([^"]+)"', src)
-    assert len(urls) == 2 and "./geometry.js" not in src and "./overview.js" not in src
-    geometry, overview = (base64.b64decode(u).decode() for u in urls)
-    assert geometry == (HERE / "geometry.js").read_text(encoding="utf-8")
-    assert overview.startswith((HERE / "overview.js").read_text(encoding="utf-8")[:200])
-    assert f'from "data:text/javascript;base64,{urls[0]}"' in overview  # the same URL: one module
-    assert re.sub(r'"data:[^"]+"', '"./geometry.js"', src, count=1).startswith(
-        (HERE / "canvas.js").read_text(encoding="utf-8")[:300]
-    )
+    assert "./geometry.js" not in src and "./overview.js" not in src
+    assert unlinked(src) == (HERE / "canvas.js").read_text(encoding="utf-8")
+    assert sorted(seen) == ["geometry.js", "overview.js", "theme.js", "treemap.js"]
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the linked module cannot be imported here")
@@ -287,10 +295,12 @@ def test_controls_that_change_nothing_are_disabled_and_say_why():
 
 
 def test_python_and_the_browser_write_bytes_alike(tmp_path):
+    from tensorviz.explorer.payload import VOCAB
     from tensorviz.explorer.text import byte_text
 
     values = [0, 1, 1023, 1024, 1536, 4000, 16000, 15.625 * 1024, 1048000, 3 << 30, 140.5 * 2**30, 2**41, 1e15]
-    out = run_geometry(tmp_path, f"console.log(JSON.stringify({values}.map(g.formatBytes)));\n")
+    units = json.dumps(VOCAB["units"])  # the browser's only unit table: core/units.py's, sent in the vocab
+    out = run_geometry(tmp_path, f"g.setUnits({units}); console.log(JSON.stringify({values}.map(g.formatBytes)));\n")
     assert out == [byte_text(v) for v in values]
 
 

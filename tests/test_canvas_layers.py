@@ -150,18 +150,23 @@ def test_payload_with_an_overview_stays_under_64_bytes_a_bar():
         w = torch.empty(8, 4, device="meta")
         sd.update({f"model.layers.{i}.emb.weight": w, f"model.layers.{i}.head.weight": w})
         sd[f"model.layers.{i}.norm.weight"] = torch.empty(4 + i % 7, device="meta")
-    ex = explore(sd, snapshot=False)
+    ex = explore(sd, snapshot=False, all_storages=True)
     assert len(ex.diagram.bars) == 2000 and ex.diagram.overview.storage.size == 2000
     assert ex.payload_nbytes / 2000 <= 64, ex.payload_nbytes / 2000
     assert len(unvarint(ex.canvas.columns["ov_cells"])) == 2000
 
 
-def test_the_explorer_shows_an_overview_where_the_png_would():
+def test_the_explorer_shows_an_overview_where_the_png_would_and_it_tells_storages_apart():
     from tensorviz.explorer.widget import explore
 
-    many = explore({f"w{i}": torch.zeros(4) for i in range(50)}, snapshot=False)
-    assert many.canvas.payload["ov_columns"] > 0 and len(unvarint(many.canvas.columns["ov_cells"])) == 50
-    assert many._renderer.picture(many.state)[0].overview is not None  # the static picture has one too
+    w = torch.zeros(8)
+    mixed = {"w": w, "w_half": w[:4], **{f"w{i}": torch.zeros(4) for i in range(48)}}  # a slice and simple
+    many = explore(mixed, snapshot=False, all_storages=True)
+    assert many.canvas.payload["ov_columns"] > 0 and len(unvarint(many.canvas.columns["ov_cells"])) == 49
+    # 50 storages of one kind: the overview would be one colour, it tells nothing the lanes do not
+    alike = explore({f"w{i}": torch.zeros(4) for i in range(50)}, snapshot=False, all_storages=True)
+    assert alike.canvas.payload["ov_columns"] == 0 and alike.diagram.overview is None
+    assert alike._renderer.picture(alike.state)[0].overview is not None  # the static picture keeps its own
     few = explore({f"w{i}": torch.zeros(4) for i in range(10)}, snapshot=False)
     assert few.canvas.payload["ov_columns"] == 0 and few.canvas.columns["ov_cells"] == b""
     assert few._renderer.picture(few.state)[0].overview is None

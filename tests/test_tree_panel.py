@@ -81,7 +81,8 @@ def test_name_pattern_matches_only_the_module():
 
 def test_choosing_a_module_filters_the_explorers_diagram():
     ex = tv.explore(TiedLM())
-    assert ex.tree_panel is not None and ex.panel.children == (ex.tree_panel,)
+    assert ex.tree_panel is not None and ex.modules_pane.children == (ex.tree_panel,)
+    assert ex.children[1] is ex.model_map  # the model map leads, under the title
     before = ex.tensor_list.options
     ex.tree_panel.rows.value = "ln"  # a click on the ln row
     assert ex.name_filter.value == r"^ln(\.|$)" and ex.state.names == r"^ln(\.|$)"
@@ -89,4 +90,4 @@ def test_choosing_a_module_filters_the_explorers_diagram():
     ex.tree_panel.whole_button.click()
     assert ex.name_filter.value == "" and ex.tensor_list.options == before
     flat = tv.explore({"w": torch.zeros(2)})
-    assert flat.tree_panel is None and flat.panel.layout.display == "none"
+    assert flat.tree_panel is None and flat.model_map is None and flat.panel.layout.display == "none"

@@ -3,11 +3,12 @@
 // browser. Pure helpers live in geometry.js, the overview's DOM in overview.js, styles in
 // explorer.css (the widget's _css); the codes' names come from Python (the `vocab` trait).
 import {
-  storageTooltip, storageLabel, column, lines, varints, geomLines, frontDecode, ownLanes, blockOfLanes, fitText,
+  storageTooltip, storageLabel, column, lines, varints, geomLines, frontDecode, ownLanes, blockOfLanes,
   formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews,
-  sharesBytes, vocabCodes, markWords, unframe,
+  sharesBytes, vocabCodes, markWords, unframe, fitName, spanLabel, outlineColors, clipName,
 } from "./geometry.js";
 import { OverviewView } from "./overview.js";
+import { themeColors, resolveColor } from "./theme.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const MARK_FILL = {
@@ -71,9 +72,13 @@ function blockLanes(d) {
 // Storage rows' labels (number, tag, size); " · freed" where views read past a 0-byte storage (as
 // the PNG's row label).
 function storageLabels(d, tags) {
+  d.laneShort = new Array(d.laneKind.length).fill("");
   for (let l = 0, k = 0; l < d.laneKind.length; l++) {
     const b = d.laneBlock[l];
-    if (d.laneKind[l] === d.C.lane.storage) d.laneLabels[l] = storageLabel(d.blockStorage[b], tags[k++], d.blockNbytes[b]);
+    if (d.laneKind[l] === d.C.lane.storage) {
+      d.laneLabels[l] = storageLabel(d.blockStorage[b], tags[k++], d.blockNbytes[b]);
+      d.laneShort[l] = storageLabel(d.blockStorage[b], "", d.blockNbytes[b]);
+    }
   }
   d.markKind.forEach((kind, m) => {
     const l = d.markLane[m];
@@ -96,6 +101,22 @@ function barFacts(d) {
   }
   d.viewOf = new Map();
   d.names.forEach((name, k) => d.viewOf.set(name, k));
+}
+
+// The names a lane's label lists when it draws one bar (several for tied views), else null.
+function laneNames(d, l) {
+  if (d.laneLabels[l] || d.index.first[l + 1] - d.index.first[l] !== 1) return null;
+  return barViews(d, d.index.order[d.index.first[l]]).map((v) => d.names[v]);
+}
+
+// A lane's label in `maxW` pixels, cut at a name boundary (fitName), tied names counted
+// (spanLabel), a storage row's file tag dropped before its number and size.
+export function fittedLabel(d, l, maxW, measure) {
+  const names = laneNames(d, l);
+  if (names) return spanLabel(names, maxW, measure);
+  const full = laneLabel(d, l);
+  if (measure(full) <= maxW || !d.laneShort || !d.laneShort[l]) return fitName(full, maxW, measure);
+  return fitName(d.laneShort[l], maxW, measure);
 }
 
 function laneLabel(d, l) {
@@ -121,6 +142,7 @@ class CanvasView {
     this.tip = $(".tvz-tip"); this.foot = $(".tvz-cv-foot"); this.legendBox = $(".tvz-cv-legend"); this.captionBox = $(".tvz-cv-caption");
     this.g = this.canvas.getContext("2d");
     this.C = vocabCodes(model.get("vocab"));
+    this.theme = themeColors(() => null);
     this.width = 600; this.height = 200; this.sc = null; this.hover = -1; this.drag = null; this.frame = 0; this.hatch = null;
     this.overview = new OverviewView($(".tvz-ov"), (e, text) => this.placeTip(e, text), (l) => this.pick(l));
     this.root.tvz = this.hooks();
@@ -134,7 +156,7 @@ class CanvasView {
     this.readSelection();
     this.focus = -1;
     this.readZoom();
-    this.resize(); this.legend(); this.draw();
+    this.readTheme(); this.resize(); this.legend(); this.draw();
     this.overview.update((k) => p[k], this.d); this.overview.draw(this.width);
     this.root.dataset.revision = p.revision ?? 0;
   }
@@ -144,6 +166,14 @@ class CanvasView {
     this.selected = new Set(this.model.get("selected"));
     this.rel = this.d.rel = column(r.code, Uint8Array);
     this.d.relTo = column(r.to, Uint32Array);
+  }
+
+  // JupyterLab's theme colours (light, dark, high contrast), read again on each payload and
+  // when the page's theme changes (the body's data-jp-theme-name).
+  readTheme() {
+    this.theme = themeColors((name) => resolveColor(this.root, name));
+    this.root.dataset.theme = JSON.stringify(this.theme);
+    this.overview.theme = this.theme;
   }
 
   readZoom() { const z = this.model.get("zoom"); this.view = z && z.length === 2 ? z : null; }
@@ -174,7 +204,7 @@ class CanvasView {
     const t0 = performance.now(), { d, g, width, height, drag, view } = this;
     const [lo, hi] = view || d.xRange, lw = this.labelWidth();
     this.sc = scale(lo, hi, lw + 6, width - lw - 14);
-    g.clearRect(0, 0, width, height);
+    g.fillStyle = this.theme.background; g.fillRect(0, 0, width, height);
     const [first, last] = this.lanesInView(), top = this.scroller.scrollTop;
     for (let l = first; l < last; l++) this.drawLane(l, AXIS_H + (l - first) * LANE_H - (top % LANE_H), lw);
     this.drawAxis(lw);
@@ -190,9 +220,9 @@ class CanvasView {
 
   drawAxis(lw) {
     const { g, sc, width } = this;
-    g.fillStyle = getComputedStyle(this.root).getPropertyValue("--jp-layout-color0") || "#fff";
-    g.fillRect(0, 0, width, AXIS_H);
-    g.strokeStyle = "#999"; g.fillStyle = "#444"; g.font = "11px sans-serif"; g.textBaseline = "middle";
+    const th = this.theme;
+    g.fillStyle = th.background; g.fillRect(0, 0, width, AXIS_H);
+    g.strokeStyle = th.border; g.fillStyle = th.text; g.font = "11px sans-serif"; g.textBaseline = "middle";
     const t = ticks(sc.lo, sc.hi, Math.max(2, Math.floor(sc.width / 80)));
     g.beginPath();
     let free = lw + 6;  // labels never overlap: one that would is left out (its tick stays)
@@ -209,17 +239,18 @@ class CanvasView {
 
   drawLane(l, y, lw) {
     const { d, g, sc } = this, kind = d.laneKind[l], { storage, summary } = this.C.lane;
-    if (l === this.focus) { g.fillStyle = "rgba(31,95,191,0.12)"; g.fillRect(0, y, this.width, LANE_H); g.fillStyle = "#1f5fbf"; g.fillRect(0, y + 1, 3, LANE_H - 2); }
-    g.fillStyle = kind === storage ? "#222" : "#444";
+    const th = this.theme;
+    if (l === this.focus) { g.fillStyle = th.panel; g.fillRect(0, y, this.width, LANE_H); g.fillStyle = th.accent; g.fillRect(0, y + 1, 3, LANE_H - 2); }
+    g.fillStyle = th.text;
     g.font = (kind === storage ? "bold " : "") + "11px sans-serif";
     g.textBaseline = "middle";
     g.save(); g.beginPath(); g.rect(0, y, lw, LANE_H); g.clip();
-    g.fillText(fitText(laneLabel(d, l), lw - 8, (t) => g.measureText(t).width), 4, y + LANE_H / 2);
+    g.fillText(fittedLabel(d, l, lw - 8, (t) => g.measureText(t).width), 4, y + LANE_H / 2);
     g.restore();
     g.save(); g.beginPath(); g.rect(sc.x0 - 1, y, sc.width + 2, LANE_H); g.clip();
     if (kind === storage || kind === summary) {
       const r = barRect(sc, 0, kind === storage ? d.blockNbytes[d.laneBlock[l]] : d.laneSize[l]);
-      if (r) { g.fillStyle = "rgba(150,150,150,0.25)"; g.fillRect(r[0], y + 4, r[1], LANE_H - 8); g.strokeStyle = "#888"; g.strokeRect(r[0] + 0.5, y + 4.5, r[1] - 1, LANE_H - 9); }
+      if (r) { g.fillStyle = "rgba(150,150,150,0.25)"; g.fillRect(r[0], y + 4, r[1], LANE_H - 8); g.strokeStyle = th.border; g.strokeRect(r[0] + 0.5, y + 4.5, r[1] - 1, LANE_H - 9); }
     }
     this.drawMarks(l, y);
     const [a, b] = laneRange(d.index, d.start, l, sc.lo, sc.hi), any = this.selected.size > 0;
@@ -284,9 +315,12 @@ class CanvasView {
     } else g.fillRect(r[0], y + 3, r[1], LANE_H - 6);
     g.globalAlpha = 1;
     if ((flags & C.flag.overlaps_other) && r[1] > 6) { g.setLineDash([3, 2]); g.strokeStyle = "#d62728"; g.lineWidth = 1; g.strokeRect(r[0] + 0.5, y + 3.5, r[1] - 1, LANE_H - 7); g.setLineDash([]); }
-    if (shares || i === this.hover) {
-      g.lineWidth = 2; g.strokeStyle = selected ? "#000" : i === this.hover ? "#1f5fbf" : "#e07000";
-      g.strokeRect(r[0] + 1, y + 2, Math.max(r[1] - 2, 1), LANE_H - 4); g.lineWidth = 1;
+    if (shares || i === this.hover) {  // two strokes: the meaning's colour, and inside it ink that reads on the fill
+      const [outer, inner] = outlineColors(fill, selected ? "selected" : i === this.hover ? "hover" : "shares");
+      g.lineWidth = 2; g.strokeStyle = outer;
+      g.strokeRect(r[0] + 1, y + 2, Math.max(r[1] - 2, 1), LANE_H - 4);
+      if (r[1] > 6) { g.lineWidth = 1; g.strokeStyle = inner; g.strokeRect(r[0] + 2.5, y + 3.5, r[1] - 5, LANE_H - 7); }
+      g.lineWidth = 1;
     }
   }
 
@@ -320,6 +354,11 @@ class CanvasView {
 
   showTip(e, i) {
     const [px, py] = this.point(e), l = this.laneAt(py), { sc, d } = this;
+    if (i < 0 && sc && py >= AXIS_H && px < sc.x0 - 2 && l >= 0 && l < d.laneKind.length) {  // a label: its full text
+      const names = laneNames(d, l);
+      this.placeTip(e, names ? tooltip(d, d.index.order[d.index.first[l]]) : [clipName(laneLabel(d, l))]);
+      return;
+    }
     const onStorage = i < 0 && sc && py >= AXIS_H && px >= sc.x0 - 2 && d.laneKind[l] === this.C.lane.storage;
     if (i < 0 && !onStorage) { this.placeTip(e, null); return; }
     this.placeTip(e, i >= 0 ? tooltip(d, i) : storageTooltip(d, l, sc.byte(px), 2 / sc.k));
@@ -388,13 +427,15 @@ class CanvasView {
     const selection = () => { this.readSelection(); this.legend(); this.schedule(); };
     const ro = new ResizeObserver(() => this.onResize());
     ro.observe(this.root);
+    const themed = new MutationObserver(() => { this.readTheme(); this.draw(); this.overview.drawnWidth = -1; this.overview.draw(this.width); });
+    themed.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
     const undo = [
       on(this.canvas, "mousemove", (e) => this.onMove(e)), on(this.canvas, "mouseleave", () => this.onLeave()),
       on(this.canvas, "mousedown", (e) => this.onDown(e)), on(window, "mouseup", (e) => this.onUp(e)),
       on(this.canvas, "dblclick", () => this.setZoom(null)),
       on(this.scroller, "scroll", () => { this.tip.style.display = "none"; this.schedule(); }),
       watch("payload", () => this.load()), watch("relations", selection), watch("selected", selection),
-      watch("zoom", () => { this.readZoom(); this.schedule(); }), () => ro.disconnect(),
+      watch("zoom", () => { this.readZoom(); this.schedule(); }), () => ro.disconnect(), () => themed.disconnect(),
     ];
     return () => undo.forEach((f) => f());
   }
@@ -409,6 +450,8 @@ class CanvasView {
       },
       plot: () => { const c = this.canvas.getBoundingClientRect(), sc = this.sc; return { left: c.left + sc.x0, width: sc.width, lo: sc.lo, hi: sc.hi, top: c.top + AXIS_H }; },
       lanes: () => this.d.laneKind.length,
+      theme: () => this.theme,
+      label: (l) => fittedLabel(this.d, l, this.labelWidth() - 8, (t) => { this.g.font = "11px sans-serif"; return this.g.measureText(t).width; }),
     };
   }
 

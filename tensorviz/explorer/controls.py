@@ -14,8 +14,9 @@ from contextlib import contextmanager
 import ipywidgets as W
 
 from tensorviz.core.layout import Layout
-from tensorviz.explorer.state import GROUPINGS, ExplorerState, groupings
-from tensorviz.explorer.text import byte_text, details_html, offset_label, title, zoom_points
+from tensorviz.core.units import byte_text
+from tensorviz.explorer.state import GROUPINGS, ExplorerState, groupings, key_storages
+from tensorviz.explorer.text import details_html, offset_label, title, zoom_points
 
 #: Names listed in the tensor list at most (a <select> of 100,000 options slows the whole page);
 #: the diagram draws and the selection accepts every name.
@@ -129,7 +130,15 @@ class ExplorerControls:
 
         self.status_line = W.HTML(layout=W.Layout(margin="0 0 0 4px"))
         self.status_line.add_class("tvz-status")
-        self.canvas = DiagramCanvas()  # sized by the explorer's CSS (.tvz-canvas), not inline styles
+        self.canvas = DiagramCanvas()  # sized by the explorer's CSS (.tvz-diagram), not inline styles
+        # The storages that matter first (state.key); this shows the rest (or only those again).
+        self.all_toggle = W.ToggleButton(value=False, icon="list", layout=W.Layout(width="auto"))
+        self.all_toggle.observe(self._on_control, names="value")
+        self.focus_note = W.HTML()
+        self.focus_row = W.HBox(
+            [self.focus_note, self.all_toggle], layout=W.Layout(flex_flow="row wrap", align_items="center")
+        )
+        self.focus_row.add_class("tvz-row")
         self.tensor_list = W.SelectMultiple(options=[], rows=9, description="", layout=W.Layout(width="auto"))
         self.tensor_list.observe(self._on_list, names="value")  # wired here: _show_selection mutes it
         self.list_note = W.HTML()
@@ -188,7 +197,9 @@ class ExplorerControls:
         )
         side.add_class("tvz-side")
         # Panel | diagram | list and details; wraps under each other in a narrow column.
-        main = W.HBox([self.panel, self.canvas, side], layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
+        diagram = W.VBox([self.canvas, self.focus_row])
+        diagram.add_class("tvz-diagram")
+        main = W.HBox([self.panel, diagram, side], layout=W.Layout(flex_flow="row wrap", align_items="flex-start"))
         main.add_class("tvz-main")
         for row in (row1, row2, row3):
             row.add_class("tvz-row")  # spacing via CSS: ipywidgets' Layout has no "gap"
@@ -214,6 +225,7 @@ class ExplorerControls:
             storage=storage,
             byte_range=None if storage is None else (lo, hi),
             expand_simple=self.expand_box.value,
+            all_storages=self.all_toggle.value,
         )
 
     def _set_zoom_options(self, storage: int | None, byte_range: tuple[int, int] | None) -> None:
@@ -232,6 +244,26 @@ class ExplorerControls:
             lo, hi = byte_range or (0, nbytes)
             self.zoom.index = (points.index(lo), points.index(hi))
 
+    def _show_focus(self, state: ExplorerState) -> None:
+        """The row under the diagram: how many storages it draws of how many, and the toggle
+        to draw every storage (or only those that matter again); hidden where it changes nothing."""
+        key, n = key_storages(self.tensor_layout), len(self.tensor_layout.storages)
+        shown = key is not None and state.storage is None and not state.names
+        self.focus_row.layout.display = None if shown else "none"
+        if key is None or not shown:
+            return
+        with _unobserved(self.all_toggle, self._on_control):
+            self.all_toggle.value = state.all_storages
+        if state.all_storages:
+            self.all_toggle.description = f"show only the {len(key):,} that matter"
+            self.focus_note.value = f'<span class="tvz-muted">all {n:,} storages drawn</span>'
+        else:
+            self.all_toggle.description = f"show all {n:,} storages"
+            self.focus_note.value = (
+                f'<span class="tvz-muted">drawn: the {len(key):,} storages that matter of {n:,} '
+                f"(every shared or freed one, and the largest)</span>"
+            )
+
     def _show_selection(self) -> None:
         """The list and the details show the selection (held once, by the canvas): the list has
         the drawn names (the first :data:`LIST_CAP`, plus any selected)."""
@@ -242,6 +274,7 @@ class ExplorerControls:
         with _unobserved(self.tensor_list, self._on_list):  # new options first clear its value
             if tuple(self.tensor_list.options) != listed + extra:
                 self.tensor_list.options = listed + extra
+                self.tensor_list.rows = max(2, min(9, len(listed + extra)))  # no empty box under a few names
             self.tensor_list.value = selected
         self.details.value = details_html(self.tensor_layout, selected)
         more = len(names) - len(listed)

@@ -2,7 +2,11 @@
 // windows, bar rectangles and hit-testing. No DOM here, so `node --test` imports this file as is;
 // canvas.js and overview.js import it (explorer/modules.py links the three for anywidget).
 
-const UNITS = [["TiB", 2 ** 40], ["GiB", 2 ** 30], ["MiB", 2 ** 20], ["KiB", 2 ** 10]];
+import { inkOn } from "./treemap.js";
+
+// The binary units, largest first, as Python's core/units.py sends them in the vocab (`units`:
+// its one table); vocabCodes sets them. Until then bytes are written in B.
+let UNITS = [];
 
 // A bytes trait arrives as a DataView over the message buffer (maybe unaligned): copy it out.
 export function column(view, Type) {
@@ -72,11 +76,15 @@ export function frontDecode(rest, prefix, suffix) {
   return out;
 }
 
+// Use Python's unit table ([[name, bytes], ...], largest first; the 1-byte unit is written "B").
+export function setUnits(units) { UNITS = units.filter(([, size]) => size > 1); }
+
 // The payload's codes by name, from the canvas's `vocab` trait (explorer/payload.py VOCAB, the one
 // table): `flag[name]` is a bar flag's bit mask; `lane`, `mark`, `rel` number the lane kinds, mark
 // kinds and relations; `names` keeps the lists (code -> name).
 export function vocabCodes(vocab) {
   const number = (names) => Object.fromEntries(names.map((name, k) => [name, k]));
+  if (vocab.units) setUnits(vocab.units);
   return {
     flag: Object.fromEntries(vocab.flags.map((name, k) => [name, 1 << k])),
     lane: number(vocab.lane_kinds), mark: number(vocab.mark_kinds), rel: number(vocab.relations),
@@ -113,7 +121,8 @@ export function rowMajor(shape) {
   return out.join(", ");
 }
 
-// Binary units, at most 4 significant digits: 1536 -> "1.5 KiB", 4000 -> "3.906 KiB".
+// Binary units (the vocab's table), at most 4 significant digits, as Python's units.byte_text:
+// 1536 -> "1.5 KiB", 4000 -> "3.906 KiB".
 export function formatBytes(n) {
   const sign = n < 0 ? "-" : "";
   let a = Math.abs(n);
@@ -141,6 +150,45 @@ export function fitText(text, maxW, measure) {
     if (measure("…" + text.slice(text.length - mid)) <= maxW) lo = mid; else hi = mid - 1;
   }
   return "…" + text.slice(text.length - lo);
+}
+
+// `text` (a dotted name, or "name · size") shortened to fit `maxW` pixels at a name boundary:
+// whole leading parts dropped ("…layers.0.mlp.gate_proj.weight"), never a part cut in two --
+// unless the last part alone does not fit, when its end is kept (fitText). "" when not even
+// "…" fits. `measure(s)` gives a width.
+export function fitName(text, maxW, measure) {
+  if (measure(text) <= maxW) return text;
+  const name = text.split(" · ")[0];
+  for (let k = name.indexOf("."); k >= 0; k = name.indexOf(".", k + 1)) {
+    const tail = "…" + text.slice(k + 1);
+    if (measure(tail) <= maxW) return tail;
+  }
+  if (name !== text && measure(name) <= maxW) return name;  // the size goes before the name
+  if (name !== text) return fitName(name, maxW, measure);
+  return measure("…") <= maxW ? fitText(text, maxW, measure) : "";
+}
+
+// A span label for views that share one bar (tied names), in `maxW` pixels: every name joined by
+// " ≡ " when they fit, else the first names whole and how many more ("a ≡ b ≡ +2 tied"), else the
+// first name (fitName) and the count. Every name is in the bar's tooltip, one a line.
+export function spanLabel(names, maxW, measure) {
+  const all = names.join(" ≡ ");
+  if (names.length < 2 || measure(all) <= maxW) return names.length < 2 ? fitName(all, maxW, measure) : all;
+  for (let k = names.length - 1; k >= 1; k--) {
+    const s = `${names.slice(0, k).join(" ≡ ")} ≡ +${names.length - k} tied`;
+    if (measure(s) <= maxW) return s;
+  }
+  const more = ` ≡ +${names.length - 1}`;
+  return fitName(names[0], maxW - measure(more), measure) + more;
+}
+
+// The two strokes of a bar's outline on `fill` ("#rrggbb"): the meaning's colour outside (black
+// for selected, the accent for shares-bytes, blue for hover) and, inside it, black or white,
+// whichever reads better on the fill (at least 4.5:1 on any colour) -- so the outline shows on
+// every palette colour, the orange and teal ones included. Returns [outer, inner].
+export const OUTLINE = { selected: "#000000", shares: "#e07000", hover: "#1f5fbf" };
+export function outlineColors(fill, meaning) {
+  return [OUTLINE[meaning] || "#000000", inkOn(fill)];
 }
 
 // A name as a tooltip shows it: at most `most` characters, its start and end kept around a "…"

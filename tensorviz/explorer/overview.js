@@ -108,7 +108,7 @@ export class OverviewView {
   }
 
   palette() {  // "#rrggbb" colours (and white) as little-endian RGBA words
-    return [...this.ov.colors, "#ffffff"].map((c) => {
+    return [...this.ov.colors, (this.theme && this.theme.background) || "#ffffff"].map((c) => {
       const v = parseInt(c.slice(1), 16);
       return (0xff << 24 | (v & 0xff) << 16 | (v & 0xff00) | (v >> 16)) >>> 0;
     });

@@ -50,6 +50,7 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.layout import Layout
+from tensorviz.core.units import TO_TIB
 from tensorviz.explorer import wire
 from tensorviz.explorer.payload_overview import OVERVIEW_BYTES, overview_columns
 from tensorviz.plan.overview import KINDS as OVERVIEW_KINDS
@@ -104,6 +105,7 @@ VOCAB = {
     "mark_kinds": list(MARK_KINDS),
     "relations": list(RELATIONS),
     "overview_kinds": list(OVERVIEW_KINDS),
+    "units": [[name, size] for name, size in TO_TIB],  # core/units.py's table: the one byte format
 }
 #: Most footprint runs sent for all sparse bars together; past it each bar's runs are merged
 #: across gaps narrower than its share (what a screen pixel could show anyway).

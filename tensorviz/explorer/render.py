@@ -71,12 +71,14 @@ class Renderer:
 
     def _with_overview(self, d: Any) -> Any:
         """The canvas draws every lane, so none is left out; it shows the overview of every
-        storage where the static picture would: more storages than its lane budget, or
-        thousands of them (:data:`tensorviz.plan.overview.AUTO_STORAGES`)."""
+        storage where the static picture would (more storages than its lane budget, or
+        thousands of them: :data:`tensorviz.plan.overview.AUTO_STORAGES`) and where it tells
+        storages apart (:func:`distinguishes`), not a mosaic of identical cells."""
         from tensorviz.plan.overview import AUTO_STORAGES
 
         n = 0 if d.overview is None else d.overview.storage.size
-        return d if n > self.max_lanes or n >= AUTO_STORAGES else replace(d, overview=None)
+        needed = n > self.max_lanes or n >= AUTO_STORAGES
+        return d if needed and distinguishes(d.overview) else replace(d, overview=None)
 
     def picture(self, state: ExplorerState) -> tuple[Any, bytes]:
         """(capped Diagram, PNG bytes) of ``state`` for the static fallback (cached)."""
@@ -109,6 +111,13 @@ class Renderer:
             return plan(self.layout, opts)
         ov = d.overview  # the canvas's plan asked for one; a fitting picture has it for thousands only
         return replace(d, options=opts, overview=ov if ov is not None and ov.storage.size >= AUTO_STORAGES else None)
+
+
+def distinguishes(ov: Any) -> bool:
+    """Whether an overview tells its storages apart: two kinds of storage (simple, packed,
+    overlapping, tied), or bytes no view reads in some. 725 simple storages of one model are
+    one colour: the lanes and the model map say more."""
+    return ov is not None and (len(set(ov.kind.tolist())) > 1 or bool((ov.unreferenced > 0).any()))
 
 
 def _remember(cache: OrderedDict, key: Any, value: Any, size: int) -> None:

@@ -9,13 +9,23 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from tensorviz.core.layout import Layout
-from tensorviz.explorer.text import byte_text
+from tensorviz.core.records import GROUPINGS as _BYS
+from tensorviz.core.units import byte_text
 from tensorviz.plan.ranks import is_sharded, mesh_dims
 
-#: Toggle labels and the ``by=`` value each one selects.
-GROUPINGS = (("storage", "storage"), ("exact span", "span"), ("overlap", "overlap"))
-_LABEL_OF = {by: label for label, by in GROUPINGS}
+#: The toggle's label of each grouping where it is not the grouping's own name.
+LABELS = {"span": "exact span"}
+#: Toggle labels and the ``by=`` value each one selects: core's one list of groupings
+#: (:data:`tensorviz.core.records.GROUPINGS`), labelled.
+GROUPINGS = tuple((LABELS.get(by, by), by) for by in _BYS)
+_LABEL_OF: dict[str, str] = {by: label for label, by in GROUPINGS}
+#: The largest storages the diagram draws first for a model of many storages (besides every
+#: shared or freed one, up to :data:`KEY_SHARED`); "show all" draws the rest.
+KEY_LARGEST = 8
+KEY_SHARED = 32
 
 
 def groupings(layout: Layout) -> tuple[tuple[str, str], ...]:
@@ -32,6 +42,9 @@ class ExplorerState:
 
     ``storage`` is a storage index (``None``: every storage); ``byte_range`` zooms into that
     storage and is ``None`` when it covers the whole storage or no storage is selected.
+    ``key`` (set by :func:`normalise`, never by the controls) are the storages drawn when
+    neither one storage nor a name filter is chosen and ``all_storages`` is off: those that
+    matter (:func:`key_storages`), or ``None`` when that is every storage.
     """
 
     by: str = "storage"
@@ -41,17 +54,21 @@ class ExplorerState:
     storage: int | None = None
     byte_range: tuple[int, int] | None = None
     expand_simple: bool = False
+    all_storages: bool = False
+    key: tuple[int, ...] | None = None
 
     def diagram_options(self) -> dict[str, Any]:
         """Keyword arguments for :func:`tensorviz.plan.diagram.diagram`."""
+        storages = [self.storage] if self.storage is not None else None if self.key is None else list(self.key)
         return {
             "by": self.by,
             "names": self.names or None,
-            "storages": None if self.storage is None else [self.storage],
+            "storages": storages,
             "only_shared": self.only_shared,
             "byte_range": self.byte_range,
             "show_unreferenced": self.show_unreferenced,
-            "expand_simple": self.expand_simple,
+            # the storages that matter are few, and the largest are simple: draw them, not a summary row
+            "expand_simple": self.expand_simple or self.key is not None,
         }
 
     def describe(self) -> str:
@@ -65,6 +82,8 @@ class ExplorerState:
             parts.append("unreferenced bytes hidden")
         if self.expand_simple:
             parts.append("simple storages expanded")
+        if self.key is not None:
+            parts.append(f"the {len(self.key):,} storages that matter (shared, freed, largest)")
         if self.storage is not None:
             parts.append(f"storage #{self.storage}")
         if self.byte_range is not None:
@@ -87,16 +106,22 @@ def normalise(state: ExplorerState, layout: Layout) -> ExplorerState:
     if state.by not in allowed:
         raise ValueError(f"by must be one of {', '.join(map(repr, allowed))}, got {state.by!r}")
     if state.storage is None:
-        return replace(state, byte_range=None)
+        focused = not state.all_storages and not state.names
+        return replace(state, byte_range=None, key=key_storages(layout) if focused else None)
+    return _one_storage(replace(state, key=None), state.storage, layout)
+
+
+def _one_storage(state: ExplorerState, storage: int, layout: Layout) -> ExplorerState:
+    """:func:`normalise` of a state on one storage: its index checked, a whole-storage zoom dropped."""
     n = len(layout.storages)
-    if not 0 <= state.storage < n:
+    if not 0 <= storage < n:
         raise ValueError(
-            f"storage index {state.storage} is out of range: this layout has {n} storage{'s' * (n != 1)} (0..{n - 1})"
+            f"storage index {storage} is out of range: this layout has {n} storage{'s' * (n != 1)} (0..{n - 1})"
         )
     if state.byte_range is None:
         return state
     lo, hi = (int(x) for x in state.byte_range)
-    nbytes = layout.storages[state.storage].nbytes
+    nbytes = layout.storages[storage].nbytes
     if nbytes == 0:  # nothing to zoom into
         return replace(state, byte_range=None)
     if not 0 <= lo < hi <= nbytes:
@@ -135,3 +160,25 @@ def control_problem(state: ExplorerState, layout: Layout) -> str | None:
                 f"the picture still shows the previous range."
             )
     return None
+
+
+def key_storages(layout: Layout) -> tuple[int, ...] | None:
+    """The storages that matter, in layout order: every shared one (two or more views: ties,
+    slices, fused weights; at most :data:`KEY_SHARED`, largest first), every freed one (no
+    bytes, views still reading it) and the :data:`KEY_LARGEST` largest; ``None`` when that is
+    every storage (a small model draws them all). Computed once per layout.
+    """
+    return layout.derived("explorer.key_storages", lambda: _key_storages(layout))
+
+
+def _key_storages(layout: Layout) -> tuple[int, ...] | None:
+    stores = layout.storages
+    if len(stores) <= KEY_LARGEST:
+        return None
+    nbytes = np.fromiter((s.nbytes for s in stores), dtype=np.int64, count=len(stores))
+    shared = np.fromiter((len(s.names) > 1 for s in stores), dtype=bool, count=len(stores))
+    freed = [s.index for s in stores if s.nbytes == 0 and any(layout[n].stop > 0 for n in s.names)]
+    by_size = np.argsort(-nbytes, kind="stable")
+    picked = set(by_size[:KEY_LARGEST].tolist()) | set(freed)
+    picked |= set(by_size[shared[by_size]][:KEY_SHARED].tolist())
+    return None if len(picked) == len(stores) else tuple(sorted(picked))

@@ -148,19 +148,36 @@ class Explorer(ExplorerControls, W.VBox):
             self.save_pane.observe(self._on_save_opened, names="selected_index")
 
     def _add_tree_panel(self) -> None:
-        """The model map (:mod:`tensorviz.explorer.tree`) left of the diagram when names nest;
-        choosing a module there filters the diagram to its tensors."""
-        self.tree_panel = None
-        if any("." in n for n in self.tensor_layout.names):
-            from tensorviz.explorer.tree import TreePanel
+        """For a model (names nest), the model map leads: a treemap of where the bytes go
+        (:mod:`tensorviz.explorer.modelmap`) under the title, and under it the module list
+        and search (:mod:`tensorviz.explorer.tree`) folded in ``modules_pane``. Choosing a
+        module in either filters the diagram to its tensors and opens the map there."""
+        self.tree_panel = self.model_map = self.modules_pane = None
+        if not any("." in n for n in self.tensor_layout.names):
+            return
+        from tensorviz.explorer.modelmap import ModelMap
+        from tensorviz.explorer.tree import TreePanel
 
-            self.tree_panel = TreePanel(self.tensor_layout, layout=W.Layout(width="100%"))
-            self.tree_panel.observe(self._on_module, names="selected")
-            self.set_panel(self.tree_panel)
+        self.tree_panel = TreePanel(self.tensor_layout, layout=W.Layout(width="100%"))
+        self.tree_panel.memory.layout.display = "none"  # the map above draws the same shares
+        self.tree_panel.observe(self._on_module, names="selected")
+        self.model_map = ModelMap(self.tree_panel.tree)
+        self.model_map.observe(self._on_map, names="picked")
+        self.modules_pane = W.Accordion(children=[self.tree_panel], selected_index=None)
+        count = sum(1 for _ in self.tree_panel.tree.nodes()) - 1
+        self.modules_pane.set_title(0, f"modules: list and search ({count:,} modules and tensors)")
+        self.modules_pane.add_class("tvz-modules")
+        self.children = (self.children[0], self.model_map, self.modules_pane, *self.children[1:])
 
     @_guarded("filtering to a module")
     def _on_module(self, change: dict) -> None:
         self.name_filter.value = self.tree_panel.name_pattern()
+        self.model_map.focus(self.tree_panel.selected)
+
+    @_guarded("opening a module")
+    def _on_map(self, change: dict) -> None:
+        path = change["new"][0] if change["new"] else ""
+        self.tree_panel.select(path)
 
     @property
     def selected(self) -> list[str]:
@@ -233,6 +250,7 @@ class Explorer(ExplorerControls, W.VBox):
         shown = shown_text(self.tensor_layout, d, len(names))
         self.payload_nbytes = self.canvas.show(d, self.tensor_layout, caption=shown, context=state.describe())
         self._show_selection()
+        self._show_focus(state)
         self._say_inert(folded=d.collapsed is not None)
         how = "from cache" if cached else f"planned in {render.ms:.0f} ms"
         if not names and d.collapsed is None:
@@ -309,6 +327,7 @@ def explore(
     storage: int | str | None = None,
     byte_range: tuple[int, int] | None = None,
     expand_simple: bool = False,
+    all_storages: bool = False,
     max_lanes: int = 40,
     dpi: int = 100,
     width: float | None = None,
@@ -327,6 +346,9 @@ def explore(
         byte_range: start zoomed to ``(lo, hi)`` bytes of that storage.
         expand_simple: draw storages whose one view is the whole storage one by one, instead of
             folding them into a summary row.
+        all_storages: draw every storage from the start; by default a model of many storages
+            first draws those that matter (every shared or freed one, and the largest), with
+            the rest one click away ("show all N storages").
         max_lanes, dpi, width: size of the static picture (PNG) in the display bundle and
             snapshots (see :func:`tensorviz.plan.diagram.diagram`); the live canvas draws every
             lane and scrolls through them.
@@ -358,6 +380,7 @@ def explore(
             storage=storage,
             byte_range=tuple(byte_range) if byte_range is not None else None,
             expand_simple=expand_simple,
+            all_storages=all_storages,
         )
         ex = Explorer(layout, state, max_lanes=max_lanes, dpi=dpi, width=width)
         if not isinstance(obj, (Layout, str, os.PathLike)):

@@ -11,9 +11,11 @@ const venv = root + ".venv/bin/python";
 const python = process.env.TENSORVIZ_PYTHON || (existsSync(venv) ? venv : "python3");
 const script = "import json; from tensorviz.explorer.payload import VOCAB; print(json.dumps(VOCAB))";
 
-export const VOCAB = JSON.parse(execFileSync(python, ["-c", script], {
+// What a Python snippet printed, parsed as JSON (run from the project root, this tensorviz).
+export const py = (code) => JSON.parse(execFileSync(python, ["-c", code], {
   cwd: root, env: { ...process.env, PYTHONPATH: root }, encoding: "utf8",
 }));
+export const VOCAB = py(script);
 export const C = vocabCodes(VOCAB);
 // Lane kinds by name, e.g. lanes("storage", "view") -> Uint8Array of their codes.
 export const lanes = (...names) => Uint8Array.from(names, (n) => C.lane[n]);
