@@ -48,8 +48,18 @@ def _wrapper():
     return {"w": Packed(buf[: 8 * 16].view(8, 16), buf[8 * 16 :].view(torch.float32).view(8, 1)), "b": torch.ones(2)}
 
 
+def _int4_cpu():
+    from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 64)).to(torch.bfloat16)
+    torchao_q.quantize_(m, PrototypeInt4WeightOnlyConfig(group_size=128))
+    return m
+
+
 SUBCLASS_CASES = {
     "int8": lambda: _torchao("Int8WeightOnlyConfig"),
+    "int4_cpu": _int4_cpu,
     "float8": lambda: _torchao("Float8WeightOnlyConfig"),
     "int8_tied": lambda: (lambda m: {"e.weight": m[0].weight, "h.weight": m[0].weight, "h.bias": m[0].bias})(
         _torchao("Int8WeightOnlyConfig")

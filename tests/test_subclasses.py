@@ -164,6 +164,27 @@ def test_other_torchao_configs_that_run_on_cpu(config, kind, parts):
     check_against_oracle(layout, inner_of("0.weight", m[0].weight))
 
 
+def test_torchao_int4_on_cpu_is_int4_opaque_tensor():
+    """torchao 0.18's int4 on CPU: Int4WeightOnlyConfig's packing formats all need mslk, CUDA,
+    XPU or NPU (plain/preshuffled: "Requires mslk >= 1.0.0"; plain_int32: "Int4PlainInt32Tensor
+    does not support device 'cpu' yet"; tile_packed_to_4d: CUDA); the CPU path is the prototype
+    PrototypeInt4WeightOnlyConfig, an Int4OpaqueTensor: qdata, two int4 values a byte (N, K/2),
+    preshuffled for the CPU tinygemm kernel, and scale_and_zero (K/group, N, 2)."""
+    from torchao.prototype.quantization.int4.inference_workflow import PrototypeInt4WeightOnlyConfig
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(256, 128, bias=False)).to(torch.bfloat16)
+    torchao_q.quantize_(m, PrototypeInt4WeightOnlyConfig(group_size=128))
+    assert m(torch.randn(2, 256, dtype=torch.bfloat16)).shape == (2, 128)  # it runs on CPU
+    layout = tv.analyze(m)
+    assert layout.names == ("0.weight.qdata", "0.weight.scale_and_zero")
+    q, sz = layout["0.weight.qdata"], layout["0.weight.scale_and_zero"]
+    assert q.piece == Piece("0.weight", "qdata", "Int4OpaqueTensor", "bfloat16", (128, 256))
+    assert (q.dtype, q.shape, sz.dtype, sz.shape) == ("uint8", (128, 128), "bfloat16", (2, 128, 2))
+    assert layout.unique_nbytes == 128 * 256 // 2 + (256 // 128) * 128 * 2 * 2
+    check_against_oracle(layout, inner_of("0.weight", m[0].weight))
+
+
 def test_nf4_weights_and_the_codebook_they_share():
     from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4
 
