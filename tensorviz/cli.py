@@ -239,7 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
         "the one to read, as from_pretrained(variant=NAME) (default: the one without a variant)",
     )
     p.add_argument("--png", metavar="OUT", help="write the diagram as a PNG (needs matplotlib)")
-    p.add_argument("--html", metavar="OUT", help="write a static HTML page of the diagram")
+    p.add_argument(
+        "--html",
+        metavar="OUT",
+        help="write one self-contained HTML page of the canvas explorer (hover, zoom, groupings, model map; "
+        "no kernel, no network)",
+    )
     p.add_argument(
         "--json",
         metavar="OUT",
@@ -345,9 +350,10 @@ def _run(args: argparse.Namespace) -> int:
 
         _write(args.png, to_png(diagram(layout, by=args.by)))
     if args.html:
-        from tensorviz.render.show import show
+        from tensorviz.explorer.export import page_html
+        from tensorviz.explorer.state import ExplorerState
 
-        _write(args.html, unicode_safe(show(layout, by=args.by).to_html()).encode())
+        _write(args.html, unicode_safe(page_html(layout, ExplorerState(by=args.by))).encode())
     return 0
 
 

@@ -23,7 +23,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-__all__ = ["linked", "watch"]
+__all__ = ["linked", "watch", "data_url"]
 
 HERE = Path(__file__).resolve().parent
 _IMPORT = re.compile(r"""(\bfrom\s*)(["'])\./([\w.-]+\.js)\2""")
@@ -39,10 +39,11 @@ def linked(entry: str) -> str:
     True
     """
     source = (HERE / entry).read_text(encoding="utf-8")
-    return _IMPORT.sub(lambda m: f'{m[1]}"{_data_url(linked(m[3]))}"', source)
+    return _IMPORT.sub(lambda m: f'{m[1]}"{data_url(linked(m[3]))}"', source)
 
 
-def _data_url(source: str) -> str:
+def data_url(source: str) -> str:
+    """``source`` as a ``data:`` URL of a JavaScript module."""
     return "data:text/javascript;base64," + base64.b64encode(source.encode("utf-8")).decode("ascii")
 
 
