@@ -14,7 +14,8 @@ def quick_start() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
-def test_quick_start_runs_and_defines_what_it_uses():
+def test_quick_start_runs_and_defines_what_it_uses(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # what it writes (tv.export_html's page) goes there
     code = quick_start()
     assert "model = " in code.split("tv.explore(model)")[0]  # model is defined before it is used
     scope: dict = {}
@@ -22,6 +23,7 @@ def test_quick_start_runs_and_defines_what_it_uses():
     layout = scope["layout"]
     assert (layout["b"].start, layout["b"].stop) == (4000, 8000)
     assert scope["tv"].analyze(scope["model"]).tree().find("1.weight").counted_in == ("identical", "0.weight")
+    assert (tmp_path / "model.html").read_text("utf-8").startswith("<!DOCTYPE html>")
 
 
 def test_readme_points_only_inside_the_repository():
