@@ -26,6 +26,7 @@ def test_the_public_functions_are_the_ones_listed():
         "explain",
         "explain_view",
         "explore",
+        "export_html",
         "save_check",
         "why_size",
         "diff",
