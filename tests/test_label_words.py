@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorviz as tv
@@ -41,6 +41,7 @@ def test_elide_name_cuts_at_a_boundary(name: str, limit: int, expected: str) -> 
 _COMPONENT = st.text(alphabet="abcdefgh_0123456789", min_size=1, max_size=12)
 
 
+@settings(deadline=None)
 @given(parts=st.lists(_COMPONENT, min_size=2, max_size=8), limit=st.integers(4, 60))
 def test_elided_names_keep_whole_components(parts: list[str], limit: int) -> None:
     """What is shown is at most ``limit`` characters and, unless the last component alone is

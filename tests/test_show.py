@@ -96,7 +96,7 @@ def test_width_in_inches_like_explore_and_render():
     assert png_size(narrow.png)[0] == 600 and png_size(wide.png)[0] == 600
     fig = render(narrow.diagram, width=6)
     assert png_size(narrow.png) == (round(fig.get_figwidth() * 100), round(fig.get_figheight() * 100))
-    assert png_size(tv.show(seed_tensors()).png)[0] == 1000  # the default, 10 in
+    assert png_size(tv.show(seed_tensors()).png)[0] == 614  # the default: laid out for a 590-px output (590/96 in)
     with pytest.raises(ValueError, match=r"inches.*for 800 pixels at dpi=100 pass width=8"):
         tv.show(seed_tensors(), width=800)
     with pytest.raises(ValueError, match="inches, e.g. width=8; got 'wide'"):

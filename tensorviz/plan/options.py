@@ -56,8 +56,9 @@ OPTION_DOCS = {
     ),
     "dpi": "resolution of the PNG picture (dots per inch).",
     "width": (
-        "picture width in inches (default 10): the PNG is ``width * dpi`` pixels wide (a width in pixels,"
-        " such as 800, is refused)."
+        "picture width in inches (default 10; ``tv.show`` lays its picture out for a 590-px output,"
+        " 590/96 in, and its HTML's SVG scales with the output): the PNG is ``width * dpi`` pixels"
+        " wide (a width in pixels, such as 800, is refused)."
     ),
 }
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from tensorviz.plan.colors import SHARES_OUTLINE
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, lane_px, px_per_byte, rect_vertices
+from tensorviz.render.theme import BACKGROUND, ROW
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -25,13 +26,13 @@ __all__ = ["draw_storage_layers", "draw_bar_layers", "past_end", "STYLE", "HATCH
 
 RUN_BUDGET = 200_000  # most footprint polygons drawn; above it sub-pixel gaps are merged
 HATCH_LIMIT = 400  # most rectangles a layer hatches; above, a plain fill (a hatch would not show)
-_EXTENT = "#e9e9e9"
+_EXTENT = ROW  # follows the theme in an SVG (tensorviz.render.theme)
 _EDGE = "#444444"
 
 #: The style of each mark layer; the legend uses the same dictionaries, so key and picture agree.
 STYLE: dict[str, dict[str, Any]] = {
     "header": dict(facecolor="#c9d3e3", edgecolor="#4a5a78", hatch="---", linewidth=0.6),
-    "unreferenced": dict(facecolor="white", edgecolor="#9a9a9a", hatch="////", linewidth=0.6),
+    "unreferenced": dict(facecolor=BACKGROUND, edgecolor="#9a9a9a", hatch="////", linewidth=0.6),
     "storage-overlaps": dict(facecolor="none", edgecolor="#cc3311", hatch="xxxx", linewidth=0.8),
     # White under the hatch: the red crosses read on any bar colour (magenta and red included).
     "overlaps": dict(facecolor="white", edgecolor="#cc3311", hatch="xxx", linewidth=0.6),

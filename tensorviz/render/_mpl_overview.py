@@ -135,7 +135,7 @@ def _markers(ov: Overview, ax: Axes, cols: int) -> None:
     for k, label in enumerate(ov.labels, 1):
         mid = int(ov.first_cell[label.entry] + ov.cells[label.entry] // 2)
         y, x = divmod(mid, cols)
-        ax.text(x + 0.5, y + 0.5, str(k), ha="center", va="center", fontsize=6.5, fontweight="bold", gid="overview-marker",
+        ax.text(x + 0.5, y + 0.5, str(k), ha="center", va="center", fontsize=7, fontweight="bold", gid="overview-marker",
                 bbox=dict(boxstyle="circle,pad=0.15", fc="white", ec="#222222", lw=0.7))  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from tensorviz.core.units import format_bytes
 from tensorviz.plan.labels import TIED, names_label
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
 from tensorviz.render.text import truncate_label
+from tensorviz.render.theme import BACKGROUND, DESIGN_INCHES, MIN_FONT_PT, MUTED
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -25,7 +26,9 @@ if TYPE_CHECKING:
 LABEL_BUDGET = 300  # most in-bar text labels
 LANE_CHARS = 44  # longest row label; longer names keep their end
 RUN_LABELS = 50  # most "unreferenced" / "header" labels written inside storage rows
-_MUTED = "#555555"
+_SMALL = 7.0  # points: names inside bars and runs (>= MIN_FONT_PT: 9 CSS px in a 590-px static picture)
+_CHAR_PX = 6.0  # pixels of one character of _SMALL text, on average, at 100 dpi
+_MUTED = MUTED  # follows the theme in an SVG (tensorviz.render.theme)
 
 
 # -- lane labels ------------------------------------------------------------------------------
@@ -70,7 +73,7 @@ def draw_lane_labels(d: Diagram, ax: Axes) -> None:
                 ha="left",
                 fontsize=8.5,
                 fontstyle="italic",
-                color="#333333",
+                color=MUTED,
                 gid="lane-note",
             )
 
@@ -163,7 +166,7 @@ def label_storage_runs(d: Diagram, ax: Axes) -> None:
             for a, b in runs.tolist():
                 a, b = max(a, lo), min(b, hi)
                 text = f"{word} {format_bytes(b - a)}"
-                if (b - a) * px >= 5.5 * len(text) + 6 and drawn < RUN_LABELS:
+                if (b - a) * px >= _CHAR_PX * len(text) + 6 and drawn < RUN_LABELS:
                     ax.text(
                         (a + b) / 2,
                         y,
@@ -171,10 +174,10 @@ def label_storage_runs(d: Diagram, ax: Axes) -> None:
                         ha="center",
                         va="center",
                         gid="run-label",
-                        fontsize=6.5,
+                        fontsize=_SMALL,
                         color=_MUTED,
                         clip_on=True,
-                        bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none"),
+                        bbox=dict(boxstyle="square,pad=0.1", fc=BACKGROUND, ec="none"),
                     )
                     drawn += 1
 
@@ -199,7 +202,7 @@ def draw_bar_labels(d: Diagram, ax: Axes) -> None:
     for i in candidates:
         b = d.bars[i]
         a, z = max(b.start, lo), min(b.stop, hi)
-        fits = int((z - a) * per_byte / 5.6) - 1  # characters of 6.5 pt text that fit
+        fits = int((z - a) * per_byte / _CHAR_PX) - 1  # characters of 7 pt text that fit
         text = short_label(terminal(b.label), fits, suffix, ambiguous) if fits >= 1 else None
         if text is None:
             continue
@@ -211,7 +214,7 @@ def draw_bar_labels(d: Diagram, ax: Axes) -> None:
             text,
             ha="center",
             va="center",
-            fontsize=6.5,
+            fontsize=_SMALL,
             clip_on=True,
             color=ink(b.color, 0.22 if b.runs is not None else 1.0),
             gid="bar-label",
@@ -344,7 +347,10 @@ def draw_header(d: Diagram, ax: Axes) -> None:
     x, size = 0.0, float(_HEADER_SIZE)
     if widest > room:  # start at the figure's left edge instead, and shrink if still too wide
         x = -(x0 * fig_w - 6) / (width * fig_w)
-        size = max(6.0, _HEADER_SIZE * min(1.0, 0.9 * (fig_w - 12) / widest))  # hinting widens small text
+        floor = (
+            MIN_FONT_PT if fig_w >= DESIGN_INCHES * 72 - 1 else 6.0
+        )  # a static picture's minimum; narrower ones, less
+        size = max(floor, _HEADER_SIZE * min(1.0, 0.9 * (fig_w - 12) / widest))  # hinting widens small text
     title = ax.set_title(lines, loc="left", fontsize=size, pad=8)
     title.set_x(x)
 
@@ -421,16 +427,36 @@ def draw_legend(d: Diagram, ax: Axes, styles: dict[str, dict[str, Any]]) -> None
         for mark, label in legend_entries(d)
     ]
     if handles:
+        from matplotlib.transforms import blended_transform_factory
+
         below = 0.42 / max(ax_inches(ax)[1], 0.1)  # under the tick labels and axis title
+        fig = ax.figure
         ax.legend(
             handles=handles,
             loc="upper center",
-            bbox_to_anchor=(0.5, -below),
-            ncol=len(handles),
+            bbox_to_anchor=(0.5, -below),  # centred in the figure, under the axis
+            bbox_transform=blended_transform_factory(fig.transFigure, ax.transAxes),
+            ncol=legend_columns(d, fig.get_figwidth()),  # type: ignore[union-attr]  # axes of a top-level Figure
             fontsize=7,
             frameon=False,
             handlelength=1.6,
         )
+
+
+def legend_columns(d: Diagram, width: float) -> int:
+    """Entries per row of the key in a figure ``width`` inches wide: as many as fit (a narrow
+    static picture wraps the key onto more rows instead of running past its right edge)."""
+    labels = [label for _, label in legend_entries(d)]
+    if not labels:
+        return 1
+    entry = max(text_width(label, 7) for label in labels) + 7 * (1.6 + 0.8 + 2.0)  # handle, pad, spacing
+    return int(np.clip((width * 72 - 12) // entry, 1, len(labels)))
+
+
+def legend_inches(d: Diagram, width: float) -> float:
+    """Height of the rows of the key past its first (the figure grows by it)."""
+    n = len(legend_entries(d))
+    return 0.0 if n == 0 else 0.17 * (-(-n // legend_columns(d, width)) - 1)
 
 
 def _drawn_style(ax: Axes, gid: str, style: dict[str, Any]) -> dict[str, Any]:

@@ -27,12 +27,15 @@ if TYPE_CHECKING:
     from tensorviz.core.records import TensorView
     from tensorviz.plan.diagram import Diagram
 
-__all__ = ["diagram_html", "table_rows", "drawn_names", "MAX_ROWS"]
+__all__ = ["diagram_html", "picture_alt", "table_rows", "drawn_names", "MAX_ROWS", "BOX"]
 
 #: Most table rows written; the rest are counted in a last row.
 MAX_ROWS = 200
 
 _CELL = "padding:1px 8px;text-align:left;font-family:monospace;font-size:12px;white-space:nowrap"
+#: The box of a static output: as wide as the output, scrolling sideways inside itself when a
+#: table row is wider (a 200-character name), never past the output's right edge.
+BOX = "max-width:100%;overflow-x:auto;box-sizing:border-box"
 
 
 def table_rows(d: Diagram, layout: Layout, limit: int | None = None) -> list[tuple[str, ...]]:
@@ -71,10 +74,21 @@ def _row(v: TensorView, gi: int, others: list[str], more: bool) -> tuple[str, ..
     return (v.name, f"{v.dtype}[{shape}]", str(tuple(v.stride)), str(v.offset), f"[{v.start:,}, {v.stop:,})", shared)
 
 
-def diagram_html(d: Diagram, layout: Layout, png: bytes) -> str:
-    """An HTML fragment: the diagram as an inline PNG, then the table (collapsed if long)."""
+def picture_alt(d: Diagram) -> str:
+    """The words of a picture for its alt text: the header line, then every group of tied names
+    in full (a lane label may show only "shared.weight +3")."""
+    from tensorviz.plan.labels import TIED
+
+    ties = [TIED.join(b.names) for b in d.bars if len(b.names) > 1]
+    return shown(d.header.text) + "".join(f"; tied: {shown(t)}" for t in ties[:50])
+
+
+def diagram_html(d: Diagram, layout: Layout, png: bytes, *, svg: str = "") -> str:
+    """An HTML fragment: the diagram (``svg`` inline if given, else the PNG), then the table
+    (collapsed if long), in a box that scrolls sideways rather than clip (names can be long)."""
     e = html.escape
     src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+    picture = svg or f'<img src="{src}" alt="{e(picture_alt(d))}" style="max-width:100%"/>'
     rows = table_rows(d, layout, MAX_ROWS)
     count = len(drawn_names(d))
     head = ("name", "dtype[shape]", "stride", "offset", "bytes", _table_grouping(d)[1])
@@ -91,8 +105,7 @@ def diagram_html(d: Diagram, layout: Layout, png: bytes) -> str:
         summary += f" · {d.collapsed.text} not listed"
     opened = " open" if count <= 12 else ""
     return (
-        f'<div class="tensorviz-show">'
-        f'<img src="{src}" alt="{e(d.header.text)}" style="max-width:100%"/>'
+        f'<div class="tensorviz-show" style="{BOX}">{picture}'
         f"<details{opened}><summary>{e(summary)}</summary>"
         f'<table class="tensorviz-table"><thead><tr>{thead}</tr></thead><tbody>{body}</tbody></table>'
         f"</details>{fsdp_html(layout.facts.fsdp)}</div>"

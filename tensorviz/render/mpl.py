@@ -34,6 +34,7 @@ import numpy as np
 
 from tensorviz.core.errors import OptionError
 from tensorviz.core.rows import gc_paused
+from tensorviz.plan.labels import names_label
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
 from tensorviz.render._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
 from tensorviz.render._mpl_overview import draw_overview, overview_inches
@@ -46,10 +47,13 @@ from tensorviz.render._mpl_text import (
     draw_legend,
     draw_tied_notes,
     label_storage_runs,
+    lane_names,
     legend_entries,
+    legend_inches,
     notes_inches,
     short_label,
 )
+from tensorviz.render.theme import GRID, MUTED
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
@@ -93,7 +97,7 @@ def figure_size(d: Diagram, width: float | None = None) -> tuple[float, float, f
     n = max(len(d.lanes), 1)
     plot_h = float(np.clip(n * _INCH_PER_LANE, 0.62, _MAX_PLOT_INCHES))
     left = _left_margin(d, plot_h, width)[0]
-    bottom = 0.95 if legend_entries(d) else 0.62
+    bottom = 0.95 + legend_inches(d, width or 10.0) if legend_entries(d) else 0.62
     if d.overview is not None:  # the overview panel goes under the lanes
         bottom += overview_inches(d.overview, width or 10.0)
     bottom += notes_inches(d, _left_margin(d, plot_h, width)[1], width or 10.0)  # the tied names, last
@@ -105,7 +109,9 @@ def _left_margin(d: Diagram, plot_h: float, width: float | None) -> tuple[float,
     many as the longest label needs (up to :data:`LANE_CHARS`), but at most 40 % of a narrow
     figure -- there the labels get shorter, not the plot."""
     n = max(len(d.lanes), 1)
-    longest = min(max((len(lane.label) for lane in d.lanes), default=8), LANE_CHARS)
+    tied = lane_names(d)  # a row of tied names is labelled "first +3" when they do not all fit
+    sizes = [len(names_label(tied[i], LANE_CHARS)) if i in tied else len(lane.label) for i, lane in enumerate(d.lanes)]
+    longest = min(max(sizes, default=8), LANE_CHARS)
     left = min(max(0.9, _INCH_PER_CHAR * longest + 0.25), 3.4) if labels_fit(n, plot_h) else 0.6
     cap = 0.4 * (width or 10.0)
     if left <= cap:
@@ -157,7 +163,9 @@ def render(
 
 def _render(diagram: Diagram, ax: Axes | None, figure: Figure | None, width: float | None) -> Figure:
     from tensorviz.render._figure import TensorvizFigure, literal_texts
+    from tensorviz.render.theme import themed
 
+    own = ax is None  # a figure of our own follows the notebook's theme as an SVG; a caller's axes do not
     if ax is None:
         w, h, left, bottom = figure_size(diagram, width)
         fig = figure if figure is not None else TensorvizFigure(figsize=(w, h))
@@ -174,6 +182,8 @@ def _render(diagram: Diagram, ax: Axes | None, figure: Figure | None, width: flo
     fig = ax.figure  # type: ignore[assignment]  # the axes' Figure (never a SubFigure here)
     _draw(diagram, ax)
     literal_texts(fig)  # names are data, never mathtext
+    if own:
+        themed(fig)
     fig.tensorviz_diagram = diagram  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     ax.tensorviz_diagram = diagram  # type: ignore[attr-defined]  # tensorviz hangs its own attribute on a matplotlib object
     return fig
@@ -280,13 +290,13 @@ def _setup_axes(d: Diagram, ax: Axes) -> None:
             va="center",
             fontsize=9,
             fontstyle="italic",
-            color="#555555",
+            color=MUTED,
         )
     ax.xaxis.set_major_locator(ByteLocator(nbins=_tick_bins(ax)))
     ax.xaxis.set_major_formatter(ByteFormatter())
     ax.tick_params(axis="x", labelsize=8)
     ax.tick_params(axis="y", length=0)
-    ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+    ax.grid(axis="x", color=GRID, linewidth=0.6)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

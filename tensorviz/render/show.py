@@ -1,7 +1,8 @@
 """A displayable diagram: one object whose rich repr works with or without a kernel.
 
 ``show(obj)`` renders the diagram once; its ``_repr_mimebundle_`` carries ``image/png``,
-escaped ``text/html`` (the PNG inline plus a compact table) and ``text/plain`` (the ASCII lane
+escaped ``text/html`` (the picture as an inline SVG that fits the output and follows the
+theme, with the PNG for sanitizers, plus a compact table) and ``text/plain`` (the ASCII lane
 map), so a saved notebook still shows the picture in JupyterLab, VS Code and on GitHub.
 
 >>> import torch, tensorviz as tv
@@ -29,6 +30,7 @@ class Shown:
     diagram: Diagram
     layout: Layout
     png: bytes
+    svg: str = ""  # the inline SVG of the HTML output (tensorviz.render.theme); "" to use the PNG
 
     @property
     def text(self) -> str:
@@ -38,7 +40,7 @@ class Shown:
         """A self-contained HTML fragment (inline PNG and table; every name escaped)."""
         from tensorviz.render.html import diagram_html
 
-        return diagram_html(self.diagram, self.layout, self.png)
+        return diagram_html(self.diagram, self.layout, self.png, svg=self.svg)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         bundle = {
@@ -64,8 +66,9 @@ def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any
             the table needs the layout), or a ``tv.diff`` result: then the two layouts side by
             side (:mod:`tensorviz.render.diff`; ``max_rows`` is its one option).
         dpi: PNG resolution.
-        width: figure width in inches (default 10), as in :func:`tensorviz.explore` and
-            :func:`tensorviz.render.mpl.render`: the PNG is ``width * dpi`` pixels wide.
+        width: figure width in inches (default 590/96: laid out for a 590-px output, where
+            no text is under 9 CSS px; see :mod:`tensorviz.render.theme`): the PNG is
+            ``width * dpi`` pixels wide, the HTML's SVG scales with the output.
         **options: :func:`tensorviz.diagram` options (``by``, ``names``, ``max_lanes``, ...).
 
     Returns:
@@ -80,7 +83,7 @@ def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any
     b'\\x89PNG'
     """
     from tensorviz.core.diff import LayoutDiff
-    from tensorviz.render.mpl import check_width, to_png
+    from tensorviz.render.mpl import check_width
 
     width = check_width(width)
     if isinstance(obj, LayoutDiff):  # two layouts side by side (tensorviz.render.diff)
@@ -92,5 +95,19 @@ def show(obj: Any, *, dpi: int = 100, width: float | None = None, **options: Any
             "show() needs the Layout for its table: pass tv.show(layout, ...) or the analysed object, not a Diagram"
         )
     layout = as_layout(obj)
-    d = diagram(layout, **options)
-    return Shown(d, layout, to_png(d, dpi=dpi, width=width))
+    return static_picture(layout, diagram(layout, **options), dpi=dpi, width=width)
+
+
+def static_picture(layout: Layout, d: Diagram, *, dpi: int = 100, width: float | None = None) -> Shown:
+    """Draw ``d`` once, laid out for a 590-px output (:data:`tensorviz.render.theme.DESIGN_PX`)
+    unless ``width`` (inches) is given: its PNG and, for the HTML output, its inline SVG that
+    scales with the output and reads the notebook's theme (the PNG alone if the SVG would be
+    larger than :data:`tensorviz.render.theme.SVG_LIMIT`)."""
+    from tensorviz.render.html import picture_alt
+    from tensorviz.render.mpl import png_bytes, render
+    from tensorviz.render.theme import DESIGN_INCHES, SVG_LIMIT, inline_svg
+
+    fig = render(d, width=width or DESIGN_INCHES)
+    png = png_bytes(fig, dpi=dpi)
+    svg = inline_svg(fig, alt=picture_alt(d), fallback_png=png)
+    return Shown(d, layout, png, svg if len(svg) <= SVG_LIMIT else "")

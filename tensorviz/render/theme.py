@@ -1,0 +1,154 @@
+"""Static pictures that fit the output and read the notebook's theme: an inline SVG.
+
+**Why SVG, inline, glyphs as paths.** A PNG has its pixels fixed: a 1000-px diagram shown in a
+590-px output (JupyterLab at 1024 px with the file browser open) is scaled to 59 % and its 8-pt
+labels become ~5 px. An SVG scales with the output, and is laid out here for the narrowest
+width it is meant for (:data:`DESIGN_PX`), so no text is smaller than :data:`MIN_LABEL_PX` CSS
+pixels there; wider outputs enlarge it up to :data:`MAX_SCALE` times. How each route shows it:
+
+- JupyterLab prefers ``text/html`` (rank 50) over ``image/svg+xml`` (80) and ``image/png`` (90),
+  and draws an ``image/svg+xml`` output as ``<img src="data:...">`` -- an image, in which the
+  page's CSS variables do not apply -- and only for trusted outputs (its SVG renderer is not
+  "safe"). So the picture goes *inline* in the ``text/html`` output, where the ``--jp-*``
+  variables of the theme reach it: :data:`THEME` colours are written ``var(--jp-..., light)``.
+- An untrusted output (a notebook from someone else) is sanitized: ``<svg>`` and ``<style>`` are
+  dropped but the text inside dropped tags is kept. Glyphs drawn as paths leave no text behind,
+  and the PNG kept in the SVG's ``<defs>`` (never drawn there) becomes a plain ``<img>``: the
+  sanitized output still shows the picture, in light colours.
+- nbconvert's HTML keeps the ``text/html`` as it is (its page has no ``--jp-*`` variables, so
+  the fallbacks -- the light theme -- apply); GitHub and other readers that drop HTML fall
+  back to ``image/png`` in the bundle, which carries a ``width`` in its metadata.
+
+**Why sentinel colours.** The themed roles (text, muted text, background, storage rows, grid)
+are drawn in colours one step from their light-theme values (``#000001`` for text): the PNG looks
+the same, and in the SVG exactly those -- not the black of a label inside a yellow bar or the
+black "shares bytes" outline -- become CSS variables.
+
+>>> from tensorviz.render._figure import TensorvizFigure
+>>> fig = TensorvizFigure(figsize=(2, 1)); _ = fig.text(0.1, 0.5, "w", color=TEXT)
+>>> "var(--jp-ui-font-color0, #000000)" in inline_svg(fig, alt="w")
+True
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "TEXT",
+    "MUTED",
+    "BACKGROUND",
+    "ROW",
+    "GRID",
+    "THEME",
+    "DESIGN_PX",
+    "MIN_LABEL_PX",
+    "MAX_SCALE",
+    "DESIGN_INCHES",
+    "MIN_FONT_PT",
+    "SVG_LIMIT",
+    "inline_svg",
+    "themed",
+]
+
+TEXT = "#000001"  # labels, ticks, axes
+MUTED = "#555556"  # secondary words ("unreferenced 1.2 KiB", the tied-names key)
+BACKGROUND = "#fffffe"  # the figure, and behind run labels and unreferenced bytes
+ROW = "#e9e9ea"  # a storage's row
+GRID = "#dddddc"  # byte grid lines
+
+#: sentinel -> (JupyterLab variable, its light-theme value, the fallback outside Lab)
+THEME: dict[str, tuple[str, str]] = {
+    TEXT: ("--jp-ui-font-color0", "#000000"),
+    MUTED: ("--jp-ui-font-color2", "#555555"),
+    BACKGROUND: ("--jp-layout-color0", "#ffffff"),
+    ROW: ("--jp-layout-color2", "#e9e9e9"),
+    GRID: ("--jp-border-color2", "#dddddd"),
+}
+
+#: The narrowest output a static picture is laid out for, in CSS pixels: a 1024-px JupyterLab
+#: window with the file browser open leaves about 590 px for an output.
+DESIGN_PX = 590
+#: The smallest text of a static picture, in CSS pixels, at :data:`DESIGN_PX` (and larger when
+#: the output is wider): 9 px, the size below which labels stop being read comfortably.
+MIN_LABEL_PX = 9
+#: At most this many times :data:`DESIGN_PX` wide (in a 1400-px output: 885 px, text 1.5x).
+MAX_SCALE = 1.5
+#: The figure width of a static picture: 96 CSS px per inch, so the SVG is DESIGN_PX wide.
+DESIGN_INCHES = DESIGN_PX / 96
+#: The smallest font, in points, that gives MIN_LABEL_PX at DESIGN_PX (an SVG has 72 units per
+#: inch and is shown 96 px per inch: a point is 4/3 px).
+MIN_FONT_PT = MIN_LABEL_PX * 0.75
+#: SVGs larger than this (tens of thousands of drawn rectangles) are replaced by the PNG.
+SVG_LIMIT = 2_000_000
+
+#: Gids of texts drawn on coloured bars: their ink is chosen for the bar, not the page.
+ON_BARS = frozenset({"bar-label", "overview-marker"})
+
+_IDS = iter(range(1 << 62))
+
+
+def themed(fig: Figure) -> Figure:
+    """Make texts and axes drawn in matplotlib's default colours use the :data:`TEXT` sentinel
+    (the overview panel's, the legend's, the ticks'), so the theme reaches them; returns ``fig``.
+    Texts given a colour of their own, and texts on bars (gids in :data:`ON_BARS`: black or
+    white for the bar's fill, whatever the theme), keep it."""
+    import matplotlib as mpl
+    from matplotlib.colors import same_color
+    from matplotlib.text import Text
+
+    default = mpl.rcParams["text.color"]
+    for text in fig.findobj(Text):
+        if text.get_gid() not in ON_BARS and same_color(text.get_color(), default):
+            text.set_color(TEXT)
+    fig.patch.set_facecolor(BACKGROUND)
+    for ax in fig.axes:
+        if ax.patch.get_visible():
+            ax.patch.set_facecolor(BACKGROUND)
+        for spine in ax.spines.values():
+            spine.set_edgecolor(TEXT)
+        ax.tick_params(colors=TEXT, which="both")
+    return fig
+
+
+def inline_svg(fig: Figure, *, alt: str, fallback_png: bytes | None = None) -> str:
+    """``fig`` as an inline ``<svg>`` for an HTML output: scaled to the output's width (at most
+    :data:`MAX_SCALE` times its own), the :data:`THEME` colours as ``--jp-*`` variables, glyphs
+    as paths, ``alt`` as its accessible name, and ``fallback_png`` (if given) kept in its
+    ``<defs>`` as an ``<img>`` that a sanitizer dropping SVG leaves visible."""
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, count=1, flags=re.S)
+    for sentinel, (var, light) in THEME.items():
+        svg = svg.replace(sentinel, f"var({var}, {light})")
+    w_pt = float(re.search(r'<svg[^>]*\swidth="([0-9.]+)pt"', svg).group(1))  # type: ignore[union-attr]  # matplotlib always writes it
+    natural = w_pt * 4 / 3  # CSS px
+    uid = f"tvsvg{next(_IDS)}"
+    style = f"width:100%;max-width:{MAX_SCALE * natural:.0f}px;height:auto;display:block"
+    svg = re.sub(
+        r'<svg([^>]*?)\swidth="[0-9.]+pt"\s+height="[0-9.]+pt"',
+        rf'<svg\1 class="tensorviz-svg {uid}" role="img" aria-label="{html.escape(alt)}" style="{style}"',
+        svg,
+        count=1,
+    )
+    if fallback_png is not None:
+        src = "data:image/png;base64," + base64.b64encode(fallback_png).decode("ascii")
+        img = (
+            f'<foreignObject width="0" height="0"><img src="{src}" alt="{html.escape(alt)}" '
+            f'style="max-width:100%;width:{natural:.0f}px"/></foreignObject>'
+        )
+        svg = (
+            svg.replace("<defs>", "<defs>" + img, 1)
+            if "<defs>" in svg
+            else svg.replace(">", "><defs>" + img + "</defs>", 1)
+        )
+    return svg
