@@ -557,26 +557,35 @@ def load_check(
 
     Args:
         model: the ``nn.Module`` that would be loaded into; for ``"from_pretrained"`` a
-            transformers model class, a model (its class and config) or a config.
+            transformers model class, a model (its class and config) or a config; for
+            ``"dcp.load"`` a module (its ``state_dict()``) or the state dict ``dcp.load`` fills.
         source: what would be loaded: a state dict, or anything :func:`analyze` reads (a
             ``.safetensors`` file or index, a model folder, a torch checkpoint; read header-only),
-            or a :class:`Layout`; a model folder for ``"from_pretrained"``.
+            or a :class:`Layout`; a model folder for ``"from_pretrained"``, a
+            ``torch.distributed.checkpoint`` folder for ``"dcp.load"``.
         loader: ``"load_state_dict"``, ``"safetensors.load_model"`` (``source`` a
             ``.safetensors`` file; its own rules for names a tie leaves out of the file),
-            or ``"from_pretrained"`` (transformers' loading steps with the files' headers: renames,
-            dtype, newly initialized weights, ties re-tied or refused).
-        strict: as ``load_state_dict(strict=)``.
+            ``"from_pretrained"`` (transformers' loading steps with the files' headers: renames,
+            dtype, newly initialized weights, ties re-tied or refused) or ``"dcp.load"`` (DCP's
+            own load with a reader that reads nothing: the saved chunks and files each tensor
+            reads on this rank, casts, a key the checkpoint lacks; with a process group every
+            rank calls it, as the real load).
+        strict: as ``load_state_dict(strict=)``; for ``"dcp.load"`` False is
+            ``DefaultLoadPlanner(allow_partial_load=True)``.
         assign: as ``load_state_dict(assign=)``: parameters become the source tensors (no copy,
             no cast; a tie whose names get different tensors is broken).
         loader_kwargs: the other keywords of the real call: for ``"from_pretrained"`` ``dtype=``,
             ``ignore_mismatched_sizes=``, ``key_mapping=``, ``variant=`` and config keywords such
-            as ``tie_word_embeddings=``.
+            as ``tie_word_embeddings=``; for ``"dcp.load"`` ``state_dict_key=`` (the key the
+            state dict sits under, as in ``dcp.load({"model": sd})``).
 
     Returns:
         A :class:`~tensorviz.loadcheck.report.LoadReport`: ``raises``, ``error`` (torch's
         message), ``missing``, ``unexpected`` (as torch computes them), ``mismatched``, ``cast``
         (and ``narrowing``), ``conflicts`` (shared bytes fed by different source tensors, and
-        the winner), ``untouched``, ``ties_broken``; ``print(r)``, ``r._repr_html_()``.
+        the winner), ``untouched`` (for ``"from_pretrained"``: newly initialized), ``ties_broken``,
+        ``retied`` and ``not_tied`` (``"from_pretrained"``), ``reads``, ``files_read`` and
+        ``uncovered`` (``"dcp.load"``); ``print(r)``, ``r._repr_html_()``, ``r.to_json()``.
 
     Raises:
         ValueError: ``loader`` is not one of the known loaders.

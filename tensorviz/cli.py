@@ -402,7 +402,9 @@ def build_load_check_parser() -> argparse.ArgumentParser:
     p.add_argument("source", help="the checkpoint: a .safetensors file, an index, a model folder, a .pt/.bin")
     p.add_argument("--model", required=True, metavar="DIR_OR_CONFIG", help="a model folder or its config.json")
     p.add_argument(
-        "--loader", choices=("load_state_dict", "safetensors.load_model", "from_pretrained"), default="load_state_dict"
+        "--loader",
+        choices=("load_state_dict", "safetensors.load_model", "from_pretrained", "dcp.load"),
+        default="load_state_dict",
     )
     p.add_argument("--no-strict", action="store_true", help="strict=False")
     p.add_argument("--json", action="store_true", help="write the report as JSON (schema tensorviz.load_check)")

@@ -262,11 +262,23 @@ def _pretrained(model: Any, source: Any, call: Call) -> tuple[dict, str, str]:
     return predict_from_pretrained(model, folder, call.kwargs), pretrained_class(model)[0].__name__, folder
 
 
+def _dcp(model: Any, source: Any, call: Call) -> tuple[dict, str, str]:
+    import os
+
+    from tensorviz.loadcheck.dcp_load import predict_dcp_load
+
+    if call.assign:
+        raise OptionError("dcp.load has no assign=; pass assign=False")
+    folder = os.fspath(source)
+    return predict_dcp_load(model, folder, call.strict, call.kwargs), type(model).__name__, folder
+
+
 #: loader name -> the function predicting it (one entry per loader).
 LOADERS = {
     "load_state_dict": _torch_loader(_load_state_dict),
     "safetensors.load_model": _torch_loader(_load_model),
     "from_pretrained": _pretrained,
+    "dcp.load": _dcp,
 }
 
 

@@ -99,7 +99,7 @@ class LoadReport:
         if self.loader == "from_pretrained":
             how = f"from_pretrained({self.keywords})"
         lines = [elide(f"{how}: {terminal(self.source)} -> {terminal(self.model)}", width)]
-        first = (self.error or "").split("\n")[0]
+        first = self.error_line
         lines.append("raises: " + elide(terminal(first), width - 8) if self.raises else "does not raise")
         for title, items in self._sections():
             lines.append(f"{title} ({len(items)}):")
@@ -130,6 +130,15 @@ class LoadReport:
             ("bytes read per file", [f"{f}  {n:,} B" for f, n in self.files_read.items()]),
         ]
         return [(t, items) for t, items in out if items]
+
+    @property
+    def error_line(self) -> str:
+        """The error's first line; for DCP's ``CheckpointException`` (a header, then each rank's
+        traceback) the line that says what went wrong: the traceback's last."""
+        lines = [line for line in (self.error or "").splitlines() if line.strip()]
+        if not lines:
+            return ""
+        return lines[-1] if lines[0].startswith("CheckpointException") else lines[0]
 
     @property
     def _untouched_title(self) -> str:
@@ -182,7 +191,7 @@ class LoadReport:
 
     def _repr_html_(self) -> str:
         esc = lambda s: html.escape(terminal(str(s)))  # noqa: E731
-        verdict = f"raises: <code>{esc((self.error or '').splitlines()[0])}</code>" if self.raises else "does not raise"
+        verdict = f"raises: <code>{esc(self.error_line)}</code>" if self.raises else "does not raise"
         parts = [f'<div class="tv-loadcheck"><p><b>{esc(self.loader)}</b>: {verdict}</p>']
         for title, items in self._sections():
             rows = "".join(f"<li><code>{esc(x)}</code></li>" for x in items[:200])
