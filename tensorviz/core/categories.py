@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from tensorviz.core.facts import TrainingFacts
 from tensorviz.core.records import CATEGORIES, LayoutLike
 from tensorviz.core.units import format_bytes
 
@@ -45,7 +46,7 @@ TRAINING = ("gradients", "optimizer", "copies", "other")
 
 def is_training(layout: LayoutLike) -> bool:
     """Whether any view is a gradient, optimizer state, a copy or other training state."""
-    return "training" in layout.metadata or any(c in TRAINING for c in set(layout.categories))
+    return layout.facts.training is not None or any(c in TRAINING for c in set(layout.categories))
 
 
 def category_words(pairs: Iterable[tuple[str, int]], optimizer: str = "") -> str:
@@ -62,24 +63,19 @@ def category_words(pairs: Iterable[tuple[str, int]], optimizer: str = "") -> str
 
 def optimizer_name(layout: LayoutLike) -> str:
     """The optimizer's class name when the layout came with one (live), else ""."""
-    facts = layout.metadata.get("training")
-    name = facts.get("optimizer", "") if isinstance(facts, Mapping) else ""
-    return name if isinstance(name, str) else ""
+    facts = layout.facts.training
+    return (facts.optimizer or "") if facts is not None else ""
 
 
 def homes(layout: LayoutLike) -> dict[str, str]:
     """``{optimizer prefix: model prefix}``: where the parameters an optimizer's state is named
     after live in the layout ("" for a live model's own names)."""
-    facts = layout.metadata.get("training")
-    if not isinstance(facts, Mapping):
+    facts = layout.facts.training
+    if facts is None:
         return {}
-    if "optimizer" in facts and isinstance(facts.get("optimizer"), str):
+    if facts.live:
         return {"optimizer": ""}
-    out = {}
-    for prefix, info in (facts.get("optimizers") or {}).items():
-        if isinstance(info, Mapping) and info.get("mapped_by"):
-            out[prefix] = str(info.get("model") or "")
-    return out
+    return {prefix: m.model for prefix, m in (facts.optimizers or {}).items() if m.mapped_by}
 
 
 def home_of(name: str, where: Mapping[str, str]) -> str:
@@ -98,28 +94,26 @@ def home_of(name: str, where: Mapping[str, str]) -> str:
     return ""
 
 
-def training_lines(facts: object) -> list[str]:
-    """``metadata["training"]`` in words: the optimizer (and wrapper, notes) of a live model, or
+def training_lines(facts: TrainingFacts | None) -> list[str]:
+    """The training facts in words: the optimizer (and wrapper, notes) of a live model, or
     how each optimizer of a checkpoint was mapped to parameter names, or why it was not.
 
-    >>> training_lines({"optimizers": {"optim": {"mapped_by": "", "why_not": "no saved param_names", "model": ""}}})
+    >>> from tensorviz.core.facts import OptimizerMapping, TrainingFacts
+    >>> training_lines(TrainingFacts(optimizers={"optim": OptimizerMapping("", "no saved param_names")}))
     ['optimizer state optim.state.<i>: not named after parameters: no saved param_names']
     """
-    if not isinstance(facts, Mapping):
+    if facts is None:
         return []
-    if isinstance(facts.get("optimizer"), str):
-        opt, wrapper = facts.get("optimizer") or "none", facts.get("wrapper")
-        head = f"optimizer: {opt}" + (f" (in {wrapper})" if wrapper else "")
-        return [head, *map(str, facts.get("notes") or ())]
+    if facts.live:
+        head = f"optimizer: {facts.optimizer or 'none'}" + (f" (in {facts.wrapper})" if facts.wrapper else "")
+        return [head, *map(str, facts.notes or ())]
     out = []
-    for prefix, info in (facts.get("optimizers") or {}).items():
-        if not isinstance(info, Mapping):
-            continue
-        if info.get("mapped_by"):
-            out.append(f"optimizer state {prefix}.<param name>.<key>: named by {info['mapped_by']}")
+    for prefix, info in (facts.optimizers or {}).items():
+        if info.mapped_by:
+            out.append(f"optimizer state {prefix}.<param name>.<key>: named by {info.mapped_by}")
         else:
-            out.append(f"optimizer state {prefix}.state.<i>: not named after parameters: {info.get('why_not')}")
-    return out + [str(n) for n in facts.get("notes") or ()]
+            out.append(f"optimizer state {prefix}.state.<i>: not named after parameters: {info.why_not}")
+    return out + [str(n) for n in facts.notes or ()]
 
 
 _ROLES = {"gradients": "gradient", "optimizer": "optimizer state", "copies": "copy", "other": "other"}

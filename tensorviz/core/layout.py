@@ -27,6 +27,7 @@ from tensorviz.core import groups as gr
 from tensorviz.core import hooks, periodic
 from tensorviz.core import relations as rel
 from tensorviz.core import storages as st
+from tensorviz.core.facts import plain
 from tensorviz.core.records import (
     RELATIONS,
     Group,
@@ -269,14 +270,19 @@ class Layout:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """Extra facts from the source (a safetensors ``__metadata__``, checkpoint wrapper keys...)."""
+        """Extra facts from the source (a safetensors ``__metadata__``, checkpoint wrapper keys...)
+        as a plain dict, a copy: :attr:`facts` has them typed."""
         self._raw.finished(self._metadata)  # the source's deferred step may add facts
-        return dict(self._metadata)
+        return {key: plain(value) for key, value in self._metadata.items()}  # records as their dicts
 
     @property
     def facts(self) -> SourceFacts:
         """What the source knew besides the tensors, typed (see :class:`~tensorviz.core.records.SourceFacts`)."""
-        return self._cached("facts", lambda: SourceFacts.of(self.metadata))
+        return self._cached("facts", self._make_facts)
+
+    def _make_facts(self) -> SourceFacts:
+        self._raw.finished(self._metadata)  # the source's deferred step may add facts
+        return SourceFacts.of(self._metadata)
 
     @property
     def names(self) -> tuple[str, ...]:

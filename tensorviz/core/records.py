@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple, Protocol, TypeGuard, TypeVar
 import numpy as np
 
 from tensorviz.core import footprint as fp
+from tensorviz.core.facts import GgufFacts, OnnxFacts, QuantizationFacts, RemoteFacts, SourceRecord, TrainingFacts
 from tensorviz.core.units import format_bytes
 
 __all__ = [
@@ -306,8 +307,22 @@ class SourceFacts:
     storage_objects: Mapping[StorageKey, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     #: FSDP2's units and per-rank totals (tensorviz.core.fsdp)
     fsdp: Mapping[str, Any] | None = None
-    #: optimizer state and gradients (tensorviz.sources.training)
-    training: Mapping[str, Any] | None = None
+    #: optimizer state and gradients (tensorviz.sources.training, ckpt_training, dcp_training)
+    training: TrainingFacts | None = None
+    #: a GGUF file's metadata in brief (tensorviz.sources.gguf)
+    gguf: GgufFacts | None = None
+    #: GGUF: the bytes no tensor reads, by kind ("header bytes", "padding bytes", ...)
+    unreferenced: Mapping[str, int] = field(default_factory=dict)
+    #: GGUF: why a tensor absent from the file is read from another (tied embeddings), or ""
+    tied: str = ""
+    #: .npz: each deflated or skipped member, where it is stored (in words)
+    npz: Mapping[str, str] = field(default_factory=dict)
+    #: ONNX: the initializers and their external data files (tensorviz.sources.onnx_files)
+    onnx: OnnxFacts | None = None
+    #: a remote source: where it was read, what the reads cost (tensorviz.sources.remote)
+    remote: RemoteFacts | None = None
+    #: packed (quantized) weights found in files (tensorviz.sources.packed)
+    quantization: QuantizationFacts | None = None
     #: distributed: device meshes (shape, ranks, dim_names)
     meshes: Sequence[Mapping[str, Any]] = ()
     #: distributed: shard view -> its rank and mesh
@@ -322,6 +337,11 @@ class SourceFacts:
         """The facts of a source's mapping (see :data:`SOURCE_KEYS`)."""
         known = {name: metadata[key] for key, name in SOURCE_KEYS.items() if key in metadata}
         other = {k: v for k, v in metadata.items() if k not in SOURCE_KEYS}
+        for name, kind in SOURCE_RECORDS.items():
+            if isinstance(known.get(name), (kind, Mapping)):  # a record, or its dict form (layout.metadata)
+                known[name] = kind.of(known[name])
+            elif name in known:  # not a fact of this kind: kept as it came
+                other[name] = known.pop(name)
         return cls(**known, other=other) if other else cls(**known)
 
     @property
@@ -329,6 +349,15 @@ class SourceFacts:
         """Keys of the storages that are whole files read header-only (``("file", path)``)."""
         return frozenset(("file", path) for path in self.header)
 
+
+#: The fields of :class:`SourceFacts` that are records of one kind of source (:mod:`tensorviz.core.facts`).
+SOURCE_RECORDS: dict[str, type[SourceRecord]] = {
+    "training": TrainingFacts,
+    "gguf": GgufFacts,
+    "onnx": OnnxFacts,
+    "remote": RemoteFacts,
+    "quantization": QuantizationFacts,
+}
 
 #: The source mapping's key of each :class:`SourceFacts` field.
 SOURCE_KEYS = {

@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorviz.core.categories import category_words, is_training, training_lines
+from tensorviz.core.facts import RemoteFacts, TrainingFacts
 from tensorviz.core.fsdp import fsdp_lines
 from tensorviz.core.names import shown
 from tensorviz.core.pieces import packed_lines
@@ -179,9 +180,9 @@ def metadata_lines(metadata: Mapping[str, Any], limit: int = 10) -> list[str]:
         elif key == "fsdp":
             items = fsdp_lines(value)
         elif key == "training":
-            items = training_lines(value)
-        elif key == "remote" and isinstance(value, dict):
-            items = [_remote_line(value)]
+            items = training_lines(TrainingFacts.of(value)) if isinstance(value, Mapping) else []
+        elif key == "remote" and isinstance(value, Mapping):
+            items = [_remote_line(RemoteFacts.of(value))]
         elif key == "values":
             more = metadata.get("values_omitted")
             items = [f"values: {_brief(values)}" + (f" (+{more} more)" if more else "")]
@@ -193,16 +194,15 @@ def metadata_lines(metadata: Mapping[str, Any], limit: int = 10) -> list[str]:
     return ["metadata:", *lines] if lines else []
 
 
-def _remote_line(facts: Mapping[str, object]) -> str:
+def _remote_line(facts: RemoteFacts) -> str:
     """Where a remote source was read and what reading its headers cost.
 
-    >>> _remote_line({"url": "hf://org/m", "revision": "0123456789abcdef" * 2 + "01234567", "requests": 3, "bytes": 4096})
+    >>> _remote_line(RemoteFacts("hf://org/m", "0123456789abcdef" * 2 + "01234567", requests=3, bytes=4096))
     'read from hf://org/m at revision 0123456789ab: 3 requests, 4,096 B received'
     """
-    rev = facts.get("revision")
-    at = f" at revision {str(rev)[:12]}" if rev else ""
-    n = facts.get("requests", 0)
-    return f"read from {facts.get('url')}{at}: {n} request{'s' if n != 1 else ''}, {facts.get('bytes', 0):,} B received"
+    at = f" at revision {str(facts.revision)[:12]}" if facts.revision else ""
+    n = facts.requests
+    return f"read from {facts.url}{at}: {n} request{'s' if n != 1 else ''}, {facts.bytes:,} B received"
 
 
 _NOT_IN_TEXT = ("record_offsets", "values_omitted", "modules", "storage_objects")  # the storage labels

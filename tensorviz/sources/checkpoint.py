@@ -54,7 +54,7 @@ def torch_part(path: str, beside: tuple | None = None) -> Part:
         part = _torch_views(path, tensors, values, n_values, contents, records, saved_on)
         part.categories = training.categories
         if training.optimizers or training.notes:
-            part.meta["training"] = {"optimizers": training.optimizers, "notes": tuple(training.notes)}
+            part.meta["training"] = training.facts()
         return part
     finally:
         del obj  # drops the last reference to the mapping

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from tensorviz.core.facts import OptimizerMapping, TrainingFacts
+
 __all__ = ["CheckpointTraining", "checkpoint_training"]
 
 MODEL_KEYS = ("model", "state_dict", "model_state_dict", "module", "model_state", "net", "network")
@@ -43,6 +45,11 @@ class CheckpointTraining:
     categories: dict[str, str] = field(default_factory=dict)
     optimizers: dict[str, dict[str, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    def facts(self) -> TrainingFacts:
+        """The typed facts of what was found (``layout.facts.training``)."""
+        optimizers = {prefix: OptimizerMapping(**m) for prefix, m in self.optimizers.items()}
+        return TrainingFacts(notes=tuple(self.notes), optimizers=optimizers)
 
 
 def is_optimizer_state(value: Any) -> bool:

@@ -8,14 +8,13 @@ torchtitan saves ``{**model_state_dict, "optimizer": optimizer_state_dict, "lr_s
 
 >>> from tensorviz.core.rows import Rows
 >>> rows = Rows(); rows.rows = [("0.weight[0:5, 0:4]",), ("optimizer.state.0.weight.exp_avg[0:5, 0:4]",)]
->>> dcp_categories(rows), rows.categories
-({'optimizers': {'optimizer.state': {'mapped_by': 'fqn', 'why_not': '', 'model': ''}}}, {0: 'weights', 1: 'optimizer'})
+>>> dcp_categories(rows).optimizers, rows.categories
+({'optimizer.state': OptimizerMapping(mapped_by='fqn', why_not='', model='')}, {0: 'weights', 1: 'optimizer'})
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from tensorviz.core.facts import OptimizerMapping, TrainingFacts
 from tensorviz.core.rows import Field, Rows
 
 __all__ = ["dcp_categories"]
@@ -23,7 +22,7 @@ __all__ = ["dcp_categories"]
 _OTHER = ("lr_scheduler.", "dataloader.", "train_state.", "optimizer.")
 
 
-def dcp_categories(rows: Rows, files: dict[str, int] | None = None) -> dict[str, Any] | None:
+def dcp_categories(rows: Rows, files: dict[str, int] | None = None) -> TrainingFacts | None:
     """Set each row's category when the checkpoint holds optimizer state (``optimizer.state.*``);
     a file row (``<file>:<chunk>``) gets its chunk's. Returns the facts, or None."""
     names = [_chunk(row[Field.NAME], files) for row in rows.rows]
@@ -34,7 +33,7 @@ def dcp_categories(rows: Rows, files: dict[str, int] | None = None) -> dict[str,
             rows.categories[i] = "optimizer"
         else:
             rows.categories[i] = "other" if n.startswith(_OTHER) else "weights"
-    return {"optimizers": {"optimizer.state": {"mapped_by": "fqn", "why_not": "", "model": ""}}}
+    return TrainingFacts(optimizers={"optimizer.state": OptimizerMapping("fqn")})
 
 
 def _chunk(name: str, files: dict[str, int] | None) -> str:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from tensorviz.core.errors import FileFormatError, TooLargeError
+from tensorviz.core.facts import GgufFacts
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Logical, StorageInfo
 from tensorviz.sources.bounded import Reader, ReadSeek
@@ -352,7 +353,7 @@ def gguf_part(h: GGUFHeader) -> Part:
         part.rows.append((t.name, key, "file", h.file_nbytes, ("uint8", 1), (t.nbytes,), (1,), t.offset, start))
         part.logical[t.name] = Logical(name, t.shape, block, size)
     part.meta["header"] = {h.path: (0, h.header_nbytes)}
-    part.meta["gguf"] = summary(h)
+    part.meta["gguf"] = GgufFacts(**summary(h))
     part.meta["unreferenced"] = {f"{k} bytes": v for k, v in unreferenced(h).items()}
     names = {t.name for t in h.tensors}
     split = h.metadata.get("split.count")  # a shard of a split model cannot tell: output.weight may be in another

@@ -394,10 +394,12 @@ def analyze_object(obj: Any, *, optimizer: Any = None, grad: bool | None = None)
         c.walk(obj, "")
         if not isinstance(obj, torch.nn.Module):
             try:
-                facts = name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
+                training = (
+                    name_training_state(c.rows, obj, iter_named_values(obj)) if isinstance(obj, Mapping) else None
+                )
             except READ_ERRORS:  # a value whose own code raises: the walk already skipped it by name
-                facts = None
-            return c.layout(type(obj).__name__, {"training": facts} if facts else None)
+                training = None
+            return c.layout(type(obj).__name__, {"training": training} if training else None)
         if module_problem(obj):  # a module cycle was skipped, with why, by the walk
             return c.layout(type(obj).__name__)
         # Submodule classes and buffer names, for the module tree (tensorviz.core.tree).

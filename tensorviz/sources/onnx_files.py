@@ -31,6 +31,7 @@ import os
 from typing import Any
 
 from tensorviz.core.errors import FileFormatError, TooLargeError
+from tensorviz.core.facts import OnnxFacts
 from tensorviz.core.records import Logical, Skipped, StorageInfo
 from tensorviz.core.rows import Field
 from tensorviz.sources.bounded import Reader
@@ -187,7 +188,7 @@ def onnx_part(path: str) -> Part:
     ):  # every initializer is external: the model file holds none
         del part.storages[0]
     part.meta["header"] = {path: (0, 0), **{p: (0, 0) for p in files}}  # each file is one storage of packed tensors
-    part.meta["onnx"] = {"initializers": len(tensors), "external files": [os.path.basename(p) for p in files]}
+    part.meta["onnx"] = OnnxFacts(len(tensors), tuple(os.path.basename(p) for p in files))
     return part
 
 

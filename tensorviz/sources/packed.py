@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tensorviz.core.facts import QuantizationFacts
 from tensorviz.core.layout import Layout
 from tensorviz.core.pieces import ITEMSIZE
 from tensorviz.core.records import Piece, StorageInfo, TensorView
@@ -116,17 +117,14 @@ def annotate_with(layout: Layout, config: Mapping[str, Any], problem: str) -> La
     return _rebuilt(layout, pieces, problems, _facts(config, method, pieces))
 
 
-def _facts(config: Mapping[str, Any], method: str, pieces: Mapping[str, Piece]) -> dict[str, Any]:
-    kinds = sorted({p.kind for p in pieces.values()})
-    facts: dict[str, Any] = {"formats": kinds, "weights": len({p.of for p in pieces.values()})}
-    facts["from"] = "config.json quantization_config" if method else "tensor names and shapes"
-    for key in ("bits", "group_size", "weight_block_size", "desc_act", "sym", "version", "fmt"):
-        if key in config:
-            facts[key] = config[key]
-    return facts
+def _facts(config: Mapping[str, Any], method: str, pieces: Mapping[str, Piece]) -> QuantizationFacts:
+    kinds = tuple(sorted({p.kind for p in pieces.values()}))
+    source = "config.json quantization_config" if method else "tensor names and shapes"
+    packing = {key: config[key] for key in QuantizationFacts.CONFIG_KEYS if key in config}
+    return QuantizationFacts(kinds, len({p.of for p in pieces.values()}), source, **packing)
 
 
-def _rebuilt(layout: Layout, pieces: Mapping[str, Piece], problems: list[str], facts: dict) -> Layout:
+def _rebuilt(layout: Layout, pieces: Mapping[str, Piece], problems: list[str], facts: QuantizationFacts) -> Layout:
     views = [dataclasses.replace(v, piece=pieces[v.name]) if v.name in pieces else v for v in layout.views]
     infos = [StorageInfo(s.key, s.device, s.nbytes, s.label) for s in layout.storages]
     meta = dict(layout.metadata)

@@ -25,6 +25,7 @@ from itertools import islice
 from typing import Any, BinaryIO
 
 from tensorviz.core.errors import FileFormatError
+from tensorviz.core.facts import SourceRecord
 from tensorviz.core.footprint import span
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Logical, Skipped, StorageInfo
@@ -101,6 +102,8 @@ class _Merged:
         for k, v in part.meta.items():
             if isinstance(v, dict) and isinstance(self.meta.get(k), dict):
                 self.meta[k].update(v)
+            elif isinstance(v, SourceRecord) and type(self.meta.get(k)) is type(v):
+                self.meta[k] = self.meta[k].merged(v)  # as a dict's update: the later part's fields win
             else:
                 self.meta[k] = dict(v) if isinstance(v, dict) else v
 

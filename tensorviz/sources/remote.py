@@ -43,6 +43,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from tensorviz.core.errors import FileFormatError, RemoteError
+from tensorviz.core.facts import RemoteFacts
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import terminal
 from tensorviz.core.rows import gc_paused
@@ -228,14 +229,6 @@ def _progress(results, total: int):
     return tqdm(results, total=total, desc="safetensors headers", unit="file", disable=None, leave=False)
 
 
-def _facts(loc: Location, url: str, files: list[str]) -> dict[str, Any]:
+def _facts(loc: Location, url: str, files: list[str]) -> dict[str, RemoteFacts]:
     m = loc.meter
-    return {
-        "remote": {
-            "url": url,
-            "revision": loc.revision,
-            "files": list(files),
-            "requests": m.requests,
-            "bytes": m.bytes,
-        }
-    }
+    return {"remote": RemoteFacts(url, loc.revision, tuple(files), m.requests, m.bytes)}

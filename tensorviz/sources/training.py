@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from tensorviz.core.facts import TrainingFacts
 from tensorviz.core.rows import Field, Rows
 
 __all__ = ["TrainingState", "training_state", "add_training", "categorise_module"]
@@ -150,7 +151,7 @@ def categorise_module(rows: Rows, buffers: tuple[str, ...]) -> None:
 
 def add_training(
     add: Callable[[str, Any], None], rows: Rows, model: torch.nn.Module, optimizer: Any, grad: bool
-) -> dict[str, Any]:
+) -> TrainingFacts:
     """Add (with the collector's ``add``) the gradients and the optimizer state after the
     model's rows, each row with its category; returns their facts."""
     state = training_state(model, optimizer, grad=grad)
@@ -160,10 +161,10 @@ def add_training(
         for name, value in items:
             add(name, value)
         rows.categories.update(dict.fromkeys(range(first, len(rows.rows)), category))
-    return {"optimizer": state.optimizer, "wrapper": state.wrapper, "notes": state.notes}
+    return TrainingFacts(optimizer=state.optimizer, wrapper=state.wrapper, notes=state.notes)
 
 
-def name_training_state(rows: Rows, obj: Mapping, leaves: Iterable[tuple[str, Any]]) -> dict[str, Any] | None:
+def name_training_state(rows: Rows, obj: Mapping, leaves: Iterable[tuple[str, Any]]) -> TrainingFacts | None:
     """A live training checkpoint dict (``{"model": ..., "optimizer": opt.state_dict()}``) named
     and categorised as its saved file would be (:mod:`tensorviz.sources.ckpt_training`): rows
     renamed in place, categories set; returns the optimizer facts, or None. ``leaves``: the
@@ -185,4 +186,4 @@ def name_training_state(rows: Rows, obj: Mapping, leaves: Iterable[tuple[str, An
             rows.categories[i] = cats[name]
     if not found.optimizers and not found.notes:
         return None
-    return {"optimizers": found.optimizers, "notes": tuple(found.notes)}
+    return found.facts()

@@ -18,7 +18,9 @@ layout says why.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
+from tensorviz.core.facts import OptimizerMapping, TrainingFacts
 from tensorviz.core.rows import Field
 from tensorviz.sources.checkpoint import torch_part
 from tensorviz.sources.ckpt_training import BUFFER_SUFFIXES
@@ -64,11 +66,10 @@ def _prefixed(part: Part, prefix: str) -> Part:
     part.notes = {pre + k: v for k, v in part.notes.items()}
     part.categories = {pre + k: v for k, v in part.categories.items()}
     facts = part.meta.get("training")
-    found = facts.get("optimizers", {}) if isinstance(facts, dict) else {}
-    if found and isinstance(
-        facts, dict
-    ):  # one optimizer state per file: named by the file, its parameters at the top level
-        facts["optimizers"] = {prefix: {**next(iter(found.values())), "model": ""}}
+    if isinstance(facts, TrainingFacts) and facts.optimizers:
+        # one optimizer state per file: named by the file, its parameters at the top level
+        first = next(iter(facts.optimizers.values()))
+        part.meta["training"] = replace(facts, optimizers={prefix: replace(first, model="")})
     return part
 
 
@@ -98,8 +99,8 @@ def universal_parts(folder: str, files: list[str]) -> list[Part]:
             path = os.path.join(where, f"{state}.pt")
             if os.path.isfile(path):
                 parts.append(_renamed(torch_part(path), f"zero.{param}.{state}", category))
-    facts = {"mapped_by": "folder names", "why_not": "", "model": "module"}
-    parts.append(Part(meta={"training": {"optimizers": {"zero": facts}}}))
+    facts = TrainingFacts(optimizers={"zero": OptimizerMapping("folder names", "", "module")})
+    parts.append(Part(meta={"training": facts}))
     return parts
 
 
