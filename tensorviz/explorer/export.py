@@ -115,7 +115,7 @@ def _json(value: Any) -> str:
 def page_html(layout: Layout, state: ExplorerState, *, heading: str | None = None, max_lanes: int = 40) -> str:
     """The page (a string) for ``layout``, starting in ``state``'s grouping and filters; the
     other groupings are one click away."""
-    state = normalise(state, layout)
+    state = normalise(replace(state, all_storages=True), layout)  # a page to share draws every storage
     renderer = Renderer(layout, dpi=100, max_lanes=max_lanes, width=None)
     choices = groupings(layout)  # the explorer's toggle: plus "by rank" and mesh dimensions when sharded
     views = {by: _view(layout, renderer, normalise(replace(state, by=by), layout)) for _label, by in choices}
