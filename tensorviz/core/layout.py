@@ -468,6 +468,25 @@ class Layout:
         runs = [self._runs_at(i) for i in self._member_positions(s).tolist()]
         return fp.coverage(int(self._table.nbytes[s]), runs).unreferenced()
 
+    def piece_storages(self) -> dict[str, tuple[int, ...]]:
+        """Each logical tensor stored in pieces (a tensor subclass, a packed checkpoint weight;
+        see :class:`~tensorviz.core.records.Piece`) -> the indices of the storages its pieces
+        read, in the order they first appear; empty when no view is a piece (no record is made).
+
+        >>> import torch, tensorviz as tv
+        >>> from torch.testing._internal.two_tensor import TwoTensor
+        >>> tv.analyze({"b": torch.zeros(2), "w": TwoTensor(torch.zeros(2), torch.ones(2))}).piece_storages()
+        {'w': (1, 2)}
+        """
+        return self._cached("piece storages", self._make_piece_storages)
+
+    def _make_piece_storages(self) -> dict[str, tuple[int, ...]]:
+        pieces, sidx = self._raw.pieces, self._table.sidx
+        out: dict[str, dict[int, None]] = {}
+        for i in sorted(pieces):
+            out.setdefault(pieces[i].of, {})[int(sidx[i])] = None
+        return {of: tuple(found) for of, found in out.items()}
+
     def storage_stats(self) -> StorageStats:
         """Per storage (index order), numpy columns of the facts a picture of thousands of
         storages needs -- without a record per storage or per view (see :class:`StorageStats`).

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from tensorviz.core.records import LayoutLike, Piece, TensorView
 from tensorviz.core.units import format_bytes
 
-__all__ = ["PackedTensor", "packed_tensors", "packed_line", "packed_lines", "logical_nbytes", "ITEMSIZE"]
+__all__ = [
+    "PackedTensor",
+    "packed_tensors",
+    "packed_line",
+    "packed_lines",
+    "group_label",
+    "logical_nbytes",
+    "ITEMSIZE",
+]
 
 #: Bytes per element of the dtypes a logical (dequantised) tensor is usually computed in.
 ITEMSIZE = {
@@ -94,6 +102,25 @@ def packed_line(p: PackedTensor, layout: LayoutLike) -> str:
         f"{p.name}  {pc.kind} {shape_words(pc.shape)}{bits}{group} ({pc.dtype} logical) = {pieces}: "
         f"{format_bytes(stored)} stored{as_logical}"
     )
+
+
+def group_label(p: PackedTensor, layout: LayoutLike) -> str:
+    """One line for a diagram's group of a logical tensor's pieces: what it is, each piece's
+    dtype, part and bytes, what they take together and what the logical tensor would.
+
+    >>> import torch, tensorviz as tv
+    >>> from torch.testing._internal.two_tensor import TwoTensor
+    >>> layout = tv.analyze({"w": TwoTensor(torch.zeros(2, 2), torch.ones(2, 2))})
+    >>> group_label(packed_tensors(layout)[0], layout)
+    'w TwoTensor 2×2: float32 a 16 B + float32 b 16 B = 32 B stored, 16 B as float32'
+    """
+    pc = p.piece
+    parts = sorted(p.parts, key=lambda v: _ORDER.get(v.piece.part if v.piece else "", len(_ORDER)))
+    pieces = " + ".join(f"{v.dtype} {v.piece.part if v.piece else v.name} {format_bytes(v.nbytes)}" for v in parts)
+    unpacked = logical_nbytes(pc)
+    as_logical = f", {format_bytes(unpacked)} as {pc.dtype}" if unpacked else ""
+    stored = format_bytes(layout.union_nbytes([v.name for v in p.parts]))
+    return f"{p.name} {pc.kind} {shape_words(pc.shape)}: {pieces} = {stored} stored{as_logical}"
 
 
 def packed_lines(layout: LayoutLike, limit: int = 20) -> list[str]:

@@ -216,6 +216,21 @@ class Header:
         return s + (f" · {self.categories}" if self.categories else "")
 
 
+@dataclass(frozen=True)
+class LogicalGroup:
+    """The lanes that draw one logical tensor's stored pieces (a tensor subclass's inner
+    tensors, a packed weight's parts; see :class:`~tensorviz.core.records.Piece`), drawn as one
+    group: ``name`` the logical tensor, ``label`` what it is and the bytes of each piece
+    (``"0.weight Int8Tensor 64×64: int8 qdata 4.0 KiB + float32 scale 256 B + int8 zero_point
+    64 B = 4.3 KiB stored, 16.0 KiB as float32"``), ``lanes`` its first and last lane (inclusive),
+    ``pieces`` the names of the pieces drawn."""
+
+    name: str
+    label: str
+    lanes: tuple[int, int]
+    pieces: tuple[str, ...]
+
+
 class BarColumns(NamedTuple):
     """The bars of a diagram as numpy columns, one row per bar, for vectorised renderers:
     byte range, lane, colour (an index into ``colors``) and each flag of :class:`Bar`."""
@@ -250,6 +265,7 @@ class Diagram:
     byte_range: tuple[int, int] | None
     hidden_storages: int = 0
     overview: Overview | None = None
+    logical: tuple[LogicalGroup, ...] = ()
 
     @cached_property
     def x_range(self) -> tuple[int, int]:

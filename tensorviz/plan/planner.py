@@ -28,7 +28,7 @@ from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterp
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import colours_at, palette_colour
 from tensorviz.plan.labels import row_label, row_size, storage_label
-from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, Summary
+from tensorviz.plan.model import Bar, Block, Diagram, DiagramOptions, Header, Lane, LogicalGroup, Summary
 from tensorviz.plan.overview import AUTO_STORAGES, Overview, overview
 from tensorviz.plan.ranks import shard_ordinals
 from tensorviz.plan.select import Selection, file_headers, file_indices, select, shared_count, storage_reasons
@@ -232,7 +232,31 @@ class _Planner:
             self.opts.byte_range,
             hidden,
             ov,
+            self._logical(blocks, bars),
         )
+
+    def _logical(self, blocks: list[Block], bars: list[Bar]) -> tuple[LogicalGroup, ...]:
+        """A group per logical tensor whose pieces are drawn, every storage of it as a block of
+        its own, one after the other (select.py orders them so), holding nothing else."""
+        groups = self.layout.piece_storages()
+        if not groups:
+            return ()
+        from tensorviz.core.pieces import group_label, packed_tensors
+
+        at = {b.storage: i for i, b in enumerate(blocks)}
+        packed = {p.name: p for p in packed_tensors(self.layout)}
+        out = []
+        for name, storages in groups.items():
+            where = sorted(at.get(s, -1) for s in storages)
+            if where[0] < 0 or where != list(range(where[0], where[0] + len(where))):
+                continue
+            drawn = [n for i in where for b in blocks[i].bars for n in bars[b].names]
+            own = {v.name for v in packed[name].parts}
+            if not drawn or not own.issuperset(drawn) or any(blocks[i].hidden_views for i in where):
+                continue
+            lanes = (blocks[where[0]].lanes[0], blocks[where[-1]].lanes[-1])
+            out.append(LogicalGroup(name, group_label(packed[name], self.layout), lanes, tuple(drawn)))
+        return tuple(out)
 
     def _header(self) -> Header:
         layout = self.layout

@@ -114,21 +114,46 @@ def select(layout: Layout, opts: DiagramOptions, files: frozenset) -> Selection:
     rx = re.compile(opts.names) if opts.names is not None else None
     if rx is not None or opts.byte_range is not None or (opts.only_shared and opts.by != "storage"):
         keep &= _any_view_kept(layout, opts, rx, st.views, st.nbytes)
-    return _ordered(np.flatnonzero(keep), interesting(layout, whole), st.nbytes)
+    return _ordered(np.flatnonzero(keep), interesting(layout, whole), st.nbytes, _logical_ids(layout, ns))
 
 
 def drawing_order(layout: Layout, files: frozenset) -> np.ndarray:
     """Every storage index, in the order a diagram with no filter draws them (see :func:`select`)."""
     nbytes = layout.storage_stats().nbytes
     whole = _whole_files(layout, files, nbytes.size)
-    return _ordered(np.arange(nbytes.size), interesting(layout, whole), nbytes).order
+    return _ordered(np.arange(nbytes.size), interesting(layout, whole), nbytes, _logical_ids(layout, nbytes.size)).order
 
 
-def _ordered(idx: np.ndarray, hot: np.ndarray, nbytes: np.ndarray) -> Selection:
-    """Storages ``idx``: interesting ones (``hot``, per storage) first, then larger, then by index."""
+def _ordered(idx: np.ndarray, hot: np.ndarray, nbytes: np.ndarray, logical: np.ndarray | None = None) -> Selection:
+    """Storages ``idx``: interesting ones (``hot``, per storage) first, then larger, then by
+    index; then the storages of one logical tensor's pieces (``logical``: a group id per
+    storage, -1 for none) are pulled up next to the first of them, so they draw as one group."""
     hot = hot[idx]
     rank = np.lexsort((idx, -nbytes[idx], ~hot))
+    if logical is not None and (logical[idx] >= 0).any():
+        gid = logical[idx[rank]]
+        pos = np.arange(gid.size)
+        lead = np.full(int(gid.max(initial=-1)) + 1, gid.size, dtype=np.int64)
+        np.minimum.at(lead, gid[gid >= 0], pos[gid >= 0])
+        key = np.where(gid >= 0, lead[np.maximum(gid, 0)], pos)
+        rank = rank[np.lexsort((pos, key))]
     return Selection(idx[rank], hot[rank])
+
+
+def _logical_ids(layout: Layout, ns: int) -> np.ndarray | None:
+    """Per storage, the logical tensor whose pieces it holds (an id; -1 for none, and for a
+    storage holding pieces of several, such as a file); None when no view is a piece."""
+    groups = layout.piece_storages()
+    if not groups:
+        return None
+    out = np.full(ns, -1, dtype=np.int64)
+    seen = np.zeros(ns, dtype=np.int64)
+    for g, storages in enumerate(groups.values()):
+        where = np.asarray(storages, dtype=np.int64)
+        out[where] = g
+        seen[where] += 1
+    out[seen > 1] = -1
+    return out
 
 
 def _whole_files(layout: Layout, files: frozenset, ns: int) -> np.ndarray:

@@ -117,6 +117,30 @@ def draw_storage_layers(d: Diagram, ax: Axes) -> None:
     _draw_separators(d, ax)
 
 
+def draw_logical_groups(d: Diagram, ax: Axes) -> None:
+    """Each logical tensor's pieces as one group (:attr:`Diagram.logical`): a tinted band behind
+    its lanes, the full width of the plot, outlined (gid ``logical-groups``, owner: the group's
+    index), and its label at the right end of its last lane (gid ``logical-label``)."""
+    groups = d.logical
+    if not groups:
+        return
+    lo, hi = d.x_range
+    first = np.array([g.lanes[0] for g in groups], dtype=np.float64)
+    last = np.array([g.lanes[1] for g in groups], dtype=np.float64)
+    verts = rect_vertices(np.full(first.size, lo), np.full(first.size, hi), (first + last) / 2, 1.0)
+    verts[:, :, 1] = np.where(verts[:, :, 1] > ((first + last) / 2)[:, None], last[:, None] + 0.5, first[:, None] - 0.5)
+    band = _add(ax, "logical-groups", verts, np.arange(len(groups)), **_LOGICAL)
+    band.set_zorder(0.5)  # behind the bars, over the grid
+    size = float(np.clip(lane_px(ax) * 0.4, 5, 7.5))
+    for g in groups:
+        ax.text(hi, g.lanes[1], g.label + " ", ha="right", va="center", fontsize=size, color="#1f3b57", zorder=6,
+                gid="logical-label", bbox=dict(boxstyle="square,pad=0.15", facecolor="white", alpha=0.85,
+                edgecolor="none"), clip_on=True)  # fmt: skip
+
+
+_LOGICAL = dict(facecolors="#e8eff7", edgecolors="#5b7fa6", linewidths=1.0)
+
+
 def past_end(d: Diagram, bi: int) -> np.ndarray:
     """``[[nbytes, last byte any bar reaches]]`` of block ``bi`` when its bars reach past the
     storage's end (a freed storage), else no run."""

@@ -16,7 +16,8 @@ storage row), ``past-end`` (bytes views address past their storage's end: a free
 non-dense spans), ``overlaps`` (a white strip along the bottom of a bar, hatched, over the bytes
 another bar also reads), ``expanded``/``reinterpreted`` (hatched flag overlays), ``slivers``
 (a 1-pixel tick over each bar too narrow to see that has a row to itself), ``empty`` (a tick
-for each empty view), ``separators`` (lines between storages).
+for each empty view), ``separators`` (lines between storages), ``logical-groups`` (a band
+behind the lanes of one logical tensor's stored pieces, labelled ``logical-label``).
 
 >>> import torch, tensorviz as tv
 >>> from tensorviz.render.mpl import render, drawn_rects
@@ -36,7 +37,13 @@ from tensorviz.core.errors import OptionError
 from tensorviz.core.rows import gc_paused
 from tensorviz.plan.labels import names_label
 from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
-from tensorviz.render._mpl_layers import HATCH_LIMIT, STYLE, draw_bar_layers, draw_storage_layers
+from tensorviz.render._mpl_layers import (
+    HATCH_LIMIT,
+    STYLE,
+    draw_bar_layers,
+    draw_logical_groups,
+    draw_storage_layers,
+)
 from tensorviz.render._mpl_overview import draw_overview, overview_inches
 from tensorviz.render._mpl_text import (
     LABEL_BUDGET,
@@ -265,6 +272,7 @@ def names_at(fig_or_ax: Any, gid: str, index: int) -> tuple[str, ...]:
 def _draw(d: Diagram, ax: Axes) -> None:
     # 1. axes frame and byte axis; 2. storage layers; 3. bar layers; 4. labels and header.
     _setup_axes(d, ax)
+    draw_logical_groups(d, ax)
     draw_storage_layers(d, ax)
     label_storage_runs(d, ax)
     draw_bar_layers(d, ax)

@@ -71,8 +71,12 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
     bars_by_lane: dict[int, list[Bar]] = {}
     for bar in d.bars:
         bars_by_lane.setdefault(bar.lane, []).append(bar)
+    starts = {g.lanes[0]: g for g in d.logical}  # a logical tensor's pieces: one line above them
     for block in d.blocks:
         edges = _edges(d, block, width)
+        group = starts.get(block.lanes[0])
+        if group is not None:
+            lines.append(shown(f"logical {group.label}"))
         lines.append(shown(_block_title(block, edges)))
         for li in block.lanes:
             lane = d.lanes[li]
