@@ -7,7 +7,7 @@ peak memory of one call in a fresh forked child: RSS above the child's start, an
 allocations by tracemalloc):
 
 * GGUFReader       -- ``gguf.GGUFReader(path)`` (the peer: ggml's own Python reader);
-* header           -- ``tensorviz.sources.gguf.read_gguf_header(path)``: the validated header;
+* header           -- ``tensorviz.sources.formats.gguf.read_gguf_header(path)``: the validated header;
 * analyze          -- ``tv.analyze(path)``: header, views and the Layout;
 * analyze+storages -- also ``layout.storages`` (coverage of the file).
 
@@ -32,7 +32,7 @@ import gguf
 import numpy as np
 
 import tensorviz as tv
-from tensorviz.sources.gguf import read_gguf_header
+from tensorviz.sources.formats.gguf import read_gguf_header
 
 Q = gguf.GGMLQuantizationType
 

@@ -79,7 +79,7 @@ def analyze(
             checkpoint (``.pt``/``.pth``/``.bin``), or a ``torch.distributed.checkpoint`` folder,
             or a GGUF, NumPy ``.npy``/``.npz`` or ONNX file (each tensor a view of the file at its
             bytes; a file's first bytes, not its name, pick the reader: see
-            :mod:`tensorviz.sources.formats`); or a URL of a safetensors file, index or model
+            :mod:`tensorviz.sources.formats.table`); or a URL of a safetensors file, index or model
             folder, read header-only by range requests: ``hf://org/repo[@revision][/path]``
             (through huggingface_hub's endpoint, token and offline settings), ``https://…`` or any
             fsspec URL (``s3://``, ``file://``…; see :mod:`tensorviz.sources.remote`). Needs

@@ -453,7 +453,7 @@ def test_torch_checkpoint_reads_no_tensor_data(tmp_path):
     del w
     script = textwrap.dedent(f"""
         import tensorviz as tv
-        from tensorviz.sources import checkpoint  # noqa: F401  (import torch before measuring)
+        from tensorviz.sources.formats import checkpoint  # noqa: F401  (import torch before measuring)
         def status(key):
             for line in open("/proc/self/status"):
                 if line.startswith(key):
@@ -583,7 +583,7 @@ def test_opcodes_that_build_no_tensor_stay_within_the_fixed_budget(tmp_path):
     (the two references add only 80), refused by name, saying how to raise it; raised
     deliberately for one block (tv.limits), the same file loads, exactly."""
     from tensorviz.core.errors import TooLargeError
-    from tensorviz.sources.pickle_scan import PER_TENSOR_OPS
+    from tensorviz.sources.formats.pickle_scan import PER_TENSOR_OPS
 
     path = tmp_path / "values.pt"
     torch.save({"w": torch.zeros(3), "v": torch.ones(2), "steps": list(range(600_000))}, path)

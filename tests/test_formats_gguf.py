@@ -18,7 +18,7 @@ from gguf import GGMLQuantizationType as Q
 
 import tensorviz as tv
 from tensorviz.core.errors import FileFormatError
-from tensorviz.sources.gguf import GGML_TYPES, read_gguf_header
+from tensorviz.sources.formats.gguf import GGML_TYPES, read_gguf_header
 
 MIXED = [
     ("token_embd.weight", np.arange(64, dtype=np.float32).reshape(8, 8), None),

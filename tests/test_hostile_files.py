@@ -247,7 +247,7 @@ def test_a_repeated_name_is_read_as_safe_open_reads_it(tmp_path, names, values, 
 
 def test_header_length_claim_is_never_allocated(tmp_path, monkeypatch):
     """A claimed length the file cannot hold is refused before any read of that size."""
-    import tensorviz.sources.safetensors as files
+    import tensorviz.sources.formats.safetensors as files
     from tensorviz.sources.parts import open_regular
 
     sizes: list[int] = []

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from tensorviz.core.errors import FileFormatError
-from tensorviz.sources.safetensors import read_safetensors_header, safetensors_part
+from tensorviz.sources.formats.safetensors import read_safetensors_header, safetensors_part
 
 safetensors = pytest.importorskip("safetensors")
 

@@ -309,7 +309,7 @@ class SourceFacts:
     fsdp: Mapping[str, Any] | None = None
     #: optimizer state and gradients (tensorviz.sources.training, ckpt_training, dcp_training)
     training: TrainingFacts | None = None
-    #: a GGUF file's metadata in brief (tensorviz.sources.gguf)
+    #: a GGUF file's metadata in brief (tensorviz.sources.formats.gguf)
     gguf: GgufFacts | None = None
     #: GGUF: the bytes no tensor reads, by kind ("header bytes", "padding bytes", ...)
     unreferenced: Mapping[str, int] = field(default_factory=dict)
@@ -317,7 +317,7 @@ class SourceFacts:
     tied: str = ""
     #: .npz: each deflated or skipped member, where it is stored (in words)
     npz: Mapping[str, str] = field(default_factory=dict)
-    #: ONNX: the initializers and their external data files (tensorviz.sources.onnx_files)
+    #: ONNX: the initializers and their external data files (tensorviz.sources.formats.onnx_files)
     onnx: OnnxFacts | None = None
     #: a remote source: where it was read, what the reads cost (tensorviz.sources.remote)
     remote: RemoteFacts | None = None

@@ -4,7 +4,7 @@ A ``.pt`` saved as ``{"model": m.state_dict(), "optimizer": opt.state_dict(), ..
 Lightning's ``{"state_dict": ..., "optimizer_states": [...]}``) holds its optimizer state as
 ``optimizer.state.<index>.<key>``: the index is the parameter's place in the optimizer's
 ``param_groups`` (``opt.state_dict()`` numbers them in that order). The walker's names
-(:mod:`tensorviz.sources.ckpt_walk`) are renamed ``optimizer.<param name>.<key>`` through, in
+(:mod:`tensorviz.sources.formats.ckpt_walk`) are renamed ``optimizer.<param name>.<key>`` through, in
 this order of trust:
 
 1. the ``param_names`` torch saves beside each group's ``params`` when the optimizer was built

@@ -12,7 +12,7 @@
   header region (and the bytes of packed sub-byte tensors) are bytes no view reads, so they show
   as unreferenced; the header's span is also in ``layout.metadata["header"]`` so diagrams can
   label it. A header is refused exactly where ``safetensors.safe_open`` refuses it (gaps and
-  trailing bytes included; see :mod:`tensorviz.sources.st_rules`).
+  trailing bytes included; see :mod:`tensorviz.sources.formats.st_rules`).
 * **sharded checkpoints** (``*.index.json``, or a model folder): every shard is a storage; the
   ``weight_map`` is checked against the shards' headers and missing, extra, misplaced and
   duplicated names are reported in ``layout.metadata["problems"]`` (and as skipped entries).
@@ -64,16 +64,16 @@ from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import elide, terminal
 from tensorviz.core.rows import gc_paused
-from tensorviz.sources.dcp import analyze_dcp, is_dcp_folder
-from tensorviz.sources.formats import sniff
-from tensorviz.sources.packed import annotate_packed
-from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, merge, open_regular
-from tensorviz.sources.safetensors import (
+from tensorviz.sources.formats.dcp import analyze_dcp, is_dcp_folder
+from tensorviz.sources.formats.safetensors import (
     SAFETENSORS_DTYPES,
     HeaderEntry,
     SafetensorsHeader,
     read_safetensors_header,
 )
+from tensorviz.sources.formats.table import sniff
+from tensorviz.sources.packed import annotate_packed
+from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, merge, open_regular
 from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, read_part, same_spelling
 from tensorviz.sources.variants import pick_variant
 

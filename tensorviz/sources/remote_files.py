@@ -24,9 +24,9 @@ from urllib.parse import quote
 from tensorviz.core.errors import FileFormatError, RemoteError
 from tensorviz.core.names import elide, terminal
 from tensorviz.sources import http
-from tensorviz.sources.gguf import GGUFHeader, gguf_header_from, gguf_part
+from tensorviz.sources.formats.gguf import GGUFHeader, gguf_header_from, gguf_part
+from tensorviz.sources.formats.safetensors import SafetensorsHeader, parse_header, safetensors_part
 from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part
-from tensorviz.sources.safetensors import SafetensorsHeader, parse_header, safetensors_part
 
 __all__ = ["RemoteFile", "part_of", "RangeIO", "HeaderCache", "Location", "http_location", "fsspec_location"]
 
@@ -124,7 +124,7 @@ def _gguf_header(f: RemoteFile, data: bytes) -> GGUFHeader:
 
 class RangeIO:
     """A read-only, seekable file over a :class:`RemoteFile` for readers written for local files
-    (:class:`~tensorviz.sources.bounded.Reader`): reads come from the last fetched window, a miss
+    (:class:`~tensorviz.sources.formats.bounded.Reader`): reads come from the last fetched window, a miss
     fetches a window that doubles from 256 KiB to 8 MiB, so a long header costs few requests.
     ``head`` keeps the file's bytes from 0 as long as they were read without a gap (what the
     header cache keeps)."""

@@ -17,7 +17,7 @@ from tensorviz.core.errors import FileFormatError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Field
-from tensorviz.sources import formats
+from tensorviz.sources.formats import table as formats
 from tensorviz.sources.parts import (
     MAX_HEADER_BYTES,
     Part,
@@ -34,12 +34,12 @@ from tensorviz.sources.parts import (
 
 def sniff(path: str) -> str:
     """The name of the file's format ("safetensors", "torch", "gguf", "index", ...), from its
-    first bytes (see :mod:`.formats`)."""
+    first bytes (see :mod:`.formats.table`)."""
     return formats.sniff(path).name
 
 
 def read_part(path: str) -> Part:
-    """What one weights file contributes (any format of :mod:`.formats` but an index)."""
+    """What one weights file contributes (any format of :mod:`.formats.table` but an index)."""
     fmt = formats.sniff(path)
     if fmt.part is None:
         raise FileFormatError(f"{path}: is an index of other files, not a weights file; analyse it on its own")

@@ -22,8 +22,8 @@ from dataclasses import replace
 
 from tensorviz.core.facts import OptimizerMapping, TrainingFacts
 from tensorviz.core.rows import Field
-from tensorviz.sources.checkpoint import torch_part
 from tensorviz.sources.ckpt_training import BUFFER_SUFFIXES
+from tensorviz.sources.formats.checkpoint import torch_part
 from tensorviz.sources.parts import Part
 
 __all__ = ["training_parts", "is_universal", "universal_parts"]

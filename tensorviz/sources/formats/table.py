@@ -77,37 +77,37 @@ _MODEL_FIELDS = frozenset((0x12, 0x1A, 0x22, 0x28, 0x32, 0x3A, 0x42, 0x72, 0xA2,
 
 # -- the readers (each imports its module, and any optional dependency, when such a file is opened) --
 def _safetensors_part(path: str) -> Part:
-    from tensorviz.sources.safetensors import read_safetensors_header, safetensors_part
+    from tensorviz.sources.formats.safetensors import read_safetensors_header, safetensors_part
 
     return safetensors_part(read_safetensors_header(path))
 
 
 def _torch_part(path: str) -> Part:
-    from tensorviz.sources.checkpoint import torch_part  # torch is imported only for torch files
+    from tensorviz.sources.formats.checkpoint import torch_part  # torch is imported only for torch files
 
     return torch_part(path)
 
 
 def _gguf_part(path: str) -> Part:
-    from tensorviz.sources.gguf import gguf_part, read_gguf_header
+    from tensorviz.sources.formats.gguf import gguf_part, read_gguf_header
 
     return gguf_part(read_gguf_header(path))
 
 
 def _npy_part(path: str) -> Part:
-    from tensorviz.sources.numpy_files import npy_part
+    from tensorviz.sources.formats.numpy_files import npy_part
 
     return npy_part(path)
 
 
 def _npz_part(path: str) -> Part:
-    from tensorviz.sources.numpy_files import npz_part
+    from tensorviz.sources.formats.numpy_files import npz_part
 
     return npz_part(path)
 
 
 def _onnx_part(path: str) -> Part:
-    from tensorviz.sources.onnx_files import onnx_part
+    from tensorviz.sources.formats.onnx_files import onnx_part
 
     return onnx_part(path)
 

@@ -39,10 +39,10 @@ from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.facts import GgufFacts
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import Logical, StorageInfo
-from tensorviz.sources.bounded import Reader, ReadSeek
-from tensorviz.sources.gguf_types import GGML_TYPES, SCALAR, VALUE_TYPES
+from tensorviz.sources.formats.bounded import Reader, ReadSeek
+from tensorviz.sources.formats.gguf_types import GGML_TYPES, SCALAR, VALUE_TYPES
+from tensorviz.sources.formats.safetensors import _contiguous_stride
 from tensorviz.sources.parts import Part, merge, open_regular
-from tensorviz.sources.safetensors import _contiguous_stride
 
 __all__ = ["GGML_TYPES", "GGUFHeader", "GGUFTensor", "analyze_gguf", "gguf_part", "read_gguf_header"]
 

@@ -33,8 +33,8 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from tensorviz.core.errors import FileFormatError
+from tensorviz.sources.formats.st_serde import as_serde_reads
 from tensorviz.sources.parts import MAX_HEADER_BYTES, parse_json, short
-from tensorviz.sources.st_serde import as_serde_reads
 
 #: serde_json's recursion limit: 128 nested arrays and objects are refused, 127 are read.
 MAX_DEPTH = 127

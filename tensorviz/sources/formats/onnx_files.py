@@ -34,7 +34,7 @@ from tensorviz.core.errors import FileFormatError, TooLargeError
 from tensorviz.core.facts import OnnxFacts
 from tensorviz.core.records import Logical, Skipped, StorageInfo
 from tensorviz.core.rows import Field
-from tensorviz.sources.bounded import Reader
+from tensorviz.sources.formats.bounded import Reader
 from tensorviz.sources.parts import Part, check_regular, open_regular
 
 __all__ = ["ONNX_TYPES", "onnx_part"]

@@ -36,8 +36,8 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.records import Skipped
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.dcp_training import dcp_categories
+from tensorviz.sources.formats.pickle_scan import scan_pickle
 from tensorviz.sources.parts import one_line, open_regular, read_exactly, short
-from tensorviz.sources.pickle_scan import scan_pickle
 
 __all__ = ["analyze_dcp", "read_dcp_metadata", "is_dcp_folder", "MAX_METADATA_BYTES"]
 

@@ -2,7 +2,7 @@
 
 A pickle is a program: 40 KB of it can nest lists 20,000 deep, 4 MB can name one tensor two
 million times, and one memoized 10 MB string can be a key in 300 dicts. So, before loading,
-:mod:`tensorviz.sources.pickle_scan` scans the pickle (its opcode budget, every call it makes);
+:mod:`tensorviz.sources.formats.pickle_scan` scans the pickle (its opcode budget, every call it makes);
 after loading, :func:`walk` visits the object graph with an explicit stack of iterators (no
 recursion, nothing pushed per child), builds each name once from its parent's (names longer
 than :data:`NAME_CAP` keep their start and end around "…"), describes keys and values with

@@ -21,9 +21,9 @@ from tensorviz.core.errors import FileFormatError, UnsafeCheckpointError
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo
 from tensorviz.sources.ckpt_training import checkpoint_training
-from tensorviz.sources.ckpt_walk import MAX_VALUES, walk
+from tensorviz.sources.formats.ckpt_walk import MAX_VALUES, walk
+from tensorviz.sources.formats.pickle_scan import global_hint, scan_pickle, unsafe_message
 from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, open_regular, short
-from tensorviz.sources.pickle_scan import global_hint, scan_pickle, unsafe_message
 
 #: {byte offset of a record's data in the file: (record name, size)}
 Records = dict[int, tuple[str, int]]

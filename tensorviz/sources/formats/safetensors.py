@@ -15,8 +15,7 @@ from operator import itemgetter
 
 from tensorviz.core.errors import FileFormatError
 from tensorviz.core.records import Skipped, StorageInfo
-from tensorviz.sources.parts import Part, open_regular, read_exactly
-from tensorviz.sources.st_rules import (
+from tensorviz.sources.formats.st_rules import (
     DTYPES,
     HeaderEntry,
     check_tiling,
@@ -26,6 +25,7 @@ from tensorviz.sources.st_rules import (
     header_length,
     loads,
 )
+from tensorviz.sources.parts import Part, open_regular, read_exactly
 
 __all__ = [
     "SAFETENSORS_DTYPES",
@@ -66,7 +66,7 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
 
     Raises:
         FileFormatError: any header ``safetensors.safe_open`` refuses (the message names the
-            rule and the tensor; see :mod:`tensorviz.sources.st_rules`), or a file that is not
+            rule and the tensor; see :mod:`tensorviz.sources.formats.st_rules`), or a file that is not
             a regular file (a FIFO, a device).
 
     >>> h = read_safetensors_header("model.safetensors")   # doctest: +SKIP
