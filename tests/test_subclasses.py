@@ -346,6 +346,32 @@ def test_bitsandbytes_params4bit_and_its_quant_state():
     assert layout.tree().find("0").unpacked == (32 * 64 * 4 + 32 * 4, ("float32",))
 
 
+def test_bitsandbytes_int8params_is_its_cb_and_scb():
+    """Linear8bitLt(has_fp16_weights=False) quantizes on .to("cpu") (bitsandbytes 0.50 runs on
+    CPU): the weight's own storage is CB (int8, row by row), the module's SCB buffer each row's
+    absmax. Checked against bitsandbytes' own tensors (data_ptr oracle) and its own dequantize."""
+    bnb = pytest.importorskip("bitsandbytes")
+    import bitsandbytes.functional as F
+
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(bnb.nn.Linear8bitLt(64, 32, has_fp16_weights=False))
+    original = m[0].weight.detach().clone()
+    m = m.to("cpu")
+    w = m[0].weight
+    layout = tv.analyze(m)
+    assert layout.names == ("0.weight", "0.bias", "0.SCB", "0.weight_format")
+    piece = Piece("0.weight", "CB", "Int8Params", "float16", (32, 64), 8, (1, 64))
+    assert layout["0.weight"].piece == piece and layout["0.bias"].piece is None
+    assert layout["0.SCB"].piece == Piece("0.weight", "SCB", "Int8Params", "float16", (32, 64), 8, (1, 64))
+    assert (layout["0.weight"].dtype, layout["0.SCB"].dtype, layout["0.SCB"].shape) == ("int8", "float32", (32,))
+    check_against_oracle(layout, {"0.weight": w.CB, "0.SCB": w.SCB}, subset=True)  # bnb's own CB and SCB
+    deq = F.int8_vectorwise_dequant(w.CB, w.SCB)  # bitsandbytes' own: what the pieces encode
+    assert torch.allclose(deq, w.CB.float() * w.SCB[:, None] / 127)
+    assert torch.allclose(deq, original, atol=float(w.SCB.max()) / 127)
+    (group,) = tv.diagram(m).logical
+    assert group.pieces == ("0.weight", "0.SCB", "0.weight_format") and group.lanes == (0, 2)
+
+
 def test_model_map_html_shows_the_logical_weight_and_its_unquantized_size():
     from tensorviz.render.tree_html import tree_html
 
