@@ -21,12 +21,13 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tensorviz.core.errors import TensorvizError
-from tensorviz.core.names import elide, shown, terminal, unicode_safe
+from tensorviz.core.names import elide, fit, fit_lines, shown, terminal, unicode_safe
 from tensorviz.core.records import GROUPINGS, GroupBy
 
 __all__ = [
@@ -132,6 +133,7 @@ def _storage_json(s: Any) -> dict[str, Any]:
         "nbytes": s.nbytes,
         "covered_nbytes": s.covered_nbytes,
         "unreferenced_nbytes": s.unreferenced_nbytes,
+        "header_nbytes": s.header_nbytes,
         "names": list(s.names),
         "complete_names": list(s.complete_names),
         "exact": s.exact,
@@ -261,9 +263,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="also say why a torch checkpoint is this size: bytes per category, slices, copies, fixes with their sizes",
     )
     p.add_argument(
-        "--max-views", type=_count, default=12, metavar="N", help="views listed per storage in the text (default: 12)"
+        "--max-views",
+        type=_count,
+        metavar="N",
+        help="views listed per storage in the text (default: 12; every view with --full)",
     )
-    p.add_argument("--full", action="store_true", help="list every storage even when the listing is long")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="list every storage even when the listing is long, and every line whole (no name shortened)",
+    )
+    p.add_argument(
+        "--width",
+        type=_count,
+        metavar="N",
+        help="columns of the text (default: the terminal's width; 80 when not a terminal, or $COLUMNS)",
+    )
     p.add_argument("--tree", action="store_true", help="print the module tree (bytes counted once per module) instead")
     p.add_argument("--depth", type=_count, metavar="N", help="with --tree: levels of the tree shown (default: all)")
     return p
@@ -308,11 +323,36 @@ def _guarded(run: Callable[[], int], prog: str, error_status: int) -> int:
         return 130
 
 
-def _say(text: str, full: bool = False, file: Any = None) -> None:
+def text_width(given: int | None = None) -> int:
+    """Columns for the text: ``given`` (``--width``), else ``$COLUMNS``, else the terminal's
+    width when stdout is a terminal, else 80; at least 40."""
+    if given is None:
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit():
+            given = int(columns)
+        else:
+            given = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+    return max(int(given), 40)
+
+
+#: Parts of a text line left out first when it is too wide (``--full`` keeps them): a byte count's
+#: exact form "(148824 B)", a view's stride and its offset.
+_DETAILS = (r" \(\d+ B\)", r" stride=\([^)]*\)", r" offset=\d+")
+
+#: The CLI's pointer to the whole listing (``print(layout)`` names Python instead).
+FULL_HINT = "full listing: --full · module tree: --tree · every name: --json"
+
+
+def _say(text: str, full: bool = False, file: Any = None, width: int = 80) -> int:
     """Print text for a terminal: every line through :func:`~tensorviz.core.names.shown` (the one
     escaping function: a name or skip reason from a file can neither restyle the terminal nor,
-    unless ``--full``, fill it)."""
-    print("\n".join(shown(line, bool(full)) for line in text.split("\n")), file=file or sys.stdout)
+    unless ``--full``, fill it) and, unless ``--full``, fitted to ``width`` columns
+    (:func:`~tensorviz.core.names.fit`: the longest name shortened first). Returns how many lines
+    were shortened."""
+    lines = [shown(line, bool(full)) for line in text.split("\n")]
+    fitted = lines if full else fit_lines(lines, width, _DETAILS)
+    print("\n".join(fitted), file=file or sys.stdout)
+    return sum(a != b for a, b in zip(lines, fitted))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -322,22 +362,25 @@ def _run(args: argparse.Namespace) -> int:
     json_to_stdout = args.json == "-"
     if args.depth is not None and not args.tree:
         raise ValueError("--depth sets the levels of --tree; add --tree (tensorviz PATH --tree --depth 2)")
+    width, out = text_width(args.width), sys.stderr if json_to_stdout else sys.stdout
+    shortened = 0
     if json_to_stdout:
         pass
     elif args.tree:
-        _say(layout.tree().to_text(depth=args.depth), args.full)
+        shortened += _say(layout.tree().to_text(depth=args.depth), args.full, width=width)
     else:
-        text_by: GroupBy = "storage" if args.by == "rank" else args.by  # rank is a colouring of storage lanes
-        _say(layout.to_text(by=text_by, max_views=args.max_views, full=args.full or None), args.full)
+        shortened += _say(_layout_text(layout, args), args.full, width=width)
     if args.save_check:
         from tensorviz.savecheck.report import save_check
 
-        report = save_check(layout).to_text()
-        _say(report, args.full, file=sys.stderr if json_to_stdout else sys.stdout)
+        shortened += _say(save_check(layout).to_text(), args.full, file=out, width=width)
     if args.why_size:
         from tensorviz.savecheck.filesize import size_report
 
-        _say(str(size_report(args.path)), args.full, file=sys.stderr if json_to_stdout else sys.stdout)
+        shortened += _say(str(size_report(args.path)), args.full, file=out, width=width)
+    if shortened:
+        lines = f"{shortened} line{'s' * (shortened != 1)}"
+        print(fit(f"({lines} shortened to {width} columns; whole with --full, every name in --json)", width), file=out)
     if args.json:
         text = json_text(layout_to_json(layout, full=bool(args.full)))
         if json_to_stdout:
@@ -355,6 +398,18 @@ def _run(args: argparse.Namespace) -> int:
 
         _write(args.html, unicode_safe(page_html(layout, ExplorerState(by=args.by))).encode())
     return 0
+
+
+def _layout_text(layout: Any, args: argparse.Namespace) -> str:
+    """The layout's text as ``print(layout)`` writes it (``--full``: every storage and view),
+    its closing pointer naming the CLI's flags."""
+    from tensorviz.core.text import compact_text, fits_screen
+
+    by: GroupBy = "storage" if args.by == "rank" else args.by  # rank is a colouring of storage lanes
+    if args.full:
+        return layout.to_text(by=by, max_views=args.max_views, full=True)
+    max_views = 12 if args.max_views is None else args.max_views
+    return fits_screen(layout, by, max_views) or compact_text(layout, by=by, hint=FULL_HINT)
 
 
 def build_diff_parser() -> argparse.ArgumentParser:

@@ -43,7 +43,7 @@ def sliced_ckpt(tmp_path):
 
 
 def test_text_summary_with_metadata(tied_file, capsys):
-    assert main([str(tied_file)]) == 0
+    assert main([str(tied_file), "--width", "400"]) == 0  # wide enough for the whole lines
     out = capsys.readouterr().out
     assert out == tv.analyze(tied_file).to_text() + "\n"
     dropped, kept = dropped_record(tied_file)
@@ -199,7 +199,7 @@ def test_save_check_report_follows_the_summary(sliced_ckpt, capsys):
         expected = saving.save_check(tv.analyze(sliced_ckpt)).to_text()
     except ImportError as err:  # the save-check helper's modules are still being written
         pytest.skip(f"tensorviz.savecheck is incomplete: {err}")
-    assert main([str(sliced_ckpt), "--save-check"]) == 0
+    assert main([str(sliced_ckpt), "--save-check", "--width", "400"]) == 0
     out = capsys.readouterr().out
     assert out == tv.analyze(sliced_ckpt).to_text() + "\n" + expected + "\n"
 

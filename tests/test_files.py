@@ -74,9 +74,14 @@ def test_save_file_spans_equal_header_offsets(tmp_path):
         assert file_bytes(path, v.start, v.stop) == tensor_bytes(tensors[name])
     # File order: views sorted by data offset.
     assert layout.names == tuple(sorted(layout.names, key=lambda n: header[n]["data_offsets"]))
-    # The header is the only unreferenced region, and metadata names its span.
-    assert layout.unreferenced_runs(storage.key).tolist() == [[0, data_start]]
-    assert storage.unreferenced_nbytes == data_start
+    # The header (8 + N bytes, as the file says) is the header, not unreferenced; metadata names its span.
+    assert layout.unreferenced_runs(storage.key).tolist() == []
+    assert (storage.header_nbytes, storage.unreferenced_nbytes, storage.covered_nbytes) == (
+        data_start,
+        0,
+        size - data_start,
+    )
+    assert layout.header_run(storage.key) == (0, data_start)
     assert layout.metadata["header"] == {str(path): (0, data_start)}
     assert layout.metadata["__metadata__"] == {str(path): {"format": "pt", "note": "hi"}}
     assert layout.metadata["format"] == "safetensors" and "problems" not in layout.metadata
@@ -306,8 +311,9 @@ def test_weight_map_checked_against_shard_headers(tmp_path):
     assert skipped[f"embed.weight [{first}]"] == (
         f"duplicate: also in {second}, which the weight_map names; this copy (bytes [{a}, {b})) is never loaded"
     )
-    assert a == data_start  # the copy is first in its file, so header and copy are one unread run
-    assert layout.unreferenced_runs(dup.key).tolist() == [[0, b]]
+    assert a == data_start  # the copy is first in its file: the header, then the unread copy
+    assert layout.header_run(dup.key) == (0, data_start) and dup.header_nbytes == data_start
+    assert layout.unreferenced_runs(dup.key).tolist() == [[a, b]]
     assert skipped["ghost.weight"] == f"weight_map puts it in {first}, but no shard's header has it"
     text = layout.to_text()
     assert "problem: missing: weight_map lists 'ghost.weight'" in text

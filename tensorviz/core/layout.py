@@ -400,7 +400,7 @@ class Layout:
 
     def _make_storages(self) -> tuple[Storage, ...]:
         columns = self._taken("storage columns", self._make_storage_columns)
-        out = st.storage_records(self._table.keys, columns, self.facts.whole_files)
+        out = st.storage_records(self._table.keys, columns, self.facts.whole_files, self._header_nbytes())
         for key in [k for k in self._cache if type(k) is tuple and k[0] == "storage"]:
             out[key[1]] = self._cache.pop(key)  # a record made alone stays the one handed out
         return tuple(out)
@@ -412,7 +412,13 @@ class Layout:
     def _make_storage_columns(self) -> tuple[list, ...]:
         t, snames = self._table, self._storage_names()
         complete = st.complete_names(t, self._names_array, *self._grouped("storage"), snames)
-        return st.storage_columns(t, self._sweep(), snames, complete)
+        return st.storage_columns(t, self._sweep(), snames, complete, self._header_nbytes())
+
+    def _header_nbytes(self) -> np.ndarray:
+        """Per storage, a whole file's header bytes (:func:`~tensorviz.core.storages.header_nbytes`)."""
+        return self._cached(
+            "header nbytes", lambda: st.header_nbytes(self._table, self.facts.header, lambda: self._skey)
+        )
 
     def storage(self, which: str | StorageKey | int) -> Storage:
         """The storage of a view name, a storage key or a storage index.
@@ -434,7 +440,8 @@ class Layout:
 
     def _make_storage(self, s: int) -> Storage:
         members = self._member_positions(s)
-        return st.storage_record(self._table, s, members, self._names_array, self._sweep(), self.facts.whole_files)
+        whole, header = self.facts.whole_files, self._header_nbytes()
+        return st.storage_record(self._table, s, members, self._names_array, self._sweep(), whole, header)
 
     def _storage_pos(self, which: str | StorageKey | int) -> int:
         if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
@@ -463,9 +470,13 @@ class Layout:
         return readonly(self._member_positions(self._storage_pos(which)))
 
     def unreferenced_runs(self, which: str | StorageKey | int) -> np.ndarray:
-        """Byte runs of a storage (by key, index or a view name) that no view reads."""
+        """Byte runs of a storage (by key, index or a view name) that no view reads, less a
+        whole file's header (:meth:`header_run`)."""
         s = self._storage_pos(which)
         runs = [self._runs_at(i) for i in self._member_positions(s).tolist()]
+        header = self.header_run(s)
+        if header is not None:
+            runs.append(np.array([header], dtype=np.int64))
         return fp.coverage(int(self._table.nbytes[s]), runs).unreferenced()
 
     def piece_storages(self) -> dict[str, tuple[int, ...]]:
@@ -486,6 +497,16 @@ class Layout:
         for i in sorted(pieces):
             out.setdefault(pieces[i].of, {})[int(sidx[i])] = None
         return {of: tuple(found) for of, found in out.items()}
+
+    def header_run(self, which: str | StorageKey | int) -> tuple[int, int] | None:
+        """A whole file's header bytes ``(start, stop)`` (a safetensors file's ``(0, 8 + N)``),
+        or None for a storage that is no such file."""
+        s = self._storage_pos(which)
+        n = int(self._header_nbytes()[s])
+        if not n:
+            return None
+        lo = max(0, int(self.facts.header[self._table.key(s)[1]][0]))
+        return lo, lo + n
 
     def storage_stats(self) -> StorageStats:
         """Per storage (index order), numpy columns of the facts a picture of thousands of

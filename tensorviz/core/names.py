@@ -17,6 +17,8 @@ __all__ = [
     "shown",
     "shown_lines",
     "LINE_CAP",
+    "fit",
+    "fit_lines",
     "drawable",
     "unicode_safe",
     "elide",
@@ -136,6 +138,46 @@ def elide_name(name: str, limit: int) -> str:
     tail, sep = "".join(parts[j:]), parts[j - 1][-1]  # the separator just before the tail
     head = parts[0] + "…" + sep
     return head + tail if j > 1 and len(head) + len(tail) <= limit else "…" + sep + tail
+
+
+def fit(line: str, width: int, drop: tuple[str, ...] = ()) -> str:
+    """``line`` in at most ``width`` characters: first without the parts that match ``drop``
+    (regular expressions, in order: details the full line keeps), then with its longest word
+    (a name, usually) shortened by whole dotted components where it has them
+    (:func:`elide_name`), then with its end cut at "…". The caller says where the whole line is
+    (the CLI's ``--full``).
+
+    >>> fit("  - model.layers.0.self_attn.q_proj.weight  float32[4096×4096] offset=0", 63, (r" offset=\\d+",))
+    '  - model.layers.0.self_attn.q_proj.weight  float32[4096×4096]'
+    >>> fit("  - model.layers.0.self_attn.q_proj.weight  float32[4096×4096]", 56)
+    '  - ….0.self_attn.q_proj.weight  float32[4096×4096]'
+    """
+    for pattern in drop:
+        if len(line) <= width:
+            return line
+        line = re.sub(pattern, "", line)
+    if len(line) <= width:
+        return line
+    words = list(re.finditer(r"\S+", line))
+    if words:
+        word = max(words, key=lambda m: len(m.group()))
+        keep = max(len(word.group()) - (len(line) - width), min(len(word.group()), 16))
+        line = line[: word.start()] + elide_name(word.group(), keep) + line[word.end() :]
+    return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
+
+
+def fit_lines(lines: list[str], width: int, drop: tuple[str, ...] = ()) -> list[str]:
+    """Each line in at most ``width`` characters, as :func:`fit` makes them; a detail of
+    ``drop`` left out of one line is left out of every line, so the lines stay alike.
+
+    >>> fit_lines(["a offset=0", "bbbbbbbbbb offset=4"], 12, (r" offset=\\d+",))
+    ['a', 'bbbbbbbbbb']
+    """
+    for pattern in drop:
+        if all(len(line) <= width for line in lines):
+            break
+        lines = [re.sub(pattern, "", line) for line in lines]
+    return [fit(line, width) for line in lines]
 
 
 #: Longest part of a name the name filter searches: a regular expression such as

@@ -205,8 +205,10 @@ class StorageInfo:
 class Storage:
     """One storage and how its bytes are used by the views on it.
 
-    ``covered_nbytes`` counts bytes read by at least one view, ``unreferenced_nbytes`` the rest
-    (``torch.save`` writes them anyway), ``complete_names`` the views that read every byte.
+    ``covered_nbytes`` counts bytes read by at least one view, ``header_nbytes`` a whole file's
+    header (a safetensors file's 8 + N bytes: the format's own, read by no view),
+    ``unreferenced_nbytes`` the rest (``torch.save`` writes them anyway; a file's gaps and
+    padding), ``complete_names`` the views that read every byte.
     ``exact`` is False when a view's footprint was over the run budget (coverage is then an
     upper bound).
     """
@@ -222,11 +224,13 @@ class Storage:
     label: str = ""
     exact: bool = True
     whole_file: bool = False  # the storage is a whole file read header-only (a .safetensors file)
+    header_nbytes: int = 0  # a whole file's header: neither read by a view nor unreferenced
 
     def __repr__(self) -> str:
+        header = f", header={format_bytes(self.header_nbytes)}" if self.header_nbytes else ""
         return (
             f"Storage(#{self.index} {self.label or self.device}, {format_bytes(self.nbytes)}, "
-            f"{len(self.names)} view{'s' * (len(self.names) != 1)}, "
+            f"{len(self.names)} view{'s' * (len(self.names) != 1)}{header}, "
             f"unreferenced={format_bytes(self.unreferenced_nbytes)})"
         )
 

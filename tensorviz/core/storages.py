@@ -7,13 +7,16 @@ with what they need (the table, the sweep, the views grouped by storage) and cac
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import numpy as np
 
 from tensorviz.core.records import Storage, StorageKey, StorageStats, readonly, record
 from tensorviz.core.sweep import Sweep
 from tensorviz.core.table import Table, slices, slices_sharing, take
 
-__all__ = ["storage_names", "storage_columns", "storage_records", "storage_record", "storage_stats"]
+__all__ = ["storage_names", "storage_columns", "storage_records", "storage_record", "storage_stats", "header_nbytes"]
 
 _NO_NAMES = np.empty(1, dtype=object)  # broadcasts () into object arrays (a bare () would not)
 _NO_NAMES[0] = ()
@@ -47,11 +50,25 @@ def complete_names(
     return complete + [()] * (ns - count.size)
 
 
+def header_nbytes(t: Table, spans: Mapping[str, Any], skey: Callable[[], Mapping[StorageKey, int]]) -> np.ndarray:
+    """Per storage, the bytes of a whole file's header (``spans``: the facts' ``header``, file ->
+    ``(start, stop)``; a safetensors file's 8 + N bytes), which no view reads and which are not
+    unreferenced; 0 for every other storage. ``skey()`` maps keys to indices (made only for files)."""
+    out = np.zeros(len(t.nbytes), dtype=np.int64)
+    for path, span in spans.items():
+        s = skey().get(("file", path)) if isinstance(span, (tuple, list)) and len(span) == 2 else None
+        if s is not None:
+            lo, hi = max(0, int(span[0])), min(int(span[1]), int(t.nbytes[s]))
+            out[s] = max(0, hi - lo)
+    return readonly(out)
+
+
 def storage_columns(
-    t: Table, sw: Sweep, snames: list[tuple[str, ...]], complete: list[tuple[str, ...]]
+    t: Table, sw: Sweep, snames: list[tuple[str, ...]], complete: list[tuple[str, ...]], header: np.ndarray
 ) -> tuple[list, ...]:
-    """Per storage: device, nbytes, names, covered, unreferenced, complete names, label and
-    exact -- the facts of every :class:`Storage` record, before any record."""
+    """Per storage: device, nbytes, names, covered, unreferenced (less a file's ``header``),
+    complete names, label and exact -- the facts of every :class:`Storage` record, before any
+    record."""
     covered = sw.covered
     exact = np.ones(len(t.nbytes), dtype=bool) if sw.inexact is None else ~sw.inexact
     exact[t.sidx[~t.exact]] = False
@@ -60,16 +77,18 @@ def storage_columns(
         t.nbytes.tolist(),
         snames,
         covered.tolist(),
-        (t.nbytes - covered).tolist(),
+        (t.nbytes - covered - header).tolist(),
         complete,
         t.labels,
         exact.tolist(),
     )
 
 
-def storage_records(keys: list, columns: tuple[list, ...], whole: frozenset[StorageKey]) -> list[Storage]:
+def storage_records(
+    keys: list, columns: tuple[list, ...], whole: frozenset[StorageKey], header: np.ndarray
+) -> list[Storage]:
     """A :class:`Storage` per storage from :func:`storage_columns`; ``whole``: the keys of the
-    storages that are whole files read header-only."""
+    storages that are whole files read header-only, ``header`` their headers' bytes."""
     new = object.__new__
     out = []
     for values in zip(keys, range(len(keys)), *columns):
@@ -88,13 +107,16 @@ def storage_records(keys: list, columns: tuple[list, ...], whole: frozenset[Stor
             d["label"],
             d["exact"],
         ) = values
-        if whole:  # else the class default: False
+        if whole:  # else the class defaults: False, 0
             d["whole_file"] = d["key"] in whole
+            d["header_nbytes"] = int(header[d["index"]])
         out.append(st)
     return out
 
 
-def storage_record(t: Table, s: int, members: np.ndarray, names: np.ndarray, sw: Sweep, whole: frozenset) -> Storage:
+def storage_record(
+    t: Table, s: int, members: np.ndarray, names: np.ndarray, sw: Sweep, whole: frozenset, header: np.ndarray
+) -> Storage:
     """The Storage record ``s`` alone (``members``: its views' positions), equal to the one
     :func:`storage_records` makes: a diagram of 1M storages needs a few dozen, not all."""
     member_names = tuple(names[members].tolist())
@@ -103,9 +125,10 @@ def storage_record(t: Table, s: int, members: np.ndarray, names: np.ndarray, sw:
     complete = member_names if full.all() and member_names else tuple(names[members[full]].tolist())
     covered = int(sw.covered[s])
     key = t.key(s)
-    values = (key, s, t.devices[s], nbytes, member_names, covered, nbytes - covered, complete, t.labels[s])
+    head = int(header[s])
+    values = (key, s, t.devices[s], nbytes, member_names, covered, nbytes - covered - head, complete, t.labels[s])
     exact = bool(t.exact[members].all()) and not (sw.inexact is not None and sw.inexact[s])
-    return record(Storage, (*values, exact, key in whole))
+    return record(Storage, (*values, exact, key in whole, head))
 
 
 def storage_stats(t: Table, sw: Sweep, order: np.ndarray, bounds: np.ndarray) -> StorageStats:

@@ -103,6 +103,8 @@ def layout_text(layout: TreeLayout, by: GroupBy = "storage", max_views: int = 12
     objects = layout.facts.storage_objects
     for s in storages:
         cov = f"{format_bytes(s.covered_nbytes)} read"
+        if s.header_nbytes:
+            cov += f", {format_bytes(s.header_nbytes)} header"
         if s.unreferenced_nbytes:
             cov += f", {format_bytes(s.unreferenced_nbytes)} unreferenced"
         name = s.label or s.device
@@ -249,9 +251,13 @@ def fits_screen(layout: TreeLayout, by: GroupBy = "storage", max_views: int = 12
     return text if text.count("\n") < SCREEN_LINES else None
 
 
-def compact_text(layout: TreeLayout, by: GroupBy = "storage") -> str:
+#: Where the whole listing is, in Python (``print(layout)``'s last line); the CLI names its flags.
+FULL_HINT = "full listing: layout.to_text(full=True) · module tree: layout.tree()"
+
+
+def compact_text(layout: TreeLayout, by: GroupBy = "storage", hint: str = FULL_HINT) -> str:
     """A summary that fits a screen for any model: totals, ties and shared groups, the largest
-    modules (bytes counted once), skipped values and a pointer to the full listing."""
+    modules (bytes counted once), skipped values and ``hint``, a pointer to the full listing."""
     tree = layout.tree()
     root = tree.root
     lines = header_lines(layout)
@@ -266,7 +272,7 @@ def compact_text(layout: TreeLayout, by: GroupBy = "storage") -> str:
     lines += _capped(f"shared groups ({how})", groups, 4)
     tail = _capped("skipped", [f"{sk.name}: {sk.reason}" for sk in layout.skipped], 3)
     tail += _capped("metadata", [m.strip() for m in metadata_lines(layout.metadata)[1:]], 4)
-    tail.append("full listing: layout.to_text(full=True) · module tree: layout.tree()")
+    tail.append(hint)
     budget = SCREEN_LINES - len(lines) - len(tail) - 1
     lines.append("largest modules (bytes counted once; % of unique bytes):")
     lines += ["  " + line for line in _fitting_tree(tree, tree_lines, budget)]

@@ -49,7 +49,7 @@ def storage_reasons(storage: Storage, views: Sequence[TensorView], whole_file: b
     reasons = ["freed"] if not storage.nbytes and any(not v.is_empty for v in views) else []
     if len(views) > 1 and not whole_file:
         reasons.append("shared")
-    if storage.unreferenced_nbytes and storage.nbytes:
+    if (storage.unreferenced_nbytes or storage.header_nbytes) and storage.nbytes:  # a file: its header
         reasons.append("partial")
     if len(views) > 1 and sum(v.footprint_nbytes for v in views) > storage.covered_nbytes:
         reasons.append("overlapping")

@@ -90,17 +90,19 @@ class SizeReport:
     slices: tuple[WastedSlice, ...]
     duplicates: tuple[Duplicate, ...]
     fixes: tuple[SizeFix, ...]
+    overhead: str = "pickle and zip"  # what the rest of the file is: "header" for a safetensors file
 
     @property
     def overhead_nbytes(self) -> int:
-        """The pickle, zip headers and record alignment: the file less its storages' bytes."""
+        """The pickle, zip headers and record alignment (a safetensors file's header): the file
+        less its storages' bytes."""
         return self.file_nbytes - self.data_nbytes
 
     def lines(self) -> list[str]:
         how = "predicted by a dry run of torch.save" if self.predicted else "on disk"
         out = [
             f"{self.source}: {format_bytes(self.file_nbytes)} ({self.file_nbytes:,} B, {how})",
-            f"  storages {format_bytes(self.data_nbytes)} · pickle and zip {format_bytes(self.overhead_nbytes)}",
+            f"  storages {format_bytes(self.data_nbytes)} · {self.overhead} {format_bytes(self.overhead_nbytes)}",
             f"  {'category':<22}{'written':>12}{'read by a name':>16}{'not read':>12}",
         ]
         for c in self.categories:
@@ -207,7 +209,7 @@ def size_report(obj: Any, *, name: str | None = None) -> SizeReport:
         saved, layout = obj, analyze(obj)
         file_name, source = name or "checkpoint.pt", "torch.save(...) to " + (name or "checkpoint.pt")
         on_disk = None
-    data = sum(s.nbytes for s in layout.storages if s.device != "meta")
+    data = sum(s.nbytes - s.header_nbytes for s in layout.storages if s.device != "meta")
     file_nbytes = saved_nbytes(saved, file_name) if on_disk is None else on_disk
     slices = _slices(layout)
     return SizeReport(
@@ -219,6 +221,7 @@ def size_report(obj: Any, *, name: str | None = None) -> SizeReport:
         slices=slices,
         duplicates=_duplicates(layout),
         fixes=tuple(_fixes(saved, layout, slices, file_name)),
+        overhead="header" if any(s.header_nbytes for s in layout.storages) else "pickle and zip",
     )
 
 
@@ -231,7 +234,7 @@ def _categories(layout: Layout) -> tuple[CategoryBytes, ...]:
             continue
         c = cats[layout.position(s.names[0])]
         w = written.setdefault(c, [0, 0])
-        w[0] += s.nbytes
+        w[0] += s.nbytes - s.header_nbytes  # a file's header is the file's, not a category's
         w[1] += s.covered_nbytes
     order = [*LABELS, ""]
     return tuple(CategoryBytes(c, w, r) for c, (w, r) in sorted(written.items(), key=lambda kv: order.index(kv[0])))

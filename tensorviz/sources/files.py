@@ -74,7 +74,7 @@ from tensorviz.sources.formats.safetensors import (
 from tensorviz.sources.formats.table import sniff
 from tensorviz.sources.packed import annotate_packed
 from tensorviz.sources.parts import MAX_HEADER_BYTES, TORCH_EXTS, merge, open_regular
-from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, read_part, same_spelling
+from tensorviz.sources.shards import analyze_files, analyze_index, leaves_folder, natural_key, read_part, same_spelling
 from tensorviz.sources.variants import pick_variant
 
 __all__ = [
@@ -157,7 +157,7 @@ def _analyze_path(p: str, variant: str | None) -> Layout:
 def _analyze_folder(path: str, variant: str | None = None) -> Layout:
     """A model folder: its safetensors index, else its safetensors files, else torch files (of
     one weight variant: see :mod:`.variants`)."""
-    entries = sorted(os.listdir(path))
+    entries = sorted(os.listdir(path), key=natural_key)  # shard 2 before shard 10
     files, chosen = pick_variant(path, [e for e in entries if os.path.isfile(os.path.join(path, e))], variant)
     if os.path.isdir(os.path.join(path, "zero")) and any(e.endswith("_model_states.pt") for e in files):
         from tensorviz.sources.training_folder import is_universal, universal_parts  # needs torch

@@ -8,6 +8,7 @@ really hold, and missing, extra, misplaced and duplicated names are reported.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -62,8 +63,19 @@ def analyze_index(path: str, source: str | None = None, extra: Mapping[str, Any]
     return index_layout(path, obj, wm, [read_part(p) for p in paths], fmt, source or path, extra)
 
 
+def natural_key(name: str) -> tuple:
+    """Sort key that orders the numbers in a file name by value: shard 2 before shard 10.
+
+    >>> sorted(["model-10-of-12.safetensors", "model-2-of-12.safetensors"], key=natural_key)
+    ['model-2-of-12.safetensors', 'model-10-of-12.safetensors']
+    """
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
 def shard_names(index: str, wm: Mapping[str, str]) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """The weight_map with one spelling per shard, and the names each shard holds (in order).
+    """The weight_map with one spelling per shard, and the names each shard holds (in order),
+    shards in file order (:func:`natural_key`: ``model-00001-of-00004`` first, whatever name
+    the weight_map mentions first), so storage #0 is the first file.
 
     Raises:
         FileFormatError: a shard named by an absolute path or one that leaves the index's folder.
@@ -72,6 +84,7 @@ def shard_names(index: str, wm: Mapping[str, str]) -> tuple[dict[str, str], dict
     names_in: dict[str, list[str]] = {}
     for name, shard in wm.items():
         names_in.setdefault(shard, []).append(name)
+    names_in = dict(sorted(names_in.items(), key=lambda item: natural_key(item[0])))
     for shard, names in names_in.items():
         if os.path.isabs(shard) or shard.startswith("/") or ".." in shard.replace("\\", "/").split("/"):
             raise FileFormatError(
@@ -90,9 +103,9 @@ def index_layout(
     source: str,
     extra: Mapping[str, Any] | None = None,
 ) -> Layout:
-    """One layout of the shards' parts (in weight_map order of first mention), with the
-    weight_map and ``total_size`` checked against what the shards hold."""
-    shards = list(dict.fromkeys(wm.values()))
+    """One layout of the shards' parts (in file order, as :func:`shard_names` lists them), with
+    the weight_map and ``total_size`` checked against what the shards hold."""
+    shards = sorted(dict.fromkeys(wm.values()), key=natural_key)
     problems, skipped, duplicated = _check_weight_map(wm, shards, parts)
     info = obj.get("metadata")
     total = info.get("total_size") if isinstance(info, dict) else None
