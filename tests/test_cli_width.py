@@ -70,7 +70,7 @@ def test_a_shortened_listing_says_so_and_keeps_names_readable(files, capsys, mon
     size, fb = path.stat().st_size, format_bytes
     assert lines[3] == f"storage #0 small.safetensors {fb(size)}: 10 views, {fb(size - head)} read, {fb(head)} header"
     assert any(line.startswith("  - model.….layers.0.self_attn.q_proj.weight  float32[8×8]  bytes [") for line in lines)
-    assert any(line.startswith("  - model.language_model") and "…" in line for line in lines)  # the long one
+    assert any(line.startswith("  - model.….weight  float32[8×8]  bytes [") for line in lines)  # the long one
     wide = run(capsys, monkeypatch, 200, path)
     assert not any("shortened" in line for line in wide) and max(map(len, wide)) <= 200
     assert f"  - {LONG}  float32[8×8] stride=(8, 1) offset=0  bytes [" in "\n".join(wide)
@@ -91,5 +91,5 @@ def test_eighty_columns_when_stdout_is_no_terminal(files):
         [sys.executable, "-m", "tensorviz", str(path)], env=env, capture_output=True, text=True, timeout=120
     )
     lines = done.stdout.splitlines()
-    assert done.returncode == 0 and max(map(len, lines)) == 80
+    assert done.returncode == 0 and max(map(len, lines)) <= 80
     assert lines[-1].startswith("(11 lines shortened to 80 columns")

@@ -13,6 +13,7 @@ from models import seed_tensors
 
 import tensorviz as tv
 from tensorviz.core.errors import OptionError, UnknownOptionError
+from tensorviz.loadcheck.check import LOADERS
 from tensorviz.plan.options import LABELS, OPTION_DOCS, by_value
 
 PUBLIC = [name for name in tv.__all__ if callable(getattr(tv, name)) and not isinstance(getattr(tv, name), type)]
@@ -130,7 +131,7 @@ BY_CHOICES = (
         (
             lambda m: tv.load_check(torch.nn.Linear(4, 4), m, loader="load_state_dic"),
             OptionError,
-            "tv.load_check(): loader must be one of ['load_state_dict', 'safetensors.load_model'], got "
+            f"tv.load_check(): loader must be one of {sorted(LOADERS)}, got "
             "'load_state_dic'; did you mean 'load_state_dict'?",
         ),
         (

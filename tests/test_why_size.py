@@ -110,7 +110,7 @@ def test_cli_why_size(tmp_path, capsys) -> None:
 
     path = tmp_path / "ckpt.pt"
     torch.save(CASES["two_slices"](), path)
-    assert main([str(path), "--why-size"]) == 0
+    assert main([str(path), "--why-size", "--width", "400"]) == 0  # wide enough for the whole path
     out = capsys.readouterr().out
     assert f"{path}: " in out and "slice: a, b read 1.5 KiB of a 64.0 KiB storage" in out
     assert "ckpt['a'] = ckpt['a'].clone()" in out
