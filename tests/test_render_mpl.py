@@ -424,8 +424,9 @@ print(json.dumps(out))
 
 
 def test_returned_figures_display_as_png_once_with_or_without_matplotlib_inline(tmp_path):
-    """A fresh kernel shows the PNG from ``_repr_png_`` (bytes); with %matplotlib inline the
-    backend's type-registered printer makes the one image (base64 str) and ours steps aside."""
+    """A fresh kernel gets the PNG from ``_repr_png_`` (bytes) and the inline SVG from
+    ``_repr_html_``; with %matplotlib inline the backend's type-registered printer makes the one
+    image (base64 str) and ours step aside."""
     import json
     import os
     import subprocess
@@ -436,7 +437,8 @@ def test_returned_figures_display_as_png_once_with_or_without_matplotlib_inline(
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout.strip().splitlines()[-1])
     for kind in ("explain", "plot"):
-        assert out[f"fresh {kind}"] == {"image/png": "bytes", "text/plain": "str"}
+        # one picture: JupyterLab shows the HTML (the SVG that fits the output), PNG-only readers the PNG
+        assert out[f"fresh {kind}"] == {"image/png": "bytes", "text/html": "str", "text/plain": "str"}
         assert out[f"inline {kind}"] == {"image/png": "str", "text/plain": "str"}
         assert out[f"inline-svg {kind}"] == {"image/svg+xml": "str", "text/plain": "str"}
 

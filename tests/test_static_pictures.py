@@ -144,3 +144,29 @@ def test_an_svg_past_the_limit_falls_back_to_the_png(monkeypatch) -> None:
 def test_html_box_scrolls_instead_of_clipping() -> None:
     html = tv.show({"x" * 300: torch.zeros(2)}).to_html()
     assert re.match(r'<div class="tensorviz-show" style="[^"]*overflow-x:auto', html)
+
+
+@pytest.mark.parametrize("which", ["explain", "explain_view"])
+def test_explain_pictures_never_show_text_under_9_px(which) -> None:
+    """The teaching pictures are drawn wider than 590 px: their SVG scales with the output but
+    keeps a min-width at which its smallest text is 9 CSS px; a narrower box scrolls sideways."""
+    from tensorviz.render.theme import text_sizes
+
+    x = torch.arange(24.0).reshape(4, 6)
+    if which == "explain":
+        html = tv.explain(x, x.t(), x[:, ::2])._repr_html_()
+    else:
+        html = tv.explain_view(x.t(), (24,))._repr_mimebundle_()["text/html"]
+    svg = html[html.index("<svg") :]
+    min_px = float(re.search(r"min-width:([0-9.]+)px", svg).group(1))
+    assert min(text_sizes(svg)) * min_px / viewbox_width(svg) >= MIN_LABEL_PX - 0.05
+    assert min_px <= 1024  # readable without scrolling in a 1024-px output
+    assert re.search(r'<div class="tensorviz-figure" style="[^"]*overflow-x:auto', html)
+
+
+def test_module_tree_wraps_inside_its_box() -> None:
+    from tensorviz.render.tree_html import TREE_CSS
+
+    assert "overflow-x:auto" in TREE_CSS.split("}")[0]  # the .tvt box scrolls, never clips
+    assert "overflow-wrap:anywhere" in TREE_CSS and "minmax(12em,1fr)" in TREE_CSS
+    assert "white-space:nowrap" not in TREE_CSS.replace(".tvt .tvt-num{white-space:nowrap;}", "")

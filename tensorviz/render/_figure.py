@@ -2,7 +2,9 @@
 
 A bare ``matplotlib.figure.Figure`` returned to a fresh kernel (no ``%matplotlib inline``, so no
 figure formatter registered) displays as ``<Figure size 665x464 with 1 Axes>``. This subclass
-adds ``_repr_png_``, so IPython's PNG formatter finds the picture on the object itself. When a
+adds ``_repr_png_``, so IPython's PNG formatter finds the picture on the object itself, and
+``_repr_html_``: the same picture as an inline SVG that fits the output (JupyterLab shows the
+HTML; readers that drop HTML, the PNG). When a
 matplotlib backend *has* registered a formatter for ``Figure`` (``%matplotlib inline`` does, for
 ``png`` or whichever ``figure_formats`` it was given), IPython uses that one: a type-registered
 printer wins over the method for its own mime type, and for the other image types the method
@@ -23,7 +25,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-__all__ = ["TensorvizFigure", "figure_printer_active", "png_bytes", "literal_texts"]
+__all__ = ["TensorvizFigure", "figure_printer_active", "png_bytes", "literal_texts", "figure_html"]
 
 #: The mime types a matplotlib backend may register a Figure formatter for in IPython.
 _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg", "application/pdf")
@@ -40,6 +42,31 @@ class TensorvizFigure(Figure):
         if figure_printer_active():
             return None
         return png_bytes(self)
+
+    def _repr_html_(self) -> str | None:
+        """The figure as an inline SVG that scales with the output, never so small that its
+        text is under 9 CSS px (:mod:`tensorviz.render.theme`); None where a backend's
+        formatter shows figures, or when the SVG would be too large (the PNG shows then)."""
+        if figure_printer_active():
+            return None
+        drawn = getattr(self, "tensorviz_diagram", None)
+        if drawn is not None:
+            from tensorviz.render.html import picture_alt
+
+            return figure_html(self, alt=picture_alt(drawn))
+        return figure_html(self, alt="tensorviz figure")
+
+
+def figure_html(fig: Figure, *, alt: str) -> str | None:
+    """``fig`` as an HTML output: its inline SVG (:func:`tensorviz.render.theme.inline_svg`, the PNG kept for
+    sanitizers) in a box that scrolls sideways below the SVG's minimum width; None when the SVG
+    would be larger than :data:`tensorviz.render.theme.SVG_LIMIT` (the PNG is then the picture)."""
+    from tensorviz.render.theme import SVG_LIMIT, inline_svg
+
+    svg = inline_svg(fig, alt=alt, fallback_png=png_bytes(fig))
+    if len(svg) > SVG_LIMIT:
+        return None
+    return f'<div class="tensorviz-figure" style="max-width:100%;overflow-x:auto">{svg}</div>'
 
 
 def literal_texts(fig: Figure) -> Figure:

@@ -89,11 +89,14 @@ class ViewExplanation:
         return _text(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from tensorviz.render._figure import png_bytes
+        from tensorviz.render._figure import figure_html, png_bytes
 
-        # the picture once, in the HTML beside the text (an image/png copy would double a notebook)
+        # the picture once, in the HTML beside the text (an image/png copy would double a notebook):
+        # an SVG that scales with the output, never with text under 9 CSS px (render/theme.py)
         try:
-            png = base64.b64encode(png_bytes(self.figure())).decode("ascii")
+            fig = self.figure()
+            picture = figure_html(fig, alt=f"{self.call}: {self.reason}")
+            png = base64.b64encode(png_bytes(fig)).decode("ascii") if picture is None else ""
         except TooLargeError as err:  # views too scattered to draw: the text still explains
             return {
                 "text/plain": str(self),
@@ -101,7 +104,8 @@ class ViewExplanation:
             }
         return {
             "text/plain": str(self),
-            "text/html": f"<pre>{html.escape(str(self))}</pre><img alt='explain_view' src='data:image/png;base64,{png}'>",
+            "text/html": f"<pre>{html.escape(str(self))}</pre>"
+            + (picture or f"<img alt='explain_view' src='data:image/png;base64,{png}'>"),
         }
 
 

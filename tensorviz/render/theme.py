@@ -55,6 +55,8 @@ __all__ = [
     "MIN_FONT_PT",
     "SVG_LIMIT",
     "inline_svg",
+    "text_sizes",
+    "min_width",
     "themed",
 ]
 
@@ -118,6 +120,19 @@ def themed(fig: Figure) -> Figure:
     return fig
 
 
+def text_sizes(svg: str) -> list[float]:
+    """The font size (SVG units) of every text of a matplotlib SVG whose glyphs are paths:
+    each text is drawn through ``scale(size / 100, -size / 100)``."""
+    return [100 * float(k) for k in re.findall(r"scale\(([0-9.]+) -[0-9.]+\)", svg)]
+
+
+def min_width(svg: str, width: float) -> float:
+    """The narrowest an SVG ``width`` units wide may be shown, in CSS px, for its smallest text
+    to stay :data:`MIN_LABEL_PX`: in a narrower output its box scrolls sideways instead."""
+    sizes = text_sizes(svg)
+    return MIN_LABEL_PX * width / min(sizes) if sizes else 0.0
+
+
 def inline_svg(fig: Figure, *, alt: str, fallback_png: bytes | None = None) -> str:
     """``fig`` as an inline ``<svg>`` for an HTML output: scaled to the output's width (at most
     :data:`MAX_SCALE` times its own), the :data:`THEME` colours as ``--jp-*`` variables, glyphs
@@ -133,7 +148,7 @@ def inline_svg(fig: Figure, *, alt: str, fallback_png: bytes | None = None) -> s
     w_pt = float(re.search(r'<svg[^>]*\swidth="([0-9.]+)pt"', svg).group(1))  # type: ignore[union-attr]  # matplotlib always writes it
     natural = w_pt * 4 / 3  # CSS px
     uid = f"tvsvg{next(_IDS)}"
-    style = f"width:100%;max-width:{MAX_SCALE * natural:.0f}px;height:auto;display:block"
+    style = f"width:100%;min-width:{min_width(svg, w_pt):.0f}px;max-width:{MAX_SCALE * natural:.0f}px;height:auto;display:block"
     svg = re.sub(
         r'<svg([^>]*?)\swidth="[0-9.]+pt"\s+height="[0-9.]+pt"',
         rf'<svg\1 class="tensorviz-svg {uid}" role="img" aria-label="{html.escape(alt)}" style="{style}"',

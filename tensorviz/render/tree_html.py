@@ -2,6 +2,10 @@
 xarray's HTML repr does), every user string escaped, colours from JupyterLab's ``--jp-*``
 variables with fallbacks, so a saved notebook shows it on GitHub and in VS Code too.
 
+The tree stays inside its output: long names and marks wrap within their columns (never past
+the right edge); an output narrower than the columns' minimum (about 700 px) scrolls sideways
+inside the tree's own box.
+
 Each row: name and class, a bar as wide as the module's share of the model (hatched when its
 tensors read bytes counted elsewhere), bytes counted once, %, elements, dtypes and marks.
 
@@ -33,18 +37,20 @@ MAX_CHILDREN = 200
 _IDS = itertools.count()
 
 TREE_CSS = """
-.tvt{font-family:var(--jp-code-font-family,monospace);font-size:12px;color:var(--jp-content-font-color1,#222);}
+.tvt{font-family:var(--jp-code-font-family,monospace);font-size:12px;color:var(--jp-content-font-color1,#222);
+ max-width:100%;overflow-x:auto;box-sizing:border-box;}
 .tvt ul{list-style:none;margin:0;padding-left:0;}
 .tvt li{margin:0;}
 .tvt input{display:none;}
 .tvt input~ul{display:none;}
 .tvt input:checked~ul{display:block;}
-.tvt label,.tvt .tvt-leaf{display:grid;grid-template-columns:320px 120px 78px 58px 56px auto;
- column-gap:8px;align-items:center;white-space:nowrap;cursor:default;}
+.tvt label,.tvt .tvt-leaf{display:grid;grid-template-columns:minmax(10em,320px) 120px 78px 58px 56px minmax(12em,1fr);
+ column-gap:8px;align-items:center;cursor:default;}
+.tvt label>span,.tvt .tvt-leaf>span{min-width:0;overflow-wrap:anywhere;}
+.tvt .tvt-num{white-space:nowrap;}
 .tvt label{cursor:pointer;}
 .tvt label>span:first-child:before{content:"\\25B8 ";color:var(--jp-content-font-color2,#666);}
 .tvt input:checked+label>span:first-child:before{content:"\\25BE ";}
-.tvt label>span:first-child,.tvt .tvt-leaf>span:first-child{overflow:hidden;text-overflow:ellipsis;}
 .tvt .tvt-kind{color:var(--jp-content-font-color2,#666);}
 .tvt .tvt-bar{height:9px;background:var(--jp-layout-color3,#ddd);position:relative;}
 .tvt .tvt-bar>i{display:inline-block;height:100%;vertical-align:top;background:var(--jp-brand-color1,#1976d2);}
