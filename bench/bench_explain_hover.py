@@ -24,7 +24,7 @@ from labserver import CHROME_ARGS, chromium  # noqa: E402
 from test_browser_explain import page  # noqa: E402
 
 import tensorviz as tv  # noqa: E402
-from tensorviz.render._figure import png_bytes  # noqa: E402
+from tensorviz.render.mpl.figure import png_bytes  # noqa: E402
 
 DISPATCH = """(n) => {
   const c = document.querySelector('.tvx-canvas'), r = c.getBoundingClientRect(), out = [];

@@ -17,8 +17,8 @@ import torch
 
 import tensorviz as tv
 from tensorviz.explorer.tree import memory_html
+from tensorviz.render.html.tree import tree_html
 from tensorviz.render.mpl import png_bytes
-from tensorviz.render.tree_html import tree_html
 
 HERE = Path(__file__).resolve().parent
 

@@ -626,7 +626,7 @@ def _text_bundle(layout: Layout, missing: MissingExtraError, include: Any, exclu
 
 
 def _tree_html(tree: Any, title: bool = False) -> str:
-    from tensorviz.render.tree_html import tree_html
+    from tensorviz.render.html.tree import tree_html
 
     html = tree_html(tree)
     return f"<details open><summary>module tree</summary>{html}</details>" if title else html

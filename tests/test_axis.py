@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 
-from tensorviz.render.axis import ByteFormatter, ByteLocator, exact_bytes, readout
+from tensorviz.render.mpl.axis import ByteFormatter, ByteLocator, exact_bytes, readout
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

@@ -112,9 +112,9 @@ def test_a_filtered_overview_sends_its_storage_indices(mixed):
 
 
 def test_the_browser_draws_the_pngs_cells(mixed, tmp_path):
-    """geometry.js decodes the columns and colours every cell as render/_mpl_overview.py does."""
+    """geometry.js decodes the columns and colours every cell as render/mpl/overview.py does."""
     from tensorviz.plan.overview import KINDS
-    from tensorviz.render._mpl_overview import cell_codes, grid_shape
+    from tensorviz.render.mpl.overview import cell_codes, grid_shape
 
     lay = tv.analyze(mixed)
     d = tv.diagram(lay, max_lanes=ALL_LANES, overview=True)

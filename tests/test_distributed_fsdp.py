@@ -331,7 +331,7 @@ def test_text_and_html_show_the_physical_side():
 
 
 def test_html_escapes_the_fsdp_table():
-    from tensorviz.render.html import fsdp_html
+    from tensorviz.render.html.diagram import fsdp_html
 
     record = fsdp_record([([0], [_unit("<b>", True, [8], [0], [4])])], {0: 4}, {})
     record["peak_rule"] = "<script>x</script>"

@@ -80,7 +80,7 @@ def _draw_into(out: list, fig, png_bytes) -> None:
 def test_png_drawing_never_touches_rcparams(fast_switching):
     import matplotlib as mpl
 
-    from tensorviz.render._figure import TensorvizFigure, png_bytes
+    from tensorviz.render.mpl.figure import TensorvizFigure, png_bytes
 
     fig = TensorvizFigure(figsize=(0.6, 0.3), dpi=20)
     fig.text(0.1, 0.5, "w", fontsize=6)
@@ -105,7 +105,7 @@ def test_png_drawing_never_touches_rcparams(fast_switching):
 def test_png_bytes_leaves_every_rcparam_as_it_was():
     import matplotlib as mpl
 
-    from tensorviz.render._figure import TensorvizFigure, png_bytes
+    from tensorviz.render.mpl.figure import TensorvizFigure, png_bytes
 
     before = dict(mpl.rcParams)
     fig = TensorvizFigure(figsize=(1, 0.5))

@@ -13,8 +13,8 @@ from test_scale_plan import random_state
 import tensorviz as tv
 from tensorviz.plan.diagram import DiagramOptionError
 from tensorviz.plan.overview import AUTO_STORAGES, KINDS
-from tensorviz.render._mpl_overview import KIND_COLORS, UNREFERENCED, cell_codes, grid_shape
 from tensorviz.render.mpl import render, texts, to_png
+from tensorviz.render.mpl.overview import KIND_COLORS, UNREFERENCED, cell_codes, grid_shape
 
 
 def brute_kind(layout, s) -> str:
@@ -145,7 +145,7 @@ def test_a_strictly_largest_storage_is_labelled_even_where_crowded():
 
 
 def test_label_list_takes_one_column_where_two_would_overlap():
-    from tensorviz.render._mpl_overview import label_lines
+    from tensorviz.render.mpl.overview import label_lines
 
     sd = {f"layers.{i}.a_rather_long_parameter_name.weight": torch.empty(4, device="meta") for i in range(2000)}
     sd["t"] = sd["layers.7.a_rather_long_parameter_name.weight"]

@@ -200,7 +200,7 @@ def test_overlap_strips_stand_out_on_every_palette_colour():
 
 
 def test_in_bar_names_are_white_on_dark_bars_black_on_light():
-    from tensorviz.render._mpl_text import ink
+    from tensorviz.render.mpl.words import ink
 
     flat = torch.zeros(64 * 12, device="meta")
     views = {f"layers.{i}.weight": flat[64 * i : 64 * (i + 1)] for i in range(12)}
@@ -355,7 +355,7 @@ def test_in_bar_labels_never_drop_what_tells_bars_apart():
 
 
 def test_long_storage_labels_keep_number_and_size():
-    from tensorviz.render._mpl_text import storage_text
+    from tensorviz.render.mpl.words import storage_text
 
     assert (
         storage_text("storage #0 · small_model.safetensors · 5.5 KiB", 46)

@@ -17,7 +17,7 @@ from tensorviz.plan.bars import Proto, depth_runs, mark_overlaps
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.planner import _Planner, file_headers, storage_reasons
 from tensorviz.plan.select import interesting, select, shared_count
-from tensorviz.render.html import table_rows
+from tensorviz.render.html.diagram import table_rows
 from tensorviz.render.text import _dense_rank, covered_per_cell
 
 

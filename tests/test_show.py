@@ -10,7 +10,7 @@ import torch
 from models import TiedLM, seed_tensors
 
 import tensorviz as tv
-from tensorviz.render.html import MAX_ROWS, table_rows
+from tensorviz.render.html.diagram import MAX_ROWS, table_rows
 from tensorviz.render.show import Shown
 
 PNG = b"\x89PNG\r\n\x1a\n"

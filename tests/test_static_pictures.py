@@ -165,7 +165,7 @@ def test_explain_pictures_never_show_text_under_9_px(which) -> None:
 
 
 def test_module_tree_wraps_inside_its_box() -> None:
-    from tensorviz.render.tree_html import TREE_CSS
+    from tensorviz.render.html.tree import TREE_CSS
 
     assert "overflow-x:auto" in TREE_CSS.split("}")[0]  # the .tvt box scrolls, never clips
     assert "overflow-wrap:anywhere" in TREE_CSS and "minmax(12em,1fr)" in TREE_CSS

@@ -373,7 +373,7 @@ def test_bitsandbytes_int8params_is_its_cb_and_scb():
 
 
 def test_model_map_html_shows_the_logical_weight_and_its_unquantized_size():
-    from tensorviz.render.tree_html import tree_html
+    from tensorviz.render.html.tree import tree_html
 
     page = tree_html(tv.analyze(int8_model()).tree(), open_depth=3)
     assert "int8[64, 64]" in page

@@ -184,7 +184,7 @@ def test_tree_html_is_escaped_collapsible_and_scriptless():
 
 
 def test_tree_html_rows_give_the_numbers_and_marks():
-    from tensorviz.render.tree_html import tree_html
+    from tensorviz.render.html.tree import tree_html
 
     html_text = tree_html(tv.analyze(TiedLM(vocab=50, dim=16)).tree())
     assert "3.1 KiB" in html_text and "96.2%" in html_text  # wte: 3200 of 3328 bytes
@@ -211,7 +211,7 @@ def test_cli_tree_and_depth(tmp_path, capsys):
 
 
 def test_tree_html_folds_alike_layers_into_one_row():
-    from tensorviz.render.tree_html import tree_html
+    from tensorviz.render.html.tree import tree_html
 
     html_text = tree_html(tv.analyze(nn.Sequential(*[nn.Linear(4, 4) for _ in range(6)])).tree())
     assert "0 … 5 · 6 × Linear" in html_text and "80 B each; one shown" in html_text

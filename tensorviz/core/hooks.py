@@ -27,7 +27,7 @@ HOOKS: dict[Hook, tuple[str, str]] = {
     "layout.plot": ("Layout.plot(...)", "tensorviz.render.mpl.render of tensorviz.plan.diagram.diagram"),
     "layout.save_check": ("Layout.save_check(...)", "tensorviz.savecheck.report.save_check"),
     "diagram.text": ("plan.model.Diagram.to_text(width)", "tensorviz.render.text.diagram_text"),
-    "tree.html": ("core.tree.ModelTree._repr_mimebundle_", "tensorviz.render.tree_html.tree_html"),
+    "tree.html": ("core.tree.ModelTree._repr_mimebundle_", "tensorviz.render.html.tree.tree_html"),
 }
 assert set(HOOKS) == set(get_args(Hook))
 

@@ -159,7 +159,7 @@ class ModelTree:
         return self.to_text(depth=3, max_children=8)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
-        """Text and a collapsible HTML tree (no JavaScript; see :mod:`tensorviz.render.tree_html`)."""
+        """Text and a collapsible HTML tree (no JavaScript; see :mod:`tensorviz.render.html.tree`)."""
         return {"text/plain": str(self), "text/html": hooks.call("tree.html", self)}
 
 

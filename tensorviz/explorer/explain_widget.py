@@ -110,9 +110,9 @@ def explain_widget(
 ) -> ExplainWidget:
     """The interactive panel of ``tensors`` (see :func:`tensorviz.render.explain.explain` for
     the arguments); its display bundle carries the static figure's PNG as the fallback."""
-    from tensorviz.render._figure import png_bytes
     from tensorviz.render.explain import explain_plan
-    from tensorviz.render.panel import draw
+    from tensorviz.render.mpl.figure import png_bytes
+    from tensorviz.render.mpl.panel import draw
 
     plan = explain_plan(*tensors, names=names, region=region)
     return ExplainWidget(plan, png=png_bytes(draw(plan, width=width)))

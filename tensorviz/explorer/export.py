@@ -8,7 +8,7 @@ shares bytes exactly as in a notebook. The ES modules run unchanged: ``page.js``
 anywidget model (``get``/``set``/``on``/``save_changes``) and imports ``canvas.js`` (with
 ``overview.js`` and ``geometry.js``); each module's source is in the page once, as inert text, and
 a few lines of boot script link them through ``blob:`` URLs (as anywidget loads ``_esm``). The model
-map is the static module tree (:func:`tensorviz.render.tree_html.tree_html`, expands with no
+map is the static module tree (:func:`tensorviz.render.html.tree.tree_html`, expands with no
 script). A Content-Security-Policy forbids every request but ``data:``; everything from the
 layout is escaped (HTML text, or JSON with ``<``, ``>`` and ``&`` as ``\\u`` escapes).
 
@@ -135,7 +135,7 @@ def page_html(layout: Layout, state: ExplorerState, *, heading: str | None = Non
 def _model_map(layout: Layout) -> str:
     if not any("." in n for n in layout.names):
         return ""
-    from tensorviz.render.tree_html import tree_html
+    from tensorviz.render.html.tree import tree_html
 
     return f'<div class="tvz-page-map"><b>model map</b>{tree_html(layout.tree())}</div>'
 

@@ -415,7 +415,7 @@ export function decodeOverview(get, kinds) {
   };
 }
 
-// The grid in `width` pixels, as the PNG lays it out (render/_mpl_overview.py grid_shape): the
+// The grid in `width` pixels, as the PNG lays it out (render/mpl/overview.py grid_shape): the
 // plan's columns at the largest whole number of pixels a cell (at most 24) that fits, or one
 // pixel a cell and as many columns as there are pixels when the plan's do not fit.
 export function overviewGrid(ov, width) {

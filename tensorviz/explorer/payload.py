@@ -54,7 +54,7 @@ from tensorviz.core.units import TO_TIB
 from tensorviz.explorer import wire
 from tensorviz.explorer.payload_overview import OVERVIEW_BYTES, overview_columns
 from tensorviz.plan.overview import KINDS as OVERVIEW_KINDS
-from tensorviz.render._mpl_layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
+from tensorviz.render.mpl.layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
 
 __all__ = [
     "payload",

@@ -18,7 +18,7 @@ One entry per storage the overview shows, in its order (pure numpy, nothing deci
 ``ov_labels``          text       ... and their labels, as the PNG lists them
 ``ov_columns``         int        the plan's grid width in cells (0: no overview)
 ``ov_colors``          list       two shades per kind, then two for unreferenced cells: the
-                                  PNG's own (:data:`tensorviz.render._mpl_overview.KIND_COLORS`)
+                                  PNG's own (:data:`tensorviz.render.mpl.overview.KIND_COLORS`)
 ====================  =========  ===========================================================
 """
 
@@ -31,7 +31,7 @@ import numpy as np
 from tensorviz.core.layout import Layout
 from tensorviz.explorer import wire
 from tensorviz.plan.overview import KINDS
-from tensorviz.render._mpl_overview import KIND_COLORS, UNREFERENCED
+from tensorviz.render.mpl.overview import KIND_COLORS, UNREFERENCED
 
 __all__ = ["overview_columns", "OVERVIEW_BYTES"]
 

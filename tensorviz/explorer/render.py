@@ -178,7 +178,7 @@ def explain_figure(layout: Layout, names: tuple[str, ...]):
         TooLargeError: the views are too large to draw cell by cell (the message says the limit).
     """
     from tensorviz.plan.explain import layout_plan
-    from tensorviz.render.panel import draw
+    from tensorviz.render.mpl.panel import draw
 
     sub = sub_layout(layout, names)
     plan = layout_plan(sub)

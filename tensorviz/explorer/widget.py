@@ -285,7 +285,7 @@ class Explorer(ExplorerControls, W.VBox):
 
     def static(self, hide_when_live: bool = False, kind: str = "snapshot") -> Snapshot:
         """The current state as a :class:`Snapshot` (PNG + escaped HTML + text), not displayed."""
-        from tensorviz.render.html import diagram_html
+        from tensorviz.render.html.diagram import diagram_html
 
         caption = f"{title(self.tensor_layout)}; {self.state.describe()}"
         capped, png = self._renderer.picture(self.state)

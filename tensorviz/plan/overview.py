@@ -8,7 +8,7 @@ its views share it: ``tied`` (two views read the same span: tied weights), ``ove
 shared: flat buffers, files) or ``simple`` (one view or none). The share of a storage's bytes
 no view reads is its last cells (``unreferenced_cells``). The largest storages and the largest
 shared ones are labelled. Renderers draw it from these columns (see
-:mod:`tensorviz.render.overview`); the browser explorer can read them as binary columns.
+:mod:`tensorviz.render.mpl.overview`); the browser explorer can read them as binary columns.
 
 >>> import torch, tensorviz as tv
 >>> w = torch.zeros(64)

@@ -107,7 +107,7 @@ def diff_figure(d: LayoutDiff, *, max_rows: int = 40, width: float = 10.0) -> An
     """A matplotlib Figure (no pyplot) of :func:`diff_rows`: a's bars left, b's right."""
     from matplotlib.patches import Patch
 
-    from tensorviz.render._figure import TensorvizFigure, literal_texts
+    from tensorviz.render.mpl.figure import TensorvizFigure, literal_texts
 
     rows, left_out = diff_rows(d, max_rows)
     n = max(len(rows), 1)
@@ -189,7 +189,7 @@ class ShownDiff:
 
 def show_diff(d: LayoutDiff, *, dpi: int = 100, width: float = 10.0, max_rows: int = 40) -> ShownDiff:
     """Draw ``d`` (see :func:`diff_figure`) and keep its PNG for display."""
-    from tensorviz.render._figure import png_bytes
+    from tensorviz.render.mpl.figure import png_bytes
 
     fig = diff_figure(d, max_rows=max_rows, width=width)
     rows, _ = diff_rows(d, max_rows)

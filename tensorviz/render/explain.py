@@ -1,7 +1,7 @@
 """``tv.explain``: the teaching figure, from tensors to a drawn panel.
 
 Reads the tensors' metadata through :mod:`tensorviz.sources.live`, plans the strips with
-:mod:`tensorviz.plan.explain` and draws them with :mod:`tensorviz.render.panel`.
+:mod:`tensorviz.plan.explain` and draws them with :mod:`tensorviz.render.mpl.panel`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensorviz.core.errors import TensorvizError
 from tensorviz.plan.explain import ExplainPlan, layout_plan, names_for
-from tensorviz.render.panel import draw
+from tensorviz.render.mpl.panel import draw
 from tensorviz.sources.live import collect
 
 if TYPE_CHECKING:

@@ -89,7 +89,7 @@ class ViewExplanation:
         return _text(self)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from tensorviz.render._figure import figure_html, png_bytes
+        from tensorviz.render.mpl.figure import figure_html, png_bytes
 
         # the picture once, in the HTML beside the text (an image/png copy would double a notebook):
         # an SVG that scales with the output, never with text under 9 CSS px (render/theme.py)
@@ -248,8 +248,8 @@ _BOX_W, _BOX_H, _GAP = 1.25, 0.5, 0.3
 
 
 def _figure(e: ViewExplanation, width: float | None) -> Figure:
-    from tensorviz.render._figure import literal_texts
-    from tensorviz.render.panel import draw
+    from tensorviz.render.mpl.figure import literal_texts
+    from tensorviz.render.mpl.panel import draw
 
     v = e.layout[e.name]
     extra: tuple[Geometry, ...] = ()
@@ -299,7 +299,7 @@ def _draw_dims(ax: Axes, e: ViewExplanation, y: float) -> tuple[float, float]:
 def _boxes(ax: Axes, gid: str, xs: list[float], y: float, labels: list[str], bad: list[bool]) -> None:
     import numpy as np
 
-    from tensorviz.render.panel_grid import _add, _rects
+    from tensorviz.render.mpl.panel_grid import _add, _rects
 
     if not xs:
         return
@@ -315,7 +315,7 @@ def _joins(ax: Axes, e: ViewExplanation, xin: list[float], top: float, bad_pairs
     red ✗ where a chunk ends and the view needs them merged, nothing where a chunk ends freely."""
     import numpy as np
 
-    from tensorviz.render.panel_grid import _add
+    from tensorviz.render.mpl.panel_grid import _add
 
     if not e.shape or math.prod(e.shape) == 0:
         return

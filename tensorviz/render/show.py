@@ -38,7 +38,7 @@ class Shown:
 
     def to_html(self) -> str:
         """A self-contained HTML fragment (inline PNG and table; every name escaped)."""
-        from tensorviz.render.html import diagram_html
+        from tensorviz.render.html.diagram import diagram_html
 
         return diagram_html(self.diagram, self.layout, self.png, svg=self.svg)
 
@@ -103,7 +103,7 @@ def static_picture(layout: Layout, d: Diagram, *, dpi: int = 100, width: float |
     unless ``width`` (inches) is given: its PNG and, for the HTML output, its inline SVG that
     scales with the output and reads the notebook's theme (the PNG alone if the SVG would be
     larger than :data:`tensorviz.render.theme.SVG_LIMIT`)."""
-    from tensorviz.render.html import picture_alt
+    from tensorviz.render.html.diagram import picture_alt
     from tensorviz.render.mpl import png_bytes, render
     from tensorviz.render.theme import DESIGN_INCHES, SVG_LIMIT, inline_svg
 

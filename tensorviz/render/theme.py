@@ -24,7 +24,7 @@ are drawn in colours one step from their light-theme values (``#000001`` for tex
 the same, and in the SVG exactly those -- not the black of a label inside a yellow bar or the
 black "shares bytes" outline -- become CSS variables.
 
->>> from tensorviz.render._figure import TensorvizFigure
+>>> from tensorviz.render.mpl.figure import TensorvizFigure
 >>> fig = TensorvizFigure(figsize=(2, 1)); _ = fig.text(0.1, 0.5, "w", color=TEXT)
 >>> "var(--jp-ui-font-color0, #000000)" in inline_svg(fig, alt="w")
 True

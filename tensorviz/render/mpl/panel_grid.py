@@ -1,7 +1,7 @@
 """The logical grids of the teaching panel: one per view, each cell showing (and coloured
 like) the storage cell it reads; a part of a large view says which part it is.
 
-Drawn into the panel's Axes by :func:`draw_grids` (see :mod:`tensorviz.render.panel` for the
+Drawn into the panel's Axes by :func:`draw_grids` (see :mod:`tensorviz.render.mpl.panel` for the
 layers' gids).
 """
 

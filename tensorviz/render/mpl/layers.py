@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensorviz.plan.colors import SHARES_OUTLINE
-from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, lane_px, px_per_byte, rect_vertices
+from tensorviz.render.mpl.geom import BAR_HEIGHT, STRIP, lane_px, px_per_byte, rect_vertices
 from tensorviz.render.theme import BACKGROUND, ROW
 
 if TYPE_CHECKING:

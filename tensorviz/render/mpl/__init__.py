@@ -36,16 +36,16 @@ import numpy as np
 from tensorviz.core.errors import OptionError
 from tensorviz.core.rows import gc_paused
 from tensorviz.plan.labels import names_label
-from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
-from tensorviz.render._mpl_layers import (
+from tensorviz.render.mpl.geom import BAR_HEIGHT, STRIP, labels_fit, rect_vertices
+from tensorviz.render.mpl.layers import (
     HATCH_LIMIT,
     STYLE,
     draw_bar_layers,
     draw_logical_groups,
     draw_storage_layers,
 )
-from tensorviz.render._mpl_overview import draw_overview, overview_inches
-from tensorviz.render._mpl_text import (
+from tensorviz.render.mpl.overview import draw_overview, overview_inches
+from tensorviz.render.mpl.words import (
     LABEL_BUDGET,
     LANE_CHARS,
     draw_bar_labels,
@@ -157,7 +157,7 @@ def render(
 
     Returns:
         The ``matplotlib.figure.Figure`` (never a pyplot figure), with ``tensorviz_diagram``; a
-        new one displays itself as a PNG in Jupyter (see :mod:`tensorviz.render._figure`).
+        new one displays itself as a PNG in Jupyter (see :mod:`tensorviz.render.mpl.figure`).
 
     >>> import torch, tensorviz as tv
     >>> fig = render(tv.diagram({"w": torch.zeros(4, 4)}))
@@ -169,7 +169,7 @@ def render(
 
 
 def _render(diagram: Diagram, ax: Axes | None, figure: Figure | None, width: float | None) -> Figure:
-    from tensorviz.render._figure import TensorvizFigure, literal_texts
+    from tensorviz.render.mpl.figure import TensorvizFigure, literal_texts
     from tensorviz.render.theme import themed
 
     own = ax is None  # a figure of our own follows the notebook's theme as an SVG; a caller's axes do not
@@ -207,8 +207,8 @@ def to_png(diagram: Diagram, *, figure: Figure | None = None, dpi: int = 100, wi
 
 
 def png_bytes(fig: Figure, *, dpi: int = 100, compress_level: int = 6) -> bytes:
-    """PNG bytes of a figure (see :func:`tensorviz.render._figure.png_bytes`)."""
-    from tensorviz.render._figure import png_bytes as _png_bytes
+    """PNG bytes of a figure (see :func:`tensorviz.render.mpl.figure.png_bytes`)."""
+    from tensorviz.render.mpl.figure import png_bytes as _png_bytes
 
     return _png_bytes(fig, dpi=dpi, compress_level=compress_level)
 
@@ -283,7 +283,7 @@ def _draw(d: Diagram, ax: Axes) -> None:
 
 
 def _setup_axes(d: Diagram, ax: Axes) -> None:
-    from tensorviz.render.axis import ByteFormatter, ByteLocator
+    from tensorviz.render.mpl.axis import ByteFormatter, ByteLocator
 
     lo, hi = d.x_range
     ax.set_xlim(lo, hi)
@@ -326,7 +326,7 @@ def _tick_bins(ax: Axes) -> int:
 
 
 def _coord_text(d: Diagram, x: float, y: float) -> str:
-    from tensorviz.render.axis import readout
+    from tensorviz.render.mpl.axis import readout
 
     text = readout(x)
     lane_i = int(np.floor(y + 0.5))

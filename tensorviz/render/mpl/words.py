@@ -14,7 +14,7 @@ import numpy as np
 from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
 from tensorviz.plan.labels import TIED, names_label
-from tensorviz.render._mpl_geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
+from tensorviz.render.mpl.geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
 from tensorviz.render.text import truncate_label
 from tensorviz.render.theme import BACKGROUND, DESIGN_INCHES, MIN_FONT_PT, MUTED
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tensorviz.core.names import terminal
-from tensorviz.render.panel_grid import CELL, _add, _rects, draw_grids, fitting_size
+from tensorviz.render.mpl.panel_grid import CELL, _add, _rects, draw_grids, fitting_size
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -47,8 +47,8 @@ def cell_colors(n: int) -> np.ndarray:
 
 def draw(plan: ExplainPlan, width: float | None = None) -> Figure:
     """Build the teaching figure (see :func:`tensorviz.render.explain.explain`)."""
-    from tensorviz.render._figure import TensorvizFigure, literal_texts
     from tensorviz.render.mpl import check_width
+    from tensorviz.render.mpl.figure import TensorvizFigure, literal_texts
 
     width = check_width(width)
     fig = TensorvizFigure()

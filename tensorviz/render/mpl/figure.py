@@ -34,7 +34,7 @@ _IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg", "application/pdf")
 class TensorvizFigure(Figure):
     """A real ``Figure`` (axes, artists, gids as usual) that also displays itself as a PNG."""
 
-    tensorviz_plan: Any  # the teaching panel's plan (tensorviz.render.panel)
+    tensorviz_plan: Any  # the teaching panel's plan (tensorviz.render.mpl.panel)
     tensorviz_diagram: Any  # the Diagram drawn (tensorviz.render.mpl)
 
     def _repr_png_(self) -> bytes | None:
@@ -51,7 +51,7 @@ class TensorvizFigure(Figure):
             return None
         drawn = getattr(self, "tensorviz_diagram", None)
         if drawn is not None:
-            from tensorviz.render.html import picture_alt
+            from tensorviz.render.html.diagram import picture_alt
 
             return figure_html(self, alt=picture_alt(drawn))
         return figure_html(self, alt="tensorviz figure")

@@ -1,0 +1,2 @@
+"""Static HTML back-end: a diagram as escaped HTML with its picture inline (``diagram.py``) and the
+module tree as collapsible HTML with no JavaScript (``tree.py``)."""
