@@ -302,6 +302,9 @@ def test_text_json_and_html(tmp_path) -> None:
         "  lm_head.weight",
         "newly initialized (random, not from the files) (1):",
         "  lm_head.weight",
+        "fixes (1), code to paste:",
+        "  # the files hold one name of a tie the config does not make: tie it",
+        "    model = LlamaForCausalLM.from_pretrained(folder, tie_word_embeddings=True)",
         "not clean",
     ]
     data = r.to_json()

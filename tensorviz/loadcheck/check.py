@@ -21,6 +21,7 @@ from typing import Any
 from tensorviz.core.errors import OptionError
 from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.layout import Layout
+from tensorviz.loadcheck.fixes import state_dict_fixes
 from tensorviz.loadcheck.report import Conflict, LoadReport
 
 __all__ = ["load_check", "LOADERS", "model_twin", "source_twin", "meta_model_from_config", "config_from"]
@@ -178,7 +179,7 @@ def _load_state_dict(model: Any, source: Any, ml: Layout, sl: Layout | None, str
         cast = []  # the parameter becomes the source tensor: nothing is converted
     conflicts, broken, untouched = _memory_effects(ml, sl, fed, {n: n for n in fed}, assign)
     untouched = tuple(n for n in untouched if n in model_sd)
-    return dict(
+    facts = dict(
         raises=error is not None,
         error=error,
         missing=tuple(missing),
@@ -189,6 +190,8 @@ def _load_state_dict(model: Any, source: Any, ml: Layout, sl: Layout | None, str
         untouched=untouched,
         ties_broken=broken,
     )
+    ties = [g.names for g in ml.shared("span")]
+    return dict(facts, fixes=state_dict_fixes(facts, ties, strict, assign))
 
 
 def _load_model(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: bool, assign: bool) -> dict:
@@ -203,7 +206,7 @@ def _load_model(model: Any, source: Any, ml: Layout, sl: Layout | None, strict: 
     if sl is None or isinstance(source, Mapping):
         raise OptionError("safetensors.load_model reads a .safetensors file: pass its path as source")
     twin_source = source_twin(source, sl)
-    facts = _load_state_dict(model, source, ml, sl, False, False)
+    facts = dict(_load_state_dict(model, source, ml, sl, False, False), fixes=())  # its fixes are load_state_dict's
     if facts["raises"]:  # a shape mismatch raises inside load_state_dict, even with strict=False
         return facts
     try:

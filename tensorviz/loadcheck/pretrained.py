@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tensorviz.loadcheck.fixes import pretrained_fixes
+
 __all__ = ["predict_from_pretrained", "LOAD_KEYWORDS", "pretrained_class"]
 
 #: from_pretrained keywords the loading steps read; every other keyword goes to the config (or to
@@ -195,12 +197,16 @@ def predict_from_pretrained(model: Any, folder: str, kwargs: Mapping[str, Any]) 
         try:
             r = _replay(model, folder, kwargs)
         except Exception as err:  # noqa: BLE001 -- whatever the library raises is the prediction
-            return _raised(f"{type(err).__name__}: {err}")
+            return _raised(f"{type(err).__name__}: {err}", model, kwargs)
     return _facts(r, kwargs)
 
 
-def _raised(error: str) -> dict:
-    return dict(raises=True, error=error, missing=(), unexpected=(), mismatched=(), cast=(), conflicts=(), untouched=())
+def _raised(error: str, model: Any, kwargs: Mapping) -> dict:
+    facts = dict(
+        raises=True, error=error, missing=(), unexpected=(), mismatched=(), cast=(), conflicts=(), untouched=()
+    )
+    name = pretrained_class(model)[0].__name__
+    return dict(facts, fixes=pretrained_fixes(facts, name, kwargs, {}, None))
 
 
 def _facts(r: _Replay, kwargs: Mapping) -> dict:
@@ -217,7 +223,7 @@ def _facts(r: _Replay, kwargs: Mapping) -> dict:
         if key not in bad and dtypes and dtypes != {tensor.dtype}:
             cast.append((key, _name(next(iter(dtypes))), _name(tensor.dtype)))
     initialized = tuple(k for k, t in sd.items() if not getattr(t, "_is_hf_initialized", False))
-    return dict(
+    facts = dict(
         raises=False,
         error=None,
         missing=tuple(sorted(r.info["missing_keys"])),
@@ -229,6 +235,10 @@ def _facts(r: _Replay, kwargs: Mapping) -> dict:
         retied=retied,
         not_tied=tuple(sorted(_not_tied(r.model, tied, sd))),
     )
+    floats = {_name(t.dtype) for t in r.twin.values() if t.is_floating_point()}
+    targets = dict(getattr(type(r.model), "_tied_weights_keys", None) or {})
+    cls = type(r.model).__name__
+    return dict(facts, fixes=pretrained_fixes(facts, cls, kwargs, targets, floats.pop() if len(floats) == 1 else None))
 
 
 def _not_tied(model: Any, tied: Mapping, sd: Mapping) -> list[tuple[str, str]]:

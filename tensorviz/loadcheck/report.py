@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
+from typing import Any
 
 from tensorviz.core.names import elide, terminal
 
-__all__ = ["LoadReport", "Conflict", "ChunkRead", "NARROWING"]
+__all__ = ["LoadReport", "Conflict", "ChunkRead", "Fix", "NARROWING"]
 
 #: (source dtype, model dtype) pairs where a copy loses range or precision.
 _FLOAT_BITS = {"float64": 64, "float32": 32, "bfloat16": 16, "float16": 16, "float8_e4m3fn": 8, "float8_e5m2": 8}
@@ -29,6 +30,16 @@ class Conflict:
 
     names: tuple[str, ...]
     winner: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A suggested fix: what it addresses and the code to paste (it ends with the load); for
+    ``from_pretrained``, ``keywords`` are the call's keywords after the fix."""
+
+    title: str
+    code: str
+    keywords: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,7 @@ class LoadReport:
     reads: tuple[ChunkRead, ...] = ()
     uncovered: tuple[tuple[str, int], ...] = ()
     keywords: str = ""
+    fixes: tuple[Fix, ...] = ()
 
     @property
     def files_read(self) -> dict[str, int]:
@@ -106,6 +118,11 @@ class LoadReport:
             lines += ["  " + elide(terminal(x), width - 2) for x in items[:limit]]
             if len(items) > limit:
                 lines.append(f"  … {len(items) - limit} more")
+        if self.fixes:
+            lines.append(f"fixes ({len(self.fixes)}), code to paste:")
+            for f in self.fixes:
+                lines.append("  " + elide(terminal("# " + f.title), width - 2))
+                lines += ["    " + terminal(line) for line in f.code.splitlines()]
         lines.append("clean" if self.clean else "not clean")
         return "\n".join(lines)
 
@@ -175,6 +192,7 @@ class LoadReport:
             "not_tied": [list(p) for p in self.not_tied],
             "uncovered": [list(p) for p in self.uncovered],
             "files_read": self.files_read,
+            "fixes": [{"title": f.title, "code": f.code, "keywords": [k for k, _ in f.keywords]} for f in self.fixes],
             "reads": [
                 {
                     "name": r.name,
@@ -196,4 +214,8 @@ class LoadReport:
         for title, items in self._sections():
             rows = "".join(f"<li><code>{esc(x)}</code></li>" for x in items[:200])
             parts.append(f"<details open><summary>{esc(title)} ({len(items)})</summary><ul>{rows}</ul></details>")
+        for f in self.fixes:
+            parts.append(
+                f"<details open><summary>fix: {esc(f.title)}</summary><pre>{chr(10).join(map(esc, f.code.splitlines()))}</pre></details>"
+            )
         return "".join(parts) + "</div>"
