@@ -36,6 +36,7 @@ __all__ = [
     "show",
     "explain",
     "explain_view",
+    "explain_packing",
     "explore",
     "export_html",
     "save_check",
@@ -259,6 +260,31 @@ def explain(
 
 
 @public
+def explain_packing(obj: Any, name: str, index: Sequence[int]):
+    """Where element ``index`` of a packed logical weight lives: which bits of which byte hold
+    it, which scale (and zero point) it is read with, and the rule (GPTQ, AWQ, bitsandbytes
+    4-bit and int8, FP8 block scales; see :mod:`tensorviz.core.packing`).
+
+    Args:
+        obj: anything :func:`analyze` takes (a model, a checkpoint folder), or a Layout.
+        name: the logical weight (``"model.layers.0.mlp.up_proj.weight"``, ``"0.weight"``).
+        index: ``(output, input)``, the element of the logical ``[out, in]`` weight.
+
+    Returns:
+        A frozen :class:`~tensorviz.core.packing.PackedPlace`; ``print`` it. Byte positions are
+        from the start of the storage (of the file, for a file).
+
+    >>> import torch, bitsandbytes as bnb, tensorviz as tv
+    >>> m = torch.nn.Sequential(bnb.nn.Linear8bitLt(4, 2, has_fp16_weights=False)).to("cpu")
+    >>> print(tv.explain_packing(m, "0.weight", (1, 3)).value)
+    all 8 bits of byte 7 (0.weight[1, 3])
+    """
+    from tensorviz.core.packing import packed_place
+
+    layout = obj if isinstance(obj, Layout) else analyze(obj)
+    return packed_place(layout, name, tuple(int(x) for x in index))
+
+
 def explain_view(x: Any, shape: Any, *, name: str = "x"):
     """Whether ``x.view(shape)`` works and ``x.reshape(shape)`` copies, exactly as torch decides,
     and why; what ``contiguous()`` allocates, the alternatives that work, what ``x`` keeps alive.

@@ -26,6 +26,7 @@ def test_the_public_functions_are_the_ones_listed():
         "show",
         "explain",
         "explain_view",
+        "explain_packing",
         "explore",
         "export_html",
         "save_check",
