@@ -319,7 +319,8 @@ def explore(
     storage: int | str | None = None,
     byte_range: tuple[int, int] | None = None,
     expand_simple: bool = False,
-    max_lanes: int = 40,
+    all_storages: bool = False,
+    max_lanes: int | None = None,
     dpi: int = 100,
     width: float | None = None,
     snapshot: bool = True,
@@ -333,12 +334,18 @@ def explore(
         storage: start on one storage: its index (as in ``layout.storages``) or the name of a
             tensor on it.
         byte_range: start zoomed to ``(lo, hi)`` bytes of that ``storage`` (it needs one).
-        snapshot: also emit a static picture of the first state for a saved, trusted notebook
-            whose kernel is gone (hidden while the live explorer is on screen).
+        all_storages: draw every storage from the start; by default a model of many storages
+            first draws those that matter (every shared or freed one, and the largest), with
+            the rest one click away ("show all N storages").
+        max_lanes: most lanes drawn, on the live canvas and in the static picture (the rest go
+            to a "… N more" row); None (the default): the canvas draws every lane and scrolls
+            through them, the static picture 40.
+        snapshot: also emit the first state's picture as an ``image/png`` output just before
+            the explorer, for every page without a live explorer (nbconvert, GitHub, nbviewer,
+            VS Code, a saved notebook whose kernel is gone); the live explorer hides it.
         <shared options>
 
-    ``max_lanes``, ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and
-    the snapshots; the live canvas draws every lane and scrolls through them.
+    ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and the snapshots.
 
     Returns:
         The :class:`~tensorviz.explorer.widget.Explorer` widget (display it, e.g. as the cell's
@@ -372,6 +379,7 @@ def explore(
             storage=storage,
             byte_range=byte_range,
             expand_simple=expand_simple,
+            all_storages=all_storages,
             max_lanes=max_lanes,
             dpi=dpi,
             width=width,

@@ -54,16 +54,24 @@ def test_every_option_is_a_documented_keyword(name):
         assert re.search(rf"^    {re.escape(written)}: \S", args, re.M), f"tv.{name}: {written} is not documented"
 
 
+#: Options a function describes in its own words: tv.explore's zoom needs its storage=, and its
+#: max_lanes also limits the live canvas (None: every lane).
+OWN_WORDS = {("explore", "byte_range"), ("explore", "max_lanes")}
+
+
 def test_shared_options_are_written_once_and_have_one_default():
     flat = {n: " ".join(inspect.getdoc(getattr(tv, n)).split()) for n in ("diagram", "show", "explore")}
     for option, text in OPTION_DOCS.items():
         users = [n for n in flat if option in inspect.signature(getattr(tv, n)).parameters]
         for n in users:
-            assert f"{option}: {' '.join(text.split())}" in flat[n], (n, option)
+            if (n, option) not in OWN_WORDS:
+                assert f"{option}: {' '.join(text.split())}" in flat[n], (n, option)
+            args = _args_section(inspect.getdoc(getattr(tv, n)))
+            assert len(re.findall(rf"^    {option}: ", args, re.M)) == 1, (n, option)  # described once
     diagram = inspect.signature(tv.diagram).parameters
     for n in ("show", "explore"):
         for p in inspect.signature(getattr(tv, n)).parameters.values():
-            if p.name in diagram and p.name != "layout_or_obj":
+            if p.name in diagram and p.name != "layout_or_obj" and (n, p.name) != ("explore", "max_lanes"):
                 assert p.default == diagram[p.name].default, (n, p.name)
     assert inspect.signature(tv.show).parameters["width"].default is None
     assert (
@@ -201,3 +209,15 @@ def test_a_public_function_keeps_its_own_signature_and_name():
     assert inspect.signature(tv.explore).parameters["by"].kind is inspect.Parameter.KEYWORD_ONLY
     with tv.limits(index_names=7):
         assert tv.limits().index_names == 7
+
+
+def test_max_lanes_limits_the_canvas_too():
+    pytest.importorskip("ipywidgets")
+    sd = {f"w{i}": torch.zeros(i + 1, 3) for i in range(12)}
+    sd["t"] = sd["w0"].t()
+    every = tv.explore(sd, snapshot=False, expand_simple=True, all_storages=True)
+    assert len(every.diagram.lanes) == 14 and every._renderer.picture(every.state)[0].lanes == every.diagram.lanes
+    capped = tv.explore(sd, max_lanes=5, snapshot=False, expand_simple=True, all_storages=True)
+    kinds = [lane.kind for lane in capped.diagram.lanes]  # the canvas's diagram
+    assert len(kinds) == 5 and kinds[-1].startswith("more")
+    assert len(capped._renderer.picture(capped.state)[0].lanes) == 5  # and the static picture

@@ -133,7 +133,8 @@ _MARKER = re.compile(r"^(?P<indent>[ \t]*)<shared options>\n", re.MULTILINE)
 def fill_args(docs: Mapping[str, str]) -> Callable[[F], F]:
     """Fill the line ``<shared options>`` of a docstring's ``Args:`` section with the entries of
     ``docs`` for the function's own parameters, in signature order: options several functions
-    share are described once (e.g. :data:`tensorviz.plan.options.OPTION_DOCS`).
+    share are described once (e.g. :data:`tensorviz.plan.options.OPTION_DOCS`). A parameter the
+    docstring describes itself (its meaning differs there) keeps its own words.
     """
 
     def fill(fn: F) -> F:
@@ -148,7 +149,7 @@ def fill_args(docs: Mapping[str, str]) -> Callable[[F], F]:
             textwrap.fill(f"{name}: {docs[name]}", width=100, initial_indent=indent, subsequent_indent=indent + "    ")
             + "\n"
             for name in _keyword_names(fn)
-            if name in docs
+            if name in docs and not re.search(rf"^\s+{name}: ", doc, re.M)  # its own words win
         )
         fn.__doc__ = doc[: match.start()] + entries + doc[match.end() :]
         return fn

@@ -41,10 +41,13 @@ class Renderer:
     the static picture's capped Diagram (the full one when its lanes fit the budget, else planned
     from the same options) + PNG, drawn into one reused Figure."""
 
-    def __init__(self, layout: Layout, *, dpi: int, max_lanes: int, width: float | None):
+    def __init__(
+        self, layout: Layout, *, dpi: int, max_lanes: int, width: float | None, canvas_lanes: int | None = None
+    ):
         self.layout = layout
         self.dpi = dpi
         self.max_lanes = max_lanes
+        self.canvas_lanes = ALL_LANES if canvas_lanes is None else canvas_lanes  # tv.explore(max_lanes=N)
         self.width = width
         self.figure: Figure | None = None
         self.cache: OrderedDict[ExplorerState, Render] = OrderedDict()
@@ -62,7 +65,7 @@ class Renderer:
         from tensorviz.plan.planner import plan
 
         t0 = time.perf_counter()
-        opts = normalise(self.layout, max_lanes=ALL_LANES, overview=True, **state.diagram_options())
+        opts = normalise(self.layout, max_lanes=self.canvas_lanes, overview=True, **state.diagram_options())
         d = self._with_overview(plan(self.layout, opts))
         out = Render(d, 1000 * (time.perf_counter() - t0), opts)
         self.misses += 1

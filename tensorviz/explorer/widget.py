@@ -111,12 +111,13 @@ class Explorer(ExplorerControls, W.VBox):
         max_lanes: int = 40,
         dpi: int = 100,
         width: float | None = None,
+        canvas_lanes: int | None = None,
     ):
         self.tensor_layout = layout
         self.last_error: BaseException | None = None
         self.last_traceback = ""
         self.save_subject: Callable[[], Any] | None = None  # weakref to the analysed object
-        self._renderer = Renderer(layout, dpi=dpi, max_lanes=max_lanes, width=width)
+        self._renderer = Renderer(layout, dpi=dpi, max_lanes=max_lanes, width=width, canvas_lanes=canvas_lanes)
         state = normalise(state or ExplorerState(), layout)
         self._build_controls(state)
         super().__init__(children=self._arrange())
@@ -328,7 +329,7 @@ def explore(
     byte_range: tuple[int, int] | None = None,
     expand_simple: bool = False,
     all_storages: bool = False,
-    max_lanes: int = 40,
+    max_lanes: int | None = None,
     dpi: int = 100,
     width: float | None = None,
     snapshot: bool = True,
@@ -349,9 +350,11 @@ def explore(
         all_storages: draw every storage from the start; by default a model of many storages
             first draws those that matter (every shared or freed one, and the largest), with
             the rest one click away ("show all N storages").
-        max_lanes, dpi, width: size of the static picture (PNG) in the display bundle and
-            snapshots (see :func:`tensorviz.plan.diagram.diagram`); the live canvas draws every
-            lane and scrolls through them.
+        max_lanes: most lanes drawn, on the live canvas and in the static picture (the rest go
+            to a "… N more" row); None (the default): the canvas draws every lane and scrolls
+            through them, the static picture 40.
+        dpi, width: size of the static picture (PNG) in the display bundle and snapshots (see
+            :func:`tensorviz.plan.diagram.diagram`).
         snapshot: also emit the first state's picture as an ``image/png`` output just before
             the explorer, for every page without a live explorer (nbconvert with or without
             widget state, GitHub, nbviewer, VS Code, a saved notebook whose kernel is gone); the
@@ -382,7 +385,8 @@ def explore(
             expand_simple=expand_simple,
             all_storages=all_storages,
         )
-        ex = Explorer(layout, state, max_lanes=max_lanes, dpi=dpi, width=width)
+        static = 40 if max_lanes is None else max_lanes  # the canvas: every lane, unless max_lanes says
+        ex = Explorer(layout, state, max_lanes=static, dpi=dpi, width=width, canvas_lanes=max_lanes)
         if not isinstance(obj, (Layout, str, os.PathLike)):
             try:
                 ex.save_subject = weakref.ref(obj)
