@@ -226,6 +226,13 @@ def build(folder: str) -> dict[str, str]:  # noqa: PLR0915 - one line per case r
     big = {f"model.layers.{i // 10}.attn.q_proj.weight.{i}": [2 * i, 2 * i + 2] for i in range(80_000)}
     text = "{" + ",".join(f'"{k}":{_entry(shape="[1]", offsets=str(o), dtype="F16")}' for k, o in big.items()) + "}"
     put("valid-9MB-header-80k-tensors", "big80k.safetensors", st_bytes(text.replace(" ", ""), 160_000))
+    # issue 21 class 13: a valid header of 100k zero-size tensors, analysed and printed (to_text:
+    # the module tree); it cost 3.96 s to analyse, 19.4 s to print and +246 MB
+    zeros = "{" + ",".join(f'"t{i}":' + _entry(shape="[0]", offsets="[0,0]") for i in range(100_000)) + "}"
+    put("valid-100k-zero-size-tensors", "zeros100k.safetensors", st_bytes(zeros, 0))
+    # ... and past the header_tensors budget (list-form entries, counted before the JSON is parsed)
+    listed = "{" + ",".join(f'"t{i}":["F32",[0],[0,0]]' for i in range(200_001)) + "}"
+    put("header-200001-tensors", "zeros200k.safetensors", st_bytes(listed, 0))
 
     # 2. pickles: linear time and memory
     put("pt-deep-20000", "deep.pt", _wrapped(b"]" * 20_000, b"a" * 20_000))
@@ -558,8 +565,13 @@ def _vm_kib(field: str) -> int:
     return 0
 
 
-def _summary(layout) -> dict:
+#: Cases whose child also prints the layout (``to_text()``: the module tree), timed and measured with it.
+WITH_TEXT = frozenset({"valid-100k-zero-size-tensors"})
+
+
+def _summary(layout, text: bool = False) -> dict:
     return {
+        "text_lines": layout.to_text().count("\n") + 1 if text else 0,
         "ok": True,
         "views": len(layout.views),
         "storages": len(layout.storages),
@@ -571,7 +583,7 @@ def _summary(layout) -> dict:
     }
 
 
-def _child(path: str, w: int, as_limit: int) -> None:
+def _child(path: str, w: int, as_limit: int, text: bool = False) -> None:
     import tensorviz as tv
     from tensorviz.core.errors import TensorvizError
 
@@ -582,7 +594,7 @@ def _child(path: str, w: int, as_limit: int) -> None:
     rss0 = _vm_kib("VmRSS")
     t0 = time.perf_counter()
     try:
-        out = _summary(tv.analyze(path))
+        out = _summary(tv.analyze(path), text)
     except TensorvizError as err:
         out = {"ok": False, "error": type(err).__name__, "message": str(err)[:2000]}
     except BaseException as err:  # noqa: BLE001 - a raw crash is what the corpus looks for
@@ -592,15 +604,16 @@ def _child(path: str, w: int, as_limit: int) -> None:
     os.write(w, json.dumps(out).encode())
 
 
-def run_case(path: str) -> dict:
-    """Analyse ``path`` in a forked child (address-space limit, alarm); its outcome and costs."""
+def run_case(path: str, text: bool = False) -> dict:
+    """Analyse ``path`` (and print it, with ``text``) in a forked child (address-space limit,
+    alarm); its outcome and costs."""
     as_limit = _vm_kib("VmSize") * 1024 + AS_HEADROOM
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         os.close(r)
         try:
-            _child(path, w, as_limit)
+            _child(path, w, as_limit, text)
         finally:
             os._exit(0)
     os.close(w)
@@ -624,7 +637,7 @@ def main(folder: str) -> None:
     with open(os.path.join(folder, "cases.json")) as f:
         cases = json.load(f)
     for case, path in cases.items():
-        out = run_case(path)
+        out = run_case(path, case in WITH_TEXT)
         out["case"] = case
         print(json.dumps(out), flush=True)
 

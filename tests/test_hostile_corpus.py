@@ -77,6 +77,8 @@ EXPECTED: dict[str, tuple[str, object]] = {
     "list-form-entry": ("ok", {"views": 1, "names": ["w"]}),
     "dim-2-64-minus-1": ("ok", {"views": 1, "names": ["w"]}),
     "valid-9MB-header-80k-tensors": ("ok", {"views": 80_000, "storages": 1}),
+    "valid-100k-zero-size-tensors": ("ok", {"views": 100_000, "storages": 1, "text_lines": 8}),
+    "header-200001-tensors": (TLE, "zeros200k.safetensors: the header lists too many tensors: more than 200,000 "),
     "pt-deep-20000": ("ok", {"views": 1, "max_name": 300}),
     "pt-deep-tensor-each-level": ("ok", {"views": 20_001, "storages": 1}),
     "pt-memo-key-10MB-x300": ("ok", {"views": 301, "storages": 1, "max_name": 300}),

@@ -53,6 +53,45 @@ def test_budgets_are_stated_raised_per_block_and_per_thread(tmp_path):
         tv.limits(pickle_ops=-1)
 
 
+def _zero_sized(n: int, listed: bool = False) -> dict:
+    entry = ["F32", [0], [0, 0]] if listed else {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    return {f"t{i}": entry for i in range(n)}
+
+
+@pytest.mark.parametrize("listed", [False, True])
+def test_header_tensor_budget_is_counted_before_and_after_parsing(tmp_path, listed):
+    """Issue 21 class 13: a header's tensors cost ~10 us and ~900 B each to read; past
+    ``header_tensors`` the file is refused by name, counted in the text before the JSON is
+    parsed (object and list-form entries alike), and exactly after; at the budget it is read."""
+    path = tmp_path / "z.safetensors"
+    _st(path, {**_zero_sized(6, listed), "__metadata__": {"format": "pt"}}, 0)
+    with tv.limits(header_tensors=6):
+        assert len(tv.analyze(path)) == 6
+    with (
+        tv.limits(header_tensors=5),
+        pytest.raises(TooLargeError, match=r"z.safetensors: the header lists too many tensors: more than 5 header "),
+    ):
+        tv.analyze(path)
+    assert tv.limits().header_tensors == 200_000
+
+
+def test_summary_leaves_out_the_module_tree_past_its_budget(tmp_path):
+    """print(layout) builds the module tree for at most ``tree_names`` names (~30 us each),
+    says so past it and names the budget; the tree itself is still there when asked."""
+    path = tmp_path / "z.safetensors"
+    _st(path, _zero_sized(130), 0)
+    layout = tv.analyze(path)
+    assert "largest modules" in layout.to_text()
+    with tv.limits(tree_names=129):
+        text = layout.to_text()
+    assert "largest modules" not in text and text.splitlines()[-2] == (
+        "module tree left out: 130 names is over the summary's budget of 129 (about 30 us each); build it "
+        "with layout.tree(), or raise the budget: with tv.limits(tree_names=130): print(layout)"
+    )
+    assert text.splitlines()[0] == f"130 tensors on 1 file ({path})"
+    assert layout.tree().root.ntensors == 130
+
+
 def test_index_and_dcp_budgets(tmp_path):
     _st(tmp_path / "s.safetensors", {"w": F32})
     (tmp_path / "i.index.json").write_text(json.dumps({"weight_map": {"w": "s.safetensors", "v": "s.safetensors"}}))

@@ -42,6 +42,11 @@ class Limits:
         live_names: names taken from a live object (a Mapping, module, list), however it iterates
             (a view row costs ~350 bytes and ~2 us: 500,000 is ~175 MB).
         zip_records: records of a torch zip archive.
+        header_tensors: tensors of one safetensors header (about 10 us and 900 bytes each to
+            read: 200,000 is ~2 s and ~180 MB; the JSON text is counted before it is parsed).
+        tree_names: names the module tree of ``print(layout)`` is built for (about 30 us and
+            800 bytes each: 50,000 is ~1.5 s); past it the summary says so and leaves the tree
+            out (``layout.tree()`` still builds it when asked).
     """
 
     pickle_ops: int = 500_000
@@ -51,6 +56,8 @@ class Limits:
     index_names: int = 500_000
     live_names: int = 500_000
     zip_records: int = 1_000_000
+    header_tensors: int = 200_000
+    tree_names: int = 50_000
 
 
 _DEFAULT = Limits()
@@ -92,6 +99,8 @@ def limits(
     index_names: int | None = None,
     live_names: int | None = None,
     zip_records: int | None = None,
+    header_tensors: int | None = None,
+    tree_names: int | None = None,
 ) -> _Raised:
     """The work budgets; as a context manager, raises (or lowers) some for the block inside.
 
@@ -104,6 +113,8 @@ def limits(
         index_names: names of a sharded index (default 500,000).
         live_names: names read from a live object (default 500,000).
         zip_records: records of a torch zip archive (default 1,000,000).
+        header_tensors: tensors of one safetensors header (default 200,000).
+        tree_names: names ``print(layout)`` builds the module tree for (default 50,000).
 
     >>> import tensorviz as tv
     >>> with tv.limits(index_names=3_000_000):
@@ -118,6 +129,8 @@ def limits(
         index_names=index_names,
         live_names=live_names,
         zip_records=zip_records,
+        header_tensors=header_tensors,
+        tree_names=tree_names,
     )
     changes = {k: v for k, v in given.items() if v is not None}
     for k, v in changes.items():

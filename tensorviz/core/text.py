@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from tensorviz.core.categories import category_words, is_training, training_lines
 from tensorviz.core.facts import RemoteFacts, TrainingFacts
 from tensorviz.core.fsdp import fsdp_lines
+from tensorviz.core.limits import current as current_limits
 from tensorviz.core.names import shown
 from tensorviz.core.pieces import packed_lines
 from tensorviz.core.tree import RELATION_WORDS, TreeLayout, format_count, tree_lines
@@ -136,8 +137,9 @@ def layout_text(layout: TreeLayout, by: GroupBy = "storage", max_views: int = 12
     return "\n".join(shown(line, full) for line in lines)
 
 
-def header_lines(layout: TreeLayout) -> list[str]:
-    """How many tensors on how many storages, and the three byte totals."""
+def header_lines(layout: TreeLayout, tree: bool = True) -> list[str]:
+    """How many tensors on how many storages, and the three byte totals (and, with ``tree``,
+    a training layout's bytes by category, from its module tree)."""
     n, ns = len(layout), len(layout.storages)
     lines = [
         f"{n} tensor{'s' * (n != 1)} on {ns} {storage_noun(layout)}{'s' * (ns != 1)}"
@@ -145,9 +147,9 @@ def header_lines(layout: TreeLayout) -> list[str]:
         f"unique bytes {format_bytes(layout.unique_nbytes)} · sum of views "
         f"{format_bytes(layout.naive_nbytes)} · storages {format_bytes(layout.storage_nbytes)}",
     ]
-    if is_training(layout):
-        tree = layout.tree()
-        lines.append(f"by category (counted once): {category_words(tree.root.categories, tree.optimizer)}")
+    if tree and is_training(layout):
+        t = layout.tree()
+        lines.append(f"by category (counted once): {category_words(t.root.categories, t.optimizer)}")
     return lines
 
 
@@ -257,7 +259,11 @@ FULL_HINT = "full listing: layout.to_text(full=True) · module tree: layout.tree
 
 def compact_text(layout: TreeLayout, by: GroupBy = "storage", hint: str = FULL_HINT) -> str:
     """A summary that fits a screen for any model: totals, ties and shared groups, the largest
-    modules (bytes counted once), skipped values and ``hint``, a pointer to the full listing."""
+    modules (bytes counted once), skipped values and ``hint``, a pointer to the full listing.
+    Past ``tv.limits().tree_names`` names the module tree is left out, and a line says so."""
+    limit = current_limits().tree_names
+    if len(layout) + len(layout.skipped) > limit:
+        return _treeless_text(layout, by, limit, hint)
     tree = layout.tree()
     root = tree.root
     lines = header_lines(layout)
@@ -277,6 +283,23 @@ def compact_text(layout: TreeLayout, by: GroupBy = "storage", hint: str = FULL_H
     lines.append("largest modules (bytes counted once; % of unique bytes):")
     lines += ["  " + line for line in _fitting_tree(tree, tree_lines, budget)]
     return "\n".join(map(shown, lines + tail))
+
+
+def _treeless_text(layout: TreeLayout, by: GroupBy, limit: int, hint: str) -> str:
+    """:func:`compact_text` without the module tree (over the ``tree_names`` budget)."""
+    lines = header_lines(layout, tree=False)
+    shared, how = shown_shared(layout, by)
+    groups = [f"{{{_names_brief(g.names)}}} bytes [{g.start}, {g.stop})" for g in shared]
+    lines += _capped(f"shared groups ({how})", groups, 4)
+    lines += _capped("skipped", [f"{sk.name}: {sk.reason}" for sk in layout.skipped], 3)
+    lines += _capped("metadata", [m.strip() for m in metadata_lines(layout.metadata)[1:]], 4)
+    n = len(layout) + len(layout.skipped)
+    lines.append(
+        f"module tree left out: {n:,} names is over the summary's budget of {limit:,} (about 30 us each); "
+        f"build it with layout.tree(), or raise the budget: with tv.limits(tree_names={n:_}): print(layout)"
+    )
+    lines.append(hint)
+    return "\n".join(map(shown, lines))
 
 
 def _fitting_tree(tree, tree_lines, budget: int) -> list[str]:

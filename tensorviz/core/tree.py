@@ -230,11 +230,16 @@ def _file_name(ident: str) -> str:
     return os.path.basename(head if sep and "data/" in tail else ident)
 
 
+_NONE: frozenset[str] = frozenset()
+
+
 class _Acc:
     """Mutable totals per prefix while walking the views once."""
 
     def __init__(self) -> None:
         self.stats: dict[str, list] = {}
+        self.singles: dict[str, frozenset[str]] = {}  # a dtype, device or file -> {it}, shared by every name
+        self.sorted_sets: dict[frozenset[str], tuple[str, ...]] = {}  # see _sorted
         self.kids: dict[str, dict[str, None]] = {}
         self.leaf: dict[str, tuple] = {}
         self.kept: dict[str, tuple[int, int]] = {}
@@ -254,15 +259,15 @@ class _Acc:
             siblings[child] = None
         s = self.stats.get(name)
         if s is None:
-            s = self.stats[name] = [0, 0, 0, 0, 0, set(), set(), set(), 0]
+            s = self.stats[name] = [0, 0, 0, 0, 0, _NONE, _NONE, _NONE, 0]
         s[0] += 1 - skipped
         s[1] += role == "parameter"
         s[2] += role.startswith("buffer")
         s[3] += numel
         s[4] += nbytes
-        for target, item in zip(s[5:8], sets):
-            if item:
-                target.add(item)
+        for k, item in zip((5, 6, 7), sets):
+            if item and item not in s[k]:  # one shared frozenset per value: a set per name was ~650 B
+                s[k] = self.singles.setdefault(item, frozenset((item,))) if not s[k] else s[k] | {item}
         s[8] += skipped
 
     def add_view(self, v: TensorView, role: str, own: int, partners: tuple, counted: tuple) -> None:
@@ -297,6 +302,14 @@ class _Acc:
         total = self.unpacked.get(path, 0) + sum(k.unpacked[0] if k.unpacked else k.nbytes for k in kids)
         return total, tuple(sorted(dtypes))
 
+    def _sorted(self, items: set[str]) -> tuple[str, ...]:
+        """``tuple(sorted(items))``, one shared tuple per distinct set (a node per tensor)."""
+        key = frozenset(items)
+        out = self.sorted_sets.get(key)
+        if out is None:
+            out = self.sorted_sets[key] = tuple(sorted(key))
+        return out
+
     def add_skipped(self, name: str, reason: str) -> None:
         self._bump(name, 0, 0, "skipped", ("", "", ""), 1)
         self.leaf.setdefault(name, ("skipped", None, (), (), reason))
@@ -304,7 +317,7 @@ class _Acc:
     def freeze(self, path: str, classes: Mapping, shared: Mapping[str, int], total: int) -> Node:
         kids = [self.freeze(c, classes, shared, total) for c in self.kids.get(path, {})]
         kids.sort(key=lambda n: -n.nbytes)  # stable: equal sizes keep source order
-        own = self.stats.get(path) or [0, 0, 0, 0, 0, set(), set(), set(), 0]
+        own = self.stats.get(path) or [0, 0, 0, 0, 0, _NONE, _NONE, _NONE, 0]
         n, npar, nbuf, numel, nbytes, nskip = own[0], own[1], own[2], own[3], own[4], own[8]
         dtypes, devices, files = set(own[5]), set(own[6]), set(own[7])
         for k in kids:
@@ -333,9 +346,9 @@ class _Acc:
             nbytes=nbytes,
             shared_nbytes=shared.get(path, 0),
             fraction=nbytes / total if total else 0.0,
-            dtypes=tuple(sorted(dtypes)),
-            devices=tuple(sorted(devices)),
-            files=tuple(sorted(files)),
+            dtypes=self._sorted(dtypes),
+            devices=self._sorted(devices),
+            files=self._sorted(files),
             nskipped=nskip,
             partners=partners,
             counted_in=counted,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from operator import itemgetter
 
 from tensorviz.core.errors import FileFormatError
+from tensorviz.core.limits import current as current_limits
+from tensorviz.core.limits import exceeded
 from tensorviz.core.records import Skipped, StorageInfo
 from tensorviz.sources.formats.st_rules import (
     DTYPES,
@@ -91,12 +93,28 @@ def parse_header(p: str, size: int, prefix: bytes, more: Callable[[int], bytes] 
         if more is None:
             raise FileFormatError(f"{p}: the header is {n} bytes, only {len(raw)} were read")
         raw += more(n - len(raw))
+    _within_budget(p, raw[:n], None)
     obj = loads(p, raw[:n])
+    _within_budget(p, raw[:n], len(obj) - ("__metadata__" in obj))
     metadata = file_metadata(p, obj.pop("__metadata__", None))
     entries = [entry(p, name, info) for name, info in obj.items()]
     entries.sort(key=itemgetter(3, 4))  # (begin, end), as safetensors sorts them
     check_tiling(p, entries, size - 8 - n)
     return SafetensorsHeader(p, size, 8 + n, tuple(entries), metadata)
+
+
+def _within_budget(p: str, raw: bytes, count: int | None) -> None:
+    """Refuse a header of more tensors than ``tv.limits().header_tensors``, by name: first from
+    the text (an entry is an object with a ``"data_offsets"`` key, or a list ``[dtype,[shape],
+    [offsets]]``, the one place a header writes ``],[``), before the JSON is parsed; then,
+    exactly, by ``count``."""
+    limit = current_limits().header_tensors
+    about = count is None
+    if count is None:
+        count = raw.count(b'"data_offsets"') + raw.count(b"],[")
+    if count > limit:
+        how = f"{'about ' if about else ''}{count:,} in this one"
+        raise exceeded(f"{p}: the header lists too many tensors", "header_tensors", how)
 
 
 def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
