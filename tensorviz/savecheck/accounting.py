@@ -23,7 +23,7 @@ def unique_nbytes(layout: Layout) -> int:
     return sum(st.covered_nbytes for st in layout.storages if st.device != "meta")
 
 
-def _source_name(name: str, value: Any) -> tuple[str, bool]:
+def source_name(name: str, value: Any) -> tuple[str, bool]:
     """The given name a written stand-in reads from, and whether it is written as a copy."""
     src = getattr(value, "source", name)
     if src.startswith("copy of "):
@@ -53,7 +53,7 @@ def written_names(
     cloned: list[str] = []
     sources: dict[Any, list[str]] = collections.defaultdict(list)
     for name, value in run.written.items():
-        src, copied = _source_name(name, value)
+        src, copied = source_name(name, value)
         kept.append(name)
         if copied:
             cloned.append(name)

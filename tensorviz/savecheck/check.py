@@ -24,6 +24,7 @@ from tensorviz.core.keepalive import kept_alive_lines
 from tensorviz.core.keywords import EXTRA_OF
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import StorageInfo, TensorView
+from tensorviz.core.units import format_bytes
 from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck.fixes import attach_fixes
 from tensorviz.savecheck.materialise import as_materialised, has_meta
@@ -386,10 +387,42 @@ def _subclass_notes(saver: str, run: sv.Run, s: Subject) -> list[str]:
     ]
 
 
+def _broken_tie_loss(saver: str, run: sv.Run, s: Subject, sub: Layout) -> tuple[int, list[str]]:
+    """Bytes a reload into the model's own class loses where the class ties names this model
+    holds apart (``to_empty`` untied them): ``load_state_dict`` copies every name into the one
+    shared tensor, so the last one's values stay and the others' are lost. Not for
+    ``save_pretrained``: ``from_pretrained`` keeps a checkpoint's separate values (checked)."""
+    ties = s.ties
+    if ties is None or not ties.broken or run.error is not None or saver == "transformers.save_pretrained":
+        return 0, []
+    written = {acc.source_name(n, v)[0] for n, v in run.written.items()}
+    lost, notes = 0, []
+    for names in ties.broken:
+        both = [n for n in names if n in written and n in sub]
+        if len(both) < 2:
+            continue
+        nbytes = sum(sub[n].footprint_nbytes for n in both[:-1])
+        lost += nbytes
+        note = (
+            f"reloading into {s.source} loses {format_bytes(nbytes)}: the class ties {', '.join(both)} "
+            f"({ties.broken_source}), this model holds them apart (to_empty or a copy untied them), so "
+            f"load_state_dict copies each into the one shared tensor and {both[-1]}'s values overwrite "
+            f"the others'; tie them again before saving"
+        )
+        if saver == "safetensors.save_model":
+            extra = ", ".join(f'"{n}"' for n in sorted(both)[1:])
+            note += f"; load_model(model, path) then raises RuntimeError (Unexpected key(s) in state_dict: {extra})"
+        notes.append(note)
+    return lost, notes
+
+
 def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
     sub = _given_layout(s, run.given)
     kept, cloned, sources = acc.written_names(run, _storage_of(s), _pieces(s))
     b = acc.byte_counts(saver, run, sub, sources)
+    reload_lost, reload_notes = _broken_tie_loss(saver, run, s, sub)
+    b.lost += reload_lost
+    run.notes.extend(reload_notes)
     unknown = acc.unlaid(saver, run)  # torch.save also writes tensors tensorviz does not lay out
     if unknown:
         run.notes.append(acc.UNKNOWN_WRITTEN.format(names=", ".join(unknown[:3])))

@@ -46,6 +46,8 @@ class TieReport:
     declared_source: str
     config: tuple[tuple[str, Any], ...]
     mismatches: tuple[str, ...]
+    broken: tuple[tuple[str, ...], ...] = ()  # names the model's class ties, stored apart here
+    broken_source: str = ""  # who says the class ties them (transformers' declaration, or the class rebuilt)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -68,7 +70,57 @@ def module_ties(module: Any, layout: Layout) -> TieReport:
     declared, declared_source, config = _declared_ties(module)
     groups = _merge(layout, storage, objects, declared)
     mismatches = _mismatches(layout, groups, declared_source, config)
-    return TieReport(groups, storage, objects, declared, object_source, declared_source, config, mismatches)
+    broken, broken_source = _broken_ties(module, layout, groups, declared_source)
+    return TieReport(
+        groups, storage, objects, declared, object_source, declared_source, config, mismatches, broken, broken_source
+    )
+
+
+def _broken_ties(module: Any, layout: Layout, groups, declared_source: str) -> tuple[tuple[tuple[str, ...], ...], str]:
+    """Names the model's own class ties that this instance stores apart (``to_empty`` untied
+    them, or a copy did): a reload into the class keeps one tensor for them. For a transformers
+    model, its declared ties; for another module whose class builds without arguments, the
+    class itself, built again on meta (nothing allocated), and its shared Parameter objects."""
+    if declared_source.startswith("transformers"):
+        broken = tuple(g.names for g in groups if g.declared and not g.storage and all(n in layout for n in g.names))
+        return broken, declared_source
+    fresh = _rebuilt_on_meta(module)
+    if fresh is None:
+        return (), ""
+    by_id: dict[int, list[str]] = {}
+    for name, p in fresh.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(p), []).append(name)
+    apart = [
+        tuple(sorted(names, key=layout.position))
+        for names in by_id.values()
+        if len(names) > 1 and all(n in layout for n in names) and len({layout[n].storage for n in names}) > 1
+    ]
+    return tuple(apart), f"{type(module).__qualname__}() built again on meta"
+
+
+def _rebuilt_on_meta(module: Any) -> Any:
+    """``type(module)()`` on the meta device when its ``__init__`` needs no argument (else None;
+    also None when it raises). Nothing is allocated; the instance is dropped after use."""
+    import inspect
+
+    import torch
+
+    cls = type(module)
+    if cls.__module__.startswith("torch.") or cls.__init__ is torch.nn.Module.__init__:
+        return None  # torch's own containers tie nothing by construction
+    try:
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return None
+    if any(
+        p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params
+    ):
+        return None
+    try:
+        with torch.device("meta"):
+            return cls()
+    except Exception:  # noqa: BLE001 - a class that cannot be built so tells nothing
+        return None
 
 
 def _object_ties(module: Any) -> tuple[tuple[tuple[str, ...], ...], str]:
