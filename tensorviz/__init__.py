@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from tensorviz.core import hooks
@@ -367,7 +368,7 @@ def explore(
             f"given; pass it too (its index, or the name of a tensor on it), e.g. storage=0, "
             f"byte_range={tuple(byte_range)!r}"
         )
-    with needs_extra("tv.explore() is an ipywidgets explorer and needs {module}"):
+    with needs_extra("tv.explore() is an ipywidgets explorer and needs {module}"), _state_errors():
         from tensorviz.explorer.widget import explore as _explore
 
         return _explore(
@@ -385,6 +386,26 @@ def explore(
             width=width,
             snapshot=snapshot,
         )
+
+
+@contextmanager
+def _state_errors() -> Iterator[None]:
+    """The explorer's checks of its starting state (:func:`tensorviz.explorer.state.normalise`:
+    a storage out of range, a bad name pattern or zoom) raise ValueError; said as the
+    OptionError they are, so :func:`public` names ``tv.explore`` in them."""
+    try:
+        yield
+    except ValueError as err:
+        tb = err.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if (
+            type(err) is not ValueError
+            or tb is None
+            or tb.tb_frame.f_globals.get("__name__") != "tensorviz.explorer.state"
+        ):
+            raise
+        raise OptionError(str(err)) from None
 
 
 def _explore_by(by: Any) -> str:

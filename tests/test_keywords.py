@@ -221,3 +221,25 @@ def test_max_lanes_limits_the_canvas_too():
     kinds = [lane.kind for lane in capped.diagram.lanes]  # the canvas's diagram
     assert len(kinds) == 5 and kinds[-1].startswith("more")
     assert len(capped._renderer.picture(capped.state)[0].lanes) == 5  # and the static picture
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"storage": 9}, "tv.explore(): storage index 9 is out of range: this layout has 2 storages (0..1)"),
+        (
+            {"names": "q("},
+            "tv.explore(): name filter 'q(' is not a valid regular expression: missing ), unterminated subpattern "
+            "at position 1. Fix it (escape brackets as \\( ) or clear the box to show every tensor",
+        ),
+        (
+            {"storage": 0, "byte_range": (0, 10**6)},
+            "tv.explore(): byte_range (0, 1000000) must satisfy 0 <= lo < hi <= 16 (the size of storage #0)",
+        ),
+    ],
+)
+def test_the_explorers_own_checks_name_tv_explore(options, message):
+    pytest.importorskip("ipywidgets")
+    with pytest.raises(OptionError) as info:
+        tv.explore(torch.nn.Linear(2, 2), snapshot=False, **options)
+    assert str(info.value) == message
