@@ -250,3 +250,61 @@ def test_cli_json_carries_each_piece(tmp_path, capsys):
         "shape": [N_OUT, N_IN], "bits": 4, "group": [GROUP],
     }  # fmt: skip
     assert views[f"{P}.bias"]["piece"] is None
+
+
+# -- compressed-tensors pack-quantized, written by the compressed-tensors package itself ----------
+def _compressed_checkpoint(tmp_path, bits: int, group: int, symmetric: bool = True, broken_scale: bool = False):
+    ct = pytest.importorskip("compressed_tensors")
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
+
+    args = QuantizationArgs(num_bits=bits, type="int", symmetric=symmetric, strategy="group", group_size=group)
+    scheme = QuantizationScheme(targets=["Linear"], weights=args)
+    torch.manual_seed(0)
+    w = torch.randn(48, 128, dtype=torch.bfloat16)
+    amax = w.float().view(48, 128 // group, group).abs().amax(-1)
+    state = {"weight": w, "weight_scale": (amax / (2 ** (bits - 1) - 1)).to(torch.bfloat16)}
+    if not symmetric:
+        state["weight_zero_point"] = torch.zeros(48, 128 // group, dtype=torch.int8)
+    out = PackedQuantizationCompressor.compress(state, scheme)
+    if broken_scale:
+        out["weight_scale"] = out["weight_scale"][:, :1].contiguous()
+    tensors = {f"{P}.{k}": v for k, v in out.items()} | {"model.norm.weight": torch.ones(128, dtype=torch.bfloat16)}
+    qc = QuantizationConfig(
+        config_groups={"group_0": scheme}, format="pack-quantized", quant_method="compressed-tensors"
+    )
+    d = folder(tmp_path, tensors, qc.model_dump(), dtype="bfloat16")
+    return ct, d, out, scheme
+
+
+@pytest.mark.parametrize(("bits", "group", "symmetric"), [(4, 32, True), (8, 64, True), (4, 32, False)])
+def test_compressed_tensors_pack_quantized(tmp_path, bits, group, symmetric):
+    """The logical weight is what compressed-tensors' own decompress gives back: its shape, the
+    scale's dtype; every piece (packed words, scales, packed zero points, shape) is one of it."""
+    _, d, out, scheme = _compressed_checkpoint(tmp_path, bits, group, symmetric)
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+
+    back = PackedQuantizationCompressor.decompress(out, scheme)["weight"]  # the library's own unpacking
+    layout = tv.analyze(d)
+    check_spans(layout, d / "model.safetensors")
+    piece = Piece(f"{P}.weight", "weight_packed", "compressed-tensors", str(back.dtype)[6:], tuple(back.shape), bits,
+                  (group,))  # fmt: skip
+    parts = ["weight_packed", "weight_scale", "weight_shape"] + ([] if symmetric else ["weight_zero_point"])
+    for part in parts:
+        assert layout[f"{P}.{part}"].piece == Piece(*[part if f == "part" else getattr(piece, f) for f in vars(piece)])
+    assert layout["model.norm.weight"].piece is None
+    assert "problems" not in layout.metadata, layout.metadata.get("problems")
+    assert layout[f"{P}.weight_packed"].shape == tuple(out["weight_packed"].shape) == (48, 128 * bits // 32)
+    stored = sum(out[p].nbytes for p in parts)
+    line = [x for x in str(layout).splitlines() if x.strip().startswith(f"{P}.weight ")][0]
+    assert line.endswith(
+        f"{tv.core.units.format_bytes(stored)} stored, {tv.core.units.format_bytes(back.nbytes)} as bfloat16"
+    )
+
+
+def test_compressed_tensors_scale_grid_that_does_not_match_is_a_problem(tmp_path):
+    _, d, _, _ = _compressed_checkpoint(tmp_path, 4, 32, broken_scale=True)
+    (problem,) = tv.analyze(d).metadata["problems"]
+    assert problem.startswith(
+        f"{P}.weight_scale is bfloat16[48×1] but a 48 × 128 weight in int4, group 32 needs [48×4]"
+    )

@@ -16,6 +16,8 @@ Header-only: no torch. The layouts, per linear layer of ``in`` inputs and ``out`
   ``weight.quant_map``, ``weight.nested_absmax``, ``weight.nested_quant_map`` and
   ``weight.quant_state.bitsandbytes__nf4`` (or ``__fp4``): a uint8 tensor holding JSON with the
   logical dtype and shape, read (at most 64 KiB) for the logical weight.
+- compressed-tensors ``pack-quantized``: ``weight_packed`` + ``weight_scale`` + ``weight_shape``
+  [+ ``weight_zero_point``], see :mod:`tensorviz.sources.compressed`.
 - FP8 (DeepSeek-V3): ``weight`` float8 ``[out, in]``, ``weight_scale_inv`` float32
   ``[ceil(out/b0), ceil(in/b1)]`` for ``weight_block_size`` ``[b0, b1]``.
 """
@@ -32,6 +34,7 @@ from tensorviz.core.facts import QuantizationFacts
 from tensorviz.core.layout import Layout
 from tensorviz.core.pieces import ITEMSIZE
 from tensorviz.core.records import Piece, StorageInfo, TensorView
+from tensorviz.sources.compressed import SUFFIX, compressed_weight
 
 __all__ = [
     "annotate_packed",
@@ -81,8 +84,9 @@ def quant_config_from(raw: bytes) -> tuple[dict[str, Any], str]:
 
 
 def has_packed(names: Iterable[str]) -> bool:
-    """Whether any of ``names`` is a packed weight's part (GPTQ/AWQ, FP8 block scales, bitsandbytes)."""
-    return any(n.endswith((".qweight", ".weight_scale_inv")) or _BNB_STATE in n for n in names)
+    """Whether any of ``names`` is a packed weight's part (GPTQ/AWQ, FP8 block scales, bitsandbytes,
+    compressed-tensors)."""
+    return any(n.endswith((".qweight", ".weight_scale_inv", SUFFIX)) or _BNB_STATE in n for n in names)
 
 
 def annotate_packed(layout: Layout, folder: str) -> Layout:
@@ -99,7 +103,7 @@ def annotate_with(layout: Layout, config: Mapping[str, Any], problem: str) -> La
     names = layout.names
     views = {v.name: v for v in layout.views}
     method = str(config.get("quant_method", "")).lower()
-    if method not in ("gptq", "awq", "fp8"):
+    if method not in ("gptq", "awq", "fp8", "compressed-tensors"):
         method = ""
     pieces: dict[str, Piece] = {}
     problems = [problem] if problem else []
@@ -110,6 +114,8 @@ def annotate_with(layout: Layout, config: Mapping[str, Any], problem: str) -> La
             found, said = _fp8(name[: -len(".weight_scale_inv")], views, config)
         elif _BNB_STATE in name:
             found, said = _bnb(name, views)
+        elif name.endswith(SUFFIX):
+            found, said = compressed_weight(name, views, config, _logical_dtype(config, "bfloat16"))
         else:
             continue
         pieces.update(found)
