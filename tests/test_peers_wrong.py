@@ -132,3 +132,51 @@ def test_a_private_map_of_a_file_is_memory_of_its_own(tmp_path):
     assert tv.analyze({"x": x, "y": y}).relation("x", "y") == "unrelated"
     x[0] = 1.0
     assert y[0].item() == 0.0
+
+
+def _backslash_model(name: str):
+    """A tiny transformers model with a submodule whose name holds a backslash."""
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class BackslashConfig(PretrainedConfig):
+        model_type = "tensorviz_backslash"
+
+    class Backslash(PreTrainedModel):
+        config_class = BackslashConfig
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.blocks = torch.nn.ModuleDict({name: torch.nn.Linear(2, 2), "b": torch.nn.Linear(2, 2)})
+            self.post_init()
+
+        def _init_weights(self, module):
+            pass
+
+    return Backslash, BackslashConfig()
+
+
+@pytest.mark.parametrize("name, message", [("a\\q", "bad escape \\q at position 15"), ("a\\b", None)])
+def test_from_pretrained_reads_checkpoint_names_as_regular_expressions(tmp_path, name, message):
+    """transformers 5.24 turns every checkpoint key into a WeightRenaming whose source is the key
+    compiled as a regular expression (core_model_loading.py, ``re.compile("|".join(branches))``):
+    a module name with a backslash before a letter that is no escape (``\\q``) raises re.error;
+    one that is an escape (``\\b``, ``\\d``) loads, read as a pattern. tensorviz lays the names out
+    as they are, save_pretrained writes them, and ``tv.load_check`` predicts the failure with its
+    message before anything is loaded."""
+    cls, config = _backslash_model(name)
+    model = cls(config)
+    assert tv.analyze(model).names[:2] == (f"blocks.{name}.weight", f"blocks.{name}.bias")
+    assert _verdict(tv.save_check(model), "transformers.save_pretrained").outcome == "ok"
+    model.save_pretrained(tmp_path)
+    predicted = tv.load_check(cls(config), str(tmp_path), loader="from_pretrained")
+    if message is None:
+        assert not predicted.raises
+        loaded = cls.from_pretrained(tmp_path)
+        assert torch.equal(loaded.blocks[name].weight, model.blocks[name].weight)
+        return
+    import re
+
+    with pytest.raises(re.error) as info:
+        cls.from_pretrained(tmp_path)
+    assert str(info.value) == message
+    assert predicted.raises and message in predicted.error
