@@ -613,3 +613,26 @@ def test_the_static_picture_is_the_planners_own(make, options, shown, monkeypatc
     fig = render(want)
     assert png == png_bytes(fig, dpi=100, compress_level=1)
     fig.clear()
+
+
+def test_display_is_the_static_picture_outside_marimo(shown):
+    ex = explore(FusedQKV())
+    shown_now = ex._display_()  # what marimo would ask for; elsewhere nobody calls it
+    assert isinstance(shown_now, Snapshot) and shown_now.png == ex.png
+
+
+def test_marimo_controls_drive_the_explorer(shown):
+    """The marimo view's elements set the explorer's own controls, which replan as in JupyterLab
+    (the browser side: tests/test_browser_frontends.py)."""
+    pytest.importorskip("marimo")
+    from tensorviz.explorer.marimo import marimo_view
+
+    ex = explore(FusedQKV())
+    marimo_view(ex)
+    by, names, only_shared, unreferenced, expand, storage, every = ex.marimo_controls
+    assert by.value == "storage" and [only_shared.value, unreferenced.value, every.value] == [False, True, False]
+    revision = ex.canvas.revision
+    by._update("exact span")  # as a click in the browser arrives
+    assert ex.state.by == "span" and ex.canvas.revision == revision + 1
+    names._update("^q")
+    assert ex.state.names == "^q" and ex.canvas.drawn_names == ["qkv.weight", "q.weight"]

@@ -306,6 +306,13 @@ class Explorer(ExplorerControls, W.VBox):
         """The current state as standalone escaped HTML (an embedded PNG and a caption)."""
         return self.static().to_html()
 
+    def _display_(self) -> Any:
+        """What marimo draws (it asks ``_display_`` first): the live explorer as marimo elements
+        and anywidgets (:mod:`tensorviz.explorer.marimo`); elsewhere the static picture."""
+        from tensorviz.explorer.marimo import in_marimo, marimo_view
+
+        return marimo_view(self) if in_marimo() else self.static(kind="static")
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         """The widget view and the current state as text; the picture too only when no stand-in
         was emitted (each frontend renders one mimetype of an output, and the stand-in is the
