@@ -336,8 +336,9 @@ def text_width(given: int | None = None) -> int:
 
 
 #: Parts of a text line left out first when it is too wide (``--full`` keeps them): a byte count's
-#: exact form "(148824 B)", a view's stride and its offset.
-_DETAILS = (r" \(\d+ B\)", r" stride=\([^)]*\)", r" offset=\d+")
+#: exact form "(148824 B)", a view's stride and its offset, a storage's ".safetensors" before its
+#: size (the shard's number stays).
+_DETAILS = (r" \(\d+ B\)", r" stride=\([^)]*\)", r" offset=\d+", r"\.safetensors(?= \d)")
 
 #: The CLI's pointer to the whole listing (``print(layout)`` names Python instead).
 FULL_HINT = "full listing: --full · module tree: --tree · every name: --json"

@@ -64,13 +64,15 @@ def test_a_shortened_listing_says_so_and_keeps_names_readable(files, capsys, mon
     path, names = files["small"]
     lines = run(capsys, monkeypatch, 80, path)
     assert lines[-1] == "(11 lines shortened to 80 columns; whole with --full, every name in --json)"
-    # details go first (the exact byte count, stride, offset), then the middle of the longest name
+    # details go first (the exact byte count, stride, offset, a file's ".safetensors"), then the
+    # middle of the longest name
     with open(path, "rb") as f:
         head = 8 + int.from_bytes(f.read(8), "little")  # the header: 8 + N bytes
     size, fb = path.stat().st_size, format_bytes
-    assert lines[3] == f"storage #0 small.safetensors {fb(size)}: 10 views, {fb(size - head)} read, {fb(head)} header"
+    assert lines[3] == f"storage #0 small {fb(size)}: 10 views, {fb(size - head)} read, {fb(head)} header"
     assert any(line.startswith("  - model.….layers.0.self_attn.q_proj.weight  float32[8×8]  bytes [") for line in lines)
-    assert any(line.startswith("  - model.….weight  float32[8×8]  bytes [") for line in lines)  # the long one
+    long = "  - model.language_model…sting_purposes.weight  float32[8×8]  bytes ["  # not 'model.….weight'
+    assert any(line.startswith(long) for line in lines)
     wide = run(capsys, monkeypatch, 200, path)
     assert not any("shortened" in line for line in wide) and max(map(len, wide)) <= 200
     assert f"  - {LONG}  float32[8×8] stride=(8, 1) offset=0  bytes [" in "\n".join(wide)
@@ -93,3 +95,17 @@ def test_eighty_columns_when_stdout_is_no_terminal(files):
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and max(map(len, lines)) <= 80
     assert lines[-1].startswith("(11 lines shortened to 80 columns")
+
+
+def test_a_shard_keeps_its_number(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for i in (1, 2):
+        names = [f"model.language_model.layers.{i}.self_attn.q_proj.weight"]
+        save_file({n: torch.zeros(2) for n in names}, folder / f"model-0000{i}-of-00002.safetensors")
+    lines = run(capsys, monkeypatch, 80, folder)
+    assert [line.split(" ")[2] for line in lines if line.startswith("storage #")] == [
+        "model-00001-of-00002",
+        "model-00002-of-00002",
+    ]
+    assert max(map(len, lines)) <= 80

@@ -144,7 +144,8 @@ def fit(line: str, width: int, drop: tuple[str, ...] = ()) -> str:
     """``line`` in at most ``width`` characters: first without the parts that match ``drop``
     (regular expressions, in order: details the full line keeps), then with its longest word
     (a name, usually) shortened by whole dotted components where it has them
-    (:func:`elide_name`), then with its end cut at "…". The caller says where the whole line is
+    (:func:`elide_name`; inside the word where that would leave less than half of the room),
+    then with its end cut at "…". The caller says where the whole line is
     (the CLI's ``--full``).
 
     >>> fit("  - model.layers.0.self_attn.q_proj.weight  float32[4096×4096] offset=0", 63, (r" offset=\\d+",))
@@ -162,7 +163,10 @@ def fit(line: str, width: int, drop: tuple[str, ...] = ()) -> str:
     if words:
         word = max(words, key=lambda m: len(m.group()))
         keep = max(len(word.group()) - (len(line) - width), min(len(word.group()), 16))
-        line = line[: word.start()] + elide_name(word.group(), keep) + line[word.end() :]
+        short = elide_name(word.group(), keep)
+        if 2 * len(short) < keep:  # whole components cost most of it (a shard's number): cut inside
+            short = elide(word.group(), keep)
+        line = line[: word.start()] + short + line[word.end() :]
     return line if len(line) <= width else line[: max(width - 1, 0)] + "…"
 
 
