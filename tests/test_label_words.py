@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorviz as tv
-from tensorviz.core.names import elide_name
+from tensorviz.core.names import elide_name, elide_names
 from tensorviz.plan.colors import MIN_OUTLINE_CONTRAST, PALETTE, SHARES_OUTLINE, contrast_ratio, relative_luminance
 from tensorviz.plan.labels import names_label
 from tensorviz.render.mpl import drawn_rects, layer, render, texts
@@ -128,3 +128,20 @@ def test_lane_labels_are_cut_at_a_name_boundary() -> None:
     for label, name in zip(labels, names, strict=True):
         shown = re.split(r"…\.?", label)
         assert name.endswith(shown[-1]) and shown[-1].split(".")[0] in name.split(".")
+
+
+def test_names_that_would_look_the_same_keep_where_they_differ() -> None:
+    names = [f"encoder.block.{i}.layer.0.SelfAttention.{p}.weight" for i in range(3) for p in "qk"]
+    flat = torch.zeros(16 * len(names))
+    fig = render(tv.diagram({n: flat[16 * k : 16 * k + 16] for k, n in enumerate(names)}), width=590 / 96)
+    labels = [t for t in texts(fig, "lane-label") if not t.startswith("storage")]
+    assert len(set(labels)) == len(names)  # before: three times "….layer.0.SelfAttention.q.weight"
+    assert labels[0] == "….block.0.….q.weight" or labels[0].startswith("….block.0.…")
+    assert all(label.endswith(name.rsplit(".", 2)[-2] + ".weight") for label, name in zip(labels, names, strict=True))
+    assert elide_names(["enc.block.0.layer.0.attn.q.weight", "enc.block.1.layer.0.attn.q.weight"], 24) == [
+        "….block.0.….q.weight",
+        "….block.1.….q.weight",
+    ]
+    separate = tv.diagram({n: torch.zeros(16) for n in names}, expand_simple=True)  # one "simple" row each
+    simple = [t for t in texts(render(separate, width=590 / 96), "lane-label") if not t.startswith("storage")]
+    assert len(set(simple)) == len(names) and simple[:2] == labels[:2]

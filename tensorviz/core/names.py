@@ -23,6 +23,7 @@ __all__ = [
     "unicode_safe",
     "elide",
     "elide_name",
+    "elide_names",
     "FILTER_CAP",
     "filter_text",
     "search",
@@ -182,6 +183,43 @@ def fit_lines(lines: list[str], width: int, drop: tuple[str, ...] = ()) -> list[
             break
         lines = [re.sub(pattern, "", line) for line in lines]
     return [fit(line, width) for line in lines]
+
+
+def elide_names(names: list[str], limit: int) -> list[str]:
+    """:func:`elide_name` of each name, except that names that would look the same keep, after a
+    first "…", the components where they differ (a layer's number), with the one before it:
+    ``….block.0.….q.weight`` and ``….block.1.….q.weight``, not twice ``….layer.0.q.weight``.
+
+    >>> elide_names(["enc.block.0.layer.0.attn.q.weight", "enc.block.1.layer.0.attn.q.weight"], 24)
+    ['….block.0.….q.weight', '….block.1.….q.weight']
+    """
+    out = [elide_name(n, limit) for n in names]
+    groups: dict[str, list[int]] = {}
+    for k, text in enumerate(out):
+        if text != names[k]:
+            groups.setdefault(text, []).append(k)
+    for members in groups.values():
+        parts = [_BOUNDARY.split(names[k]) for k in members]
+        if len(members) < 2 or len({names[k] for k in members}) < 2:
+            continue
+        d = next((i for i in range(min(map(len, parts))) if len({p[i] for p in parts}) > 1), None)
+        if d is None:
+            continue
+        for k, p in zip(members, parts, strict=True):
+            out[k] = _keep_part(p, max(d - 1, 0), d + 1, limit) or out[k]
+    return out
+
+
+def _keep_part(parts: list[str], a: int, b: int, limit: int) -> str | None:
+    """``parts[a:b]`` between "…" components, then as many last components as fit (at least
+    the last one, whole); None if even that does not fit."""
+    middle = ("…" + parts[a - 1][-1] if a else "") + "".join(parts[a:b])
+    for j in range(b + 1, len(parts)):
+        tail = "".join(parts[j:])
+        text = middle + "…" + parts[j - 1][-1] + tail
+        if len(text) <= limit:
+            return text
+    return None
 
 
 #: Longest part of a name the name filter searches: a regular expression such as

@@ -122,9 +122,14 @@ def _e(text: str) -> str:
     return html.escape(shown(text))
 
 
+def _breakable(name: str) -> str:
+    """A name, escaped, that wraps after a "." or "_" (``<wbr>``) before it wraps mid-word."""
+    return _e(name).replace(".", ".<wbr>").replace("_", "_<wbr>")
+
+
 def _cells(node: Node, total: int) -> str:
     e = _e
-    name = f'<span style="{_indent(node.depth, not node.children)}">{e(node.name)}'
+    name = f'<span style="{_indent(node.depth, not node.children)}">{_breakable(node.name)}'
     if node.kind and not node.is_tensor:
         name += f' <span class="tvt-kind">{e(node.kind)}</span>'
     name += "</span>"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tensorviz.core.names import terminal
+from tensorviz.core.names import elide_names, terminal
 from tensorviz.core.units import format_bytes
 from tensorviz.plan.labels import TIED, names_label
 from tensorviz.render.mpl.geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
@@ -48,12 +48,16 @@ def draw_lane_labels(d: Diagram, ax: Axes) -> None:
     left = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-3.5, units="points")  # type: ignore[arg-type]  # axes of a top-level Figure (the stubs allow a SubFigure)
     chars = min(LANE_CHARS, getattr(ax, "tensorviz_label_chars", LANE_CHARS))  # set by render() for its margin
     tied = lane_names(d)
+    texts = {i: lane_label(d, i, chars, tied.get(i, ())) for i in show}
+    plain = [i for i in show if d.lanes[i].kind in ("view", "simple") and i not in tied]  # names, not storages
+    for i, text in zip(plain, elide_names([terminal(d.lanes[i].label) for i in plain], chars), strict=True):
+        texts[i] = text  # names that would look the same keep where they differ
     for i in show:
         kind = d.lanes[i].kind
         ax.text(
             0.0,
             i,
-            lane_label(d, i, chars, tied.get(i, ())),
+            texts[i],
             transform=left,
             ha="right",
             va="center",
