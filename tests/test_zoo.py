@@ -1,7 +1,7 @@
 """The model zoo, predicted vs real: ``tv.save_check`` against real saves and reloads.
 
 For every zoo model (tests/zoo.py: 30 tiny transformers architectures, 4 timm/torchvision-style and 3 construct
-modules) and every saver the report has, the test really saves with that library, loads back
+modules, 5 diffusers models) and every saver the report has, the test really saves with that library, loads back
 the way the library documents (``load_file`` + ``load_state_dict``, ``load_model``,
 ``torch.load``, ``from_pretrained``) into a fresh model, and asserts that the prediction is what
 happened: raises or not (type and message), the exact names written, the file size, and the
@@ -199,3 +199,4 @@ def test_zoo_covers_the_kinds_the_issue_asks_for():
     assert kinds["encoder-decoder"] >= 3 and kinds["tied"] >= 5 and kinds["untied"] >= 5
     assert {"mixtral", "qwen2_moe", "vit", "convnext", "whisper", "wav2vec2"} <= set(zoo.ARCHITECTURES)
     assert len(_cells()) >= 150
+    assert len(zoo.DIFFUSERS) >= 5 and all(type(_model(n)).__module__.startswith("diffusers.") for n in zoo.DIFFUSERS)

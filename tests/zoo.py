@@ -1,5 +1,7 @@
 """A model zoo for the save check: tiny transformers architectures built from their configs, and
-a few timm/torchvision-style modules. Nothing downloads; every model is a few KiB.
+a few timm/torchvision-style modules, and diffusers models built from their configs (diffusers
+installs on the pinned torch; timm does not run there: it imports torchvision, whose 0.28.0 wheel
+fails to load beside torch 2.13.0's CPU build, 'operator torchvision::nms does not exist'). Nothing downloads; every model is a few KiB.
 
 Configs are generated from the installed transformers: each config class gets the shrinking
 keywords its ``__init__`` accepts (``hidden_size``, ``d_model``, ``n_layer``...), plus the few
@@ -223,6 +225,56 @@ def compiled_resnet() -> nn.Module:
     return torch.compile(ResNetBlock())
 
 
+# -- diffusers, built from configs (its models tie nothing; 25 cells, every one "ok" and real) --
+def _diffusers(cls: str, **config: Any) -> Callable[[], nn.Module]:
+    def make() -> nn.Module:
+        import diffusers
+
+        return getattr(diffusers, cls)(**config)
+
+    make.__name__ = f"diffusers_{cls}"
+    return make
+
+
+_SMALL = {"norm_num_groups": 4, "layers_per_block": 1}
+DIFFUSERS: dict[str, Callable[[], nn.Module]] = {
+    "diffusers_unet2d": _diffusers(
+        "UNet2DModel",
+        sample_size=8,
+        block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
+        attention_head_dim=4,
+        **_SMALL,
+    ),
+    "diffusers_unet2d_cond": _diffusers(
+        "UNet2DConditionModel",
+        sample_size=8,
+        block_out_channels=(8, 16),
+        cross_attention_dim=8,
+        attention_head_dim=2,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        **_SMALL,
+    ),
+    "diffusers_vae": _diffusers("AutoencoderKL", block_out_channels=(8,), latent_channels=2, **_SMALL),
+    "diffusers_vq": _diffusers(
+        "VQModel", block_out_channels=(8,), latent_channels=2, num_vq_embeddings=16, vq_embed_dim=2, **_SMALL
+    ),
+    "diffusers_dit": _diffusers(
+        "DiTTransformer2DModel",
+        num_attention_heads=2,
+        attention_head_dim=4,
+        in_channels=4,
+        out_channels=4,
+        num_layers=1,
+        sample_size=4,
+        patch_size=2,
+        num_embeds_ada_norm=10,
+        norm_num_groups=4,
+    ),
+}
+
 MODULES: dict[str, Callable[[], nn.Module]] = {
     "tv_resnet_block": ResNetBlock,
     "timm_vit": TimmViT,
@@ -231,6 +283,7 @@ MODULES: dict[str, Callable[[], nn.Module]] = {
     "param_subclass": ParamSubclass,
     "func_ensemble": FuncEnsemble,
     "compiled_resnet": compiled_resnet,
+    **DIFFUSERS,
 }
 
 
