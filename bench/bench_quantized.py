@@ -63,6 +63,22 @@ def main() -> None:
         f"  ratio int8/plain: {t['int8'] / t['plain']:.2f}x per model tensor, {per_view:.2f}x per view "
         f"(goal <= 1.5x per tensor); with tree {tree['int8'] / tree['plain']:.2f}x"
     )
+    _later_steps(plain, quantized, a, b, args.repeat)
+
+
+def _later_steps(plain, quantized, a, b, repeat: int) -> None:
+    """The diagram of the layout (the int8 one groups each weight's pieces) and the save check of
+    the model (the int8 one replays the savers on subclass stand-ins), same ratios."""
+    d = best_of([("plain", lambda: tv.diagram(a)), ("int8", lambda: tv.diagram(b))], repeat)
+    sc = best_of(
+        [("plain", lambda: tv.save_check(plain)), ("int8", lambda: tv.save_check(quantized))], max(repeat // 2, 1)
+    )
+    for what, t in (("diagram", d), ("save_check", sc)):
+        per_view = (t["int8"] / len(b)) / (t["plain"] / len(a))
+        print(
+            f"  {what:10} plain {t['plain'] * 1e3:7.1f} ms, int8 {t['int8'] * 1e3:7.1f} ms: "
+            f"{t['int8'] / t['plain']:.2f}x per model tensor, {per_view:.2f}x per view"
+        )
 
 
 if __name__ == "__main__":

@@ -104,9 +104,10 @@ def packed_line(p: PackedTensor, layout: LayoutLike) -> str:
     )
 
 
-def group_label(p: PackedTensor, layout: LayoutLike) -> str:
+def group_label(p: PackedTensor, layout: LayoutLike, stored: int | None = None) -> str:
     """One line for a diagram's group of a logical tensor's pieces: what it is, each piece's
-    dtype, part and bytes, what they take together and what the logical tensor would.
+    dtype, part and bytes, what they take together (``stored``, when the caller knows it: else
+    the union of the pieces' footprints) and what the logical tensor would.
 
     >>> import torch, tensorviz as tv
     >>> from torch.testing._internal.two_tensor import TwoTensor
@@ -119,8 +120,8 @@ def group_label(p: PackedTensor, layout: LayoutLike) -> str:
     pieces = " + ".join(f"{v.dtype} {v.piece.part if v.piece else v.name} {format_bytes(v.nbytes)}" for v in parts)
     unpacked = logical_nbytes(pc)
     as_logical = f", {format_bytes(unpacked)} as {pc.dtype}" if unpacked else ""
-    stored = format_bytes(layout.union_nbytes([v.name for v in p.parts]))
-    return f"{p.name} {pc.kind} {shape_words(pc.shape)}: {pieces} = {stored} stored{as_logical}"
+    total = layout.union_nbytes([v.name for v in p.parts]) if stored is None else stored
+    return f"{p.name} {pc.kind} {shape_words(pc.shape)}: {pieces} = {format_bytes(total)} stored{as_logical}"
 
 
 def packed_lines(layout: LayoutLike, limit: int = 20) -> list[str]:

@@ -241,21 +241,26 @@ class _Planner:
         groups = self.layout.piece_storages()
         if not groups:
             return ()
-        from tensorviz.core.pieces import group_label, packed_tensors
+        from tensorviz.core.pieces import PackedTensor, group_label
 
         at = {b.storage: i for i, b in enumerate(blocks)}
-        packed = {p.name: p for p in packed_tensors(self.layout)}
+        owner = {s: name for name, found in groups.items() for s in found}
         out = []
-        for name, storages in groups.items():
+        for name in dict.fromkeys(owner[b.storage] for b in blocks if b.storage in owner):  # drawn ones only
+            storages = groups[name]
             where = sorted(at.get(s, -1) for s in storages)
             if where[0] < 0 or where != list(range(where[0], where[0] + len(where))):
                 continue
             drawn = [n for i in where for b in blocks[i].bars for n in bars[b].names]
-            own = {v.name for v in packed[name].parts}
-            if not drawn or not own.issuperset(drawn) or any(blocks[i].hidden_views for i in where):
+            parts = [v for s in storages for v in self.layout.storage_views(s)]
+            if not drawn or any(v.piece is None or v.piece.of != name for v in parts):
                 continue
+            if any(blocks[i].hidden_views for i in where):
+                continue
+            pieces = PackedTensor(parts[0].piece, tuple(parts))  # type: ignore[arg-type]  # checked just above
             lanes = (blocks[where[0]].lanes[0], blocks[where[-1]].lanes[-1])
-            out.append(LogicalGroup(name, group_label(packed[name], self.layout), lanes, tuple(drawn)))
+            stored = sum(self.layout.storage(s).covered_nbytes for s in storages)  # only its pieces read them
+            out.append(LogicalGroup(name, group_label(pieces, self.layout, stored), lanes, tuple(drawn)))
         return tuple(out)
 
     def _header(self) -> Header:

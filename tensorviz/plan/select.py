@@ -146,13 +146,11 @@ def _logical_ids(layout: Layout, ns: int) -> np.ndarray | None:
     groups = layout.piece_storages()
     if not groups:
         return None
+    sids = np.fromiter((s for found in groups.values() for s in found), np.int64)
+    gids = np.repeat(np.arange(len(groups)), [len(found) for found in groups.values()])
     out = np.full(ns, -1, dtype=np.int64)
-    seen = np.zeros(ns, dtype=np.int64)
-    for g, storages in enumerate(groups.values()):
-        where = np.asarray(storages, dtype=np.int64)
-        out[where] = g
-        seen[where] += 1
-    out[seen > 1] = -1
+    out[sids] = gids
+    out[np.bincount(sids, minlength=ns) > 1] = -1
     return out
 
 
