@@ -48,7 +48,7 @@ def _twin_module(module: Any, memo: dict[int, Any]) -> Any:
     attrs = dict(module.__dict__)
     for key, value in attrs.items():
         if key.endswith("hooks") or key.endswith("_set"):  # the hook dicts, _non_persistent_buffers_set
-            attrs[key] = copy.copy(value)
+            attrs[key] = value.copy() if isinstance(value, (dict, set)) else copy.copy(value)  # dict.copy: 5x copy.copy
     attrs["_parameters"] = {k: _twin_tensor(v, memo) for k, v in module._parameters.items()}
     attrs["_buffers"] = {k: _twin_tensor(v, memo) for k, v in module._buffers.items()}
     attrs["_modules"] = {k: None if c is None else _twin_module(c, memo) for k, c in module._modules.items()}
