@@ -1,10 +1,12 @@
 """The explorer in the other frontends, driven through headless Chromium: marimo (``marimo run``),
-a real server on 127.0.0.1 started from this virtual env.
+and Voila, each a real server on 127.0.0.1 started from this virtual env.
 
 - marimo: ``tv.explore(model)`` as a cell's output is live (marimo asks ``_display_``; the
   controls are marimo's own elements driving the explorer's): the canvas draws, a hover names
   the exact bytes, and choosing "exact span" in the controls redraws the canvas (a new payload
   revision; the tied pair becomes one bar).
+- Voila: the canvas renders from the kernel Voila runs and a hover works; the stand-in picture is
+  hidden while the canvas is live (one picture on the page).
 
 Screenshots go to ``test-artifacts/browser/frontend_*.png``.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from lab_notebooks import TINY
-from labserver import free_port, isolated_env, launched_chromium, watched_page
+from labserver import free_port, isolated_env, launched_chromium, watched_page, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -45,7 +48,10 @@ def _server(cmd: list[str], cwd: Path, side: Path, probe: str) -> Iterator[None]
         deadline = time.time() + 120
         while True:
             try:
-                urllib.request.urlopen(probe, timeout=2).close()
+                if probe.startswith("http"):
+                    urllib.request.urlopen(probe, timeout=2).close()
+                else:  # "host:port": listening is enough (a GET of Voila's page would start a kernel)
+                    socket.create_connection(tuple(probe.rsplit(":", 1)), timeout=2).close()
                 break
             except OSError:
                 if proc.poll() is not None or time.time() > deadline:
@@ -132,3 +138,29 @@ def test_marimo_explore_is_live_with_its_controls(page, tmp_path):
         )
         page.screenshot(path=str(SHOTS / "frontend_marimo_filtered.png"), full_page=True)
     assert not page.errors, page.errors
+
+
+@pytest.fixture(scope="module")
+def notebook_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nbroot")
+    write_notebook(root, "explore.ipynb", [TINY])
+    return root
+
+
+def test_voila_renders_the_explorer_and_hovers(page, notebook_dir, tmp_path):
+    pytest.importorskip("voila", reason="Voila is not installed (pip install -e '.[test]')")
+    from playwright.sync_api import expect
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "voila", str(notebook_dir / "explore.ipynb"), "--no-browser", f"--port={port}"]
+    cmd += ["--Voila.ip=127.0.0.1"]
+    base = f"http://127.0.0.1:{port}"
+    with _server(cmd, notebook_dir, tmp_path / "side", f"127.0.0.1:{port}"):
+        page.goto(base)  # Voila runs the notebook, then its page renders the widgets
+        cv = page.locator(".tvz-cv")
+        expect(cv.locator(".tvz-cv-scroll canvas")).to_be_visible()
+        cv.scroll_into_view_if_needed()
+        _hover(page, "q.weight")
+        expect(cv.locator(".tvz-tip")).to_contain_text("bytes [0 B, 1 KiB) · 1 KiB · storage #1")
+        page.screenshot(path=str(SHOTS / "frontend_voila.png"))
+        assert page.evaluate(PICTURES) == ["canvas"]
