@@ -1,7 +1,7 @@
 """Static pictures in a real JupyterLab (headless Chromium): issue 25, item 2 (static side).
 
-At 1024 px (the file browser open: a ~590-px output) and 1400 px, in the light and the dark
-theme: ``tv.show``'s picture, the module tree and ``tv.explain``'s picture stay inside their
+At 1024 px (the file browser open: a ~590-px output) and 1400 px, in the light, dark and
+dark high-contrast themes: ``tv.show``'s picture, the module tree and ``tv.explain``'s picture stay inside their
 output (wider content scrolls inside its own box, never past the output's right edge); the
 ``tv.show`` SVG's smallest text is at least 9 CSS px; its text contrasts with its background
 (WCAG ratio >= 4.5) in both themes, which it reads from JupyterLab's ``--jp-*`` variables.
@@ -115,13 +115,13 @@ def _set_theme(lab, theme: str) -> None:
     (folder / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
 
 
-@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark", "JupyterLab Dark High Contrast"])
 def test_static_pictures_fit_and_follow_the_theme(lab, theme):
     from playwright.sync_api import expect
 
     SHOTS.mkdir(parents=True, exist_ok=True)
     _set_theme(lab, theme)
-    tag = "dark" if "Dark" in theme else "light"
+    tag = {"JupyterLab Light": "light", "JupyterLab Dark": "dark"}.get(theme, "high-contrast")
     with launched_chromium(120_000) as browser:
         for width in (1024, 1400):
             page = watched_page(browser, width, 900, 120_000)

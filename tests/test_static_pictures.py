@@ -170,3 +170,15 @@ def test_module_tree_wraps_inside_its_box() -> None:
     assert "overflow-x:auto" in TREE_CSS.split("}")[0]  # the .tvt box scrolls, never clips
     assert "overflow-wrap:anywhere" in TREE_CSS and "minmax(12em,1fr)" in TREE_CSS
     assert "white-space:nowrap" not in TREE_CSS.replace(".tvt .tvt-num{white-space:nowrap;}", "")
+
+
+def test_the_diff_picture_fits_the_output_too() -> None:
+    from tensorviz.render.theme import text_sizes
+
+    a = {"w": torch.zeros(4, 4), "b": torch.zeros(4)}
+    b = {"w": torch.zeros(4, 8), "c": torch.zeros(4)}
+    html = tv.show(tv.diff(a, b)).to_html()
+    svg = html[html.index("<svg") : html.index("</svg>")]
+    min_px = float(re.search(r"min-width:([0-9.]+)px", svg).group(1))
+    assert min(text_sizes(svg)) * min_px / viewbox_width(svg) >= MIN_LABEL_PX - 0.05
+    assert 'aria-label="tensorviz diff: ' in svg

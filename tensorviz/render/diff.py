@@ -165,15 +165,18 @@ class ShownDiff:
     diff: LayoutDiff
     rows: tuple[DiffRow, ...]
     png: bytes
+    picture: str = ""  # the HTML picture: an inline SVG that fits the output (render.mpl.figure.figure_html)
 
     @property
     def text(self) -> str:
         return str(self.diff)
 
     def to_html(self) -> str:
-        """The PNG inline, then the escaped summary (no JavaScript)."""
+        """The picture (an inline SVG that fits the output, else the PNG), then the escaped
+        summary (no JavaScript)."""
         data = base64.b64encode(self.png).decode("ascii")
-        return f'<img src="data:image/png;base64,{data}" alt="tensorviz diff"/>' + self.diff._repr_html_()
+        picture = self.picture or f'<img src="data:image/png;base64,{data}" alt="tensorviz diff"/>'
+        return picture + self.diff._repr_html_()
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         bundle = {
@@ -189,8 +192,9 @@ class ShownDiff:
 
 def show_diff(d: LayoutDiff, *, dpi: int = 100, width: float = 10.0, max_rows: int = 40) -> ShownDiff:
     """Draw ``d`` (see :func:`diff_figure`) and keep its PNG for display."""
-    from tensorviz.render.mpl.figure import png_bytes
+    from tensorviz.render.mpl.figure import figure_html, png_bytes
 
     fig = diff_figure(d, max_rows=max_rows, width=width)
     rows, _ = diff_rows(d, max_rows)
-    return ShownDiff(d, tuple(rows), png_bytes(fig, dpi=dpi))
+    first = str(d).split("\n", 1)[0]
+    return ShownDiff(d, tuple(rows), png_bytes(fig, dpi=dpi), figure_html(fig, alt=f"tensorviz diff: {first}") or "")
