@@ -157,3 +157,28 @@ def test_bad_requests_say_why():
 
     with pytest.raises(ValueError, match="knows where the elements of GPTQ"):
         tv.explain_packing({"w": TwoTensor(torch.zeros(2, 2), torch.ones(2, 2))}, "w", (0, 0))
+
+
+@pytest.mark.parametrize(("bits", "group"), [(4, 32), (3, 32), (8, 64)])
+def test_compressed_tensors_bits_against_its_own_unpack(tmp_path, bits, group):
+    """compressed-tensors packs each row densely (3-bit values cross bytes and words): the bits
+    read at the predicted place, less 2^(bits-1), are what its own unpack_from_int32 gives."""
+    pytest.importorskip("compressed_tensors")
+    from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+
+    from tests.test_packed_files import _compressed_checkpoint
+
+    _, d, out, _ = _compressed_checkpoint(tmp_path, bits, group)
+    data = (d / "model.safetensors").read_bytes()
+    q = unpack_from_int32(out["weight_packed"], bits, torch.Size((48, 128)))  # the library's own
+    for o, i in [(0, 0), (0, 1), (5, 9), (47, 127), (20, 63), (33, 100)]:
+        place = tv.explain_packing(d, f"{P}.weight", (o, i))
+        v = place.value
+        word = int.from_bytes(data[v.byte : v.byte + 4], "little")
+        assert ((word >> v.lo) & ((1 << bits) - 1)) - (1 << (bits - 1)) == int(q[o, i]), (o, i)
+        s = place.scale
+        assert place.group == (i // group,)
+        assert (
+            data[s.byte : s.byte + 2]
+            == out["weight_scale"][o, i // group].reshape(1).view(torch.uint8).numpy().tobytes()
+        )

@@ -15,6 +15,8 @@ words little-endian, value ``j`` of a word in bits ``[j·b, (j+1)·b)``):
   weight, the high nibble (bits 4-7) for even ``n``, the low one for odd; ``absmax[n // blocksize]``.
 - bitsandbytes int8 (``Int8Params``): ``CB[o, i]`` one byte; ``SCB[o]``.
 - FP8 with block scales: ``weight[o, i]`` one byte; ``weight_scale_inv[o // b0, i // b1]``.
+- compressed-tensors ``pack-quantized``: row ``o`` of ``weight_packed`` one little-endian bit
+  stream, value ``i`` at bits ``[i·b, (i+1)·b)``, stored as ``q + 2^(b-1)``; ``weight_scale[o, i // group]``.
 
 Pure Python: byte positions come from the views' offsets and strides, nothing is read.
 """
@@ -45,8 +47,10 @@ class Cell:
 
     def __str__(self) -> str:
         at = f"({self.name}[{', '.join(map(str, self.index))}])"
-        if self.hi - self.lo > 8:
-            return f"bytes [{self.byte:,}, {self.byte + (self.hi - self.lo) // 8:,}) {at}"
+        if self.lo == 0 and self.hi > 8 and self.hi % 8 == 0:
+            return f"bytes [{self.byte:,}, {self.byte + self.hi // 8:,}) {at}"
+        if self.hi > 8:
+            return f"bits {self.lo}–{self.hi - 1} counted from byte {self.byte:,} (little-endian) {at}"
         bits = "all 8 bits" if (self.lo, self.hi) == (0, 8) else f"bits {self.lo}–{self.hi - 1}"
         return f"{bits} of byte {self.byte:,} {at}"
 
@@ -151,10 +155,37 @@ def _fp8(name, kind, index, parts, bits, group) -> PackedPlace:
     return PackedPlace(name, index, f"FP8, blocks {b0}×{b1}", _cell(parts["weight"], index), scale, None, g, how)
 
 
+def _compressed(name, kind, index, parts, bits, group) -> PackedPlace:
+    """compressed-tensors' dense packing: row ``o`` of ``weight_packed`` is one little-endian
+    bit stream, value ``i`` at bits ``[i·b, (i+1)·b)`` (it may cross a byte or word), stored as
+    ``q + 2^(b-1)``; zero points are packed the same way down each column of ``weight_zero_point``."""
+    (o, i) = index
+    value = _cell(parts["weight_packed"], (o, 0), i * bits, bits)
+    scales = parts.get("weight_scale")
+    g = i // group[0] if group and scales is not None and scales.shape[-1] > 1 else 0
+    scale = _cell(scales, (o, g)) if scales is not None else None
+    zp = parts.get("weight_zero_point")
+    zero = None
+    if zp is not None and 32 % bits == 0:  # a column's words are not adjacent: only whole values per word
+        zero = _cell(zp, ((o * bits) // 32, g), (o * bits) % 32, bits)
+    how = (f"weight_packed[o] as one bit stream, value i at bit i·{bits}, stored as q + {1 << (bits - 1)}; "
+           f"weight_scale[o, i // {group[0] if group else 'in'}]")  # fmt: skip
+    return PackedPlace(name, index, f"{kind} int{bits}" + (f", group {group[0]}" if group else ""), value, scale,
+                       zero, (g,), how)  # fmt: skip
+
+
 def _shape_of(parts: dict[str, TensorView]) -> tuple[int, ...]:
     piece = next(iter(parts.values())).piece
     assert piece is not None
     return piece.shape
 
 
-_RULES = {"GPTQ": _gptq, "AWQ": _awq, "Params4bit": _bnb, "bitsandbytes": _bnb, "Int8Params": _bnb, "FP8": _fp8}
+_RULES = {
+    "compressed-tensors": _compressed,
+    "GPTQ": _gptq,
+    "AWQ": _awq,
+    "Params4bit": _bnb,
+    "bitsandbytes": _bnb,
+    "Int8Params": _bnb,
+    "FP8": _fp8,
+}
