@@ -265,7 +265,8 @@ def _compressed_checkpoint(tmp_path, bits: int, group: int, symmetric: bool = Tr
     amax = w.float().view(48, 128 // group, group).abs().amax(-1)
     state = {"weight": w, "weight_scale": (amax / (2 ** (bits - 1) - 1)).to(torch.bfloat16)}
     if not symmetric:
-        state["weight_zero_point"] = torch.zeros(48, 128 // group, dtype=torch.int8)
+        half = 1 << (bits - 1)
+        state["weight_zero_point"] = torch.randint(-half, half, (48, 128 // group), dtype=torch.int8)
     out = PackedQuantizationCompressor.compress(state, scheme)
     if broken_scale:
         out["weight_scale"] = out["weight_scale"][:, :1].contiguous()

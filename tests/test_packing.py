@@ -159,8 +159,8 @@ def test_bad_requests_say_why():
         tv.explain_packing({"w": TwoTensor(torch.zeros(2, 2), torch.ones(2, 2))}, "w", (0, 0))
 
 
-@pytest.mark.parametrize(("bits", "group"), [(4, 32), (3, 32), (8, 64)])
-def test_compressed_tensors_bits_against_its_own_unpack(tmp_path, bits, group):
+@pytest.mark.parametrize(("bits", "group", "symmetric"), [(4, 32, True), (3, 32, True), (8, 64, True), (4, 32, False)])
+def test_compressed_tensors_bits_against_its_own_unpack(tmp_path, bits, group, symmetric):
     """compressed-tensors packs each row densely (3-bit values cross bytes and words): the bits
     read at the predicted place, less 2^(bits-1), are what its own unpack_from_int32 gives."""
     pytest.importorskip("compressed_tensors")
@@ -168,7 +168,7 @@ def test_compressed_tensors_bits_against_its_own_unpack(tmp_path, bits, group):
 
     from tests.test_packed_files import _compressed_checkpoint
 
-    _, d, out, _ = _compressed_checkpoint(tmp_path, bits, group)
+    _, d, out, _ = _compressed_checkpoint(tmp_path, bits, group, symmetric)
     data = (d / "model.safetensors").read_bytes()
     q = unpack_from_int32(out["weight_packed"], bits, torch.Size((48, 128)))  # the library's own
     for o, i in [(0, 0), (0, 1), (5, 9), (47, 127), (20, 63), (33, 100)]:
