@@ -1,12 +1,12 @@
 """The explorer in the other frontends, driven through headless Chromium: marimo (``marimo run``),
-and Voila, each a real server on 127.0.0.1 started from this virtual env.
+Jupyter Notebook 7 and Voila, each a real server on 127.0.0.1 started from this virtual env.
 
 - marimo: ``tv.explore(model)`` as a cell's output is live (marimo asks ``_display_``; the
   controls are marimo's own elements driving the explorer's): the canvas draws, a hover names
   the exact bytes, and choosing "exact span" in the controls redraws the canvas (a new payload
   revision; the tied pair becomes one bar).
-- Voila: the canvas renders from the kernel Voila runs and a hover works; the stand-in picture is
-  hidden while the canvas is live (one picture on the page).
+- Notebook 7 and Voila: the canvas renders from the running kernel and a hover works; the
+  stand-in picture is hidden while the canvas is live (one picture on the page).
 
 Screenshots go to ``test-artifacts/browser/frontend_*.png``.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from lab_notebooks import TINY
-from labserver import free_port, isolated_env, launched_chromium, watched_page, write_notebook
+from labserver import TOKEN, free_port, isolated_env, launched_chromium, watched_page, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -145,6 +145,43 @@ def notebook_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("nbroot")
     write_notebook(root, "explore.ipynb", [TINY])
     return root
+
+
+def _wait_for_connected_kernel(base: str, timeout: float = 120) -> None:
+    import json
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=5) as r:
+            if any(k["execution_state"] == "idle" and k["connections"] > 0 for k in json.load(r)):
+                return
+        time.sleep(0.5)
+    raise TimeoutError("Notebook 7's kernel never connected")
+
+
+def test_notebook7_renders_the_explorer_and_hovers(page, notebook_dir, tmp_path):
+    pytest.importorskip("notebook", reason="Jupyter Notebook 7 is not installed (pip install -e '.[test]')")
+    from playwright.sync_api import expect
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "notebook", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}"]
+    cmd += [f"--ServerApp.root_dir={notebook_dir}", f"--IdentityProvider.token={TOKEN}"]
+    base = f"http://127.0.0.1:{port}"
+    with _server(cmd, notebook_dir, tmp_path / "side", f"{base}/api/status?token={TOKEN}"):
+        page.goto(f"{base}/notebooks/explore.ipynb?token={TOKEN}")
+        page.wait_for_selector(".jp-Notebook")
+        if page.locator(".jp-Dialog").count():
+            page.locator(".jp-Dialog .jp-mod-accept").click()
+        _wait_for_connected_kernel(base)  # a cell run before the kernel is connected is dropped
+        page.locator(".jp-Cell").nth(1).locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        cv = page.locator(".tvz-cv")
+        expect(cv.locator(".tvz-cv-scroll canvas")).to_be_visible()
+        cv.scroll_into_view_if_needed()
+        _hover(page, "q.weight")
+        expect(cv.locator(".tvz-tip")).to_contain_text("bytes [0 B, 1 KiB) · 1 KiB · storage #1")
+        page.screenshot(path=str(SHOTS / "frontend_notebook7.png"))
+        assert page.evaluate(PICTURES) == ["canvas"]  # the stand-in hidden while the canvas is live
 
 
 def test_voila_renders_the_explorer_and_hovers(page, notebook_dir, tmp_path):
