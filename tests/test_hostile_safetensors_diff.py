@@ -244,6 +244,7 @@ def test_tensorviz_accepts_exactly_what_safe_open_accepts(tmp_path, data):
         ('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":' + "[" * 125 + "]" * 125 + "}}", 8),
         ('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":-0,"y":' + "9" * 30 + "}}", 8),
         ('{"w\\ud83d\\ude00":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8),
+        ('{"w\\\\ud800":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8),  # an escaped backslash, then text
         (
             '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"z":{"dtype":"F32","shape":[0],"data_offsets":[8,8]}}',
             8,
@@ -273,6 +274,11 @@ _E = '{"dtype":"F32","shape":[2],"data_offsets":[0,8]}'
             '{"w":["F32",[2],[0,8]],"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
             "the last 4 bytes belong to no tensor",
         ),
+        (  # found by the fuzz: the lone surrogate is in a value the repeated key replaces
+            '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":"\\ud800","x":{"a":1}}}',
+            "the header escapes a lone surrogate ('\\ud800'",
+        ),
+        ('{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":"\\udc00\\ud800"}}', "lone surrogate ('\\udc00'"),
     ],
 )
 def test_repeated_keys_safe_open_refuses_are_refused_by_name(tmp_path, text, words):

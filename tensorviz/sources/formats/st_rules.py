@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
@@ -188,18 +189,40 @@ def loads(path: str, raw: bytes) -> dict:
             f"{type(obj).__name__}; this is not a safetensors file"
         )
     if b"\\u" in raw or b"\\U" in raw:
-        _no_lone_surrogates(path, obj)
+        _no_lone_surrogates(path, raw)
     return obj
 
 
-def _no_lone_surrogates(path: str, obj: dict) -> None:
-    try:
-        json.dumps(obj, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise FileFormatError(
-            f"{path}: the header escapes a lone surrogate ({err.object[err.start]!r}: half of a "
-            f"UTF-16 pair, not a character); safetensors refuses it"
-        ) from None
+def _no_lone_surrogates(path: str, raw: bytes) -> None:
+    """Refuse a ``\\uD800``-``\\uDFFF`` escape that is not half of a pair, anywhere in the text:
+    safetensors' parser refuses it also in a value a repeated key later replaces (so reading the
+    parsed object, where that value is gone, is not enough)."""
+    high = -1  # where the last unpaired high surrogate escape ended, with its code
+    code_high = 0
+    for m in _ESCAPE.finditer(raw):
+        hexa = m.group(1)
+        code = int(hexa, 16) if hexa else -1
+        if high >= 0 and not (m.start() == high and 0xDC00 <= code <= 0xDFFF):
+            _lone(path, code_high)
+        if 0xD800 <= code <= 0xDBFF:
+            high, code_high = m.end(), code
+        elif 0xDC00 <= code <= 0xDFFF and high != m.start():
+            _lone(path, code)
+        else:
+            high = -1
+    if high >= 0:
+        _lone(path, code_high)
+
+
+#: A JSON string escape: ``\\uXXXX`` (its hex digits in group 1) or a backslash and one character.
+_ESCAPE = re.compile(rb"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
+
+
+def _lone(path: str, code: int) -> None:
+    raise FileFormatError(
+        f"{path}: the header escapes a lone surrogate ({chr(code)!r}: half of a "
+        f"UTF-16 pair, not a character); safetensors refuses it"
+    )
 
 
 def typed_entry(path: str, name: str, info: Any) -> None:
