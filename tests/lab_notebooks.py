@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["TINY", "BIG", "LLAMA", "FREED", "SEED", "GPT2"]
+__all__ = ["TINY", "BIG", "LLAMA", "FREED", "SEED", "GPT2", "LLAMA_TIED", "EXPLAIN"]
 
 TINY = '''\
 import torch
@@ -87,4 +87,24 @@ cfg = GPT2Config(vocab_size=512, n_positions=64, n_embd=64, n_layer=2, n_head=2,
 with torch.device("meta"):
     gpt2 = GPT2LMHeadModel(cfg)
 ex = tv.explore(gpt2, snapshot=False)
+ex"""
+
+LLAMA_TIED = """\
+import torch
+import tensorviz as tv
+from transformers import LlamaConfig, LlamaForCausalLM
+
+cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True)
+with torch.device("meta"):
+    llama = LlamaForCausalLM(cfg)
+ex70 = tv.explore(llama, snapshot=False, all_storages=True)
+ex70"""
+
+EXPLAIN = """\
+import torch
+import tensorviz as tv
+
+x = torch.arange(14.0)[2:].view(3, 4)
+ex = tv.explore({"x": x, "x.t()": x.t(), "x[:, ::2]": x[:, ::2]}, snapshot=False)
 ex"""

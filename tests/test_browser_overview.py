@@ -1,8 +1,9 @@
 """What the PNG draws that the canvas draws too, in a real JupyterLab (headless Chromium, Python
-Playwright): the overview of every storage of a 70B-sized Llama on ``meta`` (hover a cell: its
-storage is named; click it: the lanes scroll to it), the bytes views address past a freed
-storage's end (their pixels and tooltip), and a model map panel where nothing is clipped in a
-1024-px and a 1400-px window with the JupyterLab sidebar open.
+Playwright): the overview of every storage of a 70B-sized Llama with tied embeddings on ``meta``,
+all storages drawn (hover a cell: its storage is named; click it: the lanes scroll to it), the
+bytes views address past a freed storage's end (their pixels and tooltip), and a model map and
+module list where nothing is clipped in a 1024-px and a 1400-px window with the JupyterLab
+sidebar open.
 
 Like ``test_browser.py``: needs Debian's ``chromium`` and the ``playwright`` package, else it is
 skipped with the reason. Screenshots go to ``test-artifacts/browser/``.
@@ -14,7 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
-from lab_notebooks import FREED, LLAMA
+from lab_notebooks import FREED, LLAMA_TIED
 from labserver import chromium, lab_server, launched_chromium, open_notebook, run_all, watched_page, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -43,7 +44,7 @@ def lab(tmp_path_factory):
     chromium()
     pytest.importorskip("jupyterlab", reason="jupyterlab is not installed in this environment")
     root, side = tmp_path_factory.mktemp("labroot"), tmp_path_factory.mktemp("labside")
-    write_notebook(root, "llama.ipynb", [LLAMA])
+    write_notebook(root, "llama.ipynb", [LLAMA_TIED])
     write_notebook(root, "freed.ipynb", [FREED])
     with lab_server(root, side, SHOTS) as url:
         yield url
@@ -80,9 +81,10 @@ def test_overview_hover_names_a_storage_click_scrolls_to_it(lab, browser, width)
 
     pg, ex = _open(browser, lab, "llama.ipynb", width)
     ov = ex.locator(".tvz-ov")
-    expect(ov.locator(".tvz-ov-title")).to_contain_text("every storage, in order: 725 storages, cells sized by bytes")
-    expect(ov.locator(".tvz-ov-legend")).to_have_text("simple 725")
-    expect(ov.locator(".tvz-ov-labels li").first).to_have_text("#0 model.embed_tokens.weight · 3.9 GiB · simple")
+    expect(ov.locator(".tvz-ov-title")).to_contain_text("every storage, in order: 724 storages, cells sized by bytes")
+    expect(ov.locator(".tvz-ov-legend")).to_contain_text("simple 723")
+    expect(ov.locator(".tvz-ov-legend")).to_contain_text("tied 1")  # the one storage that differs
+    expect(ov.locator(".tvz-ov-labels li").first).to_contain_text("#0 model.embed_tokens.weight")
     ov.scroll_into_view_if_needed()
     # storage #40 is layers.4's o_proj (8192 x 8192 float32): its cell shows the PNG's colour
     cell = ov.evaluate("el => el.tvz.cell(40)")
@@ -117,12 +119,18 @@ def test_overview_hover_names_a_storage_click_scrolls_to_it(lab, browser, width)
     pg.mouse.move(where["x"], where["y"])
     expect(tip).to_contain_text("model.layers.4.self_attn.o_proj.weight")
     expect(tip).to_contain_text("float32[8192, 8192]")
-    # the model map: nothing clipped in the panel (its text wraps, the tree list scrolls)
-    panel = ex.locator(".tvz-panel")
+    # the model map and the module list: nothing clipped (text wraps, the tree list scrolls)
+    expect(ex.locator(".tvz-mv-caption")).to_contain_text("model map: the whole model")
+    ex.locator(
+        ".tvz-modules .jupyter-widget-Collapse-header, .tvz-modules .p-Collapse-header, .tvz-modules .lm-Collapse-header"
+    ).first.click()
+    panel = ex.locator(".tvt-panel")
+    expect(panel).to_be_visible()
     panel.scroll_into_view_if_needed()
-    expect(ex.locator(".tvt-mem")).to_contain_text("where the memory goes: (model)")
     clipped = panel.evaluate(CLIPPED)
     assert clipped == [], "\n".join(clipped)
+    box, frame = ex.locator(".tvz-mv canvas").bounding_box(), ex.locator(".tvz-map").bounding_box()
+    assert box["x"] + box["width"] <= frame["x"] + frame["width"] + 0.5, (box, frame)  # the map fits its box
     pg.screenshot(path=str(SHOTS / f"explorer_model_map_{width}.png"))
     assert not pg.errors, pg.errors
     pg.close()

@@ -121,3 +121,28 @@ def test_the_diagram_draws_the_storages_that_matter_and_the_rest_on_a_click():
     assert sorted(b.storage for b in ex.diagram.blocks) == list(ex.state.key)
     small = tv.explore(TiedLM(), snapshot=False)
     assert small.state.key is None and small.focus_row.layout.display == "none"
+
+
+def test_very_long_names_are_elided_in_the_list_the_picker_and_the_details():
+    """Issue 21 class 12, explorer side: a 5,000-character name is shown as the text outputs
+    show it (start … end, escaped) and still selected by its whole self."""
+    from tensorviz.core.names import shown
+
+    long = "blocks." + "x" * 5000 + ".weight\x1b[2J"
+    w = torch.zeros(4)
+    ex = tv.explore({long: w, "b." + long: w, "c": torch.zeros(2)}, snapshot=False)
+    labels = [label for label, _ in ex.tensor_list.options]
+    assert labels[0] == "blocks." + "x" * 72 + "…" + "x" * 66 + ".weight\\x1b[2J" and len(labels[0]) == 160
+    assert [value for _, value in ex.tensor_list.options] == [long, "b." + long]  # c: folded, simple
+    assert max(len(label) for label, _ in ex.storage_picker.options) < 200
+    ex.tensor_list.value = ("b." + long,)  # a click on the elided label selects the whole name
+    assert ex.selected == ["b." + long]
+    assert html_text(ex.details.value).count(shown("b." + long)) == 1 and len(ex.details.value) < 2000
+    assert "\x1b" not in ex.details.value and ex.last_error is None
+
+
+def html_text(value: str) -> str:
+    import html
+    import re
+
+    return html.unescape(re.sub(r"<[^>]+>", "", value))

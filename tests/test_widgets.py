@@ -365,10 +365,17 @@ def test_explain_action(shown):
     ex.expand_box.value = True
     ex.tensor_list.value = ("x", "cols")
     ex.explain_button.click()
-    assert bytes(ex.explain_picture.value).startswith(PNG) and ex.explain_picture.layout.display is None
+    # the interactive panel (issue 30) of the selection; the static picture kept, hidden
+    (live,) = ex.explain_live.children
+    assert [v["name"] for s in live.plan["strips"] for v in s["views"]] == ["x", "cols"]
+    assert [s["storage"] for s in live.plan["strips"]] == [ex.tensor_layout.storage("x").index]
+    assert bytes(ex.explain_picture.value).startswith(PNG) and ex.explain_picture.layout.display == "none"
     assert "x, cols" in ex.explain_message.value and ex.last_error is None
+    ex.tensor_list.value = ("cols",)  # the open pane follows the selection
+    assert [v["name"] for s in ex.explain_live.children[0].plan["strips"] for v in s["views"]] == ["cols"]
     ex.tensor_list.value = ("big",)
     ex.explain_button.click()
+    assert ex.explain_live.children == ()
     assert ex.explain_message.value.startswith(
         '<span class="tvz-error">Too large to explain cell by cell: '
         "explain draws at most MAX_CELLS=256 storage cells per strip"

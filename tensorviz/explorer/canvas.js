@@ -171,6 +171,7 @@ class CanvasView {
   // JupyterLab's theme colours (light, dark, high contrast), read again on each payload and
   // when the page's theme changes (the body's data-jp-theme-name).
   readTheme() {
+    this.themed = this.root.isConnected;  // before the view is on the page nothing resolves: read again then
     this.theme = themeColors((name) => resolveColor(this.root, name));
     this.root.dataset.theme = JSON.stringify(this.theme);
     this.overview.theme = this.theme;
@@ -201,6 +202,7 @@ class CanvasView {
 
   draw() {
     this.frame = 0;
+    if (!this.themed) { this.readTheme(); if (this.themed) { this.overview.drawnWidth = -1; this.overview.draw(this.width); } }
     const t0 = performance.now(), { d, g, width, height, drag, view } = this;
     const [lo, hi] = view || d.xRange, lw = this.labelWidth();
     this.sc = scale(lo, hi, lw + 6, width - lw - 14);
@@ -415,6 +417,7 @@ class CanvasView {
   }
 
   onResize() {
+    if (!this.themed) this.schedule();
     if (Math.floor(this.root.clientWidth) - 2 === this.width) return;
     this.resize(); this.draw(); this.overview.draw(this.width);
   }

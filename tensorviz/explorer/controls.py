@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import ipywidgets as W
 
 from tensorviz.core.layout import Layout
+from tensorviz.core.names import elide, terminal
 from tensorviz.core.units import byte_text
 from tensorviz.explorer.state import GROUPINGS, ExplorerState, groupings, key_storages
 from tensorviz.explorer.text import details_html, offset_label, title, zoom_points
@@ -21,6 +22,9 @@ from tensorviz.explorer.text import details_html, offset_label, title, zoom_poin
 #: Names listed in the tensor list at most (a <select> of 100,000 options slows the whole page);
 #: the diagram draws and the selection accepts every name.
 LIST_CAP = 2000
+#: Characters of a name the list and the storage picker show (start … end); the canvas's
+#: tooltips keep 300 (geometry.js NAME_SHOWN), the text outputs 400 (core.names.LINE_CAP).
+NAME_SHOWN = 160
 
 _ALL = -1  # the storage picker's "all storages" (None would mean "nothing selected" to ipywidgets)
 
@@ -158,9 +162,13 @@ class ExplorerControls:
             layout=W.Layout(width="auto"),
         )
         self.explain_message = W.HTML()
+        # The interactive panel of the selection (explain_widget.ExplainWidget), and the static
+        # picture, shown where the interactive one cannot be drawn.
+        self.explain_live = W.VBox([])
         self.explain_picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto", display="none"))
         body = W.VBox(
-            [self.explain_message, self.explain_picture], layout=W.Layout(max_height="520px", overflow="auto")
+            [self.explain_message, self.explain_live, self.explain_picture],
+            layout=W.Layout(max_height="640px", overflow="auto"),
         )
         self.explain_pane = W.Accordion(children=[body], selected_index=None)
         self.explain_pane.set_title(0, "explain: which storage cell each element of the selected views reads")
@@ -272,8 +280,9 @@ class ExplorerControls:
         listed = names[:LIST_CAP]
         extra = tuple(n for n in selected if n not in set(listed))
         with _unobserved(self.tensor_list, self._on_list):  # new options first clear its value
-            if tuple(self.tensor_list.options) != listed + extra:
-                self.tensor_list.options = listed + extra
+            options = _listed(listed + extra)
+            if tuple(self.tensor_list.options) != tuple(options):
+                self.tensor_list.options = options
                 self.tensor_list.rows = max(2, min(9, len(listed + extra)))  # no empty box under a few names
             self.tensor_list.value = selected
         self.details.value = details_html(self.tensor_layout, selected)
@@ -301,6 +310,14 @@ def _label(text: str) -> W.HTML:
     return W.HTML(html.escape(text), layout=W.Layout(width="60px", margin="0 0 0 6px"))
 
 
+def _listed(names: tuple[str, ...]) -> tuple[str, ...] | list[tuple[str, str]]:
+    """The tensor list's options: the names, or (shown, name) pairs when some name is very long
+    or unsafe (elided and escaped as the text outputs show names, :func:`tensorviz.core.names.
+    shown`; ipywidgets takes pairs only when every option is one)."""
+    labels = [elide(terminal(n), NAME_SHOWN) for n in names]
+    return names if all(a == n for a, n in zip(labels, names)) else list(zip(labels, names))
+
+
 def storage_index(value: int) -> int | None:
     """The storage a picker value selects (None: all storages)."""
     return None if value == _ALL else value
@@ -309,7 +326,7 @@ def storage_index(value: int) -> int | None:
 def _storage_options(layout: Layout) -> list[tuple[str, int]]:
     opts: list[tuple[str, int]] = [("all storages", _ALL)]
     for s in layout.storages:
-        first = s.names[0] if s.names else "no views"
+        first = elide(terminal(s.names[0]), NAME_SHOWN) if s.names else "no views"
         more = f" +{len(s.names) - 1}" if len(s.names) > 1 else ""
         opts.append((f"#{s.index} {first}{more} · {byte_text(s.nbytes)}", s.index))
     return opts

@@ -52,7 +52,8 @@ class MapView {
 
   draw() {
     const { g, cells, layout, width, height } = this, fills = this.fills();
-    this.theme = themeColors((name) => resolveColor(this.root, name));
+    if (!this.themed) this.theme = themeColors((name) => resolveColor(this.root, name));
+    this.themed = this.root.isConnected;  // read once on the page (before, nothing resolves)
     this.ink = cells.map((_, k) => inkOn(fills[k]));
     g.fillStyle = this.theme.background; g.fillRect(0, 0, width, height);
     g.font = "11px sans-serif"; g.textBaseline = "middle";
@@ -132,9 +133,13 @@ class MapView {
   pick(path) { this.model.set("picked", [path, ++this.clicks]); this.model.save_changes(); }
 
   listen() {
-    const ro = new ResizeObserver(() => { if (Math.floor(this.root.clientWidth) !== this.width) this.resize(); });
+    const ro = new ResizeObserver(() => {
+      if (Math.floor(this.root.clientWidth) !== this.width) this.resize(); else if (!this.themed) this.draw();
+    });
     ro.observe(this.root);
     const onCells = () => this.load();
+    const themed = new MutationObserver(() => { this.themed = false; this.draw(); });
+    themed.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
     this.model.on("change:cells", onCells); this.model.on("change:caption", onCells);
     const move = (e) => this.onMove(e), leave = () => { this.tip.style.display = "none"; this.hover = -1; this.draw(); };
     const click = (e) => { const k = cellAt(this.layout, ...this.point(e)); if (k > 0 && this.cells[k][0]) this.pick(this.cells[k][0]); };
@@ -142,7 +147,7 @@ class MapView {
     this.canvas.addEventListener("mousemove", move); this.canvas.addEventListener("mouseleave", leave);
     this.canvas.addEventListener("click", click); this.up.addEventListener("click", up);
     return () => {
-      ro.disconnect(); this.model.off("change:cells", onCells); this.model.off("change:caption", onCells);
+      ro.disconnect(); themed.disconnect(); this.model.off("change:cells", onCells); this.model.off("change:caption", onCells);
       this.canvas.removeEventListener("mousemove", move); this.canvas.removeEventListener("mouseleave", leave);
       this.canvas.removeEventListener("click", click); this.up.removeEventListener("click", up);
     };

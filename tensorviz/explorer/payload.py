@@ -150,27 +150,28 @@ def view_names(diagram: Any) -> list[str]:
     return list(seen)
 
 
-def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, bytes]:
+def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, Any]:
     cols = diagram.columns
     bars = diagram.bars
     n = len(bars)
     flags = np.zeros(n, dtype=np.uint8)
     for name in FLAGS[:6]:  # the plan's own boolean columns
         flags |= np.asarray(getattr(cols, name), dtype=np.uint8) << FLAGS.index(name)
-    pct_bar, pct = [], []
+    pct_bar: list[int] = []
+    pct: list[float] = []
     first = np.fromiter((index[b.names[0]] for b in bars), dtype=np.int64, count=n)
-    tie_first, ties = np.zeros(n + 1, dtype=np.int64), []
-    for i in np.flatnonzero(cols.sparse | cols.empty):
-        bar = bars[i]
+    tie_first, ties = np.zeros(n + 1, dtype=np.int64), list[int]()
+    for k in np.flatnonzero(cols.sparse | cols.empty).tolist():
+        bar = bars[k]
         span = bar.stop - bar.start
-        pct_bar.append(i)
+        pct_bar.append(k)
         pct.append(bar.nbytes / span if span > 0 else 0.0)
     opts = diagram.options
     if opts.names is not None or opts.only_shared or opts.byte_range is not None:  # else every reader is drawn
         drawn: dict[int, np.ndarray] = {}
-        for i in np.flatnonzero(cols.overlaps_other):
-            if _partner_hidden(diagram, bars[i], drawn):
-                flags[i] |= _HIDDEN
+        for j in np.flatnonzero(cols.overlaps_other).tolist():
+            if _partner_hidden(diagram, bars[j], drawn):
+                flags[j] |= _HIDDEN
     for i, bar in enumerate(bars):
         if not bar.exact:
             flags[i] |= _INEXACT

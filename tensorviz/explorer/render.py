@@ -174,21 +174,48 @@ def explain_png(layout: Layout, names: tuple[str, ...]) -> tuple[str, bytes | No
     )
 
 
-def explain_figure(layout: Layout, names: tuple[str, ...]):
-    """The teaching panel of some views of a layout, from metadata alone (no tensors).
+def explain_plan_of(layout: Layout, names: tuple[str, ...]) -> Any:
+    """The teaching panel's plan of some views of a layout, from metadata alone (no tensors),
+    its strips numbered as the explorer numbers storages.
 
     Raises:
         TooLargeError: the views are too large to draw cell by cell (the message says the limit).
     """
     from tensorviz.plan.explain import layout_plan
-    from tensorviz.render.mpl.panel import draw
 
     sub = sub_layout(layout, names)
     plan = layout_plan(sub)
     # Number the strips as the explorer does (the sub-layout counts its storages from 0).
     index = {s.index: layout.storage(s.key).index for s in sub.storages}
-    plan = replace(plan, strips=tuple(replace(st, storage=index[st.storage]) for st in plan.strips))
-    return draw(plan)
+    return replace(plan, strips=tuple(replace(st, storage=index[st.storage]) for st in plan.strips))
+
+
+def explain_figure(layout: Layout, names: tuple[str, ...]):
+    """The teaching panel of some views of a layout, drawn with matplotlib (the static picture).
+
+    Raises:
+        TooLargeError: the views are too large to draw cell by cell (the message says the limit).
+    """
+    from tensorviz.render.mpl.panel import draw
+
+    return draw(explain_plan_of(layout, names))
+
+
+def explain_live(layout: Layout, names: tuple[str, ...], png: bytes | None) -> Any:
+    """The interactive teaching panel of the selected views (an :class:`~tensorviz.explorer.
+    explain_widget.ExplainWidget`: hover an element, its cell and address formula light; hover
+    a cell, every element reading it; a stride playground), or None where there is nothing to
+    explain or it is too large to draw cell by cell (the static message says why)."""
+    from tensorviz.core.errors import TooLargeError
+
+    if not names:
+        return None
+    try:
+        from tensorviz.explorer.explain_widget import ExplainWidget
+
+        return ExplainWidget(explain_plan_of(layout, names), png=png or b"")
+    except (ImportError, TooLargeError):
+        return None
 
 
 def sub_layout(layout: Layout, names: tuple[str, ...]) -> Layout:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 
 from tensorviz.core.layout import Layout
+from tensorviz.core.names import shown as shown_name
 from tensorviz.core.names import terminal
 from tensorviz.core.records import TensorView
 from tensorviz.core.units import byte_text
@@ -96,7 +97,7 @@ def relations_text(layout: Layout, v: TensorView) -> str:
     others = [o.name for o in layout.storage_views(v.storage) if o.name != v.name]
     if not others:
         return "the only view on its storage"
-    shown = [f"{layout.relation(v.name, o)} {o}" for o in others[:_RELATIONS_SHOWN]]
+    shown = [f"{layout.relation(v.name, o)} {shown_name(o)}" for o in others[:_RELATIONS_SHOWN]]
     rest = others[_RELATIONS_SHOWN:]
     if rest:
         counts: dict[str, int] = {}
@@ -111,7 +112,7 @@ def _view_block(layout: Layout, name: str) -> str:
     rows = "".join(
         f"<tr><th>{html.escape(k)}</th><td>{html.escape(val)}</td></tr>" for k, val in view_facts(layout, name)
     )
-    return f'<div class="tvz-view"><b>{html.escape(name)}</b><table>{rows}</table></div>'
+    return f'<div class="tvz-view"><b>{html.escape(shown_name(name))}</b><table>{rows}</table></div>'
 
 
 def shown_text(layout: Layout, diagram: object, drawn: int) -> str:

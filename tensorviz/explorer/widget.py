@@ -40,7 +40,15 @@ from tensorviz.core.rows import gc_paused
 from tensorviz.explorer.controls import ExplorerControls, storage_index
 
 # The pure helpers, also importable from here (tests and notebooks use them).
-from tensorviz.explorer.render import Render, Renderer, diagram_names, explain_figure, explain_png, sub_layout  # noqa: E402,F401
+from tensorviz.explorer.render import (  # noqa: E402,F401
+    Render,
+    Renderer,
+    diagram_names,
+    explain_figure,
+    explain_live,
+    explain_png,
+    sub_layout,
+)
 from tensorviz.explorer.state import (
     GROUPINGS,
     ExplorerState,
@@ -102,6 +110,8 @@ class Explorer(ExplorerControls, W.VBox):
     :class:`~tensorviz.core.layout.Layout` (``layout`` is the ipywidgets CSS layout);
     ``last_error``/``last_traceback`` keep the latest callback failure.
     """
+
+    children: Any  # ipywidgets' trait (ipywidgets has no type information)
 
     def __init__(
         self,
@@ -172,13 +182,15 @@ class Explorer(ExplorerControls, W.VBox):
 
     @_guarded("filtering to a module")
     def _on_module(self, change: dict) -> None:
-        self.name_filter.value = self.tree_panel.name_pattern()
-        self.model_map.focus(self.tree_panel.selected)
+        panel, model_map = self.tree_panel, self.model_map  # both there: they called
+        if panel is not None and model_map is not None:
+            self.name_filter.value = panel.name_pattern()
+            model_map.focus(panel.selected)
 
     @_guarded("opening a module")
     def _on_map(self, change: dict) -> None:
-        path = change["new"][0] if change["new"] else ""
-        self.tree_panel.select(path)
+        if self.tree_panel is not None:
+            self.tree_panel.select(change["new"][0] if change["new"] else "")
 
     @property
     def selected(self) -> list[str]:
@@ -198,6 +210,8 @@ class Explorer(ExplorerControls, W.VBox):
     @_guarded("selection")
     def _on_selected(self, change: dict) -> None:
         self._show_selection()
+        if self.explain_pane.selected_index == 0:  # open: it follows the selection
+            self._explain()
 
     @_guarded("redraw")
     def _on_control(self, change: dict) -> None:
@@ -214,13 +228,20 @@ class Explorer(ExplorerControls, W.VBox):
 
     @_guarded("explain")
     def _on_explain(self, _button: Any = None) -> None:
+        """Explain the selection in the explain pane: the interactive panel (hover an element:
+        its cell and address; a stride playground), the static picture where it cannot run."""
+        self._explain()
+        self.explain_pane.selected_index = 0
+
+    def _explain(self) -> None:
         names = tuple(self.selected)
         message, png = explain_png(self.tensor_layout, names)
         self.explain_message.value = message
         if png is not None:
             self.explain_picture.value = png
-        self.explain_picture.layout.display = None if png is not None else "none"
-        self.explain_pane.selected_index = 0
+        live = explain_live(self.tensor_layout, names, png)
+        self.explain_live.children = () if live is None else (live,)
+        self.explain_picture.layout.display = None if png is not None and live is None else "none"
 
     @_guarded("save check")
     def _on_save_opened(self, change: dict) -> None:
@@ -272,6 +293,8 @@ class Explorer(ExplorerControls, W.VBox):
     @property
     def diagram(self) -> Any:
         """The Diagram drawn now."""
+        if self._current is None:  # pragma: no cover - the constructor draws the first state
+            raise RuntimeError("the explorer has drawn nothing yet")
         return self._current.diagram
 
     @property
@@ -388,7 +411,7 @@ def explore(
             only_shared=only_shared,
             show_unreferenced=show_unreferenced,
             storage=storage,
-            byte_range=tuple(byte_range) if byte_range is not None else None,
+            byte_range=(int(byte_range[0]), int(byte_range[1])) if byte_range is not None else None,
             expand_simple=expand_simple,
             all_storages=all_storages,
         )
