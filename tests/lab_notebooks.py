@@ -98,7 +98,7 @@ cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=8
                   num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True)
 with torch.device("meta"):
     llama = LlamaForCausalLM(cfg)
-ex70 = tv.explore(llama, snapshot=False, all_storages=True)
+ex70 = tv.explore(llama, snapshot=False, all_storages=True, expand_simple=True)
 ex70"""
 
 EXPLAIN = """\

@@ -140,7 +140,7 @@ def test_the_map_names_a_tie_and_opens_a_module_on_a_click(lab, browser):
     head = mv.evaluate("el => el.tvz.cell('lm_head.weight')")
     assert head is not None and head["label"] == "weight", head
     pg.mouse.move(head["x"], head["y"])
-    tip = mv.locator(".tvz-tip")
+    tip = mv.locator(".tvz-mv-tip")
     expect(tip).to_contain_text("lm_head.weight")
     expect(tip).to_contain_text("0 B counted here (0.0% of the map)")
     expect(tip).to_contain_text("128 KiB more read here, counted under another name (tied: hatched)")

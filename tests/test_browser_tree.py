@@ -1,5 +1,6 @@
-"""The explorer's model map in a real JupyterLab (headless Chromium, Python Playwright): a
-click on a module in the tree filters the diagram to that module's tensors.
+"""The explorer's module list in a real JupyterLab (headless Chromium, Python Playwright): a
+click on a module in the tree filters the diagram to that module's tensors and opens the model
+map there.
 
 Like ``test_browser.py``: needs Debian's ``chromium`` and the ``playwright`` package, else it is
 skipped with the reason. The screenshot goes to ``test-artifacts/browser/explorer_tree.png``.
@@ -68,6 +69,7 @@ def test_clicking_a_module_in_the_tree_filters_the_diagram(lab, page):
     run_cell(page, 1)  # cell 0 is the title
     ex = page.locator(".jp-OutputArea-output .tvz-explorer").first
     expect(ex.locator(".tvz-cv-scroll canvas")).to_be_visible()
+    ex.locator(".tvz-modules .jupyter-widget-Collapse-header").click()  # the list, folded under the map
     rows = ex.locator(".tvt-panel select")
     expect(rows).to_be_visible()
     caption = ex.locator(".tvz-cv-caption")
@@ -76,7 +78,7 @@ def test_clicking_a_module_in_the_tree_filters_the_diagram(lab, page):
     i = next(k for k, t in enumerate(labels) if t.replace("\u00a0", " ").strip().startswith("▸ blocks  ModuleList"))
     rows.select_option(index=i)  # what a click on the row does
     expect(caption).not_to_have_text(before)
-    expect(ex.locator(".tvt-mem")).to_contain_text("where the memory goes: blocks")
+    expect(ex.locator(".tvz-mv-caption")).to_contain_text("model map: blocks ·")  # the map opens there too
     out = run_cell(page, 2)
     expect(out).to_contain_text("FILTER '^blocks(\\\\.|$)' ['blocks.0.0.bias', 'blocks.0.0.weight'")
     main = ex.locator(".tvz-main")

@@ -14,10 +14,10 @@ class MapView {
     this.root = document.createElement("div");
     this.root.className = "tvz-mv";
     this.root.innerHTML = `<div class="tvz-mv-head"><a class="tvz-mv-up" href="#" role="button">↑ whole model</a>
-      <span class="tvz-mv-caption"></span></div><canvas></canvas><div class="tvz-tip"></div>`;
+      <span class="tvz-mv-caption"></span></div><canvas></canvas><div class="tvz-mv-tip"></div>`;
     el.append(this.root);
     const $ = (s) => this.root.querySelector(s);
-    Object.assign(this, { canvas: $("canvas"), tip: $(".tvz-tip"), up: $(".tvz-mv-up"), captionBox: $(".tvz-mv-caption"), hover: -1, clicks: 0 });
+    Object.assign(this, { canvas: $("canvas"), tip: $(".tvz-mv-tip"), up: $(".tvz-mv-up"), captionBox: $(".tvz-mv-caption"), hover: -1, clicks: 0 });
     this.g = this.canvas.getContext("2d");
     this.root.tvz = { cell: (path) => this.cellBox(path), theme: () => this.theme, ink: (k) => this.ink[k] };
     this.load();
