@@ -22,6 +22,16 @@ def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
     if run.anchor_error is not None:
         out.extend(_view_misfires(run, sub, s, name))
     out.extend(_refusal_misfires(run, sub, order))
+    key = ("anchor misfires", id(run.anchor), id(sub), name)  # savers sharing one library answer
+    if key not in s.memo:  # the entry keeps the answer alive: its id is not reused during the check
+        s.memo[key] = (_anchor_misfires(run, sub, s, name, (order, overlap, comp)), run.anchor)
+    return out + s.memo[key][0]
+
+
+def _anchor_misfires(run: sv.Run, sub: Layout, s: Subject, name: str, positions: tuple) -> list[Misfire]:
+    """Where the groups of the library's sharing check disagree with the exact overlap groups."""
+    order, overlap, comp = positions
+    out: list[Misfire] = []
     for group in run.anchor or ():
         if len(group) < 2:
             continue  # one name: nothing the library could call shared
