@@ -362,12 +362,7 @@ def explore(
     >>> tv.explore({"a": a, "b": a[2:4]}, by="exact span")           # doctest: +SKIP
     """
     by = _explore_by(by)
-    if byte_range is not None and storage is None:
-        raise OptionError(
-            f"byte_range={tuple(byte_range)!r} zooms into the bytes of one storage, and no storage= was "
-            f"given; pass it too (its index, or the name of a tensor on it), e.g. storage=0, "
-            f"byte_range={tuple(byte_range)!r}"
-        )
+    _byte_range_needs_storage(byte_range, storage)
     with needs_extra("tv.explore() is an ipywidgets explorer and needs {module}"), _state_errors():
         from tensorviz.explorer.widget import explore as _explore
 
@@ -406,6 +401,16 @@ def _state_errors() -> Iterator[None]:
         ):
             raise
         raise OptionError(str(err)) from None
+
+
+def _byte_range_needs_storage(byte_range: Any, storage: Any) -> None:
+    """A zoom is into one storage: ``byte_range`` without ``storage`` raises, saying so."""
+    if byte_range is not None and storage is None:
+        raise OptionError(
+            f"byte_range={tuple(byte_range)!r} zooms into the bytes of one storage, and no storage= was "
+            f"given; pass it too (its index, or the name of a tensor on it), e.g. storage=0, "
+            f"byte_range={tuple(byte_range)!r}"
+        )
 
 
 def _explore_by(by: Any) -> str:
@@ -475,12 +480,7 @@ def export_html(
     from tensorviz.explorer.state import ExplorerState
 
     by = _explore_by(by)
-    if byte_range is not None and storage is None:
-        raise OptionError(
-            f"byte_range={tuple(byte_range)!r} zooms into the bytes of one storage, and no storage= was "
-            f"given; pass it too (its index, or the name of a tensor on it), e.g. storage=0, "
-            f"byte_range={tuple(byte_range)!r}"
-        )
+    _byte_range_needs_storage(byte_range, storage)
     layout = as_layout(obj)
     if isinstance(storage, str):
         storage = layout.storage(storage).index

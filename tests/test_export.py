@@ -139,6 +139,11 @@ def test_options_are_checked_and_a_storage_is_found_by_name(tmp_path):
     model = FusedQKV()
     with pytest.raises(ValueError, match="by must be one of"):
         tv.export_html(model, tmp_path / "x.html", by="spans")
+    with pytest.raises(
+        ValueError, match=r"tv.export_html\(\): byte_range=\(0, 8\) zooms into the bytes of one storage"
+    ):
+        tv.export_html(model, tmp_path / "x.html", byte_range=(0, 8))
+    assert not (tmp_path / "x.html").exists()
     data = _data(tv.export_html(model, tmp_path / "s.html", storage="q.weight", names="qkv|q\\.").read_text())
     assert data["views"]["storage"]["names"] == ["qkv.weight", "q.weight"]
 
