@@ -145,3 +145,11 @@ def test_names_that_would_look_the_same_keep_where_they_differ() -> None:
     separate = tv.diagram({n: torch.zeros(16) for n in names}, expand_simple=True)  # one "simple" row each
     simple = [t for t in texts(render(separate, width=590 / 96), "lane-label") if not t.startswith("storage")]
     assert len(set(simple)) == len(names) and simple[:2] == labels[:2]
+
+
+def test_the_text_map_labels_tied_rows_by_first_name_and_lists_them() -> None:
+    views = dict.fromkeys(T5_TIED, torch.zeros(96, 16)) | {"x": torch.zeros(3)}
+    text = tv.diagram(views, by="span", expand_simple=True).to_text(width=30)
+    lines = text.splitlines()
+    assert any(line.startswith("  shared.weight +3 ") for line in lines)
+    assert lines[-1] == "shared.weight +3 = " + " ≡ ".join(T5_TIED)

@@ -71,6 +71,7 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
     bars_by_lane: dict[int, list[Bar]] = {}
     for bar in d.bars:
         bars_by_lane.setdefault(bar.lane, []).append(bar)
+    ties: list[str] = []
     starts = {g.lanes[0]: g for g in d.logical}  # a logical tensor's pieces: one line above them
     for block in d.blocks:
         edges = _edges(d, block, width)
@@ -80,7 +81,8 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
         lines.append(shown(_block_title(block, edges)))
         for li in block.lanes:
             lane = d.lanes[li]
-            head = f"  {truncate_label(_row_label(d, lane), col):<{col}} |"
+            label = _lane_text(d, lane, bars_by_lane.get(li, []), col, ties)
+            head = f"  {label:<{col}} |"
             if lane.kind == "storage":
                 lines.append(head + _extent_cells(block, edges) + "|")
             else:
@@ -89,9 +91,28 @@ def diagram_text(d: Diagram, width: int = 60) -> str:
     for lane in d.lanes:
         if lane.block < 0:
             lines.append(shown(lane.label))
+    lines += ties  # each row labelled "first +N" lists its tied names here
     if d.overview is not None:
         lines.append(d.overview.text)
     return "\n".join(lines)
+
+
+#: Most rows of tied names listed under the map (each name is also in ``--json`` and the table).
+TIED_LINES = 20
+
+
+def _lane_text(d: Diagram, lane, bars: list[Bar], col: int, ties: list[str]) -> str:
+    """A row's label in ``col`` characters, cut at a name boundary; a row of one bar of tied
+    names that do not all fit shows the first and a count, and adds their list to ``ties``."""
+    from tensorviz.plan.labels import TIED, names_label
+
+    if lane.kind != "storage" and len(bars) == 1 and len(bars[0].names) > 1:
+        names = [shown(n) for n in bars[0].names]
+        label = names_label(names, col)
+        if label != TIED.join(names) and len(ties) < TIED_LINES:
+            ties.append(shown(f"{label} = {TIED.join(names)}", full=True))
+        return label
+    return truncate_label(_row_label(d, lane), col)
 
 
 def _row_label(d: Diagram, lane) -> str:
