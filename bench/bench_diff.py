@@ -158,7 +158,8 @@ def main() -> None:
     args = p.parse_args()
     state_dicts(args.n, args.repeat)
     if args.big:
-        state_dicts(args.big, max(1, args.repeat - 1))
+        with tv.limits(live_names=2 * args.big):  # over the default budget for untrusted input, deliberately
+            state_dicts(args.big, max(1, args.repeat - 1))
     indexes(args.repeat)
     content(args.mib, args.repeat)
 
