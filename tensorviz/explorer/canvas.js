@@ -316,7 +316,7 @@ class CanvasView {
       }
     } else g.fillRect(r[0], y + 3, r[1], LANE_H - 6);
     g.globalAlpha = 1;
-    if ((flags & C.flag.overlaps_other) && r[1] > 6) { g.setLineDash([3, 2]); g.strokeStyle = "#d62728"; g.lineWidth = 1; g.strokeRect(r[0] + 0.5, y + 3.5, r[1] - 1, LANE_H - 7); g.setLineDash([]); }
+    if ((flags & C.flag.overlaps_other) && r[1] > 6) { g.setLineDash([3, 2]); g.strokeStyle = C.names.shares_outline; g.lineWidth = 1; g.strokeRect(r[0] + 0.5, y + 3.5, r[1] - 1, LANE_H - 7); g.setLineDash([]); }
     if (shares || i === this.hover) {  // two strokes: the meaning's colour, and inside it ink that reads on the fill
       const [outer, inner] = outlineColors(fill, selected ? "selected" : i === this.hover ? "hover" : "shares");
       g.lineWidth = 2; g.strokeStyle = outer;
@@ -330,7 +330,7 @@ class CanvasView {
     const { d, C } = this, keys = [];
     new Set(d.markKind).forEach((k) => keys.push([k === C.mark["past-end"] ? PAST_END_KEY : MARK_FILL[C.names.mark_kinds[k]], markWords(C, k)]));
     if (d.flags.some((f) => f & C.flag.sparse)) keys.push(["rgba(68,119,170,0.3)", "span with gaps (solid: bytes read)"]);
-    if (d.flags.some((f) => f & C.flag.overlaps_other)) keys.push(["#fff;border:1px dashed #d62728", "shares bytes with another view"]);
+    if (d.flags.some((f) => f & C.flag.overlaps_other)) keys.push([`#fff;border:1px dashed ${C.names.shares_outline}`, "shares bytes with another view"]);
     if (this.selected.size) keys.push(["#fff;border:2px solid #000", "selected"], ["#fff;border:2px solid #e07000", "shares bytes with the selection"]);
     this.legendBox.innerHTML = "";
     for (const [css, text] of keys) {

@@ -53,6 +53,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.units import TO_TIB
 from tensorviz.explorer import wire
 from tensorviz.explorer.payload_overview import OVERVIEW_BYTES, overview_columns
+from tensorviz.plan.colors import SHARES_OUTLINE
 from tensorviz.plan.overview import KINDS as OVERVIEW_KINDS
 from tensorviz.render.mpl.layers import past_end  # the PNG's own "past-end" runs (no matplotlib)
 
@@ -106,6 +107,7 @@ VOCAB = {
     "relations": list(RELATIONS),
     "overview_kinds": list(OVERVIEW_KINDS),
     "units": [[name, size] for name, size in TO_TIB],  # core/units.py's table: the one byte format
+    "shares_outline": SHARES_OUTLINE,  # plan/colors.py's: the same dashed outline as the static pictures
 }
 #: Most footprint runs sent for all sparse bars together; past it each bar's runs are merged
 #: across gaps narrower than its share (what a screen pixel could show anyway).

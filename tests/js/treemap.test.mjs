@@ -72,6 +72,9 @@ test("spanLabel keeps whole names and counts the tied ones it cannot show (T5's 
 test("the outline's inner stroke reads on every palette colour (>= 4.5:1), orange and teal too", () => {
   const palette = py("import json; from tensorviz.plan.colors import PALETTE; print(json.dumps(PALETTE))");
   assert.ok(palette.length >= 10);
+  for (const fill of palette) {  // the dashed "shares bytes" outline: plan/colors.py's, as the static pictures draw it
+    assert.ok(contrast(VOCAB.shares_outline, fill) >= 3, `shares outline on ${fill}: ${contrast(VOCAB.shares_outline, fill)}`);
+  }
   for (const fill of palette) {
     for (const meaning of ["selected", "shares", "hover"]) {
       const [, inner] = outlineColors(fill, meaning);
