@@ -16,6 +16,8 @@ status 1 and one line on stderr, never a traceback; usage errors exit with 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import dataclasses
 import json
 import math
@@ -307,10 +309,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _guarded(lambda: _run(args), "tensorviz", 1)
 
 
+#: The stream the CLI's own output goes to while it runs: the stdout it was started with. Anything
+#: else printed to ``sys.stdout`` meanwhile (a library's logger or progress bar, say DeepSpeed's
+#: "Setting accelerator to CPU" when transformers imports it) goes to stderr, so ``--json`` on
+#: stdout stays one JSON document.
+_STDOUT: contextvars.ContextVar[Any] = contextvars.ContextVar("tensorviz_cli_stdout", default=None)
+
+
+def _stdout() -> Any:
+    """Where the CLI's own output goes (see ``_STDOUT``)."""
+    return _STDOUT.get() or sys.stdout
+
+
 def _guarded(run: Callable[[], int], prog: str, error_status: int) -> int:
-    """``run()``; bad input is one line on stderr and ``error_status``, never a traceback."""
+    """``run()``; bad input is one line on stderr and ``error_status``, never a traceback.
+    While it runs, only the CLI's own output reaches stdout (``_STDOUT``)."""
+    token = _STDOUT.set(_stdout())
     try:
-        return run()
+        with contextlib.redirect_stdout(sys.stderr):
+            return run()
     except BrokenPipeError:
         # The reader stopped early (``| head``). Point stdout at /dev/null so that the flush at
         # exit does not fail again, and stop without a message, as other Unix tools do.
@@ -321,6 +338,8 @@ def _guarded(run: Callable[[], int], prog: str, error_status: int) -> int:
         return error_status
     except KeyboardInterrupt:
         return 130
+    finally:
+        _STDOUT.reset(token)
 
 
 def text_width(given: int | None = None) -> int:
@@ -331,7 +350,7 @@ def text_width(given: int | None = None) -> int:
         if columns.isdigit():
             given = int(columns)
         else:
-            given = shutil.get_terminal_size((80, 24)).columns if sys.stdout.isatty() else 80
+            given = shutil.get_terminal_size((80, 24)).columns if _stdout().isatty() else 80
     return max(int(given), 40)
 
 
@@ -352,7 +371,7 @@ def _say(text: str, full: bool = False, file: Any = None, width: int = 80) -> in
     were shortened."""
     lines = [shown(line, bool(full)) for line in text.split("\n")]
     fitted = lines if full else fit_lines(lines, width, _DETAILS)
-    print("\n".join(fitted), file=file or sys.stdout)
+    print("\n".join(fitted), file=file or _stdout())
     return sum(a != b for a, b in zip(lines, fitted))
 
 
@@ -363,7 +382,7 @@ def _run(args: argparse.Namespace) -> int:
     json_to_stdout = args.json == "-"
     if args.depth is not None and not args.tree:
         raise ValueError("--depth sets the levels of --tree; add --tree (tensorviz PATH --tree --depth 2)")
-    width, out = text_width(args.width), sys.stderr if json_to_stdout else sys.stdout
+    width, out = text_width(args.width), sys.stderr if json_to_stdout else _stdout()
     shortened = 0
     if json_to_stdout:
         pass
@@ -385,7 +404,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         text = json_text(layout_to_json(layout, full=bool(args.full)))
         if json_to_stdout:
-            print(text)
+            print(text, file=_stdout())
         else:
             _write(args.json, text.encode())
     if args.png:
@@ -442,7 +461,7 @@ def _diff_run(args: argparse.Namespace) -> int:
     from tensorviz import diff
 
     d = diff(args.a, args.b, content=args.content)
-    print(json_text(d.to_json()) if args.json else d.to_text(width=max(args.width, 40)))
+    print(json_text(d.to_json()) if args.json else d.to_text(width=max(args.width, 40)), file=_stdout())
     return 0 if d.same else 1
 
 
@@ -481,7 +500,7 @@ def _load_check_run(args: argparse.Namespace) -> int:
 
     build = config_from if args.loader == "from_pretrained" else meta_model_from_config
     r = load_check(build(args.model), args.source, loader=args.loader, strict=not args.no_strict)
-    print(json_text(r.to_json()) if args.json else r.to_text())
+    print(json_text(r.to_json()) if args.json else r.to_text(), file=_stdout())
     return 0 if r.clean else 1
 
 

@@ -240,3 +240,30 @@ def test_a_reader_that_stops_early_is_no_error(tmp_path):
     err = proc.stderr.read()
     proc.stderr.close()
     assert (proc.wait(timeout=60), err) == (1, b"")
+
+
+def test_a_library_printing_to_stdout_during_the_work_goes_to_stderr(capsys):
+    """Only the CLI's own output reaches stdout: DeepSpeed, imported by transformers while a
+    save or load check runs, logs "Setting accelerator to CPU" through a StreamHandler it makes
+    on sys.stdout at import; with --json on stdout that line would break the document."""
+    import logging
+
+    from tensorviz import cli
+
+    def run() -> int:
+        print("[WARNING] printed by a library")
+        handler = logging.StreamHandler(sys.stdout)  # as a library's logger binds it at import
+        log = logging.getLogger("tensorviz-test-library")
+        log.addHandler(handler)
+        try:
+            log.warning("[WARNING] logged by a library")
+        finally:
+            log.removeHandler(handler)
+        print(json.dumps({"ok": 1}), file=cli._stdout())
+        return 0
+
+    assert cli._guarded(run, "tensorviz", 1) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"ok": 1}
+    assert "printed by a library" in err and "logged by a library" in err
+    assert cli._stdout() is sys.stdout  # nothing left redirected

@@ -35,6 +35,8 @@ def results() -> dict[str, dict]:
     out: dict[str, dict] = {}
     started = None
     for line in proc.stdout.splitlines():
+        if not line.startswith("{"):
+            continue  # a library's own print (DeepSpeed logs to stdout when transformers imports it)
         rec = json.loads(line)
         if "start" in rec:
             started = rec["start"]
