@@ -51,8 +51,8 @@ def map_cells(tree: ModelTree, focus: str = "", most: int = MAP_CELLS) -> list[l
     >>> import torch, tensorviz as tv
     >>> w = torch.zeros(10, 4)
     >>> t = tv.analyze({"emb.weight": w, "head.weight": w, "head.bias": torch.zeros(10)}).tree()
-    >>> [c[:5] for c in map_cells(t)]
-    [['', '(model)', -1, 200, 0], ['emb', 'emb', 0, 160, 0], ['head', 'head', 0, 40, 160], ['emb.weight', 'weight', 1, 160, 0], ['head.weight', 'weight', 2, 0, 160], ['head.bias', 'bias', 2, 40, 0]]
+    >>> [c[:5] for c in map_cells(t)]  # children largest first by bytes read (own + shared)
+    [['', '(model)', -1, 200, 0], ['head', 'head', 0, 40, 160], ['emb', 'emb', 0, 160, 0], ['head.weight', 'weight', 1, 0, 160], ['head.bias', 'bias', 1, 40, 0], ['emb.weight', 'weight', 2, 160, 0]]
     """
     root = tree.find(focus) if focus else tree.root
     cells = [_cell(root, -1, 0)]
