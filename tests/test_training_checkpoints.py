@@ -368,7 +368,8 @@ def test_deepspeed_universal_checkpoint(tmp_path) -> None:
 
 def test_deepspeed_zero_optim_states_refused_with_the_way_out(tmp_path, monkeypatch) -> None:
     """A native ZeRO-2 optimizer states file pickles DeepSpeed's ZeroStageEnum (and its loss
-    scaler): the weights-only load refuses it, and the error says what to do instead."""
+    scaler): renamed, torch's weights-only load refuses it, and the error says what to do instead.
+    (Real partitions, written by DeepSpeed, are read in tests/test_deepspeed_zero.py.)"""
     import enum
     import sys
     import types
@@ -404,10 +405,27 @@ def test_deepspeed_zero_optim_states_refused_with_the_way_out(tmp_path, monkeypa
         "ds_config": {"zero_optimization": {"stage": 2}},
         "ds_version": "0.16.4",
     }
-    path = save(tmp_path, state, "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    path = save(tmp_path, state, "renamed_optim.pt")  # not DeepSpeed's file name: torch's loader refuses it
     with pytest.raises(tv.UnsafeCheckpointError, match="deepspeed.runtime.zero.config.ZeroStageEnum") as err:
         tv.analyze(path)
     assert "ds_to_universal.py" in str(err.value) and "never runs code from a file" in str(err.value)
+    assert "zero_pp_rank_<R>_mp_rank_<M>_optim_states.pt" in str(err.value)
+    # under DeepSpeed's name its records are read as data; this one lacks param_slice_mappings
+    path = save(tmp_path, state, "zero_pp_rank_0_mp_rank_00_optim_states.pt")
+    with pytest.raises(tv.FileFormatError, match="without param_slice_mappings.*ds_to_universal.py"):
+        tv.analyze(path)
+
+
+def test_zero_partition_refuses_any_other_global(tmp_path) -> None:
+    """A file under DeepSpeed's name that needs a global beyond DeepSpeed's data records is refused
+    by the scan before anything is unpickled (here a call the scan knows nothing of)."""
+    import collections
+
+    state = {"optimizer_state_dict": {"x": collections.Counter("deepspeed")}, "why": print}
+    path = tmp_path / "zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    torch.save(state, path)
+    with pytest.raises(tv.UnsafeCheckpointError, match="the pickle needs print"):
+        tv.analyze(str(path))
 
 
 def test_trainer_checkpoint_folder(tmp_path) -> None:

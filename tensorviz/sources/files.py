@@ -159,6 +159,11 @@ def _analyze_folder(path: str, variant: str | None = None) -> Layout:
     one weight variant: see :mod:`.variants`)."""
     entries = sorted(os.listdir(path), key=natural_key)  # shard 2 before shard 10
     files, chosen = pick_variant(path, [e for e in entries if os.path.isfile(os.path.join(path, e))], variant)
+    if any(e.endswith("_optim_states.pt") for e in files):
+        from tensorviz.sources.training_folder import is_zero_folder, zero_parts  # needs torch
+
+        if is_zero_folder(files):  # DeepSpeed's ZeRO checkpoint: every rank's optimizer partition
+            return merge(zero_parts(path, files), "folder", source=path)
     if os.path.isdir(os.path.join(path, "zero")) and any(e.endswith("_model_states.pt") for e in files):
         from tensorviz.sources.training_folder import is_universal, universal_parts  # needs torch
 

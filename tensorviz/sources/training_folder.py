@@ -1,5 +1,5 @@
 """Training folders: the model's weights file beside the optimizer's state, and DeepSpeed's
-universal checkpoints.
+universal checkpoints and ZeRO checkpoint folders (per-rank optimizer partitions).
 
 accelerate's ``save_state`` (and transformers' ``Trainer``, whose checkpoint folders hold
 ``optimizer.pt`` beside ``model.safetensors``, ``scheduler.pt``, ``rng_state.pth`` and
@@ -24,9 +24,10 @@ from tensorviz.core.facts import OptimizerMapping, TrainingFacts
 from tensorviz.core.rows import Field
 from tensorviz.sources.ckpt_training import BUFFER_SUFFIXES
 from tensorviz.sources.formats.checkpoint import torch_part
+from tensorviz.sources.formats.zero_optim import ZERO_FILE
 from tensorviz.sources.parts import Part
 
-__all__ = ["training_parts", "is_universal", "universal_parts"]
+__all__ = ["training_parts", "is_universal", "universal_parts", "is_zero_folder", "zero_parts"]
 _SORTED = (
     "the model file is safetensors, which stores tensors sorted by dtype and name, not in the "
     "model's order (save with safe_serialization=False, or build the optimizer from "
@@ -111,3 +112,28 @@ def _renamed(part: Part, name: str, category: str) -> Part:
     part.notes = {}
     part.categories = {name: category}
     return part
+
+
+# -- DeepSpeed ZeRO checkpoint folders (global_stepN/) ----------------------------------------------
+def is_zero_folder(files: list[str]) -> bool:
+    """A ZeRO checkpoint tag folder: ``mp_rank_*_model_states.pt`` beside per-rank optimizer partitions."""
+    return any(ZERO_FILE.match(e) for e in files) and any(
+        e.startswith("mp_rank_") and e.endswith("_model_states.pt") for e in files
+    )
+
+
+def zero_parts(folder: str, files: list[str]) -> list[Part]:
+    """The model states file(s) and every rank's optimizer partition, its views named
+    ``rank<R>.optimizer.<param>.<key>``: each rank's piece of each parameter, the global picture."""
+    parts = [torch_part(os.path.join(folder, e)) for e in sorted(files) if e.endswith("_model_states.pt")]
+    ranked = sorted((int(m.group(2)), int(m.group(1)), e) for e in files if (m := ZERO_FILE.match(e)))
+    for mp, rank, name in ranked:
+        part = torch_part(os.path.join(folder, name))
+        prefix = f"rank{rank}" if mp == 0 and all(m == 0 for m, _, _ in ranked) else f"mp{mp}.rank{rank}"
+        part.rows = [(f"{prefix}.{row[Field.NAME]}", *row[Field.NAME + 1 :]) for row in part.rows]
+        part.categories = {f"{prefix}.{k}": v for k, v in part.categories.items()}
+        part.notes = {f"{prefix}.{k}": v for k, v in part.notes.items()}
+        if rank or mp:
+            part.meta.pop("training", None)  # one note for the folder (rank 0's)
+        parts.append(part)
+    return parts

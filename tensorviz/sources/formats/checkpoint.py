@@ -23,6 +23,7 @@ from tensorviz.core.records import StorageInfo
 from tensorviz.sources.ckpt_training import checkpoint_training
 from tensorviz.sources.formats.ckpt_walk import MAX_VALUES, walk
 from tensorviz.sources.formats.pickle_scan import global_hint, scan_pickle, unsafe_message
+from tensorviz.sources.formats.zero_optim import DEEPSPEED_RECORDS, is_zero_optim, zero_optim_part
 from tensorviz.sources.parts import MAX_HEADER_BYTES, ZIP_MAGIC, Part, one_line, open_regular, short
 
 #: {byte offset of a record's data in the file: (record name, size)}
@@ -41,6 +42,9 @@ def torch_part(path: str, beside: tuple | None = None) -> Part:
 
     with open_regular(path) as f:
         records, pickle = _zip_records(path, f)
+        if is_zero_optim(path, pickle):  # DeepSpeed's records as stand-ins, by its own unpickler
+            scan_pickle(path, pickle, records=DEEPSPEED_RECORDS)
+            return zero_optim_part(path, pickle, records)
         scan_pickle(path, pickle)
         del pickle
         # torch opens the file by name: name the one already open (and checked), not the path,

@@ -141,9 +141,10 @@ def global_hint(name: str) -> str:
         return " (a whole nn.Module was saved; saving model.state_dict() avoids this)"
     if name.startswith("deepspeed."):
         return (
-            " (a DeepSpeed ZeRO *_optim_states.pt pickles DeepSpeed objects: its stage enum, loss "
-            "scaler and slice mappings; DeepSpeed's ds_to_universal.py writes the same state as "
-            "plain tensors per parameter, a folder tensorviz reads)"
+            " (a DeepSpeed ZeRO optimizer partition pickles DeepSpeed objects: tensorviz reads their "
+            "records as data when the file keeps DeepSpeed's name, [bf16_]zero_pp_rank_<R>_mp_rank_<M>"
+            "_optim_states.pt, or its folder is passed; DeepSpeed's ds_to_universal.py writes the same "
+            "state as plain tensors per parameter, a folder tensorviz reads too)"
         )
     return ""
 
@@ -162,10 +163,13 @@ def _latin1(x: Any) -> bool:
     return type(x) is str and x.lower() in _LATIN1
 
 
-def _check_call(func: Any, args: Any, newobj: bool = False) -> None:
-    """Refuse a call whose cost is not linear in what the pickle holds (raises ``_Refused``)."""
+def _check_call(func: Any, args: Any, newobj: bool = False, records: frozenset[str] = frozenset()) -> None:
+    """Refuse a call whose cost is not linear in what the pickle holds (raises ``_Refused``);
+    ``records``: globals the caller unpickles as inert stand-ins of its own (never called)."""
     if not isinstance(func, _Global):
         raise _Refused(f"{short(func)}(…)", "it calls a value that is not a named global")
+    if func in records:
+        return
     if not _torch_allows(func):
         raise _Refused(func, "", unknown=func)
     if func in FREE_CALLS:
@@ -205,18 +209,20 @@ def _global(data: bytes, i: int) -> tuple[_Global, int]:
     return _Global(f"{module}.{name}"), k + 1
 
 
-def scan_pickle(path: str, data: bytes, *, calls: bool = True) -> int:
+def scan_pickle(path: str, data: bytes, *, calls: bool = True, records: frozenset[str] = frozenset()) -> int:
     """Scan ``data`` (a checkpoint's ``data.pkl``, or with ``calls=False`` a DCP ``.metadata``,
     whose globals its own unpickler restricts): the opcodes counted.
 
     Raises:
         TooLargeError: more opcodes than the ``pickle_ops`` budget, or a tuple of shared
             references that expands past :data:`TUPLE_ITEMS` (hashing or printing it would).
-        UnsafeCheckpointError: a call whose cost grows with its arguments (with ``calls``).
+        UnsafeCheckpointError: a call whose cost grows with its arguments (with ``calls``);
+            ``records`` names globals the caller's own unpickler turns into inert stand-ins
+            (:mod:`tensorviz.sources.formats.zero_optim`), allowed as calls here.
         FileFormatError: (``calls=False``) an opcode outside what ``pickle.dump`` writes.
     """
     try:
-        return _scan(data, limits.current().pickle_ops, calls)
+        return _scan(data, limits.current().pickle_ops, calls, records)
     except _Budget:
         raise limits.exceeded(
             path, "pickle_ops", f"{len(data):,} bytes of pickle, beyond {PER_TENSOR_OPS} for each tensor it references"
@@ -285,7 +291,7 @@ _I32 = struct.Struct("<i").unpack_from
 _STOP = -1
 
 
-def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0912 - one branch per opcode
+def _scan(data: bytes, cap: int, calls: bool = True, records: frozenset[str] = frozenset()) -> int:  # noqa: C901, PLR0912 - one branch per opcode
     """The symbolic run (see the module docstring); returns at STOP, at an unknown or malformed
     opcode (torch refuses it there), or raises ``_Budget``/``_Refused``/``_Expands``/``_Unknown``.
     The common opcodes are here; the rest in :func:`_rare`."""
@@ -326,7 +332,7 @@ def _scan(data: bytes, cap: int, calls: bool = True) -> int:  # noqa: C901, PLR0
             elif c in (0x52, 0x81):  # REDUCE, NEWOBJ
                 args = st.pop()
                 if calls:
-                    _check_call(st[-1], args, newobj=c == 0x81)
+                    _check_call(st[-1], args, newobj=c == 0x81, records=records)
                 st[-1] = _BYTES if st[-1] == "_codecs.encode" else opaque
             elif c == 0x63:  # GLOBAL
                 g, i = _global(data, i)
