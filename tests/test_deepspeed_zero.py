@@ -12,6 +12,7 @@ tensorviz's offsets, read straight from the files, must be exactly what DeepSpee
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -80,6 +81,11 @@ def test_zero_partitions_match_deepspeed(checkpoints, scenario: str) -> None:
             if key == "fp32":
                 np.testing.assert_array_equal(got, live[param]["fp32"].detach().flatten().numpy())
             assert {layout[n].category for n in pieces} == {"copies" if key == "fp32" else "optimizer"}
+    tree = layout.tree()  # every rank's state under its parameter's module, by category
+    for param, shape in PARAMS.items():
+        n = math.prod(shape)
+        weights = n * (2 if scenario.endswith("bf16") else 4)
+        assert dict(tree.find(f"module.{param}").categories) == {"weights": weights, "optimizer": 2 * n * 4}
 
 
 @pytest.mark.slow
@@ -106,4 +112,13 @@ def test_zero_partition_offsets_are_deepspeeds(checkpoints) -> None:
                 piece_values(layout, v.name), flat[frag.start : frag.start + frag.numel].detach().numpy()
             )
         assert layout.metadata["training"]["optimizers"]["optimizer"]["mapped_by"] == "param_slice_mappings"
+        # why_size: each flat tensor written whole, its padding read by no name
+        read = 4 * sum(frag.numel for frag in mapping.values())
+        written = flat.untyped_storage().nbytes()
+        exp_avg = osd["base_optimizer_state"]["state"][0]["exp_avg"]
+        assert exp_avg.untyped_storage().nbytes() == written
+        report = tv.why_size(path)
+        cats = {c.category: (c.written, c.read) for c in report.categories}
+        assert cats == {"optimizer": (2 * written, 2 * read), "copies": (written, read)}
+        assert report.file_nbytes == os.path.getsize(path) and report.fixes == ()
         assert "ZeRO stage 2" in layout.metadata["training"]["notes"][0]

@@ -27,6 +27,7 @@ from tensorviz.core.categories import LABELS
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import terminal
 from tensorviz.core.units import format_bytes
+from tensorviz.sources.formats.zero_optim import ZERO_FILE
 
 __all__ = ["SizeReport", "size_report"]
 
@@ -203,7 +204,10 @@ def size_report(obj: Any, *, name: str | None = None) -> SizeReport:
     if isinstance(obj, (str, os.PathLike)):
         path = os.fspath(obj)
         layout = analyze(path)
-        saved = torch.load(path, weights_only=True, mmap=True)  # safe: analyze walked it first
+        # safe: analyze walked it first; a DeepSpeed ZeRO partition needs DeepSpeed's records, which
+        # only tensorviz's own unpickler reads (as data): no object to re-save, so no fixes
+        zero = bool(ZERO_FILE.match(os.path.basename(path)))
+        saved = None if zero else torch.load(path, weights_only=True, mmap=True)
         file_name, on_disk, source = os.path.basename(path), os.path.getsize(path), path
     else:
         saved, layout = obj, analyze(obj)
@@ -220,7 +224,7 @@ def size_report(obj: Any, *, name: str | None = None) -> SizeReport:
         categories=_categories(layout),
         slices=slices,
         duplicates=_duplicates(layout),
-        fixes=tuple(_fixes(saved, layout, slices, file_name)),
+        fixes=tuple(_fixes(saved, layout, slices, file_name)) if saved is not None else (),
         overhead="header" if any(s.header_nbytes for s in layout.storages) else "pickle and zip",
     )
 

@@ -126,6 +126,8 @@ def zero_parts(folder: str, files: list[str]) -> list[Part]:
     """The model states file(s) and every rank's optimizer partition, its views named
     ``rank<R>.optimizer.<param>.<key>``: each rank's piece of each parameter, the global picture."""
     parts = [torch_part(os.path.join(folder, e)) for e in sorted(files) if e.endswith("_model_states.pt")]
+    notes: tuple = ()
+    optimizers: dict[str, OptimizerMapping] = {}
     ranked = sorted((int(m.group(2)), int(m.group(1)), e) for e in files if (m := ZERO_FILE.match(e)))
     for mp, rank, name in ranked:
         part = torch_part(os.path.join(folder, name))
@@ -133,7 +135,11 @@ def zero_parts(folder: str, files: list[str]) -> list[Part]:
         part.rows = [(f"{prefix}.{row[Field.NAME]}", *row[Field.NAME + 1 :]) for row in part.rows]
         part.categories = {f"{prefix}.{k}": v for k, v in part.categories.items()}
         part.notes = {f"{prefix}.{k}": v for k, v in part.notes.items()}
-        if rank or mp:
-            part.meta.pop("training", None)  # one note for the folder (rank 0's)
+        facts = part.meta.pop("training", None)
+        if isinstance(facts, TrainingFacts) and not notes:
+            notes = facts.notes or ()  # one note for the folder (the first rank's)
+        optimizers[f"{prefix}.optimizer"] = OptimizerMapping("param_slice_mappings", "", "module")
         parts.append(part)
+    # each rank's pieces belong to their parameter's module (module.<param>) in the model map
+    parts.append(Part(meta={"training": TrainingFacts(notes=notes, optimizers=optimizers)}))
     return parts
