@@ -14,11 +14,15 @@ groups + storages: the full exact answer), ``plan`` (``tv.diagram`` of a fresh a
 HTML and text, what Jupyter displays). Then the ratio per doubling of each column; the goal is
 at most 2.2x, ``show`` of 100k tensors within 1 s and of 1M within 8 s.
 
+``--explore N`` times ``tv.explore`` (no snapshot) of ``N`` tensors of both shapes next to
+``tv.analyze`` of the same dict and the model tree it draws (``Layout.tree``), CPU seconds in
+the same run, as a ratio to ``analyze`` (goal: explore at most 3x analyze at 100k).
+
 ``--memory`` also measures the exact answer's peak Python memory above the state dict
 (tracemalloc, one run at the largest size), in bytes per view (goal: at most 400): with the
 records left lazy (group and coverage columns) and with every Group and Storage record made.
 
-    .venv/bin/python bench/bench_scale.py [--max 1024000] [--shape many|flat|both] [--memory]
+    .venv/bin/python bench/bench_scale.py [--max 1024000] [--shape many|flat|both] [--memory] [--explore 100000]
 """
 
 from __future__ import annotations
@@ -151,6 +155,23 @@ def memory(shape: str, n: int) -> None:
         )
 
 
+def explore(n: int) -> None:
+    """``tv.explore`` of ``n`` tensors beside ``tv.analyze`` of the same dict (CPU seconds)."""
+    from bench_analyze import synthetic_state_dict
+
+    print(f"\nexplore of {n:,} tensors, CPU seconds (ratio to analyze; goal: explore <= 3x)")
+    for shape, make in (("many", many_small), ("synthetic", synthetic_state_dict)):
+        sd = make(n)
+        steps = {
+            "analyze": tv.analyze,
+            "tree": lambda sd: tv.analyze(sd).tree(),
+            "explore": lambda sd: tv.explore(sd, snapshot=False),
+        }
+        times = {s: cpu(fn, sd, 1) for s, fn in steps.items()}
+        cells = ", ".join(f"{s} {t:.3f} (x{t / times['analyze']:.1f})" for s, t in times.items())
+        print(f"  {shape:>9}: {cells}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--start", type=int, default=1000)
@@ -158,8 +179,12 @@ def main() -> None:
     ap.add_argument("--shape", choices=("many", "flat", "both"), default="both")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--memory", action="store_true")
+    ap.add_argument("--explore", type=int, default=0, metavar="N", help="only tv.explore of N tensors vs analyze")
     args = ap.parse_args()
     tv.show({"warm": torch.zeros(4)})._repr_mimebundle_()  # fonts and imports, outside the timings
+    if args.explore:
+        tv.explore({"warm.w": torch.zeros(4)}, snapshot=False)
+        return explore(args.explore)
     shapes = ("many", "flat") if args.shape == "both" else (args.shape,)
     for shape in shapes:
         curve(shape, sizes(args.start, args.max), args.repeat)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tensorviz as tv
 from tensorviz.core import footprint as fp
-from tensorviz.core.attribution import first_reader, meeting_pairs
+from tensorviz.core.attribution import attribution, first_reader, meeting_pairs
 
 footprints = st.lists(
     st.lists(st.tuples(st.integers(0, 60), st.integers(1, 9)), max_size=5).map(
@@ -80,3 +80,41 @@ def test_save_check_on_a_flat_buffer_names_missed_pairs_without_comparing_all_pa
                 a, b = m.names
                 assert layout.overlap_nbytes(a, b) > 0, m
                 assert not any(a in g and b in g for g in v.anchor or ()), m
+
+
+# Per storage: (offset, length) row slices of a 1-D byte buffer, and whether to add a strided view.
+storages = st.lists(
+    st.tuples(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 9)), min_size=1, max_size=6), st.booleans()),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(storages)
+def test_attribution_of_many_groups_equals_set_algebra(spec):
+    """Groups of dense slices go through one numpy pass over all groups at once
+    (``_dense_groups``), groups with a strided view through the per-group path: both give
+    each view the bytes no earlier view of its group reads, and as partners exactly the views
+    sharing a byte with it."""
+    sd: dict[str, torch.Tensor] = {}
+    for s, (slices, strided) in enumerate(spec):
+        buf = torch.empty(64, dtype=torch.uint8, device="meta")
+        for k, (a, n) in enumerate(slices):
+            sd[f"s{s}.v{k}"] = buf[a : a + n]
+        if strided:
+            sd[f"s{s}.every3"] = buf[1:50:3]
+    layout = tv.analyze(sd)
+    own, groups, partners, _, distinct = attribution(layout)
+    sets = {n: _set(layout.footprint_piece(n)) for n in layout.names}
+    seen: dict[str, set[int]] = {}
+    for i, n in enumerate(layout.names):
+        store = layout[n].storage
+        before = seen.setdefault(repr(store), set())
+        assert own[i] == len(sets[n] - before)
+        before |= sets[n]
+        if n in partners:
+            others = [m for m in layout.names if m != n and layout[m].storage == store and sets[n] & sets[m]]
+            assert tuple(partners[n]) == tuple(others)
+    for names in groups:
+        assert distinct(list(names)) == len(set().union(*(sets[n] for n in names)))

@@ -135,7 +135,10 @@ def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], d
     partners: dict[str, Sequence[str]] = {}
     runs: dict[str, _Runs] = {}
     owned: list[int] | np.ndarray
-    for names in groups:
+    dense = _dense_groups(layout, groups, pos, own, partners, runs)
+    for g, names in enumerate(groups):
+        if g in dense:
+            continue
         pieces = [layout.footprint_piece(n) for n in names]
         if any(isinstance(p, periodic.Tower) for p in pieces):
             owned, near = _towers_first(pieces)
@@ -173,6 +176,55 @@ def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], d
 
 #: Groups with more runs than this go to :func:`~tensorviz.core.attribution.first_reader`.
 _SMALL_GROUP = 256
+
+
+def _dense_groups(layout: LayoutLike, groups: list, pos: dict, own: list, partners: dict, runs: dict) -> set[int]:
+    """First reader wins for every group of at most 64 dense, non-empty views (each footprint
+    one run ``[start, stop)``: tied weights, row slices of a fused weight) in one numpy pass:
+    the groups are laid side by side on one byte axis and painted together (see
+    :func:`first_reader`); partners from the pairwise overlaps of the runs. Fills ``own``,
+    ``partners`` and ``runs`` for them as :func:`_small_first` would, and returns their indices
+    (what it answers, per group, equals the per-group path: tests/test_attribution.py)."""
+    t = getattr(layout, "_table", None)
+    if t is None or not groups:
+        return set()
+    sizes = np.fromiter(map(len, groups), np.int64, len(groups))
+    rows = np.fromiter((pos[n] for names in groups for n in names), np.int64, int(sizes.sum()))
+    first = np.cumsum(sizes) - sizes
+    start, stop = t.start[rows], t.stop[rows]
+    ok = np.logical_and.reduceat(t.dense[rows] & (stop > start), first) & (sizes <= 64)
+    if not ok.any():
+        return set()
+    keep = np.repeat(ok, sizes)
+    gid = np.repeat(np.arange(len(groups)), sizes)[keep]
+    lo = np.minimum.reduceat(start, first)
+    span = np.maximum.reduceat(stop, first) - lo
+    shift = (np.cumsum(span) - span - lo)[gid]  # group g's bytes at [sum of the spans before it, ...)
+    a, b = start[keep] + shift, stop[keep] + shift
+    edges, at = _ranked(np.stack([a, b], 1).ravel())
+    painted = _paint(at[0::2], at[1::2], np.arange(a.size, dtype=np.int64), edges.size - 1, np.minimum, _NONE)
+    read = painted != _NONE
+    owned = np.bincount(painted[read], weights=np.diff(edges)[read], minlength=a.size).astype(np.int64)
+    near = _pairs(a, b, sizes[ok], (np.cumsum(sizes[ok]) - sizes[ok]))
+    names = [n for g in np.flatnonzero(ok).tolist() for n in groups[g]]
+    for k, (name, o, lo_k, hi_k) in enumerate(zip(names, owned.tolist(), start[keep].tolist(), stop[keep].tolist())):
+        own[pos[name]] = o
+        partners[name] = tuple(names[j] for j in near[k])
+        runs[name] = _Runs.one(lo_k, hi_k)
+    return set(np.flatnonzero(ok).tolist())
+
+
+def _pairs(a: np.ndarray, b: np.ndarray, sizes: np.ndarray, first: np.ndarray) -> list[list[int]]:
+    """Per run ``[a[i], b[i])``, the indices (ascending) of the other runs of its group (groups:
+    ``sizes`` consecutive runs from ``first``) that share a byte with it."""
+    k = np.repeat(sizes, sizes)  # per run, its group's size
+    i = np.repeat(np.arange(a.size), k)
+    j = np.repeat(np.repeat(first, sizes), k) + (np.arange(i.size) - np.repeat(np.cumsum(k) - k, k))
+    hit = (i != j) & (np.maximum(a[i], a[j]) < np.minimum(b[i], b[j]))
+    i, j = i[hit], j[hit]
+    cuts = np.searchsorted(i, np.arange(a.size + 1))
+    js = j.tolist()
+    return [js[c:d] for c, d in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
 
 
 def _small_first(runs: list[_Runs]) -> tuple[list[int], list[tuple[int, ...]]]:
@@ -215,6 +267,13 @@ class _Runs:
             [tuple(r) for r in runs.tolist()] if self.small and hasattr(runs, "tolist") else runs
         )
         self.total = sum(b - a for a, b in self.runs) if self.small else fp.total(np.asarray(self.runs))
+
+    @classmethod
+    def one(cls, a: int, b: int) -> _Runs:
+        """The footprint of one run ``[a, b)``."""
+        r = cls.__new__(cls)
+        r.small, r.runs, r.total = True, [(a, b)], b - a
+        return r
 
     def _array(self):
         return fp.as_runs(self.runs) if self.small else self.runs
