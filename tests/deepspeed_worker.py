@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_worker import free_port  # noqa: E402
 
 #: name: (ZeRO stage, bf16)
-SCENARIOS = {"zero1_bf16": (1, True), "zero2_fp32": (2, False)}
+SCENARIOS = {"zero1_bf16": (1, True), "zero2_fp32": (2, False), "zero3_bf16": (3, True)}
 
 
 def model() -> nn.Module:

@@ -2,7 +2,7 @@
 DeepSpeed's own readers.
 
 ``tests/deepspeed_worker.py`` trains a tiny model with DeepSpeed on CPU (gloo, 1 and 2 ranks;
-ZeRO-1 with bf16, ZeRO-2 in fp32) and saves real checkpoints. tensorviz reads each
+ZeRO-1 with bf16, ZeRO-2 in fp32, ZeRO-3 with bf16) and saves real checkpoints. tensorviz reads each
 ``*_optim_states.pt`` with its own restricted unpickler (DeepSpeed's records as inert stand-ins)
 and names every piece of each flat partition ``rank<R>.optimizer.<param>.<key>``. The bytes at
 tensorviz's offsets, read straight from the files, must be exactly what DeepSpeed reconstructs:
@@ -26,7 +26,7 @@ import tensorviz as tv
 pytest.importorskip("deepspeed")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCENARIOS = ("zero1_bf16", "zero2_fp32")
+SCENARIOS = ("zero1_bf16", "zero2_fp32", "zero3_bf16")
 PARAMS = {"0.weight": (10, 6), "0.bias": (10,), "2.weight": (4, 10), "2.bias": (4,), "3.weight": (3, 4), "3.bias": (3,)}
 
 
@@ -64,7 +64,11 @@ def test_zero_partitions_match_deepspeed(checkpoints, scenario: str) -> None:
     layout = tv.analyze(folder)
     prefix = "bf16_" if scenario.endswith("bf16") else ""
     want_files = {f"{prefix}zero_pp_rank_{r}_mp_rank_00_optim_states.pt" for r in range(world)}
-    assert set(os.listdir(folder)) == want_files | {"mp_rank_00_model_states.pt"}
+    if scenario.startswith("zero3"):  # ZeRO-3: model states per rank, its parameters empty placeholders
+        want_files |= {f"zero_pp_rank_{r}_mp_rank_00_model_states.pt" for r in range(world)}
+    else:
+        want_files.add("mp_rank_00_model_states.pt")
+    assert set(os.listdir(folder)) == want_files
     fp32 = torch.load(os.path.join(out, scenario, "zero_to_fp32.pt"), weights_only=True)
     live = torch.load(os.path.join(out, scenario, "reference.pt"), weights_only=True)
     assert set(fp32) == set(PARAMS)
@@ -84,7 +88,7 @@ def test_zero_partitions_match_deepspeed(checkpoints, scenario: str) -> None:
     tree = layout.tree()  # every rank's state under its parameter's module, by category
     for param, shape in PARAMS.items():
         n = math.prod(shape)
-        weights = n * (2 if scenario.endswith("bf16") else 4)
+        weights = 0 if scenario.startswith("zero3") else n * (2 if scenario.endswith("bf16") else 4)
         assert dict(tree.find(f"module.{param}").categories) == {"weights": weights, "optimizer": 2 * n * 4}
 
 
@@ -122,3 +126,24 @@ def test_zero_partition_offsets_are_deepspeeds(checkpoints) -> None:
         assert cats == {"optimizer": (2 * written, 2 * read), "copies": (written, read)}
         assert report.file_nbytes == os.path.getsize(path) and report.fixes == ()
         assert "ZeRO stage 2" in layout.metadata["training"]["notes"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.spawn
+def test_reading_imports_no_deepspeed_and_keeps_torchs_safe_globals(checkpoints) -> None:
+    """In a fresh interpreter: reading every scenario's folder imports no DeepSpeed module and
+    leaves torch's process-wide safe-globals list as it was."""
+    _, out = checkpoints
+    folders = [os.path.join(out, s, "global_step2") for s in SCENARIOS]
+    code = (
+        "import sys, torch, tensorviz as tv\n"
+        "before = list(torch.serialization.get_safe_globals())\n"
+        f"n = [len(tv.analyze(f).views) for f in {folders!r}]\n"
+        "assert not [m for m in sys.modules if m.startswith('deepspeed')], 'deepspeed imported'\n"
+        "assert list(torch.serialization.get_safe_globals()) == before, 'safe globals changed'\n"
+        "print(*n)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(HERE)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [int(x) for x in proc.stdout.split()] == [len(tv.analyze(f).views) for f in folders]

@@ -118,14 +118,17 @@ def _renamed(part: Part, name: str, category: str) -> Part:
 def is_zero_folder(files: list[str]) -> bool:
     """A ZeRO checkpoint tag folder: ``mp_rank_*_model_states.pt`` beside per-rank optimizer partitions."""
     return any(ZERO_FILE.match(e) for e in files) and any(
-        e.startswith("mp_rank_") and e.endswith("_model_states.pt") for e in files
+        e.startswith(("mp_rank_", "zero_pp_rank_")) and e.endswith("_model_states.pt") for e in files
     )
 
 
 def zero_parts(folder: str, files: list[str]) -> list[Part]:
     """The model states file(s) and every rank's optimizer partition, its views named
     ``rank<R>.optimizer.<param>.<key>``: each rank's piece of each parameter, the global picture."""
-    parts = [torch_part(os.path.join(folder, e)) for e in sorted(files) if e.endswith("_model_states.pt")]
+    models = [e for e in sorted(files) if e.startswith("mp_rank_") and e.endswith("_model_states.pt")]
+    # ZeRO-3: one model states file per rank, its parameters empty placeholders; rank 0's names them
+    models = models or [e for e in sorted(files) if e.startswith("zero_pp_rank_0_") and e.endswith("_model_states.pt")]
+    parts = [torch_part(os.path.join(folder, e)) for e in models]
     notes: tuple = ()
     optimizers: dict[str, OptimizerMapping] = {}
     ranked = sorted((int(m.group(2)), int(m.group(1)), e) for e in files if (m := ZERO_FILE.match(e)))

@@ -44,7 +44,7 @@ def torch_part(path: str, beside: tuple | None = None) -> Part:
         records, pickle = _zip_records(path, f)
         if is_zero_optim(path, pickle):  # DeepSpeed's records as stand-ins, by its own unpickler
             scan_pickle(path, pickle, records=DEEPSPEED_RECORDS)
-            return zero_optim_part(path, pickle, records)
+            return zero_optim_part(path, pickle, records, lambda: _model_shapes(path))
         scan_pickle(path, pickle)
         del pickle
         # torch opens the file by name: name the one already open (and checked), not the path,
@@ -62,6 +62,24 @@ def torch_part(path: str, beside: tuple | None = None) -> Part:
         return part
     finally:
         del obj  # drops the last reference to the mapping
+
+
+def _model_shapes(path: str) -> list[dict[str, tuple[int, ...]]] | None:
+    """The ``param_shapes`` of the model states file beside a ZeRO-3 optimizer partition
+    (``[bf16_]zero_pp_rank_R_mp_rank_M_optim_states.pt`` -> ``zero_pp_rank_R_mp_rank_M_model_states.pt``),
+    read the way every checkpoint is (scanned, then weights-only), or None."""
+    name = os.path.basename(path).removeprefix("bf16_").replace("_optim_states.pt", "_model_states.pt")
+    beside = os.path.join(os.path.dirname(path), name)
+    if not os.path.isfile(beside):
+        return None
+    with open_regular(beside) as f:
+        _, pickle = _zip_records(beside, f)
+    scan_pickle(beside, pickle)
+    obj = _torch_load(beside, beside, lambda storage, _: storage)
+    shapes = obj.get("param_shapes") if isinstance(obj, dict) else None
+    if not isinstance(shapes, list):
+        return None
+    return [{str(k): tuple(int(d) for d in v) for k, v in g.items()} for g in shapes if isinstance(g, dict)]
 
 
 # -- the zip archive -------------------------------------------------------------------------------

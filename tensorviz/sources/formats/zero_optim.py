@@ -20,6 +20,8 @@ first (:func:`~tensorviz.sources.formats.pickle_scan.scan_pickle`) for its size 
 Each flat partition becomes views named after their parameters: ``optimizer.<param>.fp32`` (the
 fp32 master piece, category "copies"), ``optimizer.<param>.exp_avg`` … (category "optimizer"),
 1-D views at the exact element offsets of ``param_slice_mappings``; the padding is left unnamed.
+A ZeRO-3 partition (``fp32_flat_groups``) names nothing: its pieces follow the ``param_shapes`` of
+the model states file beside it, each parameter split in equal pieces across the ranks.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import os
 import pickle
 import re
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +123,17 @@ def _rebuild_tensor(storage: _Storage, offset: int, shape: Any, stride: Any, *_:
     return TensorRef(storage.key, storage.dtype, storage.numel, int(offset), tuple(shape), tuple(stride))
 
 
+class _TensorType:
+    """``torch.Tensor`` named as a tensor's type (``_rebuild_from_type_v2``): never called."""
+
+
+def _rebuild_from_type(func: Any, new_type: Any, args: Any, state: Any) -> TensorRef:
+    """``torch._tensor._rebuild_from_type_v2`` for a plain tensor: only this module's rebuilder."""
+    if func is not _rebuild_tensor or new_type is not _TensorType or not isinstance(args, tuple):
+        raise pickle.UnpicklingError("a tensor rebuilt as a type other than torch.Tensor")
+    return _rebuild_tensor(*args)
+
+
 class _Unpickler(pickle.Unpickler):
     """Unpickles exactly the globals a ZeRO optimizer partition needs, as stand-ins."""
 
@@ -130,6 +143,10 @@ class _Unpickler(pickle.Unpickler):
             return _RECORD_CLASSES[full]
         if full == "torch._utils._rebuild_tensor_v2":
             return _rebuild_tensor
+        if full == "torch._tensor._rebuild_from_type_v2":
+            return _rebuild_from_type
+        if full == "torch.Tensor":
+            return _TensorType
         if full == "collections.OrderedDict":
             return OrderedDict
         if module == "torch" and name in _STORAGES:
@@ -165,8 +182,15 @@ def load_zero(path: str, pickle_bytes: bytes) -> Any:
         ) from None
 
 
-def zero_optim_part(path: str, pickle_bytes: bytes, records: dict[int, tuple[str, int]]) -> Part:
-    """The views of one ZeRO optimizer partition, named after their parameters."""
+#: ``param_shapes`` of the model states file beside a ZeRO-3 partition: per group, {name: shape}
+Shapes = list[dict[str, tuple[int, ...]]]
+
+
+def zero_optim_part(
+    path: str, pickle_bytes: bytes, records: dict[int, tuple[str, int]], shapes: Callable[[], Shapes | None]
+) -> Part:
+    """The views of one ZeRO optimizer partition, named after their parameters (``shapes`` gives
+    the model states' ``param_shapes``, which a ZeRO-3 partition needs: it holds no names)."""
     obj = load_zero(path, pickle_bytes)
     osd = obj.get("optimizer_state_dict") if isinstance(obj, Mapping) else None
     if not isinstance(osd, Mapping):
@@ -175,7 +199,7 @@ def zero_optim_part(path: str, pickle_bytes: bytes, records: dict[int, tuple[str
     rows: list[tuple] = []
     categories: dict[str, str] = {}
     storages: dict[str, StorageInfo] = {}
-    for name, ref, start, numel, category in _pieces(path, osd):
+    for name, ref, start, numel, category in _pieces(path, osd, shapes):
         rec = "data/" + ref.record
         if rec not in by_name:
             raise FileFormatError(f"{path}: tensor {name!r} names record {rec}, which the archive lacks")
@@ -208,17 +232,51 @@ def zero_optim_part(path: str, pickle_bytes: bytes, records: dict[int, tuple[str
     )
 
 
-def _pieces(path: str, osd: Mapping) -> list[tuple[str, TensorRef, int, int, str]]:
+def _zero3_mappings(path: str, osd: Mapping, shapes: Shapes | None) -> list[dict[str, tuple[int, int]]] | None:
+    """ZeRO-3: each parameter is split in ``partition_count`` pieces of ceil(numel / ranks)
+    elements (the last padded), and a rank's flat group holds its piece of each parameter in
+    ``param_shapes`` order (as ``zero_to_fp32.py`` reads it). Per group, {name: (start, numel)}."""
+    match = ZERO_FILE.match(os.path.basename(path))
+    world = osd.get("partition_count")
+    if shapes is None or match is None or not isinstance(world, int) or world < 1:
+        return None
+    rank = int(match.group(1))
+    out = []
+    for group in shapes:
+        at, mapping = 0, {}
+        for name, shape in group.items():
+            n = 1
+            for d in shape:
+                n *= d
+            part = -(-n // world)
+            mapping[name] = (at, max(0, min(part, n - rank * part)))
+            at += part
+        out.append(mapping)
+    return out
+
+
+def _pieces(path: str, osd: Mapping, shapes: Callable[[], Shapes | None]) -> list[tuple[str, TensorRef, int, int, str]]:
     """``(view name, flat tensor, start, numel, category)`` for every parameter's piece of every
     flat partition: the fp32 master and each optimizer state shaped like the partition."""
-    maps = osd.get("param_slice_mappings")
-    fp32 = osd.get("single_partition_of_fp32_groups")
+    if "fp32_flat_groups" in osd:
+        maps: Any = _zero3_mappings(path, osd, shapes())
+        fp32 = osd.get("fp32_flat_groups")
+        base = osd.get("optimizer_state_dict")
+        if maps is None:
+            raise FileFormatError(
+                f"{path}: a ZeRO-3 optimizer partition names no parameters; its parameter shapes are in "
+                f"the model states file beside it (zero_pp_rank_<R>_mp_rank_<M>_model_states.pt), which is missing"
+            )
+    else:
+        maps = osd.get("param_slice_mappings")
+        fp32 = osd.get("single_partition_of_fp32_groups")
+        base = osd.get("base_optimizer_state")
     if not isinstance(maps, Sequence) or not isinstance(fp32, Sequence) or len(maps) != len(fp32):
         raise FileFormatError(
             f"{path}: a DeepSpeed optimizer partition without param_slice_mappings beside its fp32 "
             f"groups (ZeRO stage 3 partitions, or DeepSpeed before 0.9); ds_to_universal.py converts it"
         )
-    states = _group_states(osd.get("base_optimizer_state"), len(fp32))
+    states = _group_states(base, len(fp32))
     out = []
     for g, (mapping, flat) in enumerate(zip(maps, fp32)):
         if not isinstance(mapping, Mapping) or not isinstance(flat, TensorRef):
@@ -229,7 +287,9 @@ def _pieces(path: str, osd: Mapping) -> list[tuple[str, TensorRef, int, int, str
             if t.shape == flat.shape or (len(t.shape) == 1 and t.shape[0] >= flat.shape[0])
         ]
         for pname, frag in mapping.items():
-            start, numel = int(frag.field("start")), int(frag.field("numel"))
+            start, numel = frag if isinstance(frag, tuple) else (int(frag.field("start")), int(frag.field("numel")))
+            if numel == 0:
+                continue  # ZeRO-3: this rank holds only padding of a small parameter
             for key, t, category in tensors:
                 out.append((f"optimizer.{pname}.{key}", t, start, numel, category))
     return out
