@@ -221,9 +221,11 @@ def explain(
     width: float | None = None,
     region: Any = None,
     interactive: bool = False,
+    packed: str | None = None,
 ) -> Any:
     """Teaching figure: how each view's logical indices map onto its storage's cells (a large
-    tensor is drawn as its corner, or as ``region``).
+    tensor is drawn as its corner, or as ``region``); with ``packed``, how a quantized weight's
+    elements are packed into its stored words.
 
     Args:
         *tensors: views of one storage share one strip, views of different storages get
@@ -237,6 +239,10 @@ def explain(
             it, and type shapes, strides and offsets into the stride playground (see
             :mod:`tensorviz.explorer.explain_widget`; needs the ``widgets`` extra). Its display
             carries the static PNG for pages without a kernel.
+        packed: the name of a packed logical weight (GPTQ, AWQ, bitsandbytes 4-bit or int8,
+            FP8, compressed-tensors); then ``tensors`` is one model, folder or Layout, and the
+            figure is the corner of that weight, each element coloured by the stored word that
+            holds it and labelled with its bits (:func:`explain_packing` gives it as text).
 
     Returns:
         A ``matplotlib.figure.Figure`` (no pyplot state), or with ``interactive=True`` the widget.
@@ -249,6 +255,13 @@ def explain(
     >>> bool(tv.explain(torch.zeros(2, 3)).get_size_inches()[0] >= 6)
     True
     """
+    if packed is not None:
+        if len(tensors) != 1 or interactive:
+            raise OptionError("tv.explain(obj, packed=name) takes one model, folder or Layout and no interactive=True")
+        with needs_extra("tv.explain() draws its figure with {module}"):
+            from tensorviz.render.mpl.packing import packing_figure
+
+            return packing_figure(explain_packing(tensors[0], packed))
     if interactive:
         with needs_extra("tv.explain(interactive=True) is a widget and needs {module}"):
             from tensorviz.explorer.explain_widget import explain_widget
@@ -261,28 +274,36 @@ def explain(
 
 
 @public
-def explain_packing(obj: Any, name: str, index: Sequence[int]):
+def explain_packing(obj: Any, name: str, index: Sequence[int] | None = None, *, rows: int = 8, cols: int = 16):
     """Where element ``index`` of a packed logical weight lives: which bits of which byte hold
     it, which scale (and zero point) it is read with, and the rule (GPTQ, AWQ, bitsandbytes
-    4-bit and int8, FP8 block scales; see :mod:`tensorviz.core.packing`).
+    4-bit and int8, FP8 block scales; see :mod:`tensorviz.core.packing`). Without ``index``,
+    the other way round: which logical elements each stored word holds.
 
     Args:
         obj: anything :func:`analyze` takes (a model, a checkpoint folder), or a Layout.
         name: the logical weight (``"model.layers.0.mlp.up_proj.weight"``, ``"0.weight"``).
-        index: ``(output, input)``, the element of the logical ``[out, in]`` weight.
+        index: ``(output, input)``, the element of the logical ``[out, in]`` weight; None for
+            the map of the words holding the ``rows`` × ``cols`` corner.
+        rows: rows of the corner mapped when ``index`` is None.
+        cols: columns of the corner mapped when ``index`` is None.
 
     Returns:
-        A frozen :class:`~tensorviz.core.packing.PackedPlace`; ``print`` it. Byte positions are
-        from the start of the storage (of the file, for a file).
+        A frozen :class:`~tensorviz.core.packing.PackedPlace`, or without ``index`` a
+        :class:`~tensorviz.core.packing.PackingMap` (``tv.explain(obj, packed=name)`` draws
+        it); ``print`` either. Byte positions are from the start of the storage (of the file,
+        for a file).
 
     >>> import torch, bitsandbytes as bnb, tensorviz as tv
     >>> m = torch.nn.Sequential(bnb.nn.Linear8bitLt(4, 2, has_fp16_weights=False)).to("cpu")
     >>> print(tv.explain_packing(m, "0.weight", (1, 3)).value)
     all 8 bits of byte 7 (0.weight[1, 3])
     """
-    from tensorviz.core.packing import packed_place
+    from tensorviz.core.packing import packed_place, packing_map
 
     layout = obj if isinstance(obj, Layout) else analyze(obj)
+    if index is None:
+        return packing_map(layout, name, rows, cols)
     return packed_place(layout, name, tuple(int(x) for x in index))
 
 

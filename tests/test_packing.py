@@ -182,3 +182,81 @@ def test_compressed_tensors_bits_against_its_own_unpack(tmp_path, bits, group, s
             data[s.byte : s.byte + 2]
             == out["weight_scale"][o, i // group].reshape(1).view(torch.uint8).numpy().tobytes()
         )
+
+
+# -- the other way round: which elements each stored word holds (tv.explain(obj, packed=name)) -------
+def _word_bits(data: bytes, word, lo: int, hi: int) -> int:
+    value = int.from_bytes(data[word.byte : word.byte + word.nbytes], "little")
+    return (value >> lo) & ((1 << (hi - lo)) - 1)
+
+
+def _check_words(pm, data: bytes, weight: torch.Tensor) -> None:
+    """Every element of the corner is in exactly one word, at bits whose value in the file is the
+    library's unpacked weight[i, o] ([in, out] as the unpack formulas give it)."""
+    seen = [e for w in pm.words for e, _, _ in w.elements]
+    assert sorted(seen) == [(o, i) for o in range(pm.rows) for i in range(pm.cols)]
+    for w in pm.words:
+        assert len(w.elements) == w.holds == 8  # an int32 holds 8 int4 values, all in the corner
+        for (o, i), lo, hi in w.elements:
+            assert hi - lo == 4 and _word_bits(data, w, lo, hi) == int(weight[i, o])
+
+
+def test_gptq_words_against_the_autogptq_unpack_formula(tmp_path):
+    torch.manual_seed(1)
+    groups = N_IN // GROUP
+    t = {f"{P}.qweight": _random_words(N_IN // 8, N_OUT), f"{P}.qzeros": _random_words(groups, N_OUT // 8),
+         f"{P}.scales": torch.randn(groups, N_OUT, dtype=torch.float16),
+         f"{P}.g_idx": torch.arange(N_IN, dtype=torch.int32) // GROUP}  # fmt: skip
+    d = folder(tmp_path, t, GPTQ_CONFIG)
+    wf = torch.arange(0, 32, 4, dtype=torch.int32)
+    weight = ((t[f"{P}.qweight"].unsqueeze(1) >> wf.view(1, -1, 1)) & 15).reshape(N_IN, N_OUT)
+    pm = tv.explain_packing(d, f"{P}.weight")
+    _check_words(pm, (d / "model.safetensors").read_bytes(), weight)
+    first = pm.words[pm.word_of(1, 8)]  # GPTQ: a word holds 8 consecutive inputs of one output
+    assert first.name == f"{P}.qweight" and first.index == (1, 1)
+    assert [e for e, _, _ in first.elements] == [(1, i) for i in range(8, 16)]
+    assert [(lo, hi) for _, lo, hi in first.elements] == [(4 * j, 4 * j + 4) for j in range(8)]
+
+
+def test_awq_words_against_the_autoawq_unpack_formula(tmp_path):
+    torch.manual_seed(2)
+    groups = N_IN // GROUP
+    t = {f"{P}.qweight": _random_words(N_IN, N_OUT // 8), f"{P}.qzeros": _random_words(groups, N_OUT // 8),
+         f"{P}.scales": torch.randn(groups, N_OUT, dtype=torch.float16)}  # fmt: skip
+    d = folder(tmp_path, t, AWQ_CONFIG)
+    shifts = torch.arange(0, 32, 4, dtype=torch.int32)
+    q = t[f"{P}.qweight"]
+    weight = ((q[:, :, None] >> shifts[None, None, :]) & 15).view(q.shape[0], -1)
+    weight = weight.view(-1, 8)[:, [0, 4, 1, 5, 2, 6, 3, 7]].view(q.shape[0], -1)  # AutoAWQ's reverse order
+    pm = tv.explain_packing(d, f"{P}.weight")
+    _check_words(pm, (d / "model.safetensors").read_bytes(), weight)
+    w = pm.words[pm.word_of(0, 3)]  # AWQ: a word holds 8 outputs of one input, interleaved
+    assert w.index == (3, 0) and [e for e, _, _ in w.elements] == [(o, 3) for o in range(8)]
+    assert [lo for _, lo, _ in w.elements] == [0, 16, 4, 20, 8, 24, 12, 28]
+
+
+def test_explain_draws_the_packing_map(tmp_path):
+    """tv.explain(obj, packed=name): one cell per element at (i, o), its word's colour, the text
+    'w<k> <bits>'; the word list and the rule under it."""
+    from matplotlib.patches import Rectangle
+
+    from tensorviz.plan.colors import PALETTE
+
+    t = {
+        f"{P}.qweight": _random_words(N_IN // 8, N_OUT),
+        f"{P}.scales": torch.ones(N_IN // GROUP, N_OUT, dtype=torch.float16),
+    }
+    d = folder(tmp_path, t, GPTQ_CONFIG)
+    fig = tv.explain(d, packed=f"{P}.weight")
+    pm = tv.explain_packing(d, f"{P}.weight")
+    ax = fig.axes[0]
+    texts = {(t.get_position()[0], t.get_position()[1]): t.get_text() for t in ax.texts}
+    assert len(texts) == pm.rows * pm.cols == 8 * 16
+    assert texts[(9.5, 1.5)] == "w3 4–7"  # element [1, 9]: word qweight[1, 1], bits 4-7 (value 9 % 8)
+    cells = {(r.get_x(), r.get_y()): r.get_facecolor() for r in ax.patches if isinstance(r, Rectangle)}
+    from matplotlib.colors import to_rgba
+
+    assert cells[(9, 1)] == to_rgba(PALETTE[pm.word_of(1, 9) % len(PALETTE)])
+    assert "rule: qweight[i // 8, o]" in fig.texts[0].get_text()
+    with pytest.raises(tv.OptionError, match="one model, folder or Layout"):
+        tv.explain(d, d, packed=f"{P}.weight")

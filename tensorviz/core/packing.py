@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from tensorviz.core.records import LayoutLike, TensorView
 
-__all__ = ["PackedPlace", "Cell", "packed_place", "AWQ_SLOT"]
+__all__ = ["PackedPlace", "Cell", "packed_place", "AWQ_SLOT", "PackedWord", "PackingMap", "packing_map"]
 
 #: AWQ's packing order: the value of column ``o`` sits in slot ``AWQ_SLOT[o % 8]`` of its word.
 AWQ_SLOT = (0, 4, 1, 5, 2, 6, 3, 7)
@@ -189,3 +189,91 @@ _RULES = {
     "Int8Params": _bnb,
     "FP8": _fp8,
 }
+
+
+# -- the other way round: which logical elements each stored word holds ------------------------------
+@dataclass(frozen=True)
+class PackedWord:
+    """One stored element (a word: an int32 of GPTQ/AWQ, a byte of bitsandbytes 4-bit) of a
+    packed weight and the logical elements it holds: ``elements`` are ``((o, i), lo, hi)``, the
+    element's value in bits ``[lo, hi)`` of the word (little-endian; ``hi`` past the word's
+    width when a value crosses into the next word). ``holds`` is how many values the word holds
+    in all (some may lie outside the region asked for)."""
+
+    name: str
+    index: tuple[int, ...]
+    byte: int
+    nbytes: int
+    holds: int
+    elements: tuple[tuple[tuple[int, int], int, int], ...]
+
+    def __str__(self) -> str:
+        at = f"{self.name}[{', '.join(map(str, self.index))}] bytes [{self.byte:,}, {self.byte + self.nbytes:,})"
+        held = ", ".join(f"[{o}, {i}] bits {lo}–{hi - 1}" for (o, i), lo, hi in self.elements)
+        rest = self.holds - len(self.elements)
+        return f"{at}: {held}" + (f" (+{rest} outside the region)" if rest > 0 else "")
+
+
+@dataclass(frozen=True)
+class PackingMap:
+    """Which stored word holds each element of the ``rows`` × ``cols`` corner of the packed
+    logical weight ``name`` (``kind``, by the rule ``how``): ``words`` in the order their first
+    element appears (row by row). :meth:`word_of` finds an element's word; ``print`` it, or draw
+    it with :func:`tensorviz.render.explain.packing_figure` (what ``tv.explain(obj,
+    packed=name)`` returns)."""
+
+    name: str
+    kind: str
+    rows: int
+    cols: int
+    words: tuple[PackedWord, ...]
+    how: str
+
+    def word_of(self, o: int, i: int) -> int:
+        """The index in :attr:`words` of the word holding element ``(o, i)`` of the region."""
+        for k, w in enumerate(self.words):
+            if any(e == (o, i) for e, _, _ in w.elements):
+                return k
+        raise IndexError(f"element [{o}, {i}] is outside the {self.rows}×{self.cols} corner drawn")
+
+    def __str__(self) -> str:
+        head = f"{self.name} ({self.kind}): the words holding its [{self.rows}, {self.cols}] corner"
+        return "\n".join([head, *(f"  {w}" for w in self.words), f"  rule: {self.how}"])
+
+
+def packing_map(layout: LayoutLike, name: str, rows: int = 8, cols: int = 16) -> PackingMap:
+    """:class:`PackingMap` of the ``rows`` × ``cols`` corner of ``name`` (each element placed by
+    :func:`packed_place`, then grouped by the stored word its value starts in)."""
+    words: dict[tuple[str, tuple[int, ...]], list] = {}
+    place = packed_place(layout, name, (0, 0))  # KeyError/ValueError saying why not, before any work
+    shape = _logical_shape(layout, name)
+    rows, cols = min(rows, shape[0]), min(cols, shape[1])
+    for o in range(rows):
+        for i in range(cols):
+            place = packed_place(layout, name, (o, i))
+            key, lo, hi = _word(layout[place.value.name], place.value)
+            words.setdefault(key, []).append(((o, i), lo, hi))
+    out = []
+    for (part, index), elements in words.items():
+        v = layout[part]
+        bits = (v.piece.bits if v.piece is not None else 0) or v.itemsize * 8
+        start = v.start + sum(x * s for x, s in zip(index, v.stride)) * v.itemsize
+        out.append(PackedWord(part, index, start, v.itemsize, max(1, v.itemsize * 8 // bits), tuple(elements)))
+    return PackingMap(name, place.kind, rows, cols, tuple(out), place.how)
+
+
+def _logical_shape(layout: LayoutLike, name: str) -> tuple[int, ...]:
+    piece = next(v.piece for v in layout.views if v.piece is not None and v.piece.of == name)
+    return piece.shape
+
+
+def _word(v: TensorView, cell: Cell) -> tuple[tuple[str, tuple[int, ...]], int, int]:
+    """The stored word of ``v`` that ``cell``'s first bit is in, and the cell's bits in it."""
+    size = v.itemsize * 8
+    bit = (cell.byte - v.start) * 8 + cell.lo
+    flat, lo = divmod(bit, size)
+    index = []
+    for n in reversed(v.shape):  # the pieces of a packed weight are contiguous rows of words
+        flat, x = divmod(flat, n) if n else (flat, 0)
+        index.append(x)
+    return (v.name, tuple(reversed(index))), lo, lo + (cell.hi - cell.lo)
