@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: tests.helpers
 
 import torch  # noqa: E402
-from labserver import CHROME_ARGS, chromium  # noqa: E402
-from test_browser_explain import page  # noqa: E402
 
 import tensorviz as tv  # noqa: E402
 from tensorviz.render.mpl.figure import png_bytes  # noqa: E402
+from tests.browser.test_browser_explain import page  # noqa: E402
+from tests.helpers.labserver import CHROME_ARGS, chromium  # noqa: E402
 
 DISPATCH = """(n) => {
   const c = document.querySelector('.tvx-canvas'), r = c.getBoundingClientRect(), out = [];

@@ -31,9 +31,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the JupyterLab/Chromium helpers of the browser tests
+sys.path.insert(0, str(HERE.parent))  # the repository root: tests.helpers (the JupyterLab/Chromium helpers)
 
-from labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook  # noqa: E402
+from tests.helpers.labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook  # noqa: E402
 
 SETUP = f"""\
 import sys, time

@@ -21,13 +21,14 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests.helpers
 
 
 def _models(quick: bool):
     import torch
-    from models import TiedLM
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    from tests.helpers.models import TiedLM
 
     yield "tiny tied", TiedLM()
     cfg = LlamaConfig(

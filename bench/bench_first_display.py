@@ -14,11 +14,12 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent))  # the repository root: tests.helpers
 sys.path.insert(0, str(HERE))
 
 from bench_explorer import WATCH  # noqa: E402
-from labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook  # noqa: E402
+
+from tests.helpers.labserver import CHROME_ARGS, chromium, lab_server, open_notebook, run_cell, write_notebook  # noqa: E402
 
 BUILD = """\
 import sys, time, torch

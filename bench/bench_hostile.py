@@ -1,6 +1,6 @@
 """Time and peak memory of every file of the hostile corpus (issue 11's budgets).
 
-Builds the corpus of ``tests/hostile_corpus.py`` in a temporary folder and analyses each file
+Builds the corpus of ``tests/helpers/hostile_corpus.py`` in a temporary folder and analyses each file
 in its own forked child (address-space limit, alarm), as the test does, then prints one line
 per case (outcome, seconds, peak RSS above the child's start) and the worst of each. Cases
 named ``object:...`` are live Python objects built in the child (size 0). Issue 21's budget:
@@ -18,10 +18,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.join(os.path.dirname(HERE), "tests")
-sys.path.insert(0, TESTS)
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)  # the repository root: tests.helpers
 
-import hostile_corpus  # noqa: E402
+from tests.helpers import env, hostile_corpus, script  # noqa: E402
 
 
 def main() -> None:
@@ -31,7 +31,8 @@ def main() -> None:
         with open(os.path.join(folder, "cases.json"), "w") as f:
             json.dump(cases, f)
         run = subprocess.run(
-            [sys.executable, os.path.join(TESTS, "hostile_corpus.py"), folder],
+            [*script("hostile_corpus"), folder],
+            env=env(),
             capture_output=True,
             text=True,
             timeout=900,

@@ -4,7 +4,7 @@ tensorviz's ``tv.analyze("hf://org/bloom")`` against huggingface_hub's own
 ``HfApi.get_safetensors_metadata`` on the same fake Hub, in the same run: requests and body bytes
 as the server counted them, and wall time (best of 3). Goal (issue 28): no more requests and
 bytes than huggingface_hub, and at most 1.2x its time. Also: the second look (headers cached)
-(The hostile-server cases are tests: tests/test_remote_hostile.py, each a named error.)
+(The hostile-server cases are tests: tests/sources/test_remote_hostile.py, each a named error.)
 
 Run: .venv/bin/python bench/bench_remote.py
 """
@@ -21,11 +21,12 @@ HOME = tempfile.mkdtemp(prefix="tv-bench-remote-")
 os.environ["HF_HOME"] = os.path.join(HOME, "hf")  # the peer's download cache, not the user's
 os.environ["TENSORVIZ_CACHE"] = os.path.join(HOME, "tv")
 os.environ.pop("HF_TOKEN", None)
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))  # the repository root: tests.helpers
 
 import torch  # noqa: E402
-from remote_servers import FakeHub  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
+
+from tests.helpers.remote_servers import FakeHub  # noqa: E402
 
 SHA = "b" * 40
 SHARDS, LAYERS = 72, 70

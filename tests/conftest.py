@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import matplotlib
 
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402  (tests may use pyplot; the library never does)
 import pytest  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(autouse=True)

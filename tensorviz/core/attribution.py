@@ -184,7 +184,7 @@ def _dense_groups(layout: LayoutLike, groups: list, pos: dict, own: list, partne
     the groups are laid side by side on one byte axis and painted together (see
     :func:`first_reader`); partners from the pairwise overlaps of the runs. Fills ``own``,
     ``partners`` and ``runs`` for them as :func:`_small_first` would, and returns their indices
-    (what it answers, per group, equals the per-group path: tests/test_attribution.py)."""
+    (what it answers, per group, equals the per-group path: tests/core/test_attribution.py)."""
     t = getattr(layout, "_table", None)
     if t is None or not groups:
         return set()

@@ -3,7 +3,7 @@
 Each :class:`~tensorviz.loadcheck.report.Fix` is a few lines of Python over the names the user
 has at hand: ``model`` and ``state_dict`` for ``load_state_dict``, ``folder`` and the model class
 for ``from_pretrained``. The code ends with the load itself, so pasting it runs the fixed load
-(``tests/loadfix_runner.py`` runs every suggested fix in a subprocess and checks the load).
+(``tests/helpers/loadfix_runner.py`` runs every suggested fix in a subprocess and checks the load).
 Pure Python: the rules read the report's facts only.
 """
 

@@ -5,7 +5,7 @@ the last copy of a repeated key (the header's tensors, ``__metadata__``'s items,
 an ignored extra field) but type-checks every copy; a struct field written twice is an error
 ("duplicate field": ``__metadata__`` at the top, ``dtype``, ``shape`` or ``data_offsets`` in an
 entry). :func:`as_serde_reads` gives exactly that (checked against ``safetensors.safe_open`` by
-the differential fuzz in ``tests/test_hostile_safetensors_diff.py``).
+the differential fuzz in ``tests/hostile/test_hostile_safetensors_diff.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,43 @@
+"""Run tests/helpers/dist_worker.py once per world size per test session; both distributed test files share it."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from tests.helpers import env, script
+
+
+@functools.cache
+def worker_run(world: int) -> str:
+    """The output folder of one spawned run on ``world`` ranks (gloo, CPU); fails with its stderr."""
+    out = tempfile.mkdtemp(prefix=f"tv-dist{world}-")
+    atexit.register(shutil.rmtree, out, True)
+    for _ in range(2):  # the free port is picked before the ranks bind it: another process may take it first
+        proc = subprocess.run(
+            [*script("dist_worker"), str(world), out],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=env(),
+        )
+        if proc.returncode == 0 or "Address already in use" not in proc.stderr:
+            break
+    if proc.returncode != 0:
+        raise AssertionError(f"dist_worker.py on {world} ranks failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return out
+
+
+def rank_results(world: int, scenario: str) -> list[dict]:
+    """Each rank's ``{"checked", "failures", "layout"}`` for one scenario."""
+    out = worker_run(world)
+    results = []
+    for rank in range(world):
+        with open(os.path.join(out, f"{scenario}.rank{rank}.json")) as f:
+            results.append(json.load(f))
+    return results
