@@ -333,6 +333,26 @@ class SourceFacts:
     shards: Mapping[str, Any] = field(default_factory=dict)
     #: DCP: chunk view -> its file and offsets
     chunks: Mapping[str, Any] = field(default_factory=dict)
+    #: a model folder: the weight variant read ("default" when others exist; "" for no choice)
+    variant: str = ""
+    #: a model folder: its files left out (another variant, a second format, training state)
+    ignored_files: Sequence[str] = ()
+    #: a torch checkpoint: its top-level entries that are not tensors, each described briefly
+    contents: Mapping[str, str] = field(default_factory=dict)
+    #: a torch checkpoint: storage key -> the byte where its record's data starts in the archive
+    record_offsets: Mapping[str, int] = field(default_factory=dict)
+    #: a torch checkpoint: storage key -> the device it was saved from, when not the CPU
+    saved_on: Mapping[str, str] = field(default_factory=dict)
+    #: a DCP folder: data file -> its size in bytes
+    files: Mapping[str, int] = field(default_factory=dict)
+    #: a distributed layout: the ranks that took part
+    world_size: int = 0
+    #: a distributed layout: global tensor -> its placements, mesh and ranks
+    tensors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: a distributed layout: rank -> what that rank reported about itself
+    ranks: Mapping[Any, Mapping[str, Any]] = field(default_factory=dict)
+    #: a distributed layout: what the exchange between ranks cost (description bytes, leaders)
+    exchange: Mapping[str, Any] = field(default_factory=dict)
     #: facts of a source no field above names yet
     other: Mapping[str, Any] = field(default_factory=dict)
 

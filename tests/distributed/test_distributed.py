@@ -94,6 +94,8 @@ def test_builder_places_fsdp_over_tp_shards_and_keeps_ties():
     assert layout.metadata["shards"]["emb.weight@rank2"] == shard
     assert layout["emb.weight@rank2"].note == "(_S(0, 2), S(0)) on mesh dp=2 x tp=2, at (dp=1, tp=0)"
     assert layout.metadata["tensors"]["bias"]["placements"] == {"0": ["S(0)", "R"]}
+    assert layout.facts.tensors["bias"]["placements"] == {"0": ["S(0)", "R"]} and layout.facts.world_size == 4
+    assert layout.facts.other == {}  # every fact of a distributed layout is a typed field
 
 
 def test_builder_partial_plain_and_interleaved():

@@ -98,3 +98,52 @@ def test_facts_of_the_dict_view_are_the_records():
     assert SourceFacts.of({"remote": remote}).remote is remote
     assert SourceFacts.of({"training": "not facts"}).other == {"training": "not facts"}
     assert training.merged(TrainingFacts(optimizers={})) == TrainingFacts(notes=("n",), optimizers={})
+
+
+def _sources(tmp_path) -> dict[str, object]:
+    w = torch.arange(12.0).reshape(3, 4)
+    save_file({"w": w, "b": torch.zeros(4)}, str(tmp_path / "one.safetensors"))
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    save_file({"w": w}, str(folder / "model.safetensors"))
+    save_file({"w": w.half()}, str(folder / "model.fp16.safetensors"))
+    torch.save({"w": w}, folder / "pytorch_model.bin")
+    torch.save({"model": {"w": w, "v": w[1]}, "step": 3, "note": "x"}, tmp_path / "ckpt.pt")
+    np.savez(tmp_path / "arrays.npz", a=np.zeros(3, dtype=np.float32))
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"w": w, "step": 4}, checkpoint_id=str(tmp_path / "dcp"))
+    return {
+        "safetensors": tmp_path / "one.safetensors",
+        "folder": folder,
+        "checkpoint": tmp_path / "ckpt.pt",
+        "npz": tmp_path / "arrays.npz",
+        "dcp": tmp_path / "dcp",
+        "module": torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)),
+    }
+
+
+def test_every_fact_of_these_sources_is_a_typed_field(tmp_path):
+    """No source's fact is left in ``facts.other`` (the untyped rest): each has a field, and
+    the field holds what ``layout.metadata`` shows under its key."""
+    for kind, source in _sources(tmp_path).items():
+        layout = tv.analyze(source)
+        facts = layout.facts
+        assert facts.other == {}, (kind, sorted(facts.other))
+        for key, value in layout.metadata.items():
+            name = "file_metadata" if key == "__metadata__" else key
+            got = getattr(facts, name)
+            got = got.as_dict() if hasattr(got, "as_dict") else got
+            assert json.loads(json.dumps(got, default=list)) == json.loads(json.dumps(value, default=list)), (kind, key)
+
+
+def test_folder_and_checkpoint_facts_read_typed(tmp_path):
+    s = _sources(tmp_path)
+    folder = tv.analyze(s["folder"]).facts
+    assert (folder.variant, list(folder.ignored_files)) == ("default", ["pytorch_model.bin"])
+    ckpt = tv.analyze(s["checkpoint"])
+    assert dict(ckpt.facts.contents) == {"model": "2 tensors", "step": "3", "note": "'x'"}
+    (ident,) = ckpt.facts.record_offsets  # one storage: v is a row of w
+    data = (s["checkpoint"]).read_bytes()
+    at = ckpt.facts.record_offsets[ident]
+    assert data[at : at + 48] == torch.arange(12.0).numpy().tobytes()
