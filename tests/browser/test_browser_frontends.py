@@ -26,7 +26,15 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.lab_notebooks import TINY
-from tests.helpers.labserver import TOKEN, free_port, isolated_env, launched_chromium, watched_page, write_notebook
+from tests.helpers.labserver import (
+    TOKEN,
+    free_port,
+    isolated_env,
+    kernels,
+    launched_chromium,
+    watched_page,
+    write_notebook,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -149,13 +157,11 @@ def notebook_dir(tmp_path_factory):
 
 
 def _wait_for_connected_kernel(base: str, timeout: float = 120) -> None:
-    import json
 
     deadline = time.time() + timeout
     while time.time() < deadline:
-        with urllib.request.urlopen(f"{base}/api/kernels?token={TOKEN}", timeout=5) as r:
-            if any(k["execution_state"] == "idle" and k["connections"] > 0 for k in json.load(r)):
-                return
+        if any(k["execution_state"] == "idle" and k["connections"] > 0 for k in kernels(base, TOKEN)):
+            return
         time.sleep(0.5)
     raise TimeoutError("Notebook 7's kernel never connected")
 

@@ -30,6 +30,7 @@ from tests.helpers.lab_notebooks import TINY
 from tests.helpers.labserver import (
     TOKEN,
     isolated_env,
+    kernels,
     lab_server,
     launched_chromium,
     open_notebook,
@@ -117,9 +118,7 @@ def _settle(page, want: list[str], timeout_ms: int = 60_000) -> list[str]:
 def _shut_down_kernels(lab) -> None:
     import urllib.request
 
-    with urllib.request.urlopen(f"{lab}/api/kernels?token={TOKEN}") as r:
-        kernels = json.load(r)
-    for k in kernels:
+    for k in kernels(lab, TOKEN):
         req = urllib.request.Request(f"{lab}/api/kernels/{k['id']}?token={TOKEN}", method="DELETE")
         urllib.request.urlopen(req).close()
 

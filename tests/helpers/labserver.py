@@ -78,6 +78,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def kernels(base: str, token: str, tries: int = 20) -> list[dict]:
+    """The server's ``/api/kernels`` list. jupyter-server answers 500 now and then while a kernel
+    starts (its ``last_activity`` is read before it is set), so a 5xx is asked again, up to
+    ``tries`` times half a second apart, before it fails the test."""
+    import urllib.error
+
+    for attempt in range(tries):
+        try:
+            with urllib.request.urlopen(f"{base}/api/kernels?token={token}", timeout=5) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as err:
+            if err.code < 500 or attempt == tries - 1:
+                raise
+            time.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
 def write_notebook(folder: Path, name: str, cells: list[str], title: str = "tensorviz browser test") -> Path:
     """A notebook of code cells (after a markdown title), with a kernelspec (else Lab asks)."""
     nbformat = pytest.importorskip("nbformat", reason="nbformat is needed to write the test notebook")
