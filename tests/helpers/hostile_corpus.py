@@ -28,6 +28,21 @@ F32 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
 
 
 # -- builders --------------------------------------------------------------------------------------
+def check_case(got: dict, kind: str, want) -> None:
+    """One corpus case judged: ``kind`` "ok" with ``want`` the summary fields it must have, or the
+    error class it must end in with ``want`` a part of its one-line message; within the memory
+    budget (300 MB above the child's start) either way."""
+    if kind == "ok":
+        assert got["ok"], got
+        for field, value in want.items():
+            assert got[field] == value, (field, got)
+    else:
+        assert not got["ok"] and got["error"] == kind, got
+        assert want in got["message"], got["message"]
+        assert "\n" not in got["message"]
+    assert got["rss_mb"] <= 300, got
+
+
 def run_built(build, runner: str, folder: str, label: str) -> dict[str, dict]:
     """Build a corpus into ``folder`` with ``build``, run the helper module ``runner`` (this one,
     or another corpus's that uses :func:`run_case`) over it in a child process, and return each
