@@ -287,6 +287,8 @@ def run(rank: int, world: int, out: str, port: int) -> None:
             scenario("hsdp", hsdp_model(), out, rank)
             step("step_partial", world, out, rank, 2)  # kept as a 1/2 shard after forward
             subgroup(out, rank)
+        open(os.path.join(out, f"done.rank{rank}"), "w").close()  # all of this rank's results are written
+        dist.barrier()  # no rank starts tearing gloo down while another still talks to it
     finally:
         dist.destroy_process_group()
 
