@@ -139,12 +139,24 @@ def limits(
     return _Raised(changes)
 
 
-def exceeded(what: str, budget: str, detail: str = "") -> TooLargeError:
-    """The error for a budget spent: names the source, the budget and how to raise it."""
+def exceeded(what: str, budget: str, detail: str = "", needed: int | None = None) -> TooLargeError:
+    """The error for a budget spent: names the source, the budget and how to raise it.
+
+    ``needed`` is the amount this input asks for where it is known (a count read before any work);
+    the suggested budget then covers it, rounded up to two significant digits, instead of 4× today's.
+    """
     value = getattr(current(), budget)
     extra = f" ({detail})" if detail else ""
     return TooLargeError(
         f"{what}: more than {value:,} {budget.replace('_', ' ')}{extra}, over tensorviz's work budget "
         f"for untrusted input; if you trust it, raise the budget deliberately: "
-        f"with tv.limits({budget}={value * 4:_}): tv.analyze(...)"
+        f"with tv.limits({budget}={_suggested(value, needed):_}): tv.analyze(...)"
     )
+
+
+def _suggested(value: int, needed: int | None) -> int:
+    """The budget to suggest: ``needed`` rounded up to two significant digits, else 4× ``value``."""
+    if needed is None or needed <= value:
+        return value * 4
+    unit = 10 ** max(len(str(needed)) - 2, 0)
+    return -(-needed // unit) * unit

@@ -136,7 +136,7 @@ def index_object(path: str, raw: bytes) -> tuple[dict, dict[str, str]]:
     del raw
     wm = obj.get("weight_map") if isinstance(obj, dict) else None
     if isinstance(wm, dict) and len(wm) > cap:
-        raise limits.exceeded(path, "index_names", f"its weight_map names {len(wm):,} tensors")
+        raise limits.exceeded(path, "index_names", f"its weight_map names {len(wm):,} tensors", needed=len(wm))
     if not isinstance(wm, dict) or not all(isinstance(v, str) for v in wm.values()):
         raise FileFormatError(
             f'{path}: an index must be a JSON object with a "weight_map" of '

@@ -35,9 +35,11 @@ def test_budgets_are_stated_raised_per_block_and_per_thread(tmp_path):
     torch.save({"a": torch.zeros(2), "b": torch.zeros(3)}, path)
     with (
         tv.limits(zip_records=3),
-        pytest.raises(TooLargeError, match=r"more than 3 zip records .*tv.limits\(zip_records=12\)"),
+        pytest.raises(TooLargeError, match=r"more than 3 zip records .*lists 8 records.*tv.limits\(zip_records=8\)"),
     ):
         tv.analyze(path)
+    with tv.limits(zip_records=8):  # what the message suggests is enough
+        assert sorted(tv.analyze(path).names) == ["a", "b"]
     with tv.limits(tensor_refs=1), pytest.raises(TooLargeError, match="more than 1 tensor refs"):
         tv.analyze(path)
     seen = []
@@ -73,6 +75,23 @@ def test_header_tensor_budget_is_counted_before_and_after_parsing(tmp_path, list
     ):
         tv.analyze(path)
     assert tv.limits().header_tensors == 200_000
+
+
+@pytest.mark.parametrize(("count", "budget", "suggested"), [(1_234, 1_000, 1_300), (130, 5, 130), (7, 6, 7)])
+def test_the_suggested_budget_is_what_the_file_needs_and_reads_it(tmp_path, count, budget, suggested):
+    """Where the count is known before any work (a header's tensors), the error suggests a budget that
+    covers it, rounded up to two significant digits (not 4× today's, which may be too little or
+    far too much); pasting the suggestion reads the file."""
+    import re
+
+    path = tmp_path / "z.safetensors"
+    _st(path, _zero_sized(count), 0)
+    with tv.limits(header_tensors=budget), pytest.raises(TooLargeError) as err:
+        tv.analyze(path)
+    pasted = re.search(r"with tv\.limits\(header_tensors=([\d_]+)\)", str(err.value))
+    assert pasted and int(pasted.group(1)) == suggested
+    with tv.limits(header_tensors=int(pasted.group(1))):
+        assert len(tv.analyze(path)) == count
 
 
 def test_summary_leaves_out_the_module_tree_past_its_budget(tmp_path):

@@ -139,7 +139,7 @@ def _check_record_count(path: str, f: Any) -> None:
             count = struct.unpack_from("<Q", rec, 32)[0]
     f.seek(0)
     if count > limits.current().zip_records:
-        raise limits.exceeded(path, "zip_records", f"its zip directory lists {count:,} records")
+        raise limits.exceeded(path, "zip_records", f"its zip directory lists {count:,} records", needed=count)
 
 
 def _record_bytes(f: Any, info: zipfile.ZipInfo, n: int) -> bytes:

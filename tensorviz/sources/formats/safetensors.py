@@ -114,7 +114,7 @@ def _within_budget(p: str, raw: bytes, count: int | None) -> None:
         count = raw.count(b'"data_offsets"') + raw.count(b"],[")
     if count > limit:
         how = f"{'about ' if about else ''}{count:,} in this one"
-        raise exceeded(f"{p}: the header lists too many tensors", "header_tensors", how)
+        raise exceeded(f"{p}: the header lists too many tensors", "header_tensors", how, needed=count)
 
 
 def _contiguous_stride(shape: tuple[int, ...]) -> tuple[int, ...]:
