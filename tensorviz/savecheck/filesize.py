@@ -49,11 +49,23 @@ class CategoryBytes:
 
 @dataclass(frozen=True)
 class WastedSlice:
-    """A storage written whole though its names read only part of it."""
+    """A storage written whole though its names read only part of it: a slice of a larger tensor,
+    or a flat buffer's alignment padding (DeepSpeed's partitions), told apart by where the unread
+    bytes lie (``gaps`` runs of them, ``tail_nbytes`` of them after the last byte a name reads)."""
 
     names: tuple[str, ...]
     storage_nbytes: int
     read_nbytes: int
+    gaps: int = 1
+    tail_nbytes: int = 0
+
+    def where(self) -> str:
+        """Where the unread bytes are, in words."""
+        if self.gaps == 1 and self.tail_nbytes == self.wasted_nbytes:
+            return "one run at its end"
+        if self.gaps == 1:
+            return "one run"
+        return f"{self.gaps:,} runs" + (f", {format_bytes(self.tail_nbytes)} at its end" if self.tail_nbytes else "")
 
     @property
     def wasted_nbytes(self) -> int:
@@ -114,8 +126,8 @@ class SizeReport:
         for s in self.slices:
             who = ", ".join(s.names[:3]) + (f" (+{len(s.names) - 3})" if len(s.names) > 3 else "")
             out.append(
-                f"slice: {who} read {format_bytes(s.read_nbytes)} of a {format_bytes(s.storage_nbytes)} storage: "
-                f"{format_bytes(s.wasted_nbytes)} written that no name reads"
+                f"partly read: {who} read {format_bytes(s.read_nbytes)} of a {format_bytes(s.storage_nbytes)} "
+                f"storage: {format_bytes(s.wasted_nbytes)} written that no name reads, in {s.where()}"
             )
         for d in self.duplicates:
             out.append(f"{d.kind}: {d.name} has the shape of {d.of} ({format_bytes(d.nbytes)})")
@@ -245,11 +257,12 @@ def _categories(layout: Layout) -> tuple[CategoryBytes, ...]:
 
 
 def _slices(layout: Layout) -> tuple[WastedSlice, ...]:
-    out = [
-        WastedSlice(tuple(s.names), s.nbytes, s.covered_nbytes)
-        for s in layout.storages
-        if s.device != "meta" and s.unreferenced_nbytes and s.names
-    ]
+    out = []
+    for i, s in enumerate(layout.storages):
+        if s.device != "meta" and s.unreferenced_nbytes and s.names:
+            runs = layout.unreferenced_runs(i)
+            tail = int(runs[-1, 1] - runs[-1, 0]) if len(runs) and int(runs[-1, 1]) == s.nbytes else 0
+            out.append(WastedSlice(tuple(s.names), s.nbytes, s.covered_nbytes, len(runs), tail))
     return tuple(sorted(out, key=lambda s: -s.wasted_nbytes))
 
 

@@ -85,7 +85,7 @@ def test_training_checkpoint_explained() -> None:
     assert r.file_nbytes - clone_slices == pytest.approx(39880, abs=200)  # the wasted bytes, less zip padding
     assert clone_all > clone_slices  # cloning every tensor unties the tied weight: 1,600 B more
     text = str(r)
-    assert "slice: extra.piece read 120 B of a 39.1 KiB storage" in text
+    assert "partly read: extra.piece read 120 B of a 39.1 KiB storage: 38.9 KiB written that no name reads, in " in text
     assert "EMA copy: ema.0.weight has the shape of model.0.weight (1.6 KiB)" in text
 
 
@@ -99,6 +99,7 @@ def test_fp32_masters_beside_bf16_weights() -> None:
 def test_slices_and_views_that_cover_their_storage() -> None:
     r = tv.why_size(CASES["two_slices"](), name="checkpoint.pt")
     assert [(s.names, s.read_nbytes, s.wasted_nbytes) for s in r.slices] == [(("a", "b"), 1536, 65536 - 1536)]
+    assert [(s.gaps, s.tail_nbytes) for s in r.slices] == [(3, 65536 - 102 * 512)]  # before a, between, after b
     assert r.fixes[0].code == "ckpt['a'] = ckpt['a'].clone()\nckpt['b'] = ckpt['b'].clone()"
     fused = tv.why_size(CASES["fused_qkv"](), name="checkpoint.pt")
     assert fused.slices == () and fused.fixes == ()
@@ -111,6 +112,22 @@ def test_cli_why_size(tmp_path, capsys) -> None:
     torch.save(CASES["two_slices"](), path)
     assert main([str(path), "--why-size", "--width", "400"]) == 0  # wide enough for the whole path
     out = capsys.readouterr().out
-    assert f"{path}: " in out and "slice: a, b read 1.5 KiB of a 64.0 KiB storage" in out
+    assert (
+        f"{path}: " in out
+        and "partly read: a, b read 1.5 KiB of a 64.0 KiB storage: 62.5 KiB written that no name reads, in 3 runs"
+        in out
+    )
     assert "ckpt['a'] = ckpt['a'].clone()" in out
     assert f"fixes act on ckpt = torch.load({str(path)!r}, weights_only=True)" in out
+
+
+def test_padding_after_a_flat_buffers_names_is_called_by_where_it_lies() -> None:
+    """A flat buffer whose names stop short of its end (DeepSpeed pads each partition to an
+    alignment) writes that tail no name reads: one run at its end, not a slice taken out of it."""
+    flat = torch.zeros(10)
+    r = tv.why_size({"w": flat[:4].view(2, 2), "b": flat[4:7]}, name="checkpoint.pt")
+    assert [(s.names, s.read_nbytes, s.gaps, s.tail_nbytes) for s in r.slices] == [(("w", "b"), 28, 1, 12)]
+    assert (
+        "partly read: w, b read 28 B of a 40 B storage: 12 B written that no name reads, in one run at its end"
+        in str(r)
+    )
