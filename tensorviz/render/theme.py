@@ -138,8 +138,11 @@ def inline_svg(fig: Figure, *, alt: str, fallback_png: bytes | None = None) -> s
     :data:`MAX_SCALE` times its own), the :data:`THEME` colours as ``--jp-*`` variables, glyphs
     as paths, ``alt`` as its accessible name, and ``fallback_png`` (if given) kept in its
     ``<defs>`` as an ``<img>`` that a sanitizer dropping SVG leaves visible."""
+    import matplotlib
+
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    with matplotlib.rc_context({"svg.fonttype": "path"}):  # glyphs as paths whatever the user's rcParams say
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
     svg = buf.getvalue()
     svg = svg[svg.index("<svg") :]
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, count=1, flags=re.S)

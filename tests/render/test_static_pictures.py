@@ -121,6 +121,20 @@ def test_a_sanitized_output_shows_the_png_and_no_stray_text() -> None:
     assert re.search(r"<defs><foreignObject[^>]*><img ", svg)
 
 
+def test_a_users_svg_fonttype_neither_leaks_text_nor_is_changed() -> None:
+    """``svg.fonttype = "none"`` in the user's rcParams would write labels as <text> a sanitizer
+    leaves behind; the picture keeps its glyphs as paths and the user's setting is left as it was."""
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        svg = tv.show(tied(), by="span").svg
+        assert matplotlib.rcParams["svg.fonttype"] == "none"
+    s = _Sanitizer()
+    s.feed(svg)
+    assert "<text" not in svg and "".join(s.text).strip() == ""
+    assert text_sizes(svg)  # every label still drawn, as scaled glyph paths
+
+
 def test_alt_text_lists_every_tied_name() -> None:
     svg = tv.show(tied(), by="span").svg
     label = re.search(r'aria-label="([^"]+)"', svg).group(1)
