@@ -346,6 +346,8 @@ def explore(
     dpi: int = 100,
     width: float | None = None,
     snapshot: bool = True,
+    load: Any = None,
+    loader: str | None = None,
 ) -> Any:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook): the
     controls start as the options say, and the diagram, tensor list and save check follow them.
@@ -365,6 +367,11 @@ def explore(
         snapshot: also emit the first state's picture as an ``image/png`` output just before
             the explorer, for every page without a live explorer (nbconvert, GitHub, nbviewer,
             VS Code, a saved notebook whose kernel is gone); the live explorer hides it.
+        load: a source to load into the model ``obj`` (as :func:`load_check` takes): a pane beside
+            the save check shows what each loader would do (pick one; click a name to select it)
+            and the diagram marks the names the load leaves untouched (∅) or casts (⇄).
+        loader: the pane's first loader (``tensorviz.explorer.loadpane.CHOICES``, e.g.
+            ``"load_state_dict(strict=False)"``, ``"dcp.load"``); None: the most specific.
         <shared options>
 
     ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and the snapshots.
@@ -401,6 +408,8 @@ def explore(
             dpi=dpi,
             width=width,
             snapshot=snapshot,
+            load=load,
+            loader=loader,
         )
 
 

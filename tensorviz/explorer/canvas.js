@@ -9,6 +9,7 @@ import {
 } from "./geometry.js";
 import { OverviewView } from "./overview.js";
 import { themeColors, resolveColor } from "./theme.js";
+import { decodeMarks, markOf, badgeRect, drawBadge, markKeys, markLine } from "./loadmarks.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const MARK_FILL = {
@@ -153,7 +154,7 @@ class CanvasView {
   load() {
     const sent = this.model.get("payload") || {}, p = { ...sent, ...unframe(sent.frame, this.C.names.columns) };
     this.d = decodeAll(p, this.C);
-    this.readSelection();
+    this.readSelection(); this.readMarks();
     this.focus = -1;
     this.readZoom();
     this.readTheme(); this.resize(); this.legend(); this.draw();
@@ -176,6 +177,8 @@ class CanvasView {
     this.root.dataset.theme = JSON.stringify(this.theme);
     this.overview.theme = this.theme;
   }
+
+  readMarks() { this.marks = decodeMarks(this.model.get("load_marks")); }  // the load check's (loadmarks.js)
 
   readZoom() { const z = this.model.get("zoom"); this.view = z && z.length === 2 ? z : null; }
 
@@ -324,6 +327,8 @@ class CanvasView {
       if (r[1] > 6) { g.lineWidth = 1; g.strokeStyle = inner; g.strokeRect(r[0] + 2.5, y + 3.5, r[1] - 5, LANE_H - 7); }
       g.lineWidth = 1;
     }
+    const mark = markOf(this.marks, barViews(d, i));
+    if (mark) drawBadge(g, mark, badgeRect(r[0], r[1], y, LANE_H), this.theme.background);
   }
 
   legend() {
@@ -332,11 +337,13 @@ class CanvasView {
     if (d.flags.some((f) => f & C.flag.sparse)) keys.push(["rgba(68,119,170,0.3)", "span with gaps (solid: bytes read)"]);
     if (d.flags.some((f) => f & C.flag.overlaps_other)) keys.push([`#fff;border:1px dashed ${C.names.shares_outline}`, "shares bytes with another view"]);
     if (this.selected.size) keys.push(["#fff;border:2px solid #000", "selected"], ["#fff;border:2px solid #e07000", "shares bytes with the selection"]);
+    keys.push(...markKeys(this.marks));
     this.legendBox.innerHTML = "";
-    for (const [css, text] of keys) {
+    for (const [css, text, glyph] of keys) {
       const s = document.createElement("span");
       s.className = "tvz-cv-key";
       s.innerHTML = `<i style="background:${css}"></i>`;
+      if (glyph) { s.firstChild.textContent = glyph; s.firstChild.className = "tvz-cv-glyph"; }
       s.append(text);
       this.legendBox.append(s);
     }
@@ -363,7 +370,8 @@ class CanvasView {
     }
     const onStorage = i < 0 && sc && py >= AXIS_H && px >= sc.x0 - 2 && d.laneKind[l] === this.C.lane.storage;
     if (i < 0 && !onStorage) { this.placeTip(e, null); return; }
-    this.placeTip(e, i >= 0 ? tooltip(d, i) : storageTooltip(d, l, sc.byte(px), 2 / sc.k));
+    const mark = i >= 0 ? markLine(markOf(this.marks, barViews(d, i))) : "";
+    this.placeTip(e, i >= 0 ? [...tooltip(d, i), ...(mark ? [mark] : [])] : storageTooltip(d, l, sc.byte(px), 2 / sc.k));
   }
 
   // The tooltip's lines (the first in bold) beside the mouse, inside the widget; null hides it.
@@ -438,7 +446,8 @@ class CanvasView {
       on(this.canvas, "dblclick", () => this.setZoom(null)),
       on(this.scroller, "scroll", () => { this.tip.style.display = "none"; this.schedule(); }),
       watch("payload", () => this.load()), watch("relations", selection), watch("selected", selection),
-      watch("zoom", () => { this.readZoom(); this.schedule(); }), () => ro.disconnect(), () => themed.disconnect(),
+      watch("zoom", () => { this.readZoom(); this.schedule(); }),
+      watch("load_marks", () => { this.readMarks(); this.legend(); this.schedule(); }), () => ro.disconnect(), () => themed.disconnect(),
     ];
     return () => undo.forEach((f) => f());
   }

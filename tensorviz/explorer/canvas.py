@@ -54,6 +54,8 @@ class DiagramCanvas(anywidget.AnyWidget):
     relations = traitlets.Dict({"code": b"", "to": b""}).tag(sync=True)
     selected = traitlets.List(traitlets.Unicode()).tag(sync=True)
     zoom = traitlets.List(traitlets.Float()).tag(sync=True)
+    # The load check's marks (explorer/loadpane.py, drawn by loadmarks.js): a code per drawn view.
+    load_marks = traitlets.Dict({"code": b"", "kinds": []}).tag(sync=True)
 
     def __init__(self, **kwargs: Any):
         super().__init__(**kwargs)
@@ -62,6 +64,7 @@ class DiagramCanvas(anywidget.AnyWidget):
         self._drawn: frozenset[str] = frozenset()
         self._context = "nothing drawn yet"
         self._from_browser: dict[str, str] = {}  # a hostile name as the browser sends it back -> itself
+        self._marks: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
         self.add_class("tvz-canvas")
         modules.watch(self, _ENTRY)
 
@@ -81,10 +84,23 @@ class DiagramCanvas(anywidget.AnyWidget):
         with self.hold_sync():
             self.payload = sent
             self.zoom = []
+            self._send_marks()
             if keep == self.selected:
                 self._send_relations()
             self.selected = keep  # the observer sends the relations
         return nbytes
+
+    def mark_views(self, marks: dict[str, str], kinds: tuple[str, ...]) -> None:
+        """Mark views by name (``{name: kind}``, ``kinds`` in code order) on this and every later picture."""
+        self._marks = (dict(marks), tuple(kinds))
+        self._send_marks()
+
+    def _send_marks(self) -> None:
+        from tensorviz.explorer.loadpane import mark_codes
+
+        marks, kinds = self._marks
+        trait: dict[str, Any] = {"code": mark_codes(self._names, marks) if marks else b"", "kinds": list(kinds)}
+        self.load_marks = trait
 
     @property
     def drawn_names(self) -> list[str]:

@@ -19,6 +19,7 @@ panel), :mod:`.payload` (a Diagram as binary columns), :mod:`.canvas` (the anywi
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import re
@@ -348,6 +349,15 @@ class Explorer(ExplorerControls, W.VBox):
         return bundle
 
 
+def _load_pane(ex: Explorer, model: Any, source: Any, loader: str | None) -> None:
+    """The load-check pane of ``tv.explore(model, load=source)`` (:mod:`.loadpane`), if asked for."""
+    if source is None:
+        return
+    from tensorviz.explorer.loadpane import LoadSubject, attach
+
+    attach(ex, LoadSubject(model, source, loader))
+
+
 def explore(
     obj: Any,
     *,
@@ -363,6 +373,8 @@ def explore(
     dpi: int = 100,
     width: float | None = None,
     snapshot: bool = True,
+    load: Any = None,
+    loader: str | None = None,
 ) -> Explorer:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook).
 
@@ -390,6 +402,7 @@ def explore(
             widget state, GitHub, nbviewer, VS Code, a saved notebook whose kernel is gone); the
             live explorer hides it (:mod:`tensorviz.explorer.static`). With ``False`` the picture
             travels in the explorer's own bundle instead, where the widget view outranks it.
+        load, loader: a source to load into ``obj``, the first loader (:func:`tensorviz.explore`).
 
     Returns:
         The :class:`Explorer` widget (display it, e.g. as the cell's last expression).
@@ -418,10 +431,9 @@ def explore(
         static = 40 if max_lanes is None else max_lanes  # the canvas: every lane, unless max_lanes says
         ex = Explorer(layout, state, max_lanes=static, dpi=dpi, width=width, canvas_lanes=max_lanes)
         if not isinstance(obj, (Layout, str, os.PathLike)):
-            try:
+            with contextlib.suppress(TypeError):  # a dict or list: the layout's check is what its savers see
                 ex.save_subject = weakref.ref(obj)
-            except TypeError:  # a dict or list: the layout's check is what its savers see
-                pass
+        _load_pane(ex, obj, load, loader)
         if snapshot:
             ex.stand_in_emitted = _display(ex.static(hide_when_live=True), kernel_only=True)
     return ex
