@@ -25,9 +25,11 @@ Bytes of a storage that no view reads (unreferenced) belong to no prefix.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
 
 from tensorviz.core import hooks
 from tensorviz.core.attribution import Others, attribution
@@ -35,7 +37,7 @@ from tensorviz.core.categories import category_bytes, category_words, optimizer_
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.names import elide, shown, terminal
 from tensorviz.core.pieces import logical_nbytes
-from tensorviz.core.records import LayoutLike, Piece, TensorView
+from tensorviz.core.records import LayoutLike, Piece, TensorView, record
 from tensorviz.core.units import format_bytes
 
 __all__ = [
@@ -80,7 +82,7 @@ class Node:
 
     path: str
     kind: str
-    children: tuple[Node, ...]
+    children: Sequence[Node]  # largest first; made on first read (compares like a tuple)
     ntensors: int
     nparams: int
     nbuffers: int
@@ -136,9 +138,13 @@ class ModelTree:
     storage_nbytes: int
     has_modules: bool
     optimizer: str = ""  # the optimizer's class name, for "Adam 2.0 GiB" in category totals
+    _store: _Store | None = field(default=None, repr=False, compare=False)  # the columns nodes are made from
 
     def find(self, path: str) -> Node:
         """The node of a prefix or tensor name (KeyError naming the nearest existing prefix)."""
+        store = self._store
+        if store is not None and path in store.ids:
+            return store.node(store.ids[path])
         node = self.root
         for part in path.split(".") if path else ():
             nxt = next((c for c in node.children if c.name == part), None)
@@ -164,27 +170,18 @@ class ModelTree:
 
 
 def model_tree(layout: LayoutLike) -> ModelTree:
-    """The module tree of a layout (see the module docstring for how bytes are attributed)."""
-    views = layout.views
+    """The module tree of a layout (see the module docstring for how bytes are attributed).
+
+    Columnar: every prefix is numbered once, per-prefix totals are sums over numpy columns
+    (level by level, ``np.add.at``), and a :class:`Node` is made only when a caller reads it
+    (``print`` folds repeated layers, so most nodes of a large model are never made)."""
     own, distinct_groups, partners, counted, distinct = attribution(layout)
-    mods = layout.facts.modules
-    classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
-    buffers = set(mods.get("buffers", ()))
-    unsaved = set(mods.get("not_saved", ()))
-    acc = _Acc()
-    for i, v in enumerate(views):
-        kind = role(v.name, v.category, bool(mods), buffers, unsaved)
-        acc.add_view(v, kind, own[i], partners.get(v.name, ()), counted.get(v.name, ()))
-    acc.cats = category_bytes(layout, own, _prefixes)
-    for sk in layout.skipped:
-        acc.add_skipped(sk.name, sk.reason)
-    acc.kept = storages_kept_alive(layout)
+    cols = _Columns(layout, np.asarray(own, dtype=np.int64))
     grouped = {n for names in distinct_groups for n in names}
     owned = {n: own[i] for i, n in enumerate(layout.names) if n in grouped}
     shared = _shared_per_prefix(distinct_groups, owned, distinct)
-    total = sum(own)
-    root = acc.freeze("", classes, shared, total)
-    return ModelTree(root, total, layout.storage_nbytes, bool(mods), optimizer_name(layout))
+    store = _Store(layout, cols, shared, partners, counted, category_bytes(layout, own, _prefixes))
+    return ModelTree(store.node(0), store.total, layout.storage_nbytes, bool(cols.mods), optimizer_name(layout), store)
 
 
 #: Deepest level of the tree: the parts of a name past it form one leaf (a dict nested 5,000
@@ -204,6 +201,13 @@ def _prefixes(name: str) -> list[str]:
     if len(parts) > MAX_DEPTH:
         parts = parts[: MAX_DEPTH - 1] + [".".join(parts[MAX_DEPTH - 1 :])]
     return [".".join(parts[:k]) for k in range(len(parts) + 1)]
+
+
+def _parent(path: str) -> str:
+    """The prefix above ``path`` (past :data:`MAX_DEPTH` parts, the prefix of the first 63)."""
+    if len(path) >= MAX_DEPTH and path.count(".") >= MAX_DEPTH:
+        return ".".join(path.split(".", MAX_DEPTH - 1)[: MAX_DEPTH - 1])
+    return path.rpartition(".")[0]
 
 
 def _shared_per_prefix(groups: list[tuple[str, ...]], own: dict[str, int], distinct: Callable) -> dict[str, int]:
@@ -230,133 +234,318 @@ def _file_name(ident: str) -> str:
     return os.path.basename(head if sep and "data/" in tail else ident)
 
 
-_NONE: frozenset[str] = frozenset()
+class _Columns:
+    """Per view, what the tree sums: owned bytes and elements, parameter/buffer flags, and the
+    ids of its dtype, device and file (ids in sorted order of the words, ``-1`` for none);
+    read from the layout's columns when it has them, else from its view records."""
+
+    def __init__(self, layout: LayoutLike, own: np.ndarray) -> None:
+        mods = self.mods = layout.facts.modules
+        self.classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
+        buffers, unsaved = set(mods.get("buffers", ())), set(mods.get("not_saved", ()))
+        names, cats = layout.names, layout.categories
+        self.roles = [role(n, c, bool(mods), buffers, unsaved) for n, c in zip(names, cats)]
+        self.own = own
+        t, raw = getattr(layout, "_table", None), getattr(layout, "_raw", None)
+        if t is not None and raw is not None:
+            dtypes, devices, files, itemsize = self._from_table(t, raw)
+        else:
+            dtypes, devices, files, itemsize = self._from_views(layout.views)
+            self.logical = {i: v.logical for i, v in enumerate(layout.views) if v.logical}
+            self.pieces = {i: v.piece for i, v in enumerate(layout.views) if v.piece is not None}
+        numel = np.where(itemsize > 0, own // np.maximum(itemsize, 1), 0)
+        for i, lg in self.logical.items():
+            if lg.block_nbytes:
+                numel[i] = int(own[i]) * lg.block // lg.block_nbytes
+        self.numel = numel
+        self.sets = (dtypes, devices, files)
+
+    def _from_table(self, t: Any, raw: Any) -> tuple:
+        """From the layout's columns: per distinct dtype, device and file one word each."""
+        self.logical, self.pieces = dict(raw.logical), dict(raw.pieces)
+        dnames = [d for d, _ in t.dtypes]
+        words = sorted({*dnames, *(lg.dtype for lg in self.logical.values())} - {""})
+        at = {w: k for k, w in enumerate(words)}
+        dtype = np.array([at.get(d, -1) for d in dnames] + [-1], dtype=np.int64)[t.did]
+        for i, lg in self.logical.items():
+            dtype[i] = at.get(lg.dtype, -1)
+        devices, dwords = _word_ids(list(t.devices))
+        files, fwords = _word_ids(
+            [_file_name(str(t.key(s)[1])) if d == "file" else "" for s, d in enumerate(t.devices)]
+        )
+        sidx = t.sidx
+        return (dtype, words), (devices[sidx], dwords), (files[sidx], fwords), t.itemsize.astype(np.int64)
+
+    @staticmethod
+    def _from_views(views: tuple[TensorView, ...]) -> tuple:
+        """From the view records (a layout without columns)."""
+        dtypes = _word_ids([(v.logical or v).dtype for v in views])
+        devices = _word_ids([v.device for v in views])
+        files = _word_ids([_file_name(str(v.storage[1])) if v.device == "file" else "" for v in views])
+        return dtypes, devices, files, np.fromiter((v.itemsize for v in views), np.int64, len(views))
 
 
-class _Acc:
-    """Mutable totals per prefix while walking the views once."""
+def _word_ids(words: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Per word its id among the distinct non-empty words sorted (``-1`` for ""), and those."""
+    distinct = sorted(set(words) - {""})
+    at = {w: k for k, w in enumerate(distinct)}
+    return np.fromiter((at.get(w, -1) for w in words), np.int64, len(words)), distinct
 
-    def __init__(self) -> None:
-        self.stats: dict[str, list] = {}
-        self.singles: dict[str, frozenset[str]] = {}  # a dtype, device or file -> {it}, shared by every name
-        self.sorted_sets: dict[frozenset[str], tuple[str, ...]] = {}  # see _sorted
-        self.kids: dict[str, dict[str, None]] = {}
-        self.leaf: dict[str, tuple] = {}
-        self.kept: dict[str, tuple[int, int]] = {}
-        self.cats: dict[str, tuple[tuple[str, int], ...]] = {}
-        self.pieces: dict[str, Piece] = {}  # prefix holding pieces -> the first piece's record
-        self.unpacked: dict[str, int] = {}  # name or prefix -> its own bytes as logical dtypes
-        self.counted: set[str] = set()  # logical tensors whose size is counted (once, at one prefix)
 
-    def _bump(self, name: str, numel: int, nbytes: int, role: str, sets: tuple, skipped: int) -> None:
-        """Record one name's own totals; prefixes sum their children when frozen."""
-        chain = _prefixes(name)
-        kids = self.kids
-        for parent, child in zip(reversed(chain[:-1]), reversed(chain[1:])):
-            siblings = kids.setdefault(parent, {})
-            if child in siblings:  # the rest of the chain is registered already
-                break
-            siblings[child] = None
-        s = self.stats.get(name)
-        if s is None:
-            s = self.stats[name] = [0, 0, 0, 0, 0, _NONE, _NONE, _NONE, 0]
-        s[0] += 1 - skipped
-        s[1] += role == "parameter"
-        s[2] += role.startswith("buffer")
-        s[3] += numel
-        s[4] += nbytes
-        for k, item in zip((5, 6, 7), sets):
-            if item and item not in s[k]:  # one shared frozenset per value: a set per name was ~650 B
-                s[k] = self.singles.setdefault(item, frozenset((item,))) if not s[k] else s[k] | {item}
-        s[8] += skipped
+class _Store:
+    """The tree as columns: every prefix numbered once (in order of first appearance), per node
+    its parent, level and totals, children sorted largest first, and a :class:`Node` made on
+    first read."""
 
-    def add_view(self, v: TensorView, role: str, own: int, partners: tuple, counted: tuple) -> None:
-        file, lg = _file_name(str(v.storage[1])) if v.device == "file" else "", v.logical  # lg: quantized bytes
-        numel = own * lg.block // lg.block_nbytes if lg and lg.block_nbytes else own // v.itemsize if v.itemsize else 0
-        self._bump(v.name, numel, own, role, (lg.dtype if lg else v.dtype, v.device, file), 0)
-        self.leaf[v.name] = (role, v, partners, counted, "")
-        pc = v.piece
-        if pc is None:
-            return
-        # The logical tensor's node, else the pieces' prefix (the module for a GPTQ qweight)
-        # holds the logical tensor: its size in its logical dtype counts there, once, if some
-        # piece owns bytes (a tied weight's second name owns none).
-        inside = v.name == pc.of or v.name.startswith(pc.of + ".")  # bitsandbytes: "weight" is a piece
-        at = pc.of if inside else _prefixes(v.name)[-2]
-        self.pieces.setdefault(at, pc)
-        self.unpacked.setdefault(at, 0)
-        if own and pc.of not in self.counted:
-            self.counted.add(pc.of)
-            self.unpacked[at] += logical_nbytes(pc) or own
+    def __init__(
+        self,
+        layout: LayoutLike,
+        cols: _Columns,
+        shared: Mapping[str, int],
+        partners: Mapping,
+        counted: Mapping,
+        cats: Mapping,
+    ) -> None:
+        self.layout, self.cols, self.shared, self.partners, self.counted, self.cats = (
+            layout,
+            cols,
+            shared,
+            partners,
+            counted,
+            cats,
+        )
+        names = layout.names
+        skipped = layout.skipped
+        self.reasons: dict[str, str] = {}
+        for sk in skipped:
+            self.reasons.setdefault(sk.name, sk.reason)
+        ids, paths, parent = self._number([*names, *(sk.name for sk in skipped)])
+        self.ids, self.paths = ids, paths
+        n, nv = len(paths), len(names)
+        self.leaf = {names[i]: i for i in range(nv)}  # a name's view (the last of a repeated name)
+        leaves = np.fromiter((ids[p] for p in names), np.int64, nv)
+        sk_leaves = np.fromiter((ids[sk.name] for sk in skipped), np.int64, len(skipped))
+        parent_arr = np.asarray(parent, dtype=np.int64)
+        level = self.level = np.fromiter((min(p.count(".") + 1, MAX_DEPTH) if p else 0 for p in paths), np.int64, n)
+        by_level = np.argsort(-level, kind="stable")
+        cuts = np.flatnonzero(np.diff(level[by_level])) + 1
+        self.steps = [s for s in np.split(by_level, cuts) if s.size and level[s[0]] > 0]
+        self.parent = parent_arr
+        roles = cols.roles
+        isparam = np.fromiter((r == "parameter" for r in roles), bool, nv)
+        isbuf = np.fromiter((r.startswith("buffer") for r in roles), bool, nv)
+        leafvals = np.stack(
+            [np.ones(nv, np.int64), isparam.astype(np.int64), isbuf.astype(np.int64), cols.numel, cols.own], 1
+        )
+        vals = np.zeros((n, 6), dtype=np.int64)
+        np.add.at(vals[:, :5], leaves, leafvals)
+        np.add.at(vals[:, 5], sk_leaves, 1)
+        for step in self.steps:
+            np.add.at(vals, parent_arr[step], vals[step])
+        self.vals = vals
+        self.total = int(vals[0, 4])
+        self.sets = [self._word_sets(ids_, leaves) for ids_, _ in cols.sets]
+        self.words = [words for _, words in cols.sets]
+        order = np.lexsort((np.arange(n), -vals[:, 4], parent_arr))[1:] if n > 1 else np.zeros(0, np.int64)
+        self.kids_order = order
+        self.kid_cuts = np.searchsorted(parent_arr[order], np.arange(n + 1))
+        self.nodes: list[Node | None] = [None] * n
+        self.tuples: dict[tuple, tuple[str, ...]] = {}
+        self.kept = storages_kept_alive(layout)
+        self.unpacked = _Unpacked(self, layout, cols) if cols.pieces else None
 
-    def _unpacked(self, path: str, kids: list[Node]) -> tuple[int, tuple[str, ...]] | tuple[()]:
-        """``Node.unpacked`` of ``path``: ``()`` when nothing under it is stored in pieces; else
-        its logical tensors in their logical dtypes plus its other children as stored (a piece
-        itself counts 0: its prefix counts the logical tensor)."""
-        pc, view = self.pieces.get(path), self.leaf.get(path, (None, None))[1]
-        if pc is None and view is not None and view.piece is not None:
-            return 0, (view.piece.dtype,)
-        dtypes = {d for k in kids if k.unpacked for d in k.unpacked[1]} | ({pc.dtype} if pc else set())
-        if not dtypes:
-            return ()
-        total = self.unpacked.get(path, 0) + sum(k.unpacked[0] if k.unpacked else k.nbytes for k in kids)
-        return total, tuple(sorted(dtypes))
+    @staticmethod
+    def _number(names: list[str]) -> tuple[dict[str, int], list[str], list[int]]:
+        """Ids of every prefix of ``names``: a prefix gets its id when first met, so siblings'
+        ids follow the order of first appearance; and each prefix's parent id."""
+        ids, paths, parent = {"": 0}, [""], [-1]
+        for name in names:
+            if name in ids:
+                continue
+            path, below = name, -1
+            while path not in ids:
+                k = ids[path] = len(paths)
+                paths.append(path)
+                parent.append(-1)
+                if below >= 0:
+                    parent[below] = k
+                below, path = k, _parent(path)
+            if below >= 0:
+                parent[below] = ids[path]
+        return ids, paths, parent
 
-    def _sorted(self, items: set[str]) -> tuple[str, ...]:
-        """``tuple(sorted(items))``, one shared tuple per distinct set (a node per tensor)."""
-        key = frozenset(items)
-        out = self.sorted_sets.get(key)
+    def _word_sets(self, word: np.ndarray, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per node the distinct word ids under it: pairs ``node * K + word`` moved up one level
+        at a time, kept distinct; sorted, with each node's first pair."""
+        k = int(word.max()) + 2 if word.size else 1
+        keep = word >= 0
+        pairs = _distinct(leaves[keep] * k + word[keep])
+        found = [pairs]
+        while pairs.size:
+            up = self.parent[pairs // k]
+            ok = up >= 0
+            pairs = _distinct(up[ok] * k + pairs[ok] % k)
+            found.append(pairs)
+        every = _distinct(np.concatenate(found))
+        return every % k, np.searchsorted(every // k, np.arange(len(self.paths) + 1))
+
+    def _words(self, which: int, node: int) -> tuple[str, ...]:
+        word, cuts = self.sets[which]
+        key = (which, *word[cuts[node] : cuts[node + 1]].tolist())
+        out = self.tuples.get(key)
         if out is None:
-            out = self.sorted_sets[key] = tuple(sorted(key))
+            words = self.words[which]
+            out = self.tuples[key] = tuple(words[w] for w in key[1:])
         return out
 
-    def add_skipped(self, name: str, reason: str) -> None:
-        self._bump(name, 0, 0, "skipped", ("", "", ""), 1)
-        self.leaf.setdefault(name, ("skipped", None, (), (), reason))
+    def view(self, i: int) -> TensorView:
+        """The record of view ``i`` (alone where the layout can make one alone)."""
+        one = getattr(self.layout, "_view", None)
+        return one(i) if one is not None else self.layout.views[i]
 
-    def freeze(self, path: str, classes: Mapping, shared: Mapping[str, int], total: int) -> Node:
-        kids = [self.freeze(c, classes, shared, total) for c in self.kids.get(path, {})]
-        kids.sort(key=lambda n: -n.nbytes)  # stable: equal sizes keep source order
-        own = self.stats.get(path) or [0, 0, 0, 0, 0, _NONE, _NONE, _NONE, 0]
-        n, npar, nbuf, numel, nbytes, nskip = own[0], own[1], own[2], own[3], own[4], own[8]
-        dtypes, devices, files = set(own[5]), set(own[6]), set(own[7])
-        for k in kids:
-            n, npar, nbuf, numel, nbytes, nskip = (
-                n + k.ntensors,
-                npar + k.nparams,
-                nbuf + k.nbuffers,
-                numel + k.numel,
-                nbytes + k.nbytes,
-                nskip + k.nskipped,
-            )
-            dtypes.update(k.dtypes)
-            devices.update(k.devices)
-            files.update(k.files)
-        kind, view, partners, counted, reason = self.leaf.get(path, ("", None, (), (), ""))
-        return Node(
-            piece=self.pieces.get(path),
-            unpacked=self._unpacked(path, kids),
-            path=path,
-            kind=str(classes.get(path, kind)) if path in classes else kind,
-            children=tuple(kids),
-            ntensors=n,
-            nparams=npar,
-            nbuffers=nbuf,
-            numel=numel,
-            nbytes=nbytes,
-            shared_nbytes=shared.get(path, 0),
-            fraction=nbytes / total if total else 0.0,
-            dtypes=self._sorted(dtypes),
-            devices=self._sorted(devices),
-            files=self._sorted(files),
-            nskipped=nskip,
-            partners=partners,
-            counted_in=counted,
-            view=view,
-            reason=reason,
-            kept=self.kept.get(path, ()),
-            categories=self.cats.get(path, ()),
+    def children(self, node: int) -> list[int]:
+        return self.kids_order[self.kid_cuts[node] : self.kid_cuts[node + 1]].tolist()
+
+    def count(self, node: int) -> int:
+        return int(self.kid_cuts[node + 1] - self.kid_cuts[node])
+
+    def node(self, k: int) -> Node:
+        """The Node of prefix ``k``, made once."""
+        made = self.nodes[k]
+        if made is not None:
+            return made
+        path = self.paths[k]
+        n, npar, nbuf, numel, nbytes, nskip = self.vals[k].tolist()
+        i = self.leaf.get(path)
+        view: TensorView | None = None
+        if i is not None:
+            kind, view, reason = self.cols.roles[i], self.view(i), ""
+            partners, counted = self.partners.get(path, ()), self.counted.get(path, ())
+        else:
+            kind, partners, counted = ("skipped" if path in self.reasons else ""), (), ()
+            reason = self.reasons.get(path, "")
+        classes = self.cols.classes
+        made = self.nodes[k] = record(
+            Node,
+            (
+                path,
+                str(classes.get(path, kind)) if path in classes else kind,
+                _Kids(self, k),
+                n,
+                npar,
+                nbuf,
+                numel,
+                nbytes,
+                self.shared.get(path, 0),
+                nbytes / self.total if self.total else 0.0,
+                self._words(0, k),
+                self._words(1, k),
+                self._words(2, k),
+                nskip,
+                partners,
+                counted,
+                view,
+                reason,
+                self.cats.get(path, ()),
+                self.kept.get(path, ()),
+                self.unpacked.piece(path) if self.unpacked else None,
+                self.unpacked.of(k) if self.unpacked else (),
+            ),
         )
+        return made
+
+
+class _Kids(Sequence):
+    """A node's children, largest first, made on first read (compares like a tuple)."""
+
+    __slots__ = ("store", "at", "made")
+
+    def __init__(self, store: _Store, at: int) -> None:
+        self.store, self.at = store, at
+        self.made: tuple[Node, ...] | None = None
+
+    def _all(self) -> tuple[Node, ...]:
+        if self.made is None:
+            self.made = tuple(map(self.store.node, self.store.children(self.at)))
+        return self.made
+
+    def __len__(self) -> int:
+        return self.store.count(self.at) if self.made is None else len(self.made)
+
+    def __getitem__(self, k):
+        return self._all()[k]
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (tuple, _Kids)) and tuple(self) == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return repr(self._all())
+
+
+class _Unpacked:
+    """``Node.unpacked`` and ``Node.piece`` where some tensors are stored in pieces: the
+    logical tensor's node, else the pieces' prefix (the module for a GPTQ qweight) holds the
+    logical tensor; its size in its logical dtype counts there, once, if some piece owns
+    bytes (a tied weight's second name owns none). Worked out for the prefixes above pieces."""
+
+    def __init__(self, store: _Store, layout: LayoutLike, cols: _Columns) -> None:
+        self.store = store
+        self.pieces: dict[str, Piece] = {}
+        self.own: dict[str, int] = {}
+        names, counted = layout.names, set()
+        for i in sorted(cols.pieces):
+            pc, name, own = cols.pieces[i], names[i], int(cols.own[i])
+            inside = name == pc.of or name.startswith(pc.of + ".")  # bitsandbytes: "weight" is a piece
+            at = pc.of if inside else _prefixes(name)[-2]
+            self.pieces.setdefault(at, pc)
+            self.own.setdefault(at, 0)
+            if own and pc.of not in counted:
+                counted.add(pc.of)
+                self.own[at] += logical_nbytes(pc) or own
+        self.done: dict[int, tuple] = {}
+        marked: dict[int, int] = {}  # node -> its level
+        for k in (store.ids[p] for p in [*self.pieces, *(names[i] for i in cols.pieces)] if p in store.ids):
+            while k >= 0 and k not in marked:
+                marked[k] = store.level[k]
+                k = int(store.parent[k])
+        for k in sorted(marked, key=lambda k: -marked[k]):  # children first
+            self.done[k] = self._make(k, cols.pieces)
+
+    def _make(self, k: int, pieces: Mapping[int, Piece]) -> tuple:
+        """``Node.unpacked`` of node ``k``: ``()`` when nothing under it is stored in pieces; else
+        its logical tensors in their logical dtypes plus its other children as stored (a piece
+        itself counts 0: its prefix counts the logical tensor)."""
+        store = self.store
+        path = store.paths[k]
+        pc = self.pieces.get(path)
+        vp = pieces.get(store.leaf[path]) if path in store.leaf else None
+        if pc is None and vp is not None:
+            return 0, (vp.dtype,)
+        kids = store.children(k)
+        dtypes = {d for c in kids if self.done.get(c) for d in self.done[c][1]} | ({pc.dtype} if pc else set())
+        if not dtypes:
+            return ()
+        total = self.own.get(path, 0) + sum(
+            self.done[c][0] if self.done.get(c) else int(store.vals[c, 4]) for c in kids
+        )
+        return total, tuple(sorted(dtypes))
+
+    def piece(self, path: str) -> Piece | None:
+        return self.pieces.get(path)
+
+    def of(self, k: int) -> tuple:
+        return self.done.get(k, ())
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if a.size else a
 
 
 # -- text: one line per module or tensor, largest first ----------------------------------------
@@ -425,7 +614,7 @@ def _walk(node: Node, lead: str, indent: str, depth: int | None, cap: int | None
         rows.append((f"{indent}└─ … {len(rest)} more", f"{format_bytes(nbytes):>9} {share:6.1%}"))
 
 
-def alike_runs(children: tuple[Node, ...], least: int = 3) -> list[list[Node]]:
+def alike_runs(children: Sequence[Node], least: int = 3) -> list[list[Node]]:
     """Children split into runs; ``least`` or more alike numbered modules in a row (the layers
     of a transformer: same class, bytes and elements) form one run, shown once."""
     out: list[list[Node]] = []
