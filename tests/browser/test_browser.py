@@ -13,28 +13,21 @@ either, the test is skipped with the reason, never passed.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from tensorviz.explorer.static import src_mark
 from tests.helpers.lab_notebooks import BIG, LLAMA, TINY
 from tests.helpers.labserver import (
+    SHOTS,
     chromium,
     lab_server,
-    launched_chromium,
     open_notebook,
     run_all,
     run_cell,
-    watched_page,
     write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 
 
 @pytest.fixture(scope="module")
@@ -58,21 +51,6 @@ def lab(tmp_path_factory):
     write_notebook(root, "llama.ipynb", [LLAMA])
     with lab_server(root, side, SHOTS) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(60_000) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, request):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg = watched_page(browser, 1400, 1100, 60_000)
-    yield pg
-    pg.screenshot(path=str(SHOTS / f"final_{request.node.name}.png"))  # the last state, also on failure
-    pg.close()
 
 
 def _explorer(page, nth: int = 0, timeout: float = 60_000):

@@ -9,13 +9,11 @@ Needs Debian's ``chromium`` and the ``playwright`` package, else it is skipped w
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers.labserver import launched_chromium
+from tests.helpers.labserver import SHOTS, launched_chromium
 
 pytest.importorskip("anywidget")
 
@@ -23,7 +21,6 @@ import tensorviz as tv  # noqa: E402
 from tensorviz.explorer.explain_widget import ESM  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
-SHOTS = Path(os.environ.get("SHOTS_DIR", "/tmp/tensorviz-shots"))  # screenshots to look at, never committed
 
 
 def page(widget, width: int = 900) -> str:

@@ -8,7 +8,6 @@ must read exactly as it does there. Screenshots go to ``test-artifacts/browser/e
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -16,24 +15,15 @@ import torch
 
 import tensorviz as tv
 from tests.helpers.lab_notebooks import TINY
-from tests.helpers.labserver import launched_chromium, watched_page
+from tests.helpers.labserver import SHOTS, watched_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
-
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 
 
 def _tiny_lm() -> torch.nn.Module:
     ns: dict = {}
     exec(TINY.split("ex = tv.explore")[0], ns)  # the notebook's own model, built here
     return ns["model"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(30_000) as b:
-        yield b
 
 
 @pytest.fixture

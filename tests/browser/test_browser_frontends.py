@@ -14,7 +14,6 @@ Screenshots go to ``test-artifacts/browser/frontend_*.png``.
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import subprocess
 import sys
@@ -27,19 +26,17 @@ import pytest
 
 from tests.helpers.lab_notebooks import TINY
 from tests.helpers.labserver import (
+    SHOTS,
     TOKEN,
     free_port,
     isolated_env,
     kernels,
-    launched_chromium,
-    watched_page,
     write_notebook,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+PAGE_SIZE = (1300, 1000)  # the shared page fixture's viewport (tests/browser/conftest.py)
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 # What a reader sees: visible decoded <img> outputs and drawn explorer canvases (as in test_browser_routes).
 PICTURES = """() => [...document.querySelectorAll('img, .tvz-cv-scroll canvas')]
   .filter(e => e.offsetParent !== null && e.getBoundingClientRect().width > 50
@@ -76,21 +73,6 @@ def _server(cmd: list[str], cwd: Path, side: Path, probe: str) -> Iterator[None]
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(120_000) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, request):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg = watched_page(browser, 1300, 1000, 120_000)
-    yield pg
-    pg.screenshot(path=str(SHOTS / f"frontend_final_{request.node.name}.png"), full_page=True)
-    pg.close()
 
 
 def _hover(page, name: str) -> None:

@@ -14,17 +14,15 @@ screenshots go to ``test-artifacts/browser/model_first_*.png``, the heights to
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from tests.helpers.lab_notebooks import EXPLAIN, GPT2, LLAMA, SEED
 from tests.helpers.labserver import (
+    SHOTS,
     TOKEN,
     lab_server,
-    launched_chromium,
     open_notebook,
     run_all,
     watched_page,
@@ -33,8 +31,6 @@ from tests.helpers.labserver import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 MODELS = {"seed": SEED, "gpt2": GPT2, "llama70b": LLAMA}
 TWO_SCREENS = 1400  # px: two screens of a 1024 x 768 window, less the browser's and Lab's bars
 
@@ -62,12 +58,6 @@ def lab(tmp_path_factory):
         write_notebook(root, f"{stem}.ipynb", [cell])
     with lab_server(root, side, SHOTS) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(120_000) as b:
-        yield b
 
 
 def _theme(lab: str, name: str) -> None:

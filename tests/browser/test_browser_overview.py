@@ -11,16 +11,13 @@ skipped with the reason. Screenshots go to ``test-artifacts/browser/``.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from tests.helpers.lab_notebooks import FREED, LLAMA_TIED
 from tests.helpers.labserver import (
+    SHOTS,
     chromium,
     lab_server,
-    launched_chromium,
     open_notebook,
     run_all,
     watched_page,
@@ -29,8 +26,6 @@ from tests.helpers.labserver import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 LANE_H = 20  # canvas.js: pixels a lane
 
 # Every element of the model map that ends outside the panel, or whose text is cut (scrollWidth
@@ -57,12 +52,6 @@ def lab(tmp_path_factory):
     write_notebook(root, "freed.ipynb", [FREED])
     with lab_server(root, side, SHOTS) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(120_000) as b:
-        yield b
 
 
 def _open(browser, lab, name: str, width: int):

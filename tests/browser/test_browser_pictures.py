@@ -11,12 +11,12 @@ Screenshots go to ``test-artifacts/browser/pictures_<theme>_<width>.png``.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.labserver import (
+    SHOTS,
     chromium,
     lab_server,
     launched_chromium,
@@ -28,8 +28,6 @@ from tests.helpers.labserver import (
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 
 CELLS = [
     """\

@@ -17,7 +17,6 @@ Screenshots go to ``test-artifacts/browser/routes_*.png``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -28,11 +27,11 @@ import pytest
 from tensorviz.explorer.static import src_mark
 from tests.helpers.lab_notebooks import TINY
 from tests.helpers.labserver import (
+    SHOTS,
     TOKEN,
     isolated_env,
     kernels,
     lab_server,
-    launched_chromium,
     open_notebook,
     run_all,
     watched_page,
@@ -41,8 +40,6 @@ from tests.helpers.labserver import write_notebook as _write
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(400)]
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 STATE = "application/vnd.jupyter.widget-state+json"
 VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -78,21 +75,6 @@ def lab(tmp_path_factory):
     _write(root, "explore.ipynb", [TINY])
     with lab_server(root, side, SHOTS) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(60_000) as b:
-        yield b
-
-
-@pytest.fixture
-def page(browser, request):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg = watched_page(browser, 1400, 1100, 60_000)
-    yield pg
-    pg.screenshot(path=str(SHOTS / f"routes_final_{request.node.name}.png"))
-    pg.close()
 
 
 def _open_saved(lab, page, name: str) -> None:

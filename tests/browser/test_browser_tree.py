@@ -8,17 +8,20 @@ skipped with the reason. The screenshot goes to ``test-artifacts/browser/explore
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-from tests.helpers.labserver import chromium, lab_server, launched_chromium, open_notebook, run_cell, write_notebook
+from tests.helpers.labserver import (
+    SHOTS,
+    chromium,
+    lab_server,
+    launched_chromium,
+    open_notebook,
+    run_cell,
+    write_notebook,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 
 MODEL = """\
 import torch

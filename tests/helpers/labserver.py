@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"  # screenshots to look at
 TOKEN = "tensorviz-browser-test"
 CHROME_ARGS = [
     "--no-sandbox",
