@@ -21,7 +21,10 @@ from typing import Any
 from tensorviz.core.errors import OptionError
 from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.layout import Layout
+from tensorviz.core.rows import gc_paused
 from tensorviz.loadcheck.fixes import state_dict_fixes
+from tensorviz.loadcheck.replay import load_state_dict as replay_load_state_dict
+from tensorviz.loadcheck.replay import replays
 from tensorviz.loadcheck.report import Conflict, LoadReport
 
 __all__ = ["load_check", "LOADERS", "model_twin", "source_twin", "meta_model_from_config", "config_from"]
@@ -109,7 +112,10 @@ def _torch_keys(twin: Any, source: OrderedDict, strict: bool, assign: bool) -> t
     twin.register_load_state_dict_post_hook(record)
     error = None
     try:
-        twin.load_state_dict(source, strict=strict, assign=assign)
+        if replays(twin):  # torch's own load_state_dict, each child's share cut in one pass
+            replay_load_state_dict(twin, source, strict=strict, assign=assign)
+        else:  # a subclass's own load_state_dict
+            twin.load_state_dict(source, strict=strict, assign=assign)
     except Exception as err:  # noqa: BLE001 -- whatever torch raises is the prediction
         error = f"{type(err).__name__}: {err}"
     return seen.get("missing", []), seen.get("unexpected", []), error
@@ -301,7 +307,8 @@ def load_check(
     if loader_kwargs and loader in ("load_state_dict", "safetensors.load_model"):
         raise OptionError(f"{loader} takes no loader_kwargs (only strict= and assign=)")
     call = Call(strict, assign, dict(loader_kwargs or {}))
-    facts, name, where = LOADERS[loader](model, source, call)
+    with gc_paused():  # thousands of twins and records: no collector pass over the caller's heap
+        facts, name, where = LOADERS[loader](model, source, call)
     words = ", ".join(f"{k}={v!r}" for k, v in call.kwargs.items())
     return LoadReport(loader=loader, model=name, source=where, strict=strict, assign=assign, keywords=words, **facts)
 
