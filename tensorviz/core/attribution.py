@@ -15,6 +15,7 @@ footprints compared, never a union grown run set by run set.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -123,21 +124,60 @@ def _paint(lo: np.ndarray, hi: np.ndarray, value: np.ndarray, m: int, op: np.ufu
     return tree[size : size + m]
 
 
+@dataclass(frozen=True)
+class Painted:
+    """The overlap groups attributed in one numpy pass (:func:`owners`), as columns: painted
+    group ``g`` is ``groups[g]`` of the layout's overlap groups, its members the views
+    ``members[first[g] : first[g] + size[g]]`` (source order; member ``k`` is bit ``k`` of a
+    mask); per distinct ``(group, readers)`` an entry: its group ``gid``, the bit ``mask`` of
+    the members reading those bytes and how many bytes ``nbytes``. The byte's owner is the
+    mask's lowest bit (first reader wins)."""
+
+    groups: np.ndarray
+    members: np.ndarray
+    first: np.ndarray
+    size: np.ndarray
+    gid: np.ndarray
+    mask: np.ndarray
+    nbytes: np.ndarray
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Who owns which bytes (see :func:`owners`)."""
+
+    own: list[int]  # per view, the bytes it owns (first reader wins)
+    groups: list[tuple[str, ...]]  # the overlap groups of two or more names
+    partners: dict  # per shared name, the names whose bytes intersect its own
+    counted: dict  # per name not owning all it reads, (relation, first earlier partner)
+    distinct: Callable[[list[str]], int]  # the distinct bytes of some names of one group
+    painted: Painted | None  # the groups attributed in one numpy pass, as columns
+
+
 def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], dict, dict, Callable]:
     """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
     per shared name its partners (names whose bytes intersect its own); per name that does not
     own all it reads, ``(relation, first earlier partner)``; the distinct bytes of some names of
-    one group, as a function."""
-    views = layout.views
-    own = [v.footprint_nbytes for v in views]
-    pos = {v.name: i for i, v in enumerate(views)}
+    one group, as a function (see :func:`owners`)."""
+    a = owners(layout)
+    return a.own, a.groups, a.partners, a.counted, a.distinct
+
+
+def owners(layout: LayoutLike) -> Attribution:
+    """First reader wins over every overlap group: groups of at most 64 exact footprints (ties,
+    slices, strided views) in one numpy pass over all of them (:func:`_painted`), the rest (big
+    groups, towers) one by one."""
+    own = _footprint_nbytes(layout)
+    pos = {n: i for i, n in enumerate(layout.names)}
     groups = [g.names for g in layout.shared("overlap")]
     partners: dict[str, Sequence[str]] = {}
     runs: dict[str, _Runs] = {}
+    counted: dict[str, tuple[str, str]] = {}
     owned: list[int] | np.ndarray
-    dense = _dense_groups(layout, groups, pos, own, partners, runs)
+    painted = _painted(layout, groups, pos, own, partners, counted)
+    done = set(painted.groups.tolist()) if painted is not None else set()
     for g, names in enumerate(groups):
-        if g in dense:
+        if g in done:
             continue
         pieces = [layout.footprint_piece(n) for n in names]
         if any(isinstance(p, periodic.Tower) for p in pieces):
@@ -153,12 +193,10 @@ def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], d
             partners.update({n: Others(names, k) for k, n in enumerate(names)})
         else:
             partners.update({n: tuple(names[j] for j in near[k]) for k, n in enumerate(names)})
-    counted = {}
-    for names in groups:
         for name in names:
             earlier = next((p for p in partners[name] if pos[p] < pos[name]), None)  # stops at the first
-            if earlier is not None and own[pos[name]] < views[pos[name]].footprint_nbytes:
-                rel = record_relation(views[pos[name]], views[pos[earlier]]) or layout.relation(name, earlier)
+            if earlier is not None and own[pos[name]] < layout[name].footprint_nbytes:
+                rel = record_relation(layout[name], layout[earlier]) or layout.relation(name, earlier)
                 counted[name] = (rel, earlier)
 
     def distinct(inside: list[str]) -> int:
@@ -171,60 +209,147 @@ def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], d
             return union.total
         return layout.union_nbytes(inside)
 
-    return own, groups, partners, counted, distinct
+    return Attribution(own, groups, partners, counted, distinct, painted)
 
 
 #: Groups with more runs than this go to :func:`~tensorviz.core.attribution.first_reader`.
 _SMALL_GROUP = 256
 
 
-def _dense_groups(layout: LayoutLike, groups: list, pos: dict, own: list, partners: dict, runs: dict) -> set[int]:
-    """First reader wins for every group of at most 64 dense, non-empty views (each footprint
-    one run ``[start, stop)``: tied weights, row slices of a fused weight) in one numpy pass:
-    the groups are laid side by side on one byte axis and painted together (see
-    :func:`first_reader`); partners from the pairwise overlaps of the runs. Fills ``own``,
-    ``partners`` and ``runs`` for them as :func:`_small_first` would, and returns their indices
-    (what it answers, per group, equals the per-group path: tests/core/test_attribution.py)."""
+def _footprint_nbytes(layout: LayoutLike) -> list[int]:
+    """Each view's footprint bytes, from the layout's columns when it has them."""
+    t = getattr(layout, "_table", None)
+    if t is None:
+        return [v.footprint_nbytes for v in layout.views]
+    return _footprints(t).tolist()
+
+
+def _footprints(t) -> np.ndarray:
+    """Per view of a layout's columns, its footprint bytes."""
+    return np.fromiter((g.footprint for g in t.geos), np.int64, len(t.geos))[t.gid] * t.itemsize
+
+
+def _painted(layout: LayoutLike, groups: list, pos: dict, own: list, partners: dict, counted: dict) -> Painted | None:
+    """First reader wins for every group of at most 64 exact footprints (not towers) in one
+    numpy pass: the groups are laid side by side on one byte axis and every elementary piece
+    painted with the bit mask of its readers (see :func:`first_reader`); a piece belongs to
+    the lowest bit. Fills ``own``, ``partners`` and ``counted`` for them as the per-group
+    path would (tests/core/test_attribution.py, tests/core/test_tree_reference.py)."""
     t = getattr(layout, "_table", None)
     if t is None or not groups:
-        return set()
+        return None
     sizes = np.fromiter(map(len, groups), np.int64, len(groups))
     rows = np.fromiter((pos[n] for names in groups for n in names), np.int64, int(sizes.sum()))
     first = np.cumsum(sizes) - sizes
-    start, stop = t.start[rows], t.stop[rows]
-    ok = np.logical_and.reduceat(t.dense[rows] & (stop > start), first) & (sizes <= 64)
+    tower = np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid[rows]]
+    fine = t.exact[rows] & ~tower & (t.stop[rows] > t.start[rows])
+    ok = np.logical_and.reduceat(fine, first) & (sizes <= 64)
     if not ok.any():
-        return set()
+        return None
     keep = np.repeat(ok, sizes)
-    gid = np.repeat(np.arange(len(groups)), sizes)[keep]
-    lo = np.minimum.reduceat(start, first)
-    span = np.maximum.reduceat(stop, first) - lo
-    shift = (np.cumsum(span) - span - lo)[gid]  # group g's bytes at [sum of the spans before it, ...)
-    a, b = start[keep] + shift, stop[keep] + shift
-    edges, at = _ranked(np.stack([a, b], 1).ravel())
-    painted = _paint(at[0::2], at[1::2], np.arange(a.size, dtype=np.int64), edges.size - 1, np.minimum, _NONE)
-    read = painted != _NONE
-    owned = np.bincount(painted[read], weights=np.diff(edges)[read], minlength=a.size).astype(np.int64)
-    near = _pairs(a, b, sizes[ok], (np.cumsum(sizes[ok]) - sizes[ok]))
-    names = [n for g in np.flatnonzero(ok).tolist() for n in groups[g]]
-    for k, (name, o, lo_k, hi_k) in enumerate(zip(names, owned.tolist(), start[keep].tolist(), stop[keep].tolist())):
-        own[pos[name]] = o
-        partners[name] = tuple(names[j] for j in near[k])
-        runs[name] = _Runs.one(lo_k, hi_k)
-    return set(np.flatnonzero(ok).tolist())
+    members, size = rows[keep], sizes[ok]
+    mfirst = np.cumsum(size) - size
+    gid = np.repeat(np.arange(size.size), size)
+    rank = np.arange(members.size) - mfirst[gid]
+    start, stop = t.start[members], t.stop[members]
+    lo = np.minimum.reduceat(start, mfirst)
+    span = np.maximum.reduceat(stop, mfirst) - lo
+    base = np.cumsum(span) - span  # group g's bytes at [base[g], base[g] + span[g])
+    runs, who = fp.byte_runs_many(t.geos, t.gid[members], start, t.itemsize[members], np.arange(members.size))
+    runs = runs + (base - lo)[gid[who], None]
+    edges, at = _ranked(runs.ravel())
+    bits = np.left_shift(np.uint64(1), rank[who].astype(np.uint64))
+    mask = _paint(at[0::2], at[1::2], bits, edges.size - 1, np.bitwise_or, np.uint64(0))
+    read = mask != 0
+    piece_gid = np.searchsorted(base, edges[:-1][read], side="right") - 1
+    key_g, key_m, length = _sum_by(piece_gid, mask[read], np.diff(edges)[read])
+    low = _lowest_bit(key_m)
+    owned = np.bincount(mfirst[key_g] + low, weights=length, minlength=members.size).astype(np.int64)
+    for p, o in zip(members.tolist(), owned.tolist()):
+        own[p] = o
+    near = _partner_masks(key_g, key_m, mfirst, members.size)
+    near &= ~np.left_shift(np.uint64(1), rank.astype(np.uint64))
+    names = layout.names
+    _name_partners(names, members, mfirst[gid], near, partners)
+    painted = Painted(np.flatnonzero(ok), members, mfirst, size, key_g, key_m, length)
+    _counted(t, names, painted, gid, rank, near, own, counted)
+    return painted
 
 
-def _pairs(a: np.ndarray, b: np.ndarray, sizes: np.ndarray, first: np.ndarray) -> list[list[int]]:
-    """Per run ``[a[i], b[i])``, the indices (ascending) of the other runs of its group (groups:
-    ``sizes`` consecutive runs from ``first``) that share a byte with it."""
-    k = np.repeat(sizes, sizes)  # per run, its group's size
-    i = np.repeat(np.arange(a.size), k)
-    j = np.repeat(np.repeat(first, sizes), k) + (np.arange(i.size) - np.repeat(np.cumsum(k) - k, k))
-    hit = (i != j) & (np.maximum(a[i], a[j]) < np.minimum(b[i], b[j]))
-    i, j = i[hit], j[hit]
-    cuts = np.searchsorted(i, np.arange(a.size + 1))
-    js = j.tolist()
-    return [js[c:d] for c, d in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
+def _sum_by(g: np.ndarray, m: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct ``(g, m)`` pairs (sorted) and the sum of ``n`` over each."""
+    order = np.lexsort((m, g))
+    g, m, n = g[order], m[order], n[order]
+    new = np.r_[True, (g[1:] != g[:-1]) | (m[1:] != m[:-1])] if g.size else np.zeros(0, bool)
+    cut = np.flatnonzero(new)
+    return g[cut], m[cut], np.add.reduceat(n, cut) if cut.size else n[:0]
+
+
+def _lowest_bit(m: np.ndarray) -> np.ndarray:
+    """The index of each mask's lowest set bit (masks non-zero)."""
+    low = m & (~m + np.uint64(1))
+    return np.log2(low.astype(np.float64)).astype(np.int64)  # powers of two are exact in float64
+
+
+def _partner_masks(g: np.ndarray, m: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
+    """Per member, the OR of the masks of the bytes it reads together with another member."""
+    near = np.zeros(n, dtype=np.uint64)
+    shared = (m & (m - np.uint64(1))) != 0
+    g, m = g[shared], m[shared]
+    for b in range(64):
+        if not m.size:
+            break
+        hit = ((m >> np.uint64(b)) & np.uint64(1)) != 0
+        np.bitwise_or.at(near, first[g[hit]] + b, m[hit])
+        more = (m >> np.uint64(b + 1)) != 0
+        g, m = g[more], m[more]
+    return near
+
+
+def _name_partners(names: Sequence[str], members: np.ndarray, first: np.ndarray, near: np.ndarray, out: dict) -> None:
+    """``out[name]``: the names of the bits of ``near`` (ascending: source order)."""
+    k, b = np.nonzero(((near[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)) != 0)
+    who = [names[p] for p in members[first[k] + b].tolist()]
+    cuts = np.searchsorted(k, np.arange(members.size + 1)).tolist()
+    for i, p in enumerate(members.tolist()):
+        out[names[p]] = tuple(who[cuts[i] : cuts[i + 1]])
+
+
+def _counted(
+    t, names: Sequence[str], pt: Painted, gid: np.ndarray, rank: np.ndarray, near: np.ndarray, own: list, out: dict
+) -> None:
+    """``out[name] = (relation, first earlier partner)`` for every member owning less than it
+    reads: the relation from the records when they settle it (identical), else from the bytes
+    both read (every footprint here is exact)."""
+    one = np.uint64(1)
+    before = near & (np.left_shift(one, rank.astype(np.uint64)) - one)
+    fpn = _footprints(t)[pt.members]
+    mine = np.asarray([own[p] for p in pt.members.tolist()], dtype=np.int64)
+    k = np.flatnonzero((before != 0) & (mine < fpn))
+    if not k.size:
+        return
+    e = pt.first[gid[k]] + _lowest_bit(before[k])
+    both = np.left_shift(one, rank[k].astype(np.uint64)) | np.left_shift(one, rank[e].astype(np.uint64))
+    cuts = np.searchsorted(pt.gid, np.arange(pt.size.size + 1))
+    lo, hi = cuts[gid[k]], cuts[gid[k] + 1]
+    idx = np.repeat(np.arange(k.size), hi - lo)
+    ent = np.arange(idx.size) - np.repeat(np.cumsum(hi - lo) - (hi - lo), hi - lo) + np.repeat(lo, hi - lo)
+    hit = (pt.mask[ent] & both[idx]) == both[idx]
+    inter = np.bincount(idx[hit], weights=pt.nbytes[ent[hit]], minlength=k.size).astype(np.int64)
+    a, b = pt.members[k], pt.members[e]
+    na, nb = fpn[k], fpn[e]
+    same = (t.start[a] == t.start[b]) & (t.gid[a] == t.gid[b]) & (t.did[a] == t.did[b])
+    words = np.where(
+        same,
+        "identical",
+        np.where(
+            (inter == na) & (inter == nb),
+            "same-bytes",
+            np.where(inter == nb, "contains", np.where(inter == na, "within", "overlaps")),
+        ),
+    )
+    for x, y, w in zip(a.tolist(), b.tolist(), words.tolist()):
+        out[names[x]] = (w, names[y])
 
 
 def _small_first(runs: list[_Runs]) -> tuple[list[int], list[tuple[int, ...]]]:

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tensorviz.core import hooks
-from tensorviz.core.attribution import Others, attribution
+from tensorviz.core.attribution import Attribution, Others, Painted, owners
 from tensorviz.core.categories import category_bytes, category_words, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.names import elide, shown, terminal
@@ -175,12 +175,10 @@ def model_tree(layout: LayoutLike) -> ModelTree:
     Columnar: every prefix is numbered once, per-prefix totals are sums over numpy columns
     (level by level, ``np.add.at``), and a :class:`Node` is made only when a caller reads it
     (``print`` folds repeated layers, so most nodes of a large model are never made)."""
-    own, distinct_groups, partners, counted, distinct = attribution(layout)
-    cols = _Columns(layout, np.asarray(own, dtype=np.int64))
-    grouped = {n for names in distinct_groups for n in names}
-    owned = {n: own[i] for i, n in enumerate(layout.names) if n in grouped}
-    shared = _shared_per_prefix(distinct_groups, owned, distinct)
-    store = _Store(layout, cols, shared, partners, counted, category_bytes(layout, own, _prefixes))
+    a = owners(layout)
+    cols = _Columns(layout, np.asarray(a.own, dtype=np.int64))
+    store = _Store(layout, cols, a.partners, a.counted, category_bytes(layout, a.own, _prefixes))
+    store.shared = _shared_bytes(a, store)
     return ModelTree(store.node(0), store.total, layout.storage_nbytes, bool(cols.mods), optimizer_name(layout), store)
 
 
@@ -208,6 +206,63 @@ def _parent(path: str) -> str:
     if len(path) >= MAX_DEPTH and path.count(".") >= MAX_DEPTH:
         return ".".join(path.split(".", MAX_DEPTH - 1)[: MAX_DEPTH - 1])
     return path.rpartition(".")[0]
+
+
+def _shared_bytes(a: Attribution, store: _Store) -> np.ndarray:
+    """Per node, the distinct bytes its names read minus the bytes attributed to it (nonzero
+    only for a prefix holding some but not all names of a shared group): for the painted
+    groups, from their (readers, bytes) entries in numpy (:func:`_painted_shared`), for the
+    others (big groups, towers) name by name."""
+    shared = np.zeros(len(store.paths), dtype=np.int64)
+    pt = a.painted
+    done = set(pt.groups.tolist()) if pt is not None else set()
+    if pt is not None and pt.members.size:
+        _painted_shared(pt, store, shared)
+    rest = [names for g, names in enumerate(a.groups) if g not in done]
+    if rest:
+        pos = store.leaf
+        owned = {n: a.own[pos[n]] for names in rest for n in names}
+        for path, nbytes in _shared_per_prefix(rest, owned, a.distinct).items():
+            shared[store.ids[path]] += nbytes
+    return shared
+
+
+def _painted_shared(pt: Painted, store: _Store, shared: np.ndarray) -> None:
+    """Adds to ``shared``, per node holding some but not all members of a painted group (mask
+    ``inside``), the bytes of the group read inside whose first reader is outside."""
+    one = np.uint64(1)
+    gid = np.repeat(np.arange(pt.size.size), pt.size)
+    bit = np.left_shift(one, (np.arange(pt.members.size) - pt.first[gid]).astype(np.uint64))
+    node, g, m = store.leaves[pt.members], gid, bit
+    nodes, gs, ms = [node], [g], [m]
+    while node.size:
+        node = store.parent[node]
+        keep = node >= 0
+        node, g, m = node[keep], g[keep], m[keep]
+        nodes.append(node)
+        gs.append(g)
+        ms.append(m)
+    key_g, key_n, inside = _or_by(np.concatenate(gs), np.concatenate(nodes), np.concatenate(ms))
+    size = pt.size[key_g].astype(np.uint64)
+    full = np.where(size >= 64, ~np.uint64(0), np.left_shift(one, size % np.uint64(64)) - one)
+    part = inside != full
+    key_g, key_n, inside = key_g[part], key_n[part], inside[part]
+    cuts = np.searchsorted(pt.gid, np.arange(pt.size.size + 1))
+    lo, n = cuts[key_g], cuts[key_g + 1] - cuts[key_g]
+    idx = np.repeat(np.arange(key_g.size), n)
+    ent = np.arange(idx.size) - np.repeat(np.cumsum(n) - n, n) + np.repeat(lo, n)
+    m, mine = pt.mask[ent], inside[idx]
+    owner = m & (~m + one)
+    hit = ((m & mine) != 0) & ((owner & mine) == 0)
+    np.add.at(shared, key_n[idx[hit]], pt.nbytes[ent[hit]])
+
+
+def _or_by(g: np.ndarray, n: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Distinct ``(g, n)`` pairs and the OR of ``m`` over each."""
+    order = np.lexsort((n, g))
+    g, n, m = g[order], n[order], m[order]
+    cut = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (n[1:] != n[:-1])]) if g.size else np.zeros(0, np.int64)
+    return g[cut], n[cut], np.bitwise_or.reduceat(m, cut) if cut.size else m[:0]
 
 
 def _shared_per_prefix(groups: list[tuple[str, ...]], own: dict[str, int], distinct: Callable) -> dict[str, int]:
@@ -297,23 +352,8 @@ class _Store:
     its parent, level and totals, children sorted largest first, and a :class:`Node` made on
     first read."""
 
-    def __init__(
-        self,
-        layout: LayoutLike,
-        cols: _Columns,
-        shared: Mapping[str, int],
-        partners: Mapping,
-        counted: Mapping,
-        cats: Mapping,
-    ) -> None:
-        self.layout, self.cols, self.shared, self.partners, self.counted, self.cats = (
-            layout,
-            cols,
-            shared,
-            partners,
-            counted,
-            cats,
-        )
+    def __init__(self, layout: LayoutLike, cols: _Columns, partners: Mapping, counted: Mapping, cats: Mapping) -> None:
+        self.layout, self.cols, self.partners, self.counted, self.cats = layout, cols, partners, counted, cats
         names = layout.names
         skipped = layout.skipped
         self.reasons: dict[str, str] = {}
@@ -323,7 +363,7 @@ class _Store:
         self.ids, self.paths = ids, paths
         n, nv = len(paths), len(names)
         self.leaf = {names[i]: i for i in range(nv)}  # a name's view (the last of a repeated name)
-        leaves = np.fromiter((ids[p] for p in names), np.int64, nv)
+        leaves = self.leaves = np.fromiter((ids[p] for p in names), np.int64, nv)
         sk_leaves = np.fromiter((ids[sk.name] for sk in skipped), np.int64, len(skipped))
         parent_arr = np.asarray(parent, dtype=np.int64)
         level = self.level = np.fromiter((min(p.count(".") + 1, MAX_DEPTH) if p else 0 for p in paths), np.int64, n)
@@ -350,6 +390,7 @@ class _Store:
         self.kids_order = order
         self.kid_cuts = np.searchsorted(parent_arr[order], np.arange(n + 1))
         self.nodes: list[Node | None] = [None] * n
+        self.shared = np.zeros(n, dtype=np.int64)  # see _shared_bytes
         self.tuples: dict[tuple, tuple[str, ...]] = {}
         self.kept = storages_kept_alive(layout)
         self.unpacked = _Unpacked(self, layout, cols) if cols.pieces else None
@@ -436,7 +477,7 @@ class _Store:
                 nbuf,
                 numel,
                 nbytes,
-                self.shared.get(path, 0),
+                int(self.shared[k]),
                 nbytes / self.total if self.total else 0.0,
                 self._words(0, k),
                 self._words(1, k),
