@@ -180,7 +180,7 @@ def owners(layout: LayoutLike) -> Attribution:
         if g in done:
             continue
         pieces = [layout.footprint_piece(n) for n in names]
-        if any(isinstance(p, periodic.Tower) for p in pieces):
+        if any(map(periodic.is_periodic, pieces)):
             owned, near = _towers_first(pieces)
         elif sum(len(p) for p in pieces) > _SMALL_GROUP:
             owned, near = first_reader(pieces)

@@ -22,7 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorviz.core.towers import is_row_major, listed, tower_geometry
+from tensorviz.core import periodic
+from tensorviz.core import towers as tw
+from tensorviz.core.runsets import EMPTY, intersection_nbytes, total, union
+from tensorviz.core.runsets import freeze as _freeze
+from tensorviz.core.towers import is_row_major
 
 __all__ = [
     "RUN_BUDGET",
@@ -51,14 +55,10 @@ __all__ = [
 #: ``exact=False`` -- an upper bound that tensorviz flags everywhere it is used, never silently.
 RUN_BUDGET = 1 << 24
 
-#: Views needing more runs than this are not listed but kept as a tower: copies of a base run set
-#: at a fixed period (see :func:`tower_geometry` and :mod:`tensorviz.core.periodic`), measured
-#: exactly without listing them.
+#: Views needing more runs than this are not listed but kept as towers: copies of a base at a
+#: fixed period, storey on storey (see :func:`~tensorviz.core.towers.tower_form` and
+#: :mod:`tensorviz.core.periodic`), measured exactly without listing them.
 EXPLICIT_BUDGET = 1 << 20
-
-
-EMPTY = np.zeros((0, 2), dtype=np.int64)
-EMPTY.flags.writeable = False
 
 
 @dataclass(frozen=True)
@@ -194,8 +194,8 @@ class Geometry:
         contiguous: torch's row-major contiguity.
         runs: canonical element runs of the footprint (None when dense, empty or a tower).
         shape, stride: as plain tuples of ints.
-        tower: ``(base element runs, period, count)`` when the footprint needs more than
-            :data:`EXPLICIT_BUDGET` runs and is kept as copies of a base (else None); exact.
+        tower: when the footprint needs more than :data:`EXPLICIT_BUDGET` runs, the element
+            towers whose union it is (:func:`~tensorviz.core.towers.tower_form`; else None); exact.
     """
 
     __slots__ = ("numel", "reach", "footprint", "dense", "exact", "contiguous", "runs", "shape", "stride", "tower")
@@ -215,7 +215,7 @@ class Geometry:
         self.numel, self.reach, self.footprint = numel, reach, footprint
         self.dense, self.exact, self.contiguous, self.runs = dense, exact, contiguous, runs
         self.shape, self.stride = shape, stride
-        self.tower: tuple[np.ndarray, int, int] | None = None
+        self.tower: list[np.ndarray | tw.Tower] | None = None
 
     def byte_runs(self, start: int, itemsize: int) -> np.ndarray:
         """The footprint of a view with this geometry starting at byte ``start``.
@@ -223,7 +223,9 @@ class Geometry:
         A tower is listed run by run up to :data:`RUN_BUDGET` runs; above, its span stands in
         (an upper bound: measure it with :mod:`tensorviz.core.periodic` instead)."""
         if self.tower is not None:
-            return _freeze(listed(self.tower, self.reach, RUN_BUDGET) * itemsize + start)
+            if sum(tw.nruns(p) for p in self.tower) > RUN_BUDGET:
+                return _freeze(np.array([[start, start + self.reach * itemsize]], dtype=np.int64))
+            return _freeze(union(*map(tw.listed, self.tower)) * itemsize + start)
         if self.runs is None:
             return _freeze(np.array([[start, start + self.reach * itemsize]], dtype=np.int64)) if self.reach else EMPTY
         return _freeze(self.runs * itemsize + start)
@@ -254,11 +256,13 @@ def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = N
     if run is not None:
         return Geometry(numel, run[1], run[1], True, True, contiguous, None, shape, stride)
     reach = span(0, shape, stride, 1)[1]
-    tower = tower_geometry(shape, stride, EXPLICIT_BUDGET)
-    if isinstance(tower, tuple):
-        geo = Geometry(numel, reach, total(tower[0]) * tower[2], False, True, contiguous, None, shape, stride)
-        geo.tower = (_freeze(tower[0]), tower[1], tower[2])
-        return geo
+    form = tw.tower_form(shape, stride, EXPLICIT_BUDGET)
+    if isinstance(form, list):
+        u = periodic.Union(form)
+        if u.exact:
+            geo = Geometry(numel, reach, u.nbytes, False, True, contiguous, None, shape, stride)
+            geo.tower = form
+            return geo
     f = footprint(0, shape, stride, 1, budget)
     if not f.exact:
         return Geometry(numel, reach, reach, False, False, contiguous, f.runs, shape, stride)
@@ -304,52 +308,10 @@ def _merge_equal_length(starts: np.ndarray, length: int) -> np.ndarray:
     return np.stack((starts[firsts], starts[lasts] + length), axis=1)
 
 
-def _freeze(runs: np.ndarray) -> np.ndarray:
-    runs = np.ascontiguousarray(runs, dtype=np.int64)
-    runs.flags.writeable = False
-    return runs
-
-
 def as_runs(pairs: Iterable[tuple[int, int]] | np.ndarray) -> np.ndarray:
     """Canonical run set from any ``[a, b)`` pairs (unsorted, overlapping, empty ones dropped)."""
     arr = np.asarray(list(pairs) if not isinstance(pairs, np.ndarray) else pairs, dtype=np.int64)
     return union(arr.reshape(-1, 2))
-
-
-def union(*run_sets: np.ndarray) -> np.ndarray:
-    """Union of run sets (or of any ``(k, 2)`` arrays of half-open ranges)."""
-    runs = np.concatenate([np.asarray(r, dtype=np.int64).reshape(-1, 2) for r in run_sets]) if run_sets else EMPTY
-    runs = runs[runs[:, 1] > runs[:, 0]]
-    if runs.shape[0] <= 1:
-        return _freeze(runs.copy())
-    runs = runs[np.argsort(runs[:, 0], kind="stable")]
-    ends = np.maximum.accumulate(runs[:, 1])
-    new = np.empty(runs.shape[0], dtype=bool)
-    new[0] = True
-    new[1:] = runs[1:, 0] > ends[:-1]  # abutting runs merge
-    firsts = np.flatnonzero(new)
-    lasts = np.concatenate((firsts[1:] - 1, [runs.shape[0] - 1]))
-    return _freeze(np.stack((runs[firsts, 0], ends[lasts]), axis=1))
-
-
-def total(runs: np.ndarray) -> int:
-    """Number of bytes in a canonical run set."""
-    return int((runs[:, 1] - runs[:, 0]).sum()) if len(runs) else 0
-
-
-def intersection_nbytes(a: np.ndarray, b: np.ndarray) -> int:
-    """Bytes common to two canonical run sets (a linear sweep over their endpoints)."""
-    if len(a) == 0 or len(b) == 0:
-        return 0
-    if a[-1, 1] <= b[0, 0] or b[-1, 1] <= a[0, 0]:
-        return 0
-    if len(a) == 1 and len(b) == 1:
-        return max(0, int(min(a[0, 1], b[0, 1]) - max(a[0, 0], b[0, 0])))
-    pos = np.concatenate((a[:, 0], a[:, 1], b[:, 0], b[:, 1]))
-    delta = np.concatenate((np.ones(len(a)), -np.ones(len(a)), np.ones(len(b)), -np.ones(len(b)))).astype(np.int8)
-    order = np.argsort(pos, kind="stable")
-    pos, depth = pos[order], np.cumsum(delta[order])
-    return int((np.diff(pos)[depth[:-1] == 2]).sum())
 
 
 def contains(outer: np.ndarray, inner: np.ndarray) -> bool:

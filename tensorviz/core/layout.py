@@ -341,9 +341,9 @@ class Layout:
             t.sidx, t.start, t.stop, t.dense, t.nbytes, self._runs_of, tower if tower.any() else None, self._tower_at
         )
 
-    def _tower_at(self, i: int) -> periodic.Tower:
-        """View ``i``'s footprint, a tower (the sweep asks only for those)."""
-        return cast(periodic.Tower, self._piece_at(i))
+    def _tower_at(self, i: int) -> periodic.Tower | periodic.Union:
+        """View ``i``'s footprint, a tower or a union of towers (the sweep asks only for those)."""
+        return cast("periodic.Tower | periodic.Union", self._piece_at(i))
 
     def _runs_at(self, i: int) -> np.ndarray:
         t = self._table
@@ -354,7 +354,7 @@ class Layout:
         t = self._table
         return fp.byte_runs_many(t.geos, t.gid[views], t.start[views], t.itemsize[views], views)
 
-    def _piece_at(self, i: int) -> np.ndarray | periodic.Tower:
+    def _piece_at(self, i: int) -> np.ndarray | periodic.Tower | periodic.Union:
         return rel.piece_at(self._table, i)
 
     def _member_positions(self, s: int) -> np.ndarray:
@@ -596,9 +596,9 @@ class Layout:
         return lookup[name]
 
     # -- relations (tensorviz.core.relations) ---------------------------------------------
-    def footprint_piece(self, name: str) -> np.ndarray | periodic.Tower:
+    def footprint_piece(self, name: str) -> np.ndarray | periodic.Tower | periodic.Union:
         """The exact footprint of a view: canonical byte runs, or a
-        :class:`~tensorviz.core.periodic.Tower` when it has too many runs to list
+        :class:`~tensorviz.core.periodic.Tower` (or the exact Union of a few) when it has too many runs to list
         (measure it with :func:`union_nbytes` or :func:`~tensorviz.core.periodic.intersection_nbytes`)."""
         return self._piece_at(self._position(name))
 

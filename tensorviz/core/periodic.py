@@ -1,19 +1,24 @@
 """Footprints too large to list run by run, measured exactly as arithmetic progressions of runs.
 
 Pure numpy. The even bytes of a 32 MiB buffer are 16 Mi runs, and ``x[:, ::2]`` of a 50k x 4096
-weight is 102 Mi: listing them costs gigabytes. Such a footprint is a :class:`Tower`: ``count``
-copies of a small canonical run set ``base`` (its *reach* at most ``period``), the copy ``j``
-placed at ``start + j * period``. Copies never overlap, so a tower's size is
-``count * total(base)`` and the bytes of it below any address come from one division and one
-search in ``base`` (:meth:`Tower.below`).
+weight is 102 Mi: listing them costs gigabytes. Such a footprint is a :class:`Tower`
+(:mod:`tensorviz.core.towers`): ``count`` copies of a base at ``start + j * period``, the base a
+small canonical run set or itself a tower (one storey per strided level: the even elements of
+each row's first half are rows of progressions). Copies never overlap, so a tower's size is
+``count`` times its base's, and the bytes of it below any address come from one division per
+storey and one search in the bottom run set (:meth:`Tower.below`). A view whose levels
+interleave is the exact union of a few towers of one period.
 
-A *piece* is either a canonical run set (``(k, 2)`` int64) or a Tower. :class:`Union` measures the
-union of any pieces exactly: towers of one period are cut into *row segments* (stretches of
-``period``-wide rows in which the same copies are present), each segment one repeated pattern;
-towers of different periods are first rewritten to their least common multiple. Listed runs join
-by inclusion-exclusion against the towers' union. Never a run per copy: the cost is in the number
-of pieces and the size of their bases. When a rewrite would make a base over
-:data:`BASE_BUDGET` runs the union is only an upper bound and says so (``exact`` False).
+A *piece* is a canonical run set (``(k, 2)`` int64), a Tower or a :class:`Union`. :class:`Union`
+measures the union of any pieces exactly: towers of one period are cut into *row segments*
+(stretches of ``period``-wide rows in which the same copies are present), each segment one
+repeated pattern (a run set, or the Union of the storeys below, clipped to the row); towers of
+different periods are first rewritten to their least common multiple, ``f`` copies of a base
+becoming one storey of the rewritten tower (nothing listed). Listed runs join by
+inclusion-exclusion against the towers' union. Never a run per copy: the cost is in the number
+of pieces and storeys. Only where towers of different periods meet within one row of their
+common period (nothing repeats) are their runs listed, up to :data:`BASE_BUDGET`; past it the
+union is an upper bound and says so (``exact`` False).
 
 >>> t = Tower(0, np.array([[0, 1]]), 2, 8)          # the even bytes of 16 bytes
 >>> t.nbytes, int(t.below(np.array([5]))[0])
@@ -26,11 +31,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from tensorviz.core import footprint as fp
+from tensorviz.core import runsets as rs
+from tensorviz.core import towers as tw
+from tensorviz.core.towers import BASE_BUDGET, Tower
 
 __all__ = [
     "BASE_BUDGET",
@@ -41,88 +47,49 @@ __all__ = [
     "piece_nbytes",
     "span_of",
     "intersection_nbytes",
+    "is_periodic",
 ]
 
-from tensorviz.core.towers import BASE_BUDGET  # noqa: E402
+Piece = "np.ndarray | Tower | Union"
+
+#: Runs listed outright when towers of different periods meet (cheaper than any rewrite).
+SMALL_LIST = 1 << 12
 
 
-@dataclass(frozen=True)
-class Tower:
-    """``count`` copies of ``base`` (canonical runs within ``[0, period)``) at ``start + j * period``."""
-
-    start: int
-    base: np.ndarray
-    period: int
-    count: int
-
-    @property
-    def reach(self) -> int:
-        return int(self.base[-1, 1])
-
-    @property
-    def nbytes(self) -> int:
-        return fp.total(self.base) * self.count
-
-    @property
-    def stop(self) -> int:
-        return self.start + (self.count - 1) * self.period + self.reach
-
-    @property
-    def nruns(self) -> int:
-        return len(self.base) * self.count
-
-    def below(self, x: np.ndarray) -> np.ndarray:
-        """Bytes of the tower at addresses ``< x``, per entry of ``x`` (int64)."""
-        y = np.asarray(x, dtype=np.int64) - self.start
-        q = np.clip(np.floor_divide(y, self.period), 0, self.count)
-        partial = np.where(q < self.count, _below(self.base, y - q * self.period), 0)
-        return q * fp.total(self.base) + partial
-
-    def runs(self) -> np.ndarray:
-        """Every run, listed (only for towers known to be small enough)."""
-        at = self.start + np.arange(self.count, dtype=np.int64) * self.period
-        return fp.union((self.base[None] + at[:, None, None]).reshape(-1, 2))
-
-
-Piece = "np.ndarray | Tower"
+def is_periodic(p) -> bool:
+    """True for a footprint kept as a tower (or a union of towers), False for listed runs."""
+    return not isinstance(p, np.ndarray)
 
 
 def _below(runs: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Bytes of canonical ``runs`` below each ``x``."""
-    x = np.asarray(x, dtype=np.int64)
-    if len(runs) == 0:
-        return np.zeros(x.shape, dtype=np.int64)
-    lengths = runs[:, 1] - runs[:, 0]
-    before = np.concatenate(([0], np.cumsum(lengths)))
-    k = np.searchsorted(runs[:, 0], x, side="right")  # runs starting at or before x
-    last = np.maximum(k - 1, 0)
-    inside = np.clip(x - runs[last, 0], 0, lengths[last])
-    return np.where(k > 0, before[last] + inside, 0)
+    return tw.below(runs, x)
 
 
 def piece_nbytes(p) -> int:
-    return p.nbytes if isinstance(p, Tower) else fp.total(p)
+    return rs.total(p) if isinstance(p, np.ndarray) else p.nbytes
 
 
 def span_of(p) -> tuple[int, int]:
     """``(first byte, one past the last)`` of a non-empty piece."""
-    if isinstance(p, Tower):
-        return p.start + int(p.base[0, 0]), p.stop
-    return int(p[0, 0]), int(p[-1, 1])
+    if isinstance(p, np.ndarray):
+        return int(p[0, 0]), int(p[-1, 1])
+    return p.first, p.stop
 
 
 def piece(geo, start: int, itemsize: int):
-    """The footprint of a view with Geometry ``geo`` at byte ``start``: a Tower for a towered
-    geometry, else its canonical byte runs."""
-    tower = getattr(geo, "tower", None)
-    if tower is None:
+    """The footprint of a view with Geometry ``geo`` at byte ``start``: a Tower (or the exact
+    Union of a few) for a towered geometry, else its canonical byte runs."""
+    form = getattr(geo, "tower", None)
+    if form is None:
         return geo.byte_runs(start, itemsize)
-    base, period, count = tower
-    return Tower(int(start), base * itemsize, int(period) * itemsize, int(count))
+    placed = [tw.shifted(tw.scaled(p, itemsize), int(start)) for p in form]
+    return placed[0] if len(placed) == 1 else Union(placed)
 
 
 class Union:
-    """The exact union of pieces: its size, and its bytes below any address.
+    """The exact union of pieces (run sets, towers, unions): its size, and its bytes below any
+    address.
 
     >>> u = Union([np.array([[0, 4]]), Tower(2, np.array([[0, 1]]), 3, 4)])   # 0-3 and 2, 5, 8, 11
     >>> u.nbytes, u.below(np.array([6, 100])).tolist()
@@ -130,18 +97,22 @@ class Union:
     """
 
     def __init__(self, pieces: Sequence) -> None:
-        towers = [p for p in pieces if isinstance(p, Tower) and p.count and len(p.base)]
-        listed = [p for p in pieces if not isinstance(p, Tower) and len(p)]
+        flat = [q for p in pieces for q in (p.pieces if isinstance(p, Union) else [p])]
+        self.pieces: list = [p for p in flat if piece_nbytes(p)]
+        towers = [p for p in self.pieces if isinstance(p, Tower)]
+        listed = [p for p in self.pieces if isinstance(p, np.ndarray)]
         self.exact = True
         if towers:
             towers, extra, self.exact = _common_period(towers)
             listed += extra
-        self.listed = fp.union(*listed) if listed else fp.EMPTY
+        self.listed = rs.union(*listed) if listed else rs.EMPTY
         self.rows = _Rows(towers) if towers else None
+        self.exact = self.exact and (self.rows is None or self.rows.exact)
         self._inside = None
         if self.rows is not None and len(self.listed):
             r = self.listed
             self._inside = np.concatenate(([0], np.cumsum(self.rows.below(r[:, 1]) - self.rows.below(r[:, 0]))))
+        self._nbytes: int | None = None
 
     def below(self, x: np.ndarray) -> np.ndarray:
         """Bytes of the union at addresses ``< x``, per entry of ``x``."""
@@ -160,7 +131,17 @@ class Union:
 
     @property
     def nbytes(self) -> int:
-        return int(self.below(np.array([np.iinfo(np.int64).max // 4]))[0])
+        if self._nbytes is None:
+            self._nbytes = int(self.below(np.array([np.iinfo(np.int64).max // 4]))[0])
+        return self._nbytes
+
+    @property
+    def first(self) -> int:
+        return min(span_of(p)[0] for p in self.pieces)
+
+    @property
+    def stop(self) -> int:
+        return max(span_of(p)[1] for p in self.pieces)
 
     def within(self, lo: int, hi: int) -> int:
         """Bytes of the union inside ``[lo, hi)``."""
@@ -169,52 +150,63 @@ class Union:
 
 
 def _common_period(towers: list[Tower]) -> tuple[list[Tower], list[np.ndarray], bool]:
-    """Towers rewritten to one period (their lcm); copies left over are listed runs. When a
-    rewritten base would be over :data:`BASE_BUDGET` runs, the towers' spans stand in (inexact)."""
-    period = math.lcm(*(t.period for t in towers))
-    if all(t.period == period for t in towers):
+    """Towers rewritten to one period (their lcm): ``f`` copies of a base become the base of the
+    rewritten tower (one storey more, nothing listed), copies left over one tower of one row.
+    A handful of runs is listed instead. When no rewritten tower repeats (the periods are too
+    far apart for the towers' length) the runs are listed up to :data:`BASE_BUDGET`, else the
+    towers' spans stand in (inexact)."""
+    if len({t.period for t in towers}) == 1:
         return towers, [], True
-    if any(len(t.base) * (period // t.period) > BASE_BUDGET for t in towers):
-        return [], [np.array([[t.start, t.stop]], dtype=np.int64) for t in towers], False
-    out, extra = [], []
+    runs = sum(t.nruns for t in towers)
+    if runs <= SMALL_LIST:
+        return [], [t.runs() for t in towers], True
+    period = math.lcm(*(t.period for t in towers))
+    out: list[Tower] = []
     for t in towers:
         f = period // t.period
-        if f == 1:
-            out.append(t)
-            continue
-        base = (t.base[None] + (np.arange(f, dtype=np.int64) * t.period)[:, None, None]).reshape(-1, 2)
         full, left = divmod(t.count, f)
         if full:
-            out.append(Tower(t.start, fp.union(base), period, full))
+            out.append(Tower(t.start, Tower(0, t.base, t.period, f) if f > 1 else t.base, period, full))
         if left:
-            extra.append(Tower(t.start + full * period, t.base, t.period, left).runs())
-    return out, extra, True
+            out.append(Tower(t.start + full * period, Tower(0, t.base, t.period, left), period, 1))
+    if all(t.count == 1 for t in out):  # nothing repeats at the common period
+        if runs <= BASE_BUDGET:
+            return [], [t.runs() for t in towers], True
+        return [], [np.array([[t.first, t.stop]], dtype=np.int64) for t in towers], False
+    return out, [], True
 
 
 class _Rows:
-    """The union of towers of one period, cut into row segments of one repeated pattern each."""
+    """The union of towers of one period, cut into row segments of one repeated pattern each
+    (a run set, or the exact Union of the storeys below)."""
 
     def __init__(self, towers: list[Tower]) -> None:
         self.period = p = towers[0].period
         q = [t.start // p for t in towers]
         cuts = sorted({k for t, qt in zip(towers, q) for k in (qt, qt + 1, qt + t.count, qt + t.count + 1)})
         self.cuts = np.array(cuts, dtype=np.int64)
-        patterns, sizes = [], []
+        self.exact = True
+        patterns: list = []
         for k0 in cuts[:-1]:
-            parts = []
+            parts: list = []
             for t, qt in zip(towers, q):
                 r = t.start - qt * p
                 if 0 <= k0 - qt < t.count:  # copy k0 - qt starts in this row
-                    parts.append(fp.clip(t.base + r, 0, p))
+                    parts += tw.clipped(tw.shifted(t.base, r), 0, p)
                 if 0 <= k0 - qt - 1 < t.count and r + t.reach > p:  # the previous copy runs into it
-                    parts.append(fp.clip(t.base + r - p, 0, p))
-            pat = fp.union(*parts) if parts else fp.EMPTY
-            patterns.append(pat)
-            sizes.append(fp.total(pat))
+                    parts += tw.clipped(tw.shifted(t.base, r - p), 0, p)
+            patterns.append(self._pattern(parts))
         self.patterns = patterns
-        self.sizes = np.array(sizes, dtype=np.int64)
+        self.sizes = np.array([piece_nbytes(pat) for pat in patterns], dtype=np.int64)
         rows = np.diff(self.cuts)
         self.before = np.concatenate(([0], np.cumsum(rows * self.sizes)))
+
+    def _pattern(self, parts: list):
+        if all(isinstance(x, np.ndarray) for x in parts):
+            return rs.union(*parts) if parts else rs.EMPTY
+        u = Union(parts)
+        self.exact = self.exact and u.exact
+        return u
 
     def below(self, x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, dtype=np.int64)
@@ -230,7 +222,12 @@ class _Rows:
             part = np.zeros(s.shape, dtype=np.int64)
             for k in np.unique(s).tolist():
                 m = s == k
-                part[m] = _below(self.patterns[k], xv[m] - rw[m] * self.period)
+                pat = self.patterns[k]
+                part[m] = (
+                    _below(pat, xv[m] - rw[m] * self.period)
+                    if isinstance(pat, np.ndarray)
+                    else pat.below(xv[m] - rw[m] * self.period)
+                )
             out[live] = full + part
         return out
 
@@ -247,10 +244,10 @@ def intersection_nbytes(a, b) -> tuple[int, bool]:
     (a0, a1), (b0, b1) = span_of(a), span_of(b)
     if a1 <= b0 or b1 <= a0:
         return 0, True
-    if not isinstance(a, Tower) and not isinstance(b, Tower):
-        return fp.intersection_nbytes(a, b), True
-    if isinstance(a, Tower) != isinstance(b, Tower):  # a tower and listed runs: no union needed
-        t, r = (a, b) if isinstance(a, Tower) else (b, a)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return rs.intersection_nbytes(a, b), True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):  # a tower and listed runs: no union needed
+        t, r = (b, a) if isinstance(a, np.ndarray) else (a, b)
         return int((t.below(r[:, 1]) - t.below(r[:, 0])).sum()), True
     u = Union([a, b])
     return (na + nb - u.nbytes, True) if u.exact else (min(na, nb), False)

@@ -22,12 +22,12 @@ def tower_mask(t: Table) -> np.ndarray:
     return np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid]
 
 
-def piece_at(t: Table, i: int) -> np.ndarray | periodic.Tower:
+def piece_at(t: Table, i: int) -> np.ndarray | periodic.Tower | periodic.Union:
     """View ``i``'s exact footprint: a Tower, or canonical byte runs."""
     return periodic.piece(t.geos[t.gid[i]], int(t.start[i]), int(t.itemsize[i]))
 
 
-def union_nbytes(pieces: Iterable[tuple[StorageKey, np.ndarray | periodic.Tower]]) -> int:
+def union_nbytes(pieces: Iterable[tuple[StorageKey, np.ndarray | periodic.Tower | periodic.Union]]) -> int:
     """Distinct bytes read by footprints ``(storage, piece)`` together (exact, towers included;
     pieces on different storages count apart)."""
     by_storage: dict = {}
@@ -37,7 +37,10 @@ def union_nbytes(pieces: Iterable[tuple[StorageKey, np.ndarray | periodic.Tower]
 
 
 def footprint_relation(
-    va: TensorView, vb: TensorView, pa: np.ndarray | periodic.Tower, pb: np.ndarray | periodic.Tower
+    va: TensorView,
+    vb: TensorView,
+    pa: np.ndarray | periodic.Tower | periodic.Union,
+    pb: np.ndarray | periodic.Tower | periodic.Union,
 ) -> str:
     """The relation of two views on one storage from their footprints ``pa`` and ``pb`` (when
     :func:`record_relation` cannot settle it)."""

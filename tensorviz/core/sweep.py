@@ -44,7 +44,7 @@ def sweep(
     nbytes: np.ndarray,
     runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     tower: np.ndarray | None = None,
-    tower_of: Callable[[int], periodic.Tower] | None = None,
+    tower_of: Callable[[int], periodic.Tower | periodic.Union] | None = None,
 ) -> Sweep:
     """Overlap labels and coverage for views ``i`` on storage ``sidx[i]`` with span ``[start, stop)``.
 
@@ -55,7 +55,7 @@ def sweep(
             ``(runs (k, 2), owning view of each run)``; only called for the views of span
             clusters that hold a non-dense view.
         tower, tower_of: per view, True where its footprint is a tower (too many runs to list),
-            and the :class:`~tensorviz.core.periodic.Tower` of such a view; never listed.
+            and the :class:`~tensorviz.core.periodic.Tower` (or Union of towers) of such a view; never listed.
     """
     n, ns = len(sidx), len(nbytes)
     labels = np.arange(n, dtype=np.int64) + n  # empty views keep these singleton labels

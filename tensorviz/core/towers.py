@@ -1,36 +1,218 @@
-"""Which strided footprints are towers: copies of a small base run set at a fixed period.
+"""Strided footprints too long to list, kept as towers: copies of a base at a fixed period.
 
 Pure numpy, imported by :mod:`tensorviz.core.footprint` (for each Geometry) and measured by
 :mod:`tensorviz.core.periodic`.
+
+A :class:`Tower` is ``count`` copies of a *base* placed at ``start + j * period``; the base is a
+canonical run set or itself a Tower (relative to ``start``), and one copy never reaches past
+``period``, so copies never overlap. Every strided level of a view is one more storey: the rows
+of ``x.as_strided((4096, 4096), (8200, 2))`` are a tower of period 8200 whose base is a tower of
+period 2. A level whose copies interleave (its stride is shorter than what the levels inside it
+reach) becomes a few towers of one period whose union is the footprint (:func:`tower_form`):
+``n`` shifted copies when it has few, or the inner footprint cut into period-wide slices when
+those are few. Sizes and counts below any address come from divisions, never from listing runs.
+
+>>> t = Tower(0, Tower(0, np.array([[0, 1]]), 2, 3), 10, 4)   # 4 rows of bytes 0, 2, 4
+>>> t.nbytes, t.stop, int(t.below(np.array([13]))[0])
+(12, 35, 5)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-__all__ = ["BASE_BUDGET", "tower_geometry", "listed", "is_row_major"]
+__all__ = [
+    "BASE_BUDGET",
+    "UNION_BUDGET",
+    "Tower",
+    "Base",
+    "tower_form",
+    "listed",
+    "is_row_major",
+    "size",
+    "below",
+    "first",
+    "reach",
+    "nruns",
+    "shifted",
+    "scaled",
+    "clipped",
+]
 
-#: Most runs a tower's base (or a base rewritten to a common period) may hold.
+#: Most runs listed at the bottom of a tower (inner levels are listed while their copies fit).
 BASE_BUDGET = 1 << 20
 
+#: Most towers one footprint may be the union of (a level whose copies interleave multiplies them).
+UNION_BUDGET = 64
 
-def tower_geometry(
-    shape: Sequence[int], stride: Sequence[int], explicit: int
-) -> tuple[np.ndarray, int, int] | None | bool:
-    """The element tower ``(base runs, period, count)`` of a view needing more than ``explicit``
-    runs; None when it needs no more (list it); False when it cannot be a tower (its outermost
-    dimension's copies interleave, or its base would be over :data:`BASE_BUDGET` runs).
+
+@dataclass(frozen=True, eq=False)
+class Tower:
+    """``count`` copies of ``base`` (canonical runs or a Tower, relative to ``start``, reaching
+    at most ``period``) at ``start + j * period``."""
+
+    start: int
+    base: np.ndarray | Tower
+    period: int
+    count: int
+
+    @property
+    def reach(self) -> int:
+        """One past the last byte of one copy, relative to ``start``."""
+        return reach(self.base)
+
+    @property
+    def first(self) -> int:
+        return self.start + first(self.base)
+
+    @property
+    def stop(self) -> int:
+        return self.start + (self.count - 1) * self.period + self.reach
+
+    @property
+    def nbytes(self) -> int:
+        return size(self.base) * self.count
+
+    @property
+    def nruns(self) -> int:
+        """Runs listed copy by copy (an upper bound: abutting copies merge)."""
+        return nruns(self.base) * self.count
+
+    def below(self, x: np.ndarray) -> np.ndarray:
+        """Bytes of the tower at addresses ``< x``, per entry of ``x`` (int64)."""
+        y = np.asarray(x, dtype=np.int64) - self.start
+        q = np.clip(np.floor_divide(y, self.period), 0, self.count)
+        partial = np.where(q < self.count, below(self.base, y - q * self.period), 0)
+        return q * size(self.base) + partial
+
+    def runs(self) -> np.ndarray:
+        """Every run, listed (only for towers known to be small enough)."""
+        return listed(self)
+
+
+Base = "np.ndarray | Tower"
+
+
+def size(b: np.ndarray | Tower) -> int:
+    """Bytes of a run set or a tower."""
+    if isinstance(b, Tower):
+        return b.nbytes
+    return int((b[:, 1] - b[:, 0]).sum()) if len(b) else 0
+
+
+def first(b: np.ndarray | Tower) -> int:
+    return b.first if isinstance(b, Tower) else int(b[0, 0])
+
+
+def reach(b: np.ndarray | Tower) -> int:
+    """One past the last byte."""
+    return b.stop if isinstance(b, Tower) else int(b[-1, 1])
+
+
+def nruns(b: np.ndarray | Tower) -> int:
+    return b.nruns if isinstance(b, Tower) else len(b)
+
+
+def below(b: np.ndarray | Tower, x: np.ndarray) -> np.ndarray:
+    """Bytes of ``b`` at addresses ``< x``, per entry of ``x``."""
+    if isinstance(b, Tower):
+        return b.below(x)
+    x = np.asarray(x, dtype=np.int64)
+    if len(b) == 0:
+        return np.zeros(x.shape, dtype=np.int64)
+    lengths = b[:, 1] - b[:, 0]
+    before = np.concatenate(([0], np.cumsum(lengths)))
+    k = np.searchsorted(b[:, 0], x, side="right")  # runs starting at or before x
+    last = np.maximum(k - 1, 0)
+    inside = np.clip(x - b[last, 0], 0, lengths[last])
+    return np.where(k > 0, before[last] + inside, 0)
+
+
+def shifted(b: np.ndarray | Tower, d: int) -> np.ndarray | Tower:
+    return replace(b, start=b.start + d) if isinstance(b, Tower) else b + d
+
+
+def scaled(b: np.ndarray | Tower, k: int) -> np.ndarray | Tower:
+    """Element runs to byte runs: every address times ``k`` (an element is ``k`` bytes)."""
+    if isinstance(b, Tower):
+        return Tower(b.start * k, scaled(b.base, k), b.period * k, b.count)
+    return b * k
+
+
+def clipped(b: np.ndarray | Tower, lo: int, hi: int) -> list[np.ndarray | Tower]:
+    """The part of ``b`` inside ``[lo, hi)``, as pieces (run sets and towers) whose union it is:
+    whole copies stay a tower, the at most two copies cut by an edge are clipped in turn."""
+    if hi <= lo:
+        return []
+    if not isinstance(b, Tower):
+        kept = np.clip(b, lo, hi)
+        kept = kept[kept[:, 1] > kept[:, 0]]
+        return [kept] if len(kept) else []
+    f, r, p = first(b.base), b.reach, b.period
+    meet_a = max(0, (lo - b.start - r) // p + 1)  # first copy ending after lo
+    meet_b = min(b.count - 1, -((b.start + f - hi) // p) - 1)  # last copy starting before hi
+    if meet_a > meet_b:
+        return []
+    full_a = max(meet_a, -((b.start + f - lo) // p))  # first copy wholly at or after lo
+    full_b = min(meet_b, (hi - b.start - r) // p)  # last copy wholly before hi
+    out: list[np.ndarray | Tower] = []
+    if full_a <= full_b:
+        out.append(Tower(b.start + full_a * p, b.base, p, full_b - full_a + 1))
+        cut = [j for j in (meet_a, meet_b) if not full_a <= j <= full_b]
+    else:
+        cut = list(range(meet_a, meet_b + 1))  # at most two copies, each cut by an edge
+    for j in sorted(set(cut)):
+        out += clipped(shifted(b.base, b.start + j * p), lo, hi)
+    return out
+
+
+def listed(b: np.ndarray | Tower) -> np.ndarray:
+    """Canonical runs of ``b``, listed copy by copy (for run sets and small towers only)."""
+    if not isinstance(b, Tower):
+        return b
+    base = listed(b.base)
+    runs = (base[None] + (b.start + np.arange(b.count, dtype=np.int64) * b.period)[:, None, None]).reshape(-1, 2)
+    if len(runs) == 0:
+        return runs
+    new = np.r_[True, runs[1:, 0] > runs[:-1, 1]]  # sorted and disjoint: merge where copies abut
+    firsts = np.flatnonzero(new)
+    return np.stack((runs[firsts, 0], runs[np.r_[firsts[1:] - 1, len(runs) - 1], 1]), axis=1)
+
+
+def tower_form(shape: Sequence[int], stride: Sequence[int], explicit: int) -> list[np.ndarray | Tower] | None | bool:
+    """The element footprint of a view needing more than ``explicit`` runs, as towers whose union
+    it is (one tower unless a level's copies interleave); None when it needs no more (list it);
+    False when it has no such form within :data:`UNION_BUDGET` towers.
 
     Dimensions that continue one another (``stride == inner stride * inner size``) are merged
     first, so ``x[:, ::2]`` of a row-major matrix is one progression of single elements.
 
-    >>> base, period, count = tower_geometry((4096, 2048), (4096, 2), explicit=1000)
-    >>> base.tolist(), period, count
+    >>> (t,) = tower_form((4096, 2048), (4096, 2), explicit=1000)
+    >>> t.base.tolist(), t.period, t.count
     ([[0, 1]], 2, 8388608)
     """
+    block, outer = _levels(shape, stride)
+    count = math.prod(size for _, size in outer)
+    if count <= explicit:
+        return None
+    k = 0  # inner levels listed while their copies fit the base budget (at least one level left)
+    while k < len(outer) - 1 and math.prod(n for _, n in outer[: k + 1]) <= BASE_BUDGET:
+        k += 1
+    pieces: list[np.ndarray | Tower] = [_listed_levels(block, outer[:k])]
+    for st, n in outer[k:]:
+        nxt = _storey(pieces, st, n)
+        if nxt is None:
+            return False
+        pieces = nxt
+    return pieces
+
+
+def _levels(shape: Sequence[int], stride: Sequence[int]) -> tuple[int, list[tuple[int, int]]]:
+    """(gap-free innermost block in elements, the outer (stride, size) levels, innermost first)."""
     dims = sorted((st, size) for size, st in zip(shape, stride) if size > 1 and st != 0)
     merged: list[list[int]] = []
     for st, size in dims:
@@ -42,36 +224,33 @@ def tower_geometry(
     while k < len(merged) and merged[k][0] <= block:
         block += (merged[k][1] - 1) * merged[k][0]
         k += 1
-    outer = merged[k:]
-    count = math.prod(size for _, size in outer)
-    if count <= explicit:
-        return None
-    period, copies = outer[-1]
-    inner = outer[:-1]
-    if count // copies > BASE_BUDGET:
-        return False
+    return block, [(st, size) for st, size in merged[k:]]
+
+
+def _listed_levels(block: int, levels: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Canonical runs of blocks placed at every combination of ``levels`` (may interleave)."""
     starts = np.zeros(1, dtype=np.int64)
-    for st, size in reversed(inner):
+    for st, size in reversed(levels):
         starts = (starts[:, None] + np.arange(size, dtype=np.int64) * st).ravel()
     starts.sort()
     breaks = np.flatnonzero(np.diff(starts) > block)  # equal-length runs: merge where they meet
     firsts, lasts = np.r_[0, breaks + 1], np.r_[breaks, starts.size - 1]
-    base = np.stack((starts[firsts], starts[lasts] + block), axis=1)
-    if int(base[-1, 1]) > period:
-        return False
-    return base, period, copies
+    return np.stack((starts[firsts], starts[lasts] + block), axis=1)
 
 
-def listed(tower: tuple[np.ndarray, int, int], reach: int, budget: int) -> np.ndarray:
-    """A tower's element runs, listed copy by copy when it has at most ``budget`` runs; else its
-    span ``[0, reach)`` (an upper bound)."""
-    base, period, count = tower
-    if len(base) * count > budget:
-        return np.array([[0, reach]], dtype=np.int64)
-    runs = (base[None] + (np.arange(count, dtype=np.int64) * period)[:, None, None]).reshape(-1, 2)
-    new = np.r_[True, runs[1:, 0] > runs[:-1, 1]]  # sorted and disjoint: merge where copies abut
-    firsts = np.flatnonzero(new)
-    return np.stack((runs[firsts, 0], runs[np.r_[firsts[1:] - 1, len(runs) - 1], 1]), axis=1)
+def _storey(pieces: list[np.ndarray | Tower], st: int, n: int) -> list[np.ndarray | Tower] | None:
+    """``n`` copies at stride ``st`` of the union of ``pieces``, as towers of period ``st``;
+    None past :data:`UNION_BUDGET` towers."""
+    r = max(reach(p) for p in pieces)
+    if st >= r:  # copies do not interleave: one more storey on each piece
+        return [Tower(0, p, st, n) for p in pieces]
+    if n * len(pieces) <= UNION_BUDGET:  # few copies: each one a shifted piece
+        return [shifted(p, j * st) for j in range(n) for p in pieces]
+    rows = -(-r // st)  # many copies: the union cut into period-wide slices, each a tower
+    if rows * len(pieces) > UNION_BUDGET:
+        return None
+    cut = [(j, c) for j in range(rows) for p in pieces for c in clipped(p, j * st, (j + 1) * st)]
+    return [Tower(j * st, shifted(c, -j * st), st, n) for j, c in cut] if len(cut) <= UNION_BUDGET else None
 
 
 def is_row_major(shape: Sequence[int], stride: Sequence[int]) -> bool:

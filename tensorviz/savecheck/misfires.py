@@ -101,11 +101,11 @@ def _missed(run: sv.Run, sub: Layout, name: str, memo: dict) -> list[Misfire]:
         if key not in memo:
             memo[key] = [sub.footprint_piece(n) for n in names]
         pieces = memo[key]
-        if any(isinstance(p, periodic.Tower) for p in pieces):
+        if any(map(periodic.is_periodic, pieces)):
             pairs = [(i, j) for i, j in itertools.combinations(range(len(names)), 2) if labels[i] != labels[j]]
             pairs = [(i, j) for i, j in pairs if periodic.intersection_nbytes(pieces[i], pieces[j])[0]]
         else:
-            pairs = meeting_pairs([p for p in pieces if not isinstance(p, periodic.Tower)], labels)  # all runs
+            pairs = meeting_pairs([p for p in pieces if not periodic.is_periodic(p)], labels)  # all runs
         for i, j in pairs[:_MAX_MISSED]:
             a, b = names[i], names[j]
             why = (

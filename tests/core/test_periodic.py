@@ -22,6 +22,7 @@ import tensorviz as tv
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
 from tests.core.test_oracle import SETTINGS, facts_of, oracle_groups, oracle_relation, runs_of, storage_index, view_sets
+from tests.core.test_towers import budgets
 
 MiB = 1 << 20
 
@@ -45,8 +46,21 @@ def _analyze_towers(views):
 @SETTINGS
 @given(view_sets(), st.randoms(use_true_random=False))
 def test_towers_equal_the_oracle(case, rnd):
+    _equal_the_oracle(case, rnd, _analyze_towers(case[1]))
+
+
+@SETTINGS
+@given(view_sets(), st.randoms(use_true_random=False))
+def test_towers_of_towers_equal_the_oracle(case, rnd):
+    """Every level its own storey, a level whose copies interleave shifted or sliced into at most
+    four towers, towers of different periods always rewritten to their common period."""
+    with budgets(base=1, union=4, small=0, listed=1 << 20):
+        layout = tv.analyze(case[1])
+        _equal_the_oracle(case, rnd, layout)
+
+
+def _equal_the_oracle(case, rnd, layout):
     storages, views = case
-    layout = _analyze_towers(views)
     facts = [facts_of(n, t, storage_index(t, storages)) for n, t in views.items()]
     for f in facts:
         v = layout[f["name"]]
@@ -105,13 +119,25 @@ def test_union_of_towers_and_runs_equals_set_algebra(specs, pairs):
     assert periodic.intersection_nbytes(a, b) == (len(_set(a) & _set(b)), True)
 
 
-def test_towers_of_periods_whose_common_multiple_is_too_long_are_a_flagged_bound(monkeypatch):
-    monkeypatch.setattr(periodic, "BASE_BUDGET", 4)
+def test_towers_of_coprime_periods_are_rewritten_exactly_without_listing(monkeypatch):
+    monkeypatch.setattr(periodic, "SMALL_LIST", 0)  # no shortcut: the lcm rewrite itself
+    monkeypatch.setattr(periodic, "BASE_BUDGET", 32)  # 200 runs in all: only one row of 77 is listed
     a = periodic.Tower(0, np.array([[0, 1]]), 7, 100)
-    b = periodic.Tower(0, np.array([[0, 1]]), 11, 100)
+    b = periodic.Tower(3, np.array([[0, 2]]), 11, 100)
+    u = periodic.Union([a, b])
+    truth = _set(a) | _set(b)
+    assert u.exact and u.nbytes == len(truth)
+    assert periodic.intersection_nbytes(a, b) == (len(_set(a) & _set(b)), True)
+
+
+def test_towers_whose_common_period_is_longer_than_they_are_a_flagged_bound(monkeypatch):
+    monkeypatch.setattr(periodic, "SMALL_LIST", 0)
+    monkeypatch.setattr(periodic, "BASE_BUDGET", 4)  # listing them is over budget too
+    a = periodic.Tower(0, np.array([[0, 1]]), 7, 5)
+    b = periodic.Tower(0, np.array([[0, 1]]), 11, 5)  # lcm 77 > both spans: nothing repeats
     u = periodic.Union([a, b])
     assert not u.exact and u.nbytes == b.stop  # the union of the spans: an upper bound, said so
-    assert periodic.intersection_nbytes(a, b) == (100, False)
+    assert periodic.intersection_nbytes(a, b) == (5, False)
 
 
 # -- past the old run budget: 32 MiB buffers, against arithmetic --------------------------------
@@ -159,3 +185,45 @@ def test_expanded_copy_and_column_steps_of_a_matrix():
     assert layout.overlap_nbytes("odd", "col10") == 0 and layout.overlap_nbytes("odd", "col11") == rows * 2
     assert layout.relation("col11", "odd") == "within"
     assert [g.names for g in layout.groups("overlap")] == [("odd", "col11"), ("col10",)]
+
+
+# -- two strided levels and interleaving levels past the old budget: against arithmetic --------
+def test_two_strided_levels_of_a_matrix_are_a_tower_of_towers_measured_exactly():
+    rows, n = 8, 1 << 24  # the even and odd elements of the first half of each row: 2**25 runs each
+    x = torch.zeros(rows, n, dtype=torch.uint8)
+    views = {"a": x[:, : n // 2 : 2], "b": x[:, 1 : n // 2 : 2], "c": x[:, ::4]}
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    layout = tv.analyze(views)
+    a = layout.footprint_piece("a")
+    assert isinstance(a, periodic.Tower) and isinstance(a.base, periodic.Tower)  # rows of progressions
+    assert (a.period, a.count, a.base.period, a.base.count) == (n, rows, 2, n // 4)
+    assert [(layout[k].footprint_nbytes, layout[k].exact) for k in views] == [(rows * n // 4, True)] * 2 + [
+        (rows * n // 4, True)
+    ]
+    assert layout.relation("a", "b") == "disjoint" and layout.union_nbytes(["a", "b"]) == rows * n // 2
+    # c reads the multiples of 4 of every row; a the even elements of each row's first half
+    assert layout.overlap_nbytes("a", "c") == rows * n // 8 and layout.relation("a", "c") == "overlaps"
+    assert layout.overlap_nbytes("b", "c") == 0
+    assert [g.names for g in layout.groups("overlap")] == [("a", "c"), ("b",)]
+    (s,) = layout.storages
+    covered = rows * (n // 2 + n // 8)  # the first half of each row whole, a quarter of the second
+    assert (s.covered_nbytes, s.unreferenced_nbytes, s.exact) == (covered, rows * n - covered, True)
+    assert layout.union_nbytes(["a", "b", "c"]) == covered
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 < 200 * MiB
+
+
+def test_interleaving_levels_are_measured_exactly():
+    n = 1 << 24
+    y = torch.zeros(2 * n + 8, dtype=torch.uint8)
+    pair = y.as_strided((2, n), (3, 2))  # {2i} and {3 + 2i}: the evens from 0, the odds from 3
+    windows = y.as_strided((n // 4, 4), (6, 3))  # windows of 4 elements 3 apart, one every 6
+    layout = tv.analyze({"pair": pair, "windows": windows, "head": y[:8]})
+    assert (layout["pair"].footprint_nbytes, layout["pair"].exact) == (2 * n, True)
+    assert layout["windows"].footprint_nbytes == len(range(0, 6 * (n // 4 - 1) + 10, 3))
+    assert layout.overlap_nbytes("pair", "head") == 7  # all of 0..7 but byte 1
+    # the multiples of 3 up to 1.5 n + 3: the even ones are pair's evens, the odd ones (from 3) its odds
+    assert layout.relation("windows", "pair") == "within"
+    assert layout.overlap_nbytes("windows", "pair") == layout["windows"].footprint_nbytes
+    assert layout.relation("windows", "head") == "overlaps" and layout.overlap_nbytes("windows", "head") == 3
+    (s,) = layout.storages  # pair misses bytes 1 (head reads it) and 2n; the last 6 are read by none
+    assert (s.covered_nbytes, s.unreferenced_nbytes, s.exact) == (2 * n + 1, 7, True)

@@ -118,3 +118,75 @@ def test_a_figure_that_is_only_a_bound_derives_no_outcome(monkeypatch):
     v = _verdict(tv.save_check({"a": x[:, ::2]}), "torch.save")
     assert v.outcome == "could not evaluate" and v.problems == ("could not evaluate",)
     assert any("upper bounds" in n and "(a)" in n for n in v.notes)
+
+
+# -- two strided levels (rows of progressions) and interleaving levels, really saved -----------
+ROWS, COLS = 4, 1 << 24  # a: the even elements of each row's first half, b: the odd ones; 2**24 runs each
+
+
+def _rows_of_halves():
+    x = torch.randint(0, 256, (ROWS, COLS), dtype=torch.uint8)
+    sd = collections.OrderedDict(a=x[:, : COLS // 2 : 2], b=x[:, 1 : COLS // 2 : 2])
+    mask = np.zeros((ROWS, COLS), dtype=bool)
+    marks = {"a": (slice(None), slice(None, COLS // 2, 2)), "b": (slice(None), slice(1, COLS // 2, 2))}
+    return x, sd, mask, marks
+
+
+def test_torch_save_of_rows_of_progressions_counts_unique_and_unreferenced_exactly(tmp_path):
+    x, sd, mask, marks = _rows_of_halves()
+    v = _verdict(tv.save_check(sd), "torch.save")
+    torch.save(sd, tmp_path / "a.pt")
+    back = torch.load(tmp_path / "a.pt")
+    written = back["a"].untyped_storage().nbytes()
+    for k in sd:
+        mask[marks[k]] = True
+        assert torch.equal(back[k], sd[k])
+    unique = int(mask.sum())
+    assert (written, unique) == (ROWS * COLS, ROWS * COLS // 2)
+    assert (v.outcome, v.unique_nbytes, v.unreferenced_nbytes, v.written_nbytes) == (
+        "writes unreferenced bytes",
+        unique,
+        written - unique,
+        written,
+    )
+    assert not any("upper bounds" in n for n in v.notes)
+
+
+def test_accelerate_save_of_rows_of_progressions_loses_what_it_drops(tmp_path):
+    from accelerate.utils import save
+    from safetensors.torch import load_file
+
+    x, sd, mask, marks = _rows_of_halves()
+    v = _verdict(tv.save_check(sd), "accelerate.save")
+    given = dict(sd)
+    save(sd, tmp_path / "a.safetensors", safe_serialization=True)  # accelerate deletes 'b' from sd itself
+    back = load_file(tmp_path / "a.safetensors")
+    assert all(torch.equal(back[k], given[k]) for k in back)
+    kept = np.zeros_like(mask)
+    for k in given:
+        mask[marks[k]] = True
+    for k in back:
+        kept[marks[k]] = True
+    truth = int(mask.sum() - kept.sum())
+    assert truth == ROWS * COLS // 4  # one name of the two comes back
+    assert (v.outcome, v.lost_nbytes, v.kept) == ("drops data", truth, tuple(back))
+
+
+def test_save_file_of_an_interleaving_view_raises_and_torch_save_leaves_its_gaps(tmp_path):
+    from safetensors.torch import save_file
+
+    n = 1 << 24
+    y = torch.zeros(2 * n + 8, dtype=torch.uint8)
+    sd = {"pair": y.as_strided((2, n), (3, 2))}  # {2i} and {3 + 2i}: 2**25 bytes, byte 1 and 2n not
+    r = tv.save_check(sd)
+    with pytest.raises(ValueError, match="non contiguous"):
+        save_file(sd, tmp_path / "a.safetensors")
+    assert _verdict(r, "safetensors.save_file").outcome == "raises"
+    v = _verdict(r, "torch.save")
+    torch.save(sd, tmp_path / "a.pt")
+    written = torch.load(tmp_path / "a.pt")["pair"].untyped_storage().nbytes()
+    read = np.zeros(2 * n + 8, dtype=bool)
+    read[0 : 2 * n : 2] = True
+    read[3 : 2 * n + 2 : 2] = True
+    assert (written, int(read.sum())) == (2 * n + 8, 2 * n)
+    assert (v.outcome, v.unique_nbytes, v.unreferenced_nbytes) == ("writes unreferenced bytes", 2 * n, 8)
