@@ -157,6 +157,11 @@ class ModelTree:
     def nodes(self, depth: int | None = None) -> Iterator[Node]:
         return self.root.walk(depth)
 
+    def count(self) -> int:
+        """How many modules and tensors the tree holds (the root not counted), no node made."""
+        store = self._store
+        return len(store.paths) - 1 if store is not None else sum(1 for _ in self.nodes()) - 1
+
     def to_text(self, depth: int | None = None, max_children: int | None = None) -> str:
         """One line per module or tensor, largest first (see :func:`tree_text`)."""
         return tree_text(self, depth, max_children)
@@ -415,11 +420,18 @@ class _Store:
                 parent[below] = ids[path]
         return ids, paths, parent
 
-    def _word_sets(self, word: np.ndarray, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per node the distinct word ids under it: pairs ``node * K + word`` moved up one level
-        at a time, kept distinct; sorted, with each node's first pair."""
+    def _word_sets(self, word: np.ndarray, leaves: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+        """Per node the distinct word ids under it: for at most 64 words a bit mask per node
+        (ORed up level by level); else pairs ``node * K + word`` moved up one level at a time,
+        kept distinct, sorted, with each node's first pair."""
         k = int(word.max()) + 2 if word.size else 1
         keep = word >= 0
+        if k <= 65:
+            mask = np.zeros(len(self.paths), dtype=np.uint64)
+            np.bitwise_or.at(mask, leaves[keep], np.left_shift(np.uint64(1), word[keep].astype(np.uint64)))
+            for step in self.steps:
+                np.bitwise_or.at(mask, self.parent[step], mask[step])
+            return mask, word[:0], word[:0]
         pairs = _distinct(leaves[keep] * k + word[keep])
         found = [pairs]
         while pairs.size:
@@ -428,15 +440,18 @@ class _Store:
             pairs = _distinct(up[ok] * k + pairs[ok] % k)
             found.append(pairs)
         every = _distinct(np.concatenate(found))
-        return every % k, np.searchsorted(every // k, np.arange(len(self.paths) + 1))
+        return None, every % k, np.searchsorted(every // k, np.arange(len(self.paths) + 1))
 
     def _words(self, which: int, node: int) -> tuple[str, ...]:
-        word, cuts = self.sets[which]
-        key = (which, *word[cuts[node] : cuts[node + 1]].tolist())
+        """The sorted words (dtypes, devices or files) under a node, one shared tuple per set."""
+        mask, word, cuts = self.sets[which]
+        key: tuple = (
+            (which, int(mask[node])) if mask is not None else (which, *word[cuts[node] : cuts[node + 1]].tolist())
+        )
         out = self.tuples.get(key)
         if out is None:
-            words = self.words[which]
-            out = self.tuples[key] = tuple(words[w] for w in key[1:])
+            ids = [b for b in range(64) if key[1] >> b & 1] if mask is not None else key[1:]
+            out = self.tuples[key] = tuple(self.words[which][w] for w in ids)
         return out
 
     def view(self, i: int) -> TensorView:

@@ -66,7 +66,7 @@ class TreePanel(W.VBox):
     def __init__(self, tensor_layout: Layout, **kwargs):
         super().__init__(**kwargs)
         self.tree: ModelTree = tensor_layout.tree()
-        self._nodes = {n.path: n for n in self.tree.nodes()}
+        self._nodes = _Nodes(self.tree)  # a node is made when read: 100k tensors are not all listed
         self.expanded: set[str] = {""}
         self._refreshing = False
         self.search = W.Text(
@@ -169,6 +169,25 @@ class TreePanel(W.VBox):
         if len(hits) > MAX_ROWS:
             out.append((f"… {len(hits) - MAX_ROWS} more matches", "\0more"))
         return out or [(f"no module or tensor name contains {query!r}", "\0none")]
+
+
+class _Nodes:
+    """The tree's nodes by path, each found (and made) when asked for."""
+
+    def __init__(self, tree: ModelTree) -> None:
+        self.tree = tree
+
+    def __getitem__(self, path: str) -> Node:
+        return self.tree.find(path)
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        try:
+            self.tree.find(path)
+        except KeyError:
+            return False
+        return True
 
 
 def _row_text(node: Node, depth: int, is_open: bool, full: bool = False) -> str:

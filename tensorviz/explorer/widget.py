@@ -176,7 +176,7 @@ class Explorer(ExplorerControls, W.VBox):
         self.model_map = ModelMap(self.tree_panel.tree)
         self.model_map.observe(self._on_map, names="picked")
         self.modules_pane = W.Accordion(children=[self.tree_panel], selected_index=None)
-        count = sum(1 for _ in self.tree_panel.tree.nodes()) - 1
+        count = self.tree_panel.tree.count()
         self.modules_pane.set_title(0, f"modules: list and search ({count:,} modules and tensors)")
         self.modules_pane.add_class("tvz-modules")
         self.children = (self.children[0], self.model_map, self.modules_pane, *self.children[1:])

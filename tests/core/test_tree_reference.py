@@ -28,7 +28,7 @@ import tensorviz as tv
 from tensorviz.core import footprint as fp
 from tensorviz.core.categories import category_bytes, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
-from tensorviz.core.tree import MAX_DEPTH, ModelTree, Node, _file_name, tree_text
+from tensorviz.core.tree import MAX_DEPTH, ModelTree, Node, _file_name, model_tree, tree_text
 from tensorviz.explorer.modelmap import map_cells
 from tensorviz.render.html.tree import tree_html
 from tests.core.test_oracle import SETTINGS, derive, view_of, view_specs
@@ -181,8 +181,29 @@ def reference_tree(layout) -> ModelTree:
 FIELDS = [f for f in Node.__dataclass_fields__ if f != "children"]
 
 
+class Records:
+    """A layout seen only through the reads the tree's protocol names (no numpy columns): the
+    tree then reads the view records."""
+
+    def __init__(self, layout) -> None:
+        self._of = layout
+
+    def __getattr__(self, name: str):
+        if name in ("_table", "_raw", "_view"):
+            raise AttributeError(name)
+        return getattr(self._of, name)
+
+    def __getitem__(self, name: str):
+        return self._of[name]
+
+
 def assert_same_tree(layout) -> None:
     got, want = layout.tree(), reference_tree(layout)
+    compare(got, want)
+    compare(model_tree(Records(layout)), want)
+
+
+def compare(got: ModelTree, want: ModelTree) -> None:
     assert (got.total_nbytes, got.storage_nbytes, got.has_modules, got.optimizer) == (
         want.total_nbytes,
         want.storage_nbytes,
@@ -288,6 +309,21 @@ def test_skipped_files_deep_names_and_a_name_that_is_a_prefix(tmp_path):
     x = torch.zeros(4, 4)
     torch.save({"a.w": x, "b.row": x[1], "c": x[:, 1]}, tmp_path / "ck.pt")
     assert_same_tree(tv.analyze(tmp_path / "ck.pt"))
+
+
+def test_seventy_shards_more_files_than_one_mask_holds(tmp_path):
+    weight_map = {}
+    for k in range(70):
+        save_file(
+            {f"layers.{k}.w": torch.zeros(k + 1), f"layers.{k % 3}.b{k}": torch.zeros(2)},
+            tmp_path / f"m-{k}.safetensors",
+        )
+        weight_map |= {f"layers.{k}.w": f"m-{k}.safetensors", f"layers.{k % 3}.b{k}": f"m-{k}.safetensors"}
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    layout = tv.analyze(index)
+    assert len(layout.tree().find("layers.0").files) == 24
+    assert_same_tree(layout)
 
 
 def test_buffers_and_training_state():
