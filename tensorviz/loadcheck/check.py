@@ -39,37 +39,45 @@ def model_twin(model: Any) -> Any:
 
     Faster than ``copy.deepcopy`` (which copies every attribute, configs included), and enough
     for what a loader reads: the tree, the tensors, the hooks and each class's own methods."""
+    import torch
+
     memo: dict[int, Any] = {}
-    return _twin_module(model, memo)
+    copied: dict[tuple, tuple] = {}  # attribute names -> those naming hook dicts and sets
+    return _twin_module(model, memo, copied, torch.nn.Parameter)
 
 
-def _twin_module(module: Any, memo: dict[int, Any]) -> Any:
+def _twin_module(module: Any, memo: dict[int, Any], copied: dict[tuple, tuple], parameter: Any) -> Any:
     if id(module) in memo:
         return memo[id(module)]
     twin = object.__new__(type(module))
     memo[id(module)] = twin
-    attrs = dict(module.__dict__)
-    for key, value in attrs.items():
-        if key.endswith("hooks") or key.endswith("_set"):  # the hook dicts, _non_persistent_buffers_set
-            attrs[key] = value.copy() if isinstance(value, (dict, set)) else copy.copy(value)  # dict.copy: 5x copy.copy
-    attrs["_parameters"] = {k: _twin_tensor(v, memo) for k, v in module._parameters.items()}
-    attrs["_buffers"] = {k: _twin_tensor(v, memo) for k, v in module._buffers.items()}
-    attrs["_modules"] = {k: None if c is None else _twin_module(c, memo) for k, c in module._modules.items()}
-    twin.__dict__.update(attrs)
+    attrs = module.__dict__.copy()
+    names = tuple(attrs)
+    own = copied.get(names)
+    if own is None:  # the hook dicts, _non_persistent_buffers_set (one scan per attribute layout)
+        own = copied[names] = tuple(k for k in names if k.endswith("hooks") or k.endswith("_set"))
+    for key in own:
+        value = attrs[key]
+        attrs[key] = value.copy() if isinstance(value, (dict, set)) else copy.copy(value)  # dict.copy: 5x copy.copy
+    attrs["_parameters"] = {k: _twin_tensor(v, memo, parameter) for k, v in module._parameters.items()}
+    attrs["_buffers"] = {k: _twin_tensor(v, memo, parameter) for k, v in module._buffers.items()}
+    attrs["_modules"] = {
+        k: None if c is None else _twin_module(c, memo, copied, parameter) for k, c in module._modules.items()
+    }
+    object.__setattr__(twin, "__dict__", attrs)
     return twin
 
 
-def _twin_tensor(t: Any, memo: dict[int, Any]) -> Any:
-    import torch
-
+def _twin_tensor(t: Any, memo: dict[int, Any], parameter: Any) -> Any:
     if t is None:
         return None
-    if id(t) not in memo:
-        meta = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-        memo[id(t)] = (
-            torch.nn.Parameter(meta, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else meta
-        )
-    return memo[id(t)]
+    twin = memo.get(id(t))
+    if twin is None:
+        twin = _meta_like(t)
+        if isinstance(t, parameter):
+            twin = parameter(twin, requires_grad=t.requires_grad)
+        memo[id(t)] = twin
+    return twin
 
 
 def source_twin(source: Any, layout: Layout | None) -> OrderedDict:
