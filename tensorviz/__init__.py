@@ -44,6 +44,7 @@ __all__ = [
     "why_size",
     "diff",
     "load_check",
+    "load_plan",
     "limits",
     "Layout",
     "TensorView",
@@ -684,6 +685,32 @@ def load_check(
     from tensorviz.loadcheck.check import load_check as _load_check
 
     return _load_check(model, source, loader=loader, strict=strict, assign=assign, loader_kwargs=loader_kwargs)
+
+
+@public
+def load_plan(reports: Sequence[Any]) -> Any:
+    """``dcp.load``'s load plan across ranks: which saved chunks, files and byte ranges each
+    rank reads, from each rank's ``tv.load_check(..., loader="dcp.load")`` (gathered, e.g. with
+    ``dist.all_gather_object``), drawn on the checkpoint's global layout and tabled per rank.
+
+    Args:
+        reports: one ``dcp.load`` report per rank, in rank order, all of one checkpoint folder.
+
+    Returns:
+        A :class:`~tensorviz.loadcheck.plan.LoadPlanReport`: ``rows()`` (per rank: files, bytes,
+        chunks), ``print(p)`` and ``p._repr_html_()`` (the table), ``p.figure()`` (the picture).
+
+    Raises:
+        OptionError: no report, a report of another loader, or of another folder.
+
+    >>> import torch, tensorviz as tv                                           # doctest: +SKIP
+    >>> r = tv.load_check(model.state_dict(), "ckpt", loader="dcp.load")         # doctest: +SKIP
+    >>> reports = [None] * world; dist.all_gather_object(reports, r)              # doctest: +SKIP
+    >>> print(tv.load_plan(reports))                                              # doctest: +SKIP
+    """
+    from tensorviz.loadcheck.plan import load_plan as _load_plan
+
+    return _load_plan(reports)
 
 
 # -- the upward conveniences of the core (Layout.plot, its rich display...), wired here ------------

@@ -95,6 +95,34 @@ def load(rank: int, world: int, out: str) -> None:
     }
     with open(os.path.join(out, f"load{world}.rank{rank}.json"), "w") as f:
         json.dump(doc, f)
+    reports: list = [None] * world
+    dist.all_gather_object(reports, r)  # the load plan: every rank's report, drawn by rank 0
+    if rank == 0:
+        write_plan(reports, os.path.join(out, f"plan{world}"))
+
+
+def write_plan(reports: list, out: str) -> None:
+    """``out.json``: the load plan's rows, strips and readers' words as drawn; ``out.png``."""
+    from tensorviz.loadcheck.plan import load_plan
+    from tensorviz.render.mpl import drawn_rects, layer, png_bytes, texts
+
+    p = load_plan(reports)
+    fig = p.figure()
+    art = layer(fig, "load-plan")
+    doc = {
+        "rows": [[r.rank, list(r.files), r.nbytes, r.chunks] for r in p.rows()],
+        "reads": sorted([r.rank, r.fqn, r.file, r.offset, r.length] for r in p.plan.reads),
+        "strips": drawn_rects(fig, "load-plan").round(6).tolist(),
+        "strip_ranks": art.tensorviz_rank.tolist(),
+        "strip_names": [list(fig.tensorviz_diagram.bars[i].names) for i in art.tensorviz_owner],
+        "readers": texts(fig, "load-plan-readers"),
+        "text": str(p),
+        "html": p._repr_html_(),
+    }
+    with open(out + ".json", "w") as f:
+        json.dump(doc, f)
+    with open(out + ".png", "wb") as f:
+        f.write(png_bytes(fig))
 
 
 def run(rank: int, world: int, out: str, port: int, what: str) -> None:

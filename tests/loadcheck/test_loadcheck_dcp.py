@@ -222,6 +222,9 @@ def test_two_ranks_saved_loaded_into_four(tmp_path) -> None:
             assert w == [], rank
     b_files = [sorted({p[3] for p in doc["predicted"] if p[0] == "b"}) for doc in docs]
     assert b_files == [["__0_0.distcp"], ["__0_0.distcp"], ["__1_0.distcp"], ["__1_0.distcp"]]
+    from tests.loadcheck.test_load_plan import check_plan4
+
+    check_plan4(out, docs)  # the load plan rank 0 drew from the gathered reports, against the real reads
 
 
 def test_a_model_built_on_meta(tmp_path) -> None:

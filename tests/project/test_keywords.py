@@ -33,6 +33,7 @@ def test_the_public_functions_are_the_ones_listed():
         "why_size",
         "diff",
         "load_check",
+        "load_plan",
         "limits",
     ]
 
