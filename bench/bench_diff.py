@@ -6,7 +6,9 @@ Prints (best CPU time of ``--repeat`` interleaved runs each, seconds and ratios)
   ``--big`` tensors), next to ``tv.analyze(a)`` of one side (goal: diff <= 2.5x one analyze,
   linear in tensors). Side b is side a with 1 % of the tensors cast to float16, 1 % of the ties
   broken (cloned) and every name under a ``module.`` prefix: all of the diff's work is done.
-  Also: ``analyze(a)`` with its table built (the work ``analyze`` defers and any answer does),
+  b holds most of a's tensor objects (as a wrapped model does), so ``tv.diff`` reads those once
+  (``tensorviz.sources.shared``); a third row gives b as fresh (detached) tensors, where nothing is
+  shared. Also: ``analyze(a)`` with its table built (the work ``analyze`` defers and any answer does),
   and the comparison alone (``diff_layouts`` of two tabled layouts);
 * indexes -- ``tv.diff`` of two 100-shard ``*.safetensors.index.json`` checkpoints (the same
   tensors sharded two ways), header-only, next to ``tv.analyze`` of one index;
@@ -58,9 +60,11 @@ def state_dicts(n: int, repeat: int) -> None:
     la, lb = tv.analyze(a), tv.analyze(b)
     la._table, lb._table  # noqa: B018 -- tabled once: "compare" below is the comparison alone
     same_names = other_side(a, prefix="")
+    fresh = {name: t.detach() for name, t in b.items()}  # b's tensors as new objects (a state_dict())
     rows = [
         ("diff", lambda: tv.diff(a, b)),
         ("diff, same names", lambda: tv.diff(a, same_names)),
+        ("diff, fresh objects", lambda: tv.diff(a, fresh)),
         ("analyze", lambda: tv.analyze(a)),
         ("analyze+table", lambda: tv.analyze(a)._table),
         ("compare", lambda: diff_layouts(la, lb)),
@@ -76,6 +80,10 @@ def state_dicts(n: int, repeat: int) -> None:
         f"    {len(d.renamed):,} renamed, {len(d.changed):,} changes, {len(d.ties_lost):,} ties lost; "
         f"with the names unchanged (no renames): diff {t['diff, same names']:6.3f} "
         f"({t['diff, same names'] / t['analyze']:5.2f}x analyze)"
+    )
+    print(
+        f"    with b's tensors fresh objects (detached: nothing read once for both sides): "
+        f"diff {t['diff, fresh objects']:6.3f} ({t['diff, fresh objects'] / t['analyze']:5.2f}x analyze)"
     )
 
 

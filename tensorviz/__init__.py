@@ -619,8 +619,11 @@ def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None)
     """
     from tensorviz.core.diff import diff_layouts
     from tensorviz.core.layout import as_layout
+    from tensorviz.core.rows import gc_paused
+    from tensorviz.sources.shared import shared_reads
 
-    d = diff_layouts(as_layout(a), as_layout(b))
+    with gc_paused(), shared_reads():  # a tensor on both sides is read once (sources.shared_reads)
+        d = diff_layouts(as_layout(a), as_layout(b))
     if content:
         from tensorviz.sources.content import compare_content
 

@@ -265,7 +265,9 @@ class _Columns:
         self.did, self.gid, self.sidx, self.offset = t.did, t.gid, t.sidx, t.offset
         numel = np.fromiter((g.numel for g in t.geos), np.int64, len(t.geos))
         self.nbytes = numel[t.gid] * t.itemsize if len(t.gid) else np.zeros(0, np.int64)
-        self.file = np.array([d in _NO_DEVICE for d in t.devices], dtype=bool)
+        values: dict[str, int] = {}
+        device = _codes(t.devices, values)
+        self.file = np.array([d in _NO_DEVICE for d in values], dtype=bool)[device]
         whole = whole_files(layout) if self.file.any() else frozenset()
         self.packed = np.zeros(len(t.devices), dtype=bool)
         if whole:  # a few files: a key per storage is cheap
@@ -274,14 +276,11 @@ class _Columns:
     def codes(self, kind: str, values: dict) -> np.ndarray:
         """Per distinct value (geometry shape/stride, dtype, device): a code shared across sides."""
         t = self.table
-        columns: dict[str, list] = {
-            "shape": [g.shape for g in t.geos],
-            "stride": [g.stride for g in t.geos],
-            "dtype": [d[0] for d in t.dtypes],
-            "device": list(t.devices),
-        }
-        items = columns[kind]
-        return np.fromiter((values.setdefault(v, len(values)) for v in items), np.int64, len(items))
+        if kind == "device":
+            return _codes(t.devices, values)
+        if kind == "dtype":
+            return _codes([d[0] for d in t.dtypes], values)
+        return _codes([getattr(g, kind) for g in t.geos], values)
 
     def value(self, kind: str, i: int) -> Any:
         t = self.table
@@ -292,6 +291,14 @@ class _Columns:
         if kind == "device":
             return t.devices[t.sidx[i]]
         return int(self.offset[i] if kind == "offset" else self.nbytes[i])
+
+
+def _codes(items: list, values: dict) -> np.ndarray:
+    """Per item, a number per distinct value (``values``: value -> number, shared by both
+    sides, grown here); a dict pass in C, Python only per distinct value."""
+    for v in dict.fromkeys(items):
+        values.setdefault(v, len(values))
+    return np.fromiter(map(values.__getitem__, items), np.int64, len(items))
 
 
 def _changes(ca: _Columns, cb: _Columns, ia: np.ndarray, ib: np.ndarray, names_a: Sequence[str]) -> tuple:

@@ -250,8 +250,12 @@ class _Columns:
         p["did"].append(_first_rows(self.dtype_first, map(_DTYPE, part), at, k))
         p["offset"].append(_int64s(map(_OFFSET, part), k))
         given = list(map(_START, part))
-        p["given"].append(np.fromiter((g is not None for g in given), bool, k))
-        p["start"].append(_int64s((0 if g is None else g for g in given), k))
+        if given.count(None) == k:  # no row gives its start (live tensors): one C-level pass
+            p["given"].append(np.zeros(k, dtype=bool))
+            p["start"].append(np.zeros(k, dtype=np.int64))
+        else:
+            p["given"].append(np.fromiter((g is not None for g in given), bool, k))
+            p["start"].append(_int64s((0 if g is None else g for g in given), k))
 
     def column(self, name: str) -> np.ndarray:
         parts = self.parts[name]

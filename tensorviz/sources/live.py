@@ -40,6 +40,7 @@ from tensorviz.sources.objects import (
     module_items,
     module_problem,
 )
+from tensorviz.sources.shared import SHARED_READS
 from tensorviz.sources.subclasses import flatten, is_traceable
 from tensorviz.sources.training import add_training, categorise_module, name_training_state
 
@@ -204,6 +205,9 @@ class _Collector:
         self._dtypes: dict[torch.dtype, tuple[str, int]] = {}
         self._path: set[int] = set()
         self._left = limits.current().live_names  # names this walk may still take
+        shared = SHARED_READS.get()  # within tv.diff: what earlier walks read, and what this one reads
+        self._known = (shared.index() or None) if shared is not None else None
+        self._read = shared.read.append if shared is not None else None
 
     # -- walking containers ---------------------------------------------------------------
     def walk(self, obj: Any, prefix: str) -> None:
@@ -246,7 +250,7 @@ class _Collector:
         it); returns None when ``items`` is exhausted.
         """
         pre = f"{prefix}." if prefix else ""
-        dtypes, append = self._dtypes, self.rows.rows.append
+        dtypes, append, known, read = self._dtypes, self.rows.rows.append, self._known, self._read
         for key, t in items:
             self._left -= 1
             if self._left < 0:  # a Mapping of 10**7 names, or one whose iteration never ends
@@ -259,6 +263,9 @@ class _Collector:
                 self.skipped.append(Skipped(name, t.reason))
                 continue
             if cls is _TENSOR or cls is _PARAMETER:
+                if known is not None and (seen := known.get(id(t))) is not None and seen[0] is t:
+                    append((name, *seen[1][1:]))  # read by an earlier walk of this tv.diff
+                    continue
                 dt = dtypes.get(t.dtype)
                 # Nested (strided) tensors have no strides: stride() raises and they go the
                 # careful way, like sparse, mkldnn and storage-less tensors (no storage).
@@ -269,7 +276,10 @@ class _Collector:
                     except Exception:  # noqa: BLE001 - the careful path says what went wrong
                         self._add_careful(name, t)
                         continue
-                    append((name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st)))
+                    row = (name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st))
+                    append(row)
+                    if read is not None:
+                        read((t, row))
                 else:
                     self._add_careful(name, t)
             elif is_container(t):
