@@ -397,3 +397,62 @@ def test_the_twin_shares_nothing_the_loader_writes() -> None:
         for name, m in model.named_modules()
     } == hooks
     assert model.wte.weight.device.type == "cpu" and model.lm_head.weight is model.wte.weight
+
+
+def _library_globals() -> dict[str, Any]:
+    """What a load check could swap or leave changed: torch's load path, its global module hooks
+    and switches, safetensors' functions, the collector, the warning filters."""
+    import gc
+    import warnings
+
+    import safetensors.torch
+    from torch.nn.modules import module as torch_module
+
+    out: dict[str, Any] = {
+        f"Module.{n}": getattr(nn.Module, n)
+        for n in ("load_state_dict", "_load_from_state_dict", "state_dict", "__setattr__", "register_module")
+    }
+    out |= {f"Tensor.{n}": getattr(torch.Tensor, n) for n in ("copy_", "module_load")}
+    out |= {f"safetensors.{n}": getattr(safetensors.torch, n) for n in ("load_model", "_remove_duplicate_names")}
+    out |= {n: getattr(torch_module, n) for n in dir(torch_module) if n.startswith("_global_")}
+    out |= {f"len {n}": len(v) for n, v in list(out.items()) if isinstance(v, (dict, set, list))}
+    out["swap on conversion"] = torch.__future__.get_swap_module_params_on_conversion()
+    out["overwrite on conversion"] = torch.__future__.get_overwrite_module_params_on_conversion()
+    out["default dtype"] = torch.get_default_dtype()
+    out["grad enabled"] = torch.is_grad_enabled()
+    out["gc"] = (gc.isenabled(), gc.get_threshold())
+    out["warnings.filters"] = warnings.filters
+    out["filters"] = tuple(warnings.filters)
+    return out
+
+
+def _module_dicts(model: nn.Module) -> dict[str, Any]:
+    """Every module's attribute objects (``is``) and, for dicts and sets, their contents."""
+    out: dict[str, Any] = {}
+    for name, m in model.named_modules(remove_duplicate=False):
+        for key, value in vars(m).items():
+            out[f"{name}:{key}"] = value
+            if isinstance(value, (dict, set)):
+                out[f"{name}:{key} contents"] = dict(value) if isinstance(value, dict) else set(value)
+    return out
+
+
+@pytest.mark.parametrize(
+    "loader,strict,assign",
+    [("load_state_dict", True, False), ("load_state_dict", False, True), ("safetensors.load_model", True, False)],
+)
+def test_the_check_changes_no_global_and_no_module_attribute(loader: str, strict: bool, assign: bool, tmp_path) -> None:
+    """Library globals and every attribute of every module of the model are the same objects
+    (and dicts hold the same entries) after the check; the check raised nothing itself."""
+    model = _seeded(TiedLM)
+    model.ln.register_load_state_dict_pre_hook(lambda *a: None)
+    source = _safetensors(str(tmp_path)) if loader != "load_state_dict" else _sd(TiedLM(), extra=torch.zeros(1))
+    before, attrs = _library_globals(), _module_dicts(model)
+    r = tv.load_check(model, source, loader=loader, strict=strict, assign=assign)
+    after, attrs_after = _library_globals(), _module_dicts(model)
+    assert r.raises == strict  # an unexpected or missing key each time: the check ran through
+    assert after.keys() == before.keys() and attrs_after.keys() == attrs.keys()
+    for key, value in before.items():
+        assert after[key] is value or (type(value) in (bool, int, tuple) and after[key] == value), key
+    for key, value in attrs.items():
+        assert attrs_after[key] is value or (" contents" in key and attrs_after[key] == value), key
