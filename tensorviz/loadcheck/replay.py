@@ -28,14 +28,16 @@ __all__ = ["load_state_dict", "replays"]
 
 
 def replays(module: Any) -> bool:
-    """Whether ``module.load_state_dict`` is torch's own (not a subclass's override, nor a
-    wrapper put over torch's): only then is :func:`load_state_dict` the same call."""
+    """Whether ``module.load_state_dict`` is torch's own (not a subclass's override, not one set
+    on the instance, nor a wrapper put over torch's): only then is :func:`load_state_dict` the
+    same call."""
     import torch
 
     own = torch.nn.Module.load_state_dict
     code = getattr(own, "__code__", None)
     return (
         type(module).load_state_dict is own
+        and "load_state_dict" not in getattr(module, "__dict__", {})
         and getattr(own, "__wrapped__", None) is None
         and code is not None
         and code.co_filename.replace("\\", "/").endswith("torch/nn/modules/module.py")

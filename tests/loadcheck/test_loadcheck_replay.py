@@ -337,6 +337,31 @@ def test_replays_only_torch_own_load_state_dict() -> None:
 
     assert replays(nn.Linear(2, 2)) and replays(_twice())
     assert not replays(Own())
+    patched = nn.Linear(2, 2)
+    patched.load_state_dict = lambda sd, strict=True, assign=False: None  # type: ignore[method-assign]
+    assert not replays(patched) and not replays(model_twin(patched))
+
+
+def test_load_check_follows_a_load_state_dict_of_its_own() -> None:
+    """Where the model's class has its own ``load_state_dict``, the check runs that one (here one
+    that drops ``module.`` and loads non-strictly), and predicts what it does."""
+    import tensorviz as tv
+
+    class Own(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def load_state_dict(self, state_dict, strict=True, assign=False):  # noqa: ANN001, ANN201
+            state_dict = {k.removeprefix("module."): v for k, v in state_dict.items()}
+            return super().load_state_dict(state_dict, strict=False, assign=assign)
+
+    source = {"module.lin.weight": torch.zeros(2, 2), "extra": torch.zeros(1)}
+    r = tv.load_check(Own(), source, strict=True)
+    model = Own()
+    real = model.load_state_dict(source, strict=True)
+    assert (r.raises, list(r.missing), list(r.unexpected)) == (False, real.missing_keys, real.unexpected_keys)
+    assert (r.missing, r.unexpected) == (("lin.bias",), ("extra",))
 
 
 # -- generated trees and sources ---------------------------------------------------------------------
