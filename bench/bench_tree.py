@@ -1,39 +1,82 @@
-"""Module tree and print(layout) cost, as ratios to the exact answer in the same run.
+"""Module tree cost next to ``tv.analyze`` in the same run (issue 22: tree <= 2x analyze, whatever
+the slicing).
 
-The synthetic 100k-tensor state dict of ``bench_analyze.py`` (40,000 names reading bytes
-counted under another name, 28,000 shared groups) is the hard case: every shared group's byte
-attribution is computed. Run: ``.venv/bin/python bench/bench_tree.py``.
+Cases: ``bench_analyze``'s synthetic state dict at 2k, 8k and 100k names (per 10 names: 4
+params, a tied pair, a fused qkv with q/k row slices, a transpose or a column slice -- 28% of
+the names read bytes counted under another name), and 64 column slices of one 50k x 4,096
+float32 weight on ``meta`` (3.2M byte runs). Per case, best CPU time of ``--repeat`` interleaved
+runs of:
+
+* analyze  -- ``tv.analyze(x)``;
+* tree     -- ``layout.tree()`` on a fresh layout (the overlap groups it needs included);
+* print    -- ``str(layout)`` on a fresh layout;
+
+and, at 100k, ``tv.explore(x, snapshot=False)`` (the widget built in the kernel, no browser).
+Ratios are to analyze in the same run. Run: ``.venv/bin/python bench/bench_tree.py [--repeat 3]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_analyze import exact, synthetic_state_dict  # noqa: E402
+from bench_analyze import synthetic_state_dict  # noqa: E402
 
 import tensorviz as tv  # noqa: E402
 
 
-def best(fn, repeat: int = 3) -> float:
-    times = []
+def column_slices(rows: int = 50_000, cols: int = 4096, pieces: int = 64) -> dict:
+    """``pieces`` column slices of one ``rows`` x ``cols`` float32 weight on meta."""
+    import torch
+
+    w = torch.empty(rows, cols, device="meta")
+    width = cols // pieces
+    return {f"w.{k}": w[:, k * width : (k + 1) * width] for k in range(pieces)}
+
+
+def cpu(fn: Callable[[], object], prepare: Callable[[], object] | None = None) -> float:
+    """CPU seconds of ``fn(prepare())`` (``fn()`` without ``prepare``), prepare not counted."""
+    arg = prepare() if prepare is not None else None
+    gc.collect()
+    t = time.process_time()
+    fn() if prepare is None else fn(arg)  # type: ignore[call-arg]
+    return time.process_time() - t
+
+
+def measure(x: object, repeat: int, explore: bool) -> dict[str, float]:
+    rows: dict[str, tuple[Callable, Callable | None]] = {
+        "analyze": (lambda: tv.analyze(x), None),
+        "tree": (lambda layout: layout.tree(), lambda: tv.analyze(x)),
+        "print": (lambda layout: str(layout), lambda: tv.analyze(x)),
+    }
+    if explore:
+        rows["explore"] = (lambda: tv.explore(x, snapshot=False), None)
+    times: dict[str, list[float]] = {k: [] for k in rows}
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for label, (fn, prepare) in rows.items():
+            times[label].append(cpu(fn, prepare))
+    return {k: min(v) for k, v in times.items()}
 
 
 def main() -> None:
-    sd = synthetic_state_dict(100_000)
-    base = best(lambda: exact(sd))
-    tree = best(lambda: tv.analyze(sd).tree())
-    text = best(lambda: str(tv.analyze(sd)))
-    print(f"100k tensors: exact answer {base:.3f} s (peer)")
-    print(f"  layout.tree()  {tree:.3f} s = {tree / base:.1f}x the exact answer")
-    print(f"  str(layout)    {text:.3f} s = {text / base:.1f}x the exact answer")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    cases = [(f"{n:,} names", synthetic_state_dict(n), n == 100_000) for n in (2_000, 8_000, 100_000)]
+    cases.append(("64 column slices of 50k x 4,096", column_slices(), False))
+    print(f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s} {'tree':>8s} {'x':>6s} {'print':>8s} {'x':>6s}")
+    for label, x, explore in cases:
+        t = measure(x, args.repeat, explore)
+        a = t["analyze"]
+        line = f"{label:34s} {a:8.3f} {t['tree']:8.3f} {t['tree'] / a:6.2f} {t['print']:8.3f} {t['print'] / a:6.2f}"
+        if explore:
+            line += f"   tv.explore {t['explore']:.3f} s = {t['explore'] / a:.2f}x analyze"
+        print(line)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,9 @@ footprints compared, never a union grown run set by run set.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -148,13 +149,13 @@ class Attribution:
 
     own: list[int]  # per view, the bytes it owns (first reader wins)
     groups: list[tuple[str, ...]]  # the overlap groups of two or more names
-    partners: dict  # per shared name, the names whose bytes intersect its own
-    counted: dict  # per name not owning all it reads, (relation, first earlier partner)
+    partners: ByName  # per shared name, the names whose bytes intersect its own
+    counted: ByName  # per name not owning all it reads, (relation, first earlier partner)
     distinct: Callable[[list[str]], int]  # the distinct bytes of some names of one group
     painted: Painted | None  # the groups attributed in one numpy pass, as columns
 
 
-def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], dict, dict, Callable]:
+def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], Mapping, Mapping, Callable]:
     """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
     per shared name its partners (names whose bytes intersect its own); per name that does not
     own all it reads, ``(relation, first earlier partner)``; the distinct bytes of some names of
@@ -168,11 +169,10 @@ def owners(layout: LayoutLike) -> Attribution:
     slices, strided views) in one numpy pass over all of them (:func:`_painted`), the rest (big
     groups, towers) one by one."""
     own = _footprint_nbytes(layout)
-    pos = {n: i for i, n in enumerate(layout.names)}
+    pos = getattr(layout, "_index", None) or {n: i for i, n in enumerate(layout.names)}  # name -> position
     groups = [g.names for g in layout.shared("overlap")]
-    partners: dict[str, Sequence[str]] = {}
+    partners, counted = ByName(), ByName()
     runs: dict[str, _Runs] = {}
-    counted: dict[str, tuple[str, str]] = {}
     owned: list[int] | np.ndarray
     painted = _painted(layout, groups, pos, own, partners, counted)
     done = set(painted.groups.tolist()) if painted is not None else set()
@@ -229,7 +229,9 @@ def _footprints(t) -> np.ndarray:
     return np.fromiter((g.footprint for g in t.geos), np.int64, len(t.geos))[t.gid] * t.itemsize
 
 
-def _painted(layout: LayoutLike, groups: list, pos: dict, own: list, partners: dict, counted: dict) -> Painted | None:
+def _painted(
+    layout: LayoutLike, groups: list, pos: Mapping[str, int], own: list, partners: ByName, counted: ByName
+) -> Painted | None:
     """First reader wins for every group of at most 64 exact footprints (not towers) in one
     numpy pass: the groups are laid side by side on one byte axis and every elementary piece
     painted with the bit mask of its readers (see :func:`first_reader`); a piece belongs to
@@ -270,9 +272,14 @@ def _painted(layout: LayoutLike, groups: list, pos: dict, own: list, partners: d
     near = _partner_masks(key_g, key_m, mfirst, members.size)
     near &= ~np.left_shift(np.uint64(1), rank.astype(np.uint64))
     names = layout.names
-    _name_partners(names, members, mfirst[gid], near, partners)
+    member = np.full(len(names), -1, dtype=np.int64)
+    member[members] = np.arange(members.size)
     painted = Painted(np.flatnonzero(ok), members, mfirst, size, key_g, key_m, length)
-    _counted(t, names, painted, gid, rank, near, own, counted)
+    partners.painted = _Partners(names, members, mfirst[gid], near)
+    counted.painted = _counted(t, names, painted, gid, rank, near, own)
+    partners.pos = counted.pos = pos
+    partners.names = counted.names = names
+    partners.member = counted.member = member
     return painted
 
 
@@ -306,28 +313,97 @@ def _partner_masks(g: np.ndarray, m: np.ndarray, first: np.ndarray, n: int) -> n
     return near
 
 
-def _name_partners(names: Sequence[str], members: np.ndarray, first: np.ndarray, near: np.ndarray, out: dict) -> None:
-    """``out[name]``: the names of the bits of ``near`` (ascending: source order)."""
-    k, b = np.nonzero(((near[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)) != 0)
-    who = [names[p] for p in members[first[k] + b].tolist()]
-    cuts = np.searchsorted(k, np.arange(members.size + 1)).tolist()
-    for i, p in enumerate(members.tolist()):
-        out[names[p]] = tuple(who[cuts[i] : cuts[i + 1]])
+class _Partners:
+    """Painted member ``k``'s partners: the names of the bits of ``near[k]`` (ascending:
+    source order), made when asked for."""
+
+    def __init__(self, names: Sequence[str], members: np.ndarray, first: np.ndarray, near: np.ndarray) -> None:
+        self.names, self.members, self.first, self.near = names, members, first, near
+
+    def __call__(self, k: int) -> tuple[str, ...]:
+        m, base, names, members = int(self.near[k]), int(self.first[k]), self.names, self.members
+        out = []
+        while m:
+            low = m & -m
+            out.append(names[members[base + low.bit_length() - 1]])
+            m ^= low
+        return tuple(out)
+
+    def keys(self) -> range:
+        return range(self.members.size)
+
+
+class _Counted:
+    """``(relation, first earlier partner)`` of the painted members that own less than they
+    read, made when asked for."""
+
+    def __init__(self, names: Sequence[str], slot: np.ndarray, words: np.ndarray, earlier: np.ndarray) -> None:
+        self.names, self.slot, self.words, self.earlier = names, slot, words, earlier
+
+    def __call__(self, k: int) -> tuple[str, str] | None:
+        j = int(self.slot[k])
+        return None if j < 0 else (_RELATIONS[self.words[j]], self.names[self.earlier[j]])
+
+    def keys(self) -> list[int]:
+        return np.flatnonzero(self.slot >= 0).tolist()
+
+
+_RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps")
+
+
+class ByName(Mapping):
+    """``name -> value`` for the names of the overlap groups: a dict for the groups attributed
+    one by one, the painted groups' values made from their columns on first read (no tuple
+    per name for 100k names up front). Reads like a dict."""
+
+    def __init__(self) -> None:
+        self.known: dict = {}
+        self.painted: Callable[[int], Any] | None = None
+        self.pos: Mapping[str, int] = {}
+        self.member = np.zeros(0, dtype=np.int64)  # per view, its painted member index or -1
+        self.names: Sequence[str] = ()
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.known[name] = value
+
+    def update(self, values: Mapping) -> None:
+        self.known.update(values)
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.known:
+            return self.known[name]
+        i = self.pos.get(name) if self.painted is not None else None
+        k = int(self.member[i]) if i is not None else -1
+        value = self.painted(k) if k >= 0 and self.painted is not None else None
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.known
+        if self.painted is not None:
+            views = np.empty(int(self.member.max()) + 1, dtype=np.int64)
+            views[self.member[self.member >= 0]] = np.flatnonzero(self.member >= 0)
+            for k in self.painted.keys():  # type: ignore[attr-defined]
+                yield self.names[int(views[k])]
+
+    def __len__(self) -> int:
+        return len(self.known) + (len(self.painted.keys()) if self.painted is not None else 0)  # type: ignore[attr-defined]
 
 
 def _counted(
-    t, names: Sequence[str], pt: Painted, gid: np.ndarray, rank: np.ndarray, near: np.ndarray, own: list, out: dict
-) -> None:
-    """``out[name] = (relation, first earlier partner)`` for every member owning less than it
-    reads: the relation from the records when they settle it (identical), else from the bytes
-    both read (every footprint here is exact)."""
+    t: Any, names: Sequence[str], pt: Painted, gid: np.ndarray, rank: np.ndarray, near: np.ndarray, own: list
+) -> _Counted:
+    """``(relation, first earlier partner)`` of every member owning less than it reads: the
+    relation from the records when they settle it (identical), else from the bytes both read
+    (every footprint here is exact)."""
     one = np.uint64(1)
     before = near & (np.left_shift(one, rank.astype(np.uint64)) - one)
     fpn = _footprints(t)[pt.members]
     mine = np.asarray([own[p] for p in pt.members.tolist()], dtype=np.int64)
     k = np.flatnonzero((before != 0) & (mine < fpn))
-    if not k.size:
-        return
+    slot = np.full(pt.members.size, -1, dtype=np.int64)
+    slot[k] = np.arange(k.size)
     e = pt.first[gid[k]] + _lowest_bit(before[k])
     both = np.left_shift(one, rank[k].astype(np.uint64)) | np.left_shift(one, rank[e].astype(np.uint64))
     cuts = np.searchsorted(pt.gid, np.arange(pt.size.size + 1))
@@ -339,17 +415,8 @@ def _counted(
     a, b = pt.members[k], pt.members[e]
     na, nb = fpn[k], fpn[e]
     same = (t.start[a] == t.start[b]) & (t.gid[a] == t.gid[b]) & (t.did[a] == t.did[b])
-    words = np.where(
-        same,
-        "identical",
-        np.where(
-            (inter == na) & (inter == nb),
-            "same-bytes",
-            np.where(inter == nb, "contains", np.where(inter == na, "within", "overlaps")),
-        ),
-    )
-    for x, y, w in zip(a.tolist(), b.tolist(), words.tolist()):
-        out[names[x]] = (w, names[y])
+    words = np.select([same, (inter == na) & (inter == nb), inter == nb, inter == na], [0, 1, 2, 3], 4)
+    return _Counted(names, slot, words, b)
 
 
 def _small_first(runs: list[_Runs]) -> tuple[list[int], list[tuple[int, ...]]]:

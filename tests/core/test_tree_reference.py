@@ -26,6 +26,7 @@ from torch import nn
 
 import tensorviz as tv
 from tensorviz.core import footprint as fp
+from tensorviz.core.attribution import attribution as owners_of
 from tensorviz.core.categories import category_bytes, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.tree import MAX_DEPTH, ModelTree, Node, _file_name, model_tree, tree_text
@@ -201,6 +202,10 @@ def assert_same_tree(layout) -> None:
     got, want = layout.tree(), reference_tree(layout)
     compare(got, want)
     compare(model_tree(Records(layout)), want)
+    own, partners, counted, _ = attribution(layout)
+    got_own, _, got_partners, got_counted, _ = owners_of(layout)
+    assert (got_own, dict(got_partners), dict(got_counted)) == (own, partners, counted)
+    assert len(got_partners) == len(partners) and len(got_counted) == len(counted)
 
 
 def compare(got: ModelTree, want: ModelTree) -> None:
