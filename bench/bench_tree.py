@@ -69,7 +69,9 @@ def main() -> None:
     args = ap.parse_args()
     cases = [(f"{n:,} names", synthetic_state_dict(n), n == 100_000) for n in (2_000, 8_000, 100_000)]
     cases.append(("64 column slices of 50k x 4,096", column_slices(), False))
-    print(f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s} {'tree':>8s} {'x':>6s} {'print':>8s} {'x':>6s}")
+    print(
+        f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s} {'tree':>8s} {'x':>6s} {'print':>8s} {'x':>6s}"
+    )
     for label, x, explore in cases:
         t = measure(x, args.repeat, explore)
         a = t["analyze"]
