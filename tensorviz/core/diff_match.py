@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from operator import eq, getitem
 
 import numpy as np
@@ -87,50 +87,42 @@ def _exact(names_a: Sequence[str], names_b: Sequence[str]) -> np.ndarray:
     return pos
 
 
-def _hashes(keys: Sequence[str]) -> np.ndarray:
-    return np.fromiter(map(_hash, keys), np.int64, len(keys))
-
-
 def _join(keys_a: Sequence[str], keys_b: Sequence[str]) -> np.ndarray:
     """Per key of a, the position of the one equal key of b, or -1 -- also -1 when the key
-    is not unique on its side or on the other. One sort of both sides' hashes: a key that
-    matches is a run of two equal hashes, one from each side, whose strings are equal."""
+    is not unique on its side or on the other. One sort of both sides' hashes (their high
+    bits, then the position, packed in one int64: a sort, not an argsort): equal keys are in
+    one run of equal hashes. A run of two, one from each side, is a match when the strings
+    are equal; keys in longer runs (duplicates, or a hash shared by different keys) are
+    joined by a dict."""
     na, nb = len(keys_a), len(keys_b)
     pos = np.full(na, -1, dtype=np.int64)
     if not na or not nb:
         return pos
-    h = np.concatenate((_hashes(keys_a), _hashes(keys_b)))
-    order = np.argsort(h)
-    hs = h[order]
+    n = na + nb
+    bits = n.bit_length()
+    key = np.fromiter(map(_hash, chain(keys_a, keys_b)), np.int64, n) >> bits << bits | np.arange(n)
+    key.sort()
+    at, hs = key & ((1 << bits) - 1), key >> bits
     tie = hs[1:] == hs[:-1]
     if not tie.any():
         return pos
-    head = np.r_[True, ~tie, True]
-    starts = np.flatnonzero(head)
-    size = np.diff(starts)
-    big = starts[:-1][size > 2]
-    if big.size and not _all_equal(keys_a, keys_b, order, big, size[size > 2]):
-        return _join_by_dict(keys_a, keys_b)  # a hash shared by three keys, not all equal
-    two = starts[:-1][size == 2]
-    i, j = np.minimum(order[two], order[two + 1]), np.maximum(order[two], order[two + 1])
-    pair = (i < na) & (j >= na)
-    i, j = i[pair], j[pair]
-    by_a = np.argsort(i)  # read a's keys in their order (b's mostly follow), not the hashes'
-    i, j = i[by_a], j[by_a]
-    same = np.fromiter(map(eq, _take(keys_a, i), _take(keys_b, j - na)), bool, i.size)
-    pos[i[same]] = j[same] - na
+    starts = np.flatnonzero(np.r_[True, ~tie, True])
+    size, first = np.diff(starts), starts[:-1]
+    two = first[size == 2]
+    i, j = at[two], at[two + 1]  # positions ascend within a run
+    pair = np.sort((i * n + j)[(i < na) & (j >= na)])
+    i, j = pair // n, pair % n - na  # in a's order: both sides read mostly in order
+    same = np.fromiter(map(eq, _take(keys_a, i), _take(keys_b, j)), bool, i.size)
+    pos[i[same]] = j[same]
+    big = size > 2
+    if big.any():
+        lengths = size[big]
+        inside = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        members = np.sort(at[np.repeat(first[big], lengths) + inside])
+        ma, mb = members[members < na], members[members >= na] - na
+        found = _join_by_dict(_take(keys_a, ma), _take(keys_b, mb))
+        pos[ma[found >= 0]] = mb[found[found >= 0]]
     return pos
-
-
-def _all_equal(
-    keys_a: Sequence[str], keys_b: Sequence[str], order: np.ndarray, starts: np.ndarray, size: np.ndarray
-) -> bool:
-    """Whether every run (sorted positions ``starts``, ``size`` each; positions past a's are
-    b's) holds one string only."""
-    keys = [*keys_a, *keys_b]
-    first = np.repeat(order[starts], size)
-    member = order[np.repeat(starts, size) + np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)]
-    return all(map(eq, _take(keys, member), _take(keys, first)))
 
 
 def _join_by_dict(keys_a: Sequence[str], keys_b: Sequence[str]) -> np.ndarray:

@@ -76,12 +76,19 @@ def test_matcher_equals_the_reference(names_a: list[str], names_b: list[str]) ->
     _check(names_a, names_b)
 
 
+_COLLIDING = {
+    "all alike": lambda s: len(s) % 3,  # every name in a few long runs: all joined by a dict
+    "some alike": lambda s: (hash(s) % 5) << 50,  # runs of two of different names, and longer ones
+}
+
+
 @settings(max_examples=150, deadline=None)
-@given(_SIDE, _SIDE)
-def test_matcher_equals_the_reference_when_every_hash_collides(names_a: list[str], names_b: list[str]) -> None:
-    """Hashes shared by different names send the join and the uniqueness count to dicts."""
+@given(_SIDE, _SIDE, st.sampled_from(sorted(_COLLIDING)))
+def test_matcher_equals_the_reference_when_hashes_collide(names_a: list[str], names_b: list[str], how: str) -> None:
+    """Hashes shared by different names: runs of two are told apart by comparing the strings,
+    longer runs are joined by a dict."""
     saved = diff_match._hash
-    diff_match._hash = lambda s: len(s) % 3
+    diff_match._hash = _COLLIDING[how]
     try:
         _check(names_a, names_b)
     finally:
