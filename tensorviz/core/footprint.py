@@ -257,10 +257,13 @@ def geometry(shape: Sequence[int], stride: Sequence[int], budget: int | None = N
         return Geometry(numel, run[1], run[1], True, True, contiguous, None, shape, stride)
     reach = span(0, shape, stride, 1)[1]
     form = tw.tower_form(shape, stride, EXPLICIT_BUDGET)
+    if isinstance(form, list) and len(form) == 1 and isinstance(form[0], np.ndarray):  # summed: listed
+        return Geometry(numel, reach, total(form[0]), False, True, contiguous, _freeze(form[0]), shape, stride)
     if isinstance(form, list):
-        u = periodic.Union(form)
-        if u.exact:
-            geo = Geometry(numel, reach, u.nbytes, False, True, contiguous, None, shape, stride)
+        u = periodic.Union(form) if len(form) > 1 else None  # one tower: its copies never overlap
+        if u is None or u.exact:
+            count = u.nbytes if u is not None else tw.size(form[0])
+            geo = Geometry(numel, reach, count, False, True, contiguous, None, shape, stride)
             geo.tower = form
             return geo
     f = footprint(0, shape, stride, 1, budget)

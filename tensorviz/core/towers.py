@@ -10,7 +10,9 @@ of ``x.as_strided((4096, 4096), (8200, 2))`` are a tower of period 8200 whose ba
 period 2. A level whose copies interleave (its stride is shorter than what the levels inside it
 reach) becomes a few towers of one period whose union is the footprint (:func:`tower_form`):
 ``n`` shifted copies when it has few, or the inner footprint cut into period-wide slices when
-those are few. Sizes and counts below any address come from divisions, never from listing runs.
+those are few; else, when the sum stays under :data:`BASE_BUDGET` runs, it is listed by doubling
+(``{2a + 3b}`` is a few runs, whatever ``a`` and ``b`` run to). Sizes and counts below any address
+come from divisions, never from listing runs copy by copy.
 
 >>> t = Tower(0, Tower(0, np.array([[0, 1]]), 2, 3), 10, 4)   # 4 rows of bytes 0, 2, 4
 >>> t.nbytes, t.stop, int(t.below(np.array([13]))[0])
@@ -24,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+
+from tensorviz.core.runsets import union
 
 __all__ = [
     "BASE_BUDGET",
@@ -186,7 +190,8 @@ def listed(b: np.ndarray | Tower) -> np.ndarray:
 def tower_form(shape: Sequence[int], stride: Sequence[int], explicit: int) -> list[np.ndarray | Tower] | None | bool:
     """The element footprint of a view needing more than ``explicit`` runs, as towers whose union
     it is (one tower unless a level's copies interleave); None when it needs no more (list it);
-    False when it has no such form within :data:`UNION_BUDGET` towers.
+    False when it has no such form within :data:`UNION_BUDGET` towers (a level with many copies
+    interleaving many slices is then listed by doubling, up to :data:`BASE_BUDGET` runs).
 
     Dimensions that continue one another (``stride == inner stride * inner size``) are merged
     first, so ``x[:, ::2]`` of a row-major matrix is one progression of single elements.
@@ -247,10 +252,31 @@ def _storey(pieces: list[np.ndarray | Tower], st: int, n: int) -> list[np.ndarra
     if n * len(pieces) <= UNION_BUDGET:  # few copies: each one a shifted piece
         return [shifted(p, j * st) for j in range(n) for p in pieces]
     rows = -(-r // st)  # many copies: the union cut into period-wide slices, each a tower
-    if rows * len(pieces) > UNION_BUDGET:
+    if rows * len(pieces) <= UNION_BUDGET:
+        cut = [(j, c) for j in range(rows) for p in pieces for c in clipped(p, j * st, (j + 1) * st)]
+        if len(cut) <= UNION_BUDGET:
+            return [Tower(j * st, shifted(c, -j * st), st, n) for j, c in cut]
+    if sum(nruns(p) for p in pieces) > BASE_BUDGET:
         return None
-    cut = [(j, c) for j in range(rows) for p in pieces for c in clipped(p, j * st, (j + 1) * st)]
-    return [Tower(j * st, shifted(c, -j * st), st, n) for j, c in cut] if len(cut) <= UNION_BUDGET else None
+    summed = _sumset(union(*map(listed, pieces)), st, n)  # many copies, many slices: list the sum
+    return None if summed is None else [summed]
+
+
+def _sumset(runs: np.ndarray, st: int, n: int) -> np.ndarray | None:
+    """Canonical runs of ``runs + {0, st, ..., (n - 1) * st}`` by doubling (``O(log n)`` unions,
+    never a run per copy); None once it needs more than :data:`BASE_BUDGET` runs.
+
+    >>> _sumset(np.array([[0, 1], [2, 3], [4, 5]]), 3, 4).tolist()   # {0, 2, 4} + {0, 3, 6, 9}
+    [[0, 1], [2, 12], [13, 14]]
+    """
+    out, k = runs, 1  # out = runs + {0, ..., k - 1} * st
+    for bit in bin(n)[3:]:
+        out, k = union(out, out + k * st), 2 * k
+        if bit == "1":
+            out, k = union(out, runs + k * st), k + 1
+        if len(out) > BASE_BUDGET:
+            return None
+    return out
 
 
 def is_row_major(shape: Sequence[int], stride: Sequence[int]) -> bool:

@@ -181,6 +181,17 @@ INEXACT = (
     "periodic form tensorviz can measure ({names}); no outcome is derived from them"
 )
 
+#: The report's note when its unique tensor bytes are a bound.
+UNIQUE_BOUND = (
+    "unique tensor bytes is an upper bound, not exact: some footprints could not be measured exactly ({names})"
+)
+
+
+def bound_notes(layout: Layout) -> tuple[str, ...]:
+    """The report's note on its unique bytes when they are only a bound (else none)."""
+    names = inexact_names(layout)
+    return (UNIQUE_BOUND.format(names=", ".join(names[:3]) + (", ..." if len(names) > 3 else "")),) if names else ()
+
 
 def inexact_names(sub: Layout) -> list[str]:
     """Names on storages whose coverage is only an upper bound (empty when every figure is exact)."""

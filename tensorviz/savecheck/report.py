@@ -70,7 +70,7 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
             versions=versions(),
             unique_nbytes=acc.unique_nbytes(subject.layout),
             ties=subject.ties,
-            notes=tuple(subject.notes),
+            notes=tuple(subject.notes) + acc.bound_notes(subject.layout),
             not_run=tuple((k, why) for k, why in subject.not_run if asked or " is not installed: " in why),
         )
 

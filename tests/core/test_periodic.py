@@ -227,3 +227,7 @@ def test_interleaving_levels_are_measured_exactly():
     assert layout.relation("windows", "head") == "overlaps" and layout.overlap_nbytes("windows", "head") == 3
     (s,) = layout.storages  # pair misses bytes 1 (head reads it) and 2n; the last 6 are read by none
     assert (s.covered_nbytes, s.unreferenced_nbytes, s.exact) == (2 * n + 1, 7, True)
+    sums = y.as_strided((4096, 4096), (2, 3))  # {2a + 3b}: 2**24 elements, 20,474 distinct bytes
+    layout = tv.analyze({"sums": sums, "odd": y[1:100:2]})
+    assert layout.footprint_runs("sums").tolist() == [[0, 1], [2, 20474], [20475, 20476]]
+    assert layout["sums"].exact and layout.overlap_nbytes("sums", "odd") == 49  # all odd bytes but 1

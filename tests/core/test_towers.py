@@ -151,8 +151,16 @@ def test_an_interleaving_level_with_many_copies_is_cut_into_period_wide_slices()
     assert periodic.Union(form).nbytes == len(range(0, 6 * ((1 << 21) - 1) + 10, 3))
 
 
-def test_a_level_past_the_union_budget_has_no_form():
-    assert tw.tower_form((1 << 12, 1 << 12), (2, 3), explicit=1 << 20) is False  # {2a + 3b}: neither way is small
+def test_a_level_with_many_copies_and_many_slices_is_summed_by_doubling():
+    (runs,) = tw.tower_form((1 << 12, 1 << 12), (2, 3), explicit=1 << 20)  # {2a + 3b}: all but 1 and 2 tops
+    top = 2 * 4095 + 3 * 4095
+    assert runs.tolist() == [[0, 1], [2, top - 1], [top, top + 1]]
+
+
+def test_a_level_past_every_budget_has_no_form(monkeypatch):
+    monkeypatch.setattr(tw, "BASE_BUDGET", 4)  # the progression {2a} is 4096 runs: too many to sum
+    monkeypatch.setattr(tw, "UNION_BUDGET", 2)  # 4096 copies, 2731 slices
+    assert tw.tower_form((1 << 12, 1 << 12), (2, 3), explicit=1 << 10) is False
 
 
 @pytest.mark.parametrize("n", [5, 64])

@@ -115,9 +115,16 @@ def test_a_figure_that_is_only_a_bound_derives_no_outcome(monkeypatch):
     monkeypatch.setattr(fp, "RUN_BUDGET", 3)  # x[:, ::2] then has too many runs to list...
     monkeypatch.setattr(fp, "EXPLICIT_BUDGET", 1 << 40)  # ...and is never made a tower
     x = torch.zeros(6, 8)
-    v = _verdict(tv.save_check({"a": x[:, ::2]}), "torch.save")
+    r = tv.save_check({"a": x[:, ::2], "b": torch.zeros(3)})
+    v = _verdict(r, "torch.save")
     assert v.outcome == "could not evaluate" and v.problems == ("could not evaluate",)
     assert any("upper bounds" in n and "(a)" in n for n in v.notes)
+    bound = "unique tensor bytes is an upper bound, not exact: some footprints could not be measured exactly (a)"
+    assert bound in r.notes and f"note: {bound}" in r.to_text().splitlines()
+    assert r.unique_nbytes == 6 * 8 * 4 - 4 + 12  # the span of a (its last column unread) and b
+    monkeypatch.undo()  # within budget again: no note
+    exact = tv.save_check({"a": x[:, ::2]})
+    assert not any("upper bound" in n for n in exact.notes) and exact.unique_nbytes == 6 * 4 * 4
 
 
 # -- two strided levels (rows of progressions) and interleaving levels, really saved -----------
