@@ -349,6 +349,7 @@ def explore(
     snapshot: bool = True,
     load: Any = None,
     loader: str | None = None,
+    compare: Any = None,
 ) -> Any:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook): the
     controls start as the options say, and the diagram, tensor list and save check follow them.
@@ -373,6 +374,11 @@ def explore(
             and the diagram marks the names the load leaves untouched (∅) or casts (⇄).
         loader: the pane's first loader (``tensorviz.explorer.loadpane.CHOICES``, e.g.
             ``"load_state_dict(strict=False)"``, ``"dcp.load"``); None: the most specific.
+        compare: compare mode: another model, state dict, file, folder or :class:`Layout`
+            (anything :func:`diff` takes; files header-only). The canvas then draws ``obj`` (a)
+            and ``compare`` (b) row by row, matched names on one row as :func:`diff` matches
+            them, each change marked by a glyph and words; hovering a row shows both sides, a
+            click (or Tab, arrow keys and Enter) selects the pair.
         <shared options>
 
     ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and the snapshots.
@@ -389,6 +395,7 @@ def explore(
     >>> import torch, tensorviz as tv                                # doctest: +SKIP
     >>> a = torch.rand(8, 10, 50)                                    # doctest: +SKIP
     >>> tv.explore({"a": a, "b": a[2:4]}, by="exact span")           # doctest: +SKIP
+    >>> tv.explore({"w": a}, compare={"module.w": a.half()})        # doctest: +SKIP
     """
     by = _explore_by(by)
     _byte_range_needs_storage(byte_range, storage)
@@ -411,6 +418,7 @@ def explore(
             snapshot=snapshot,
             load=load,
             loader=loader,
+            compare=compare,
         )
 
 

@@ -10,6 +10,7 @@ import {
 import { OverviewView } from "./overview.js";
 import { themeColors, resolveColor } from "./theme.js";
 import { decodeMarks, markOf, badgeRect, drawBadge, markKeys, markLine } from "./loadmarks.js";
+import { CompareView } from "./compare.js";
 
 const LANE_H = 20, AXIS_H = 22, MAX_LANES_SHOWN = 28;
 const MARK_FILL = {
@@ -20,7 +21,7 @@ const MARK_FILL = {
 const PAST_END_EDGE = "#7a0177";
 const PAST_END_KEY = `#f4f4f4;background-image:linear-gradient(${PAST_END_EDGE} 1px,transparent 1px),` +
   `linear-gradient(90deg,${PAST_END_EDGE} 1px,transparent 1px);background-size:4px 4px;border:1px dashed ${PAST_END_EDGE}`;
-const HTML = `<div class="tvz-cv-head"><span class="tvz-cv-caption"></span><span class="tvz-cv-legend"></span></div>
+const HTML = `<div class="tvz-cmp" hidden></div><div class="tvz-cv-head"><span class="tvz-cv-caption"></span><span class="tvz-cv-legend"></span></div>
   <div class="tvz-cv-scroll"><canvas></canvas><div class="tvz-cv-spacer"></div></div><div class="tvz-cv-foot"></div>
   <div class="tvz-ov" hidden></div><div class="tvz-tip"></div>`;
 
@@ -146,6 +147,8 @@ class CanvasView {
     this.theme = themeColors(() => null);
     this.width = 600; this.height = 200; this.sc = null; this.hover = -1; this.drag = null; this.frame = 0; this.hatch = null;
     this.overview = new OverviewView($(".tvz-ov"), (e, text) => this.placeTip(e, text), (l) => this.pick(l));
+    // compare mode (tv.explore(a, compare=b)): the payload's "compare" section, drawn above the lanes
+    this.compare = new CompareView($(".tvz-cmp"), { select: (keys) => this.select(keys), tip: (e, text) => this.placeTip(e, text) });
     this.root.tvz = this.hooks();
     this.load();
   }
@@ -158,6 +161,7 @@ class CanvasView {
     this.focus = -1;
     this.readZoom();
     this.readTheme(); this.resize(); this.legend(); this.draw();
+    this.compare.update(sent.compare, this.theme, this.selected); this.compare.resize(this.width);
     this.overview.update((k) => p[k], this.d); this.overview.draw(this.width);
     this.root.dataset.revision = p.revision ?? 0;
   }
@@ -176,6 +180,7 @@ class CanvasView {
     this.theme = themeColors((name) => resolveColor(this.root, name));
     this.root.dataset.theme = JSON.stringify(this.theme);
     this.overview.theme = this.theme;
+    this.compare.setTheme(this.theme);
   }
 
   readMarks() { this.marks = decodeMarks(this.model.get("load_marks")); }  // the load check's (loadmarks.js)
@@ -420,14 +425,15 @@ class CanvasView {
       const on = names.every((n) => next.has(n));
       names.forEach((n) => (on ? next.delete(n) : next.add(n)));
     }
-    this.model.set("selected", [...next]); this.model.save_changes();
-    this.schedule();
+    this.select([...next]);
   }
+
+  select(names) { this.model.set("selected", names); this.model.save_changes(); this.schedule(); }
 
   onResize() {
     if (!this.themed) this.schedule();
     if (Math.floor(this.root.clientWidth) - 2 === this.width) return;
-    this.resize(); this.draw(); this.overview.draw(this.width);
+    this.resize(); this.draw(); this.overview.draw(this.width); this.compare.resize(this.width);
   }
 
   // -- wiring ----------------------------------------------------------------------------------
@@ -435,7 +441,7 @@ class CanvasView {
   listen() {
     const on = (target, type, f) => { target.addEventListener(type, f); return () => target.removeEventListener(type, f); };
     const watch = (name, f) => { this.model.on(`change:${name}`, f); return () => this.model.off(`change:${name}`, f); };
-    const selection = () => { this.readSelection(); this.legend(); this.schedule(); };
+    const selection = () => { this.readSelection(); this.legend(); this.schedule(); this.compare.setSelection(this.selected); };
     const ro = new ResizeObserver(() => this.onResize());
     ro.observe(this.root);
     const themed = new MutationObserver(() => { this.readTheme(); this.draw(); this.overview.drawnWidth = -1; this.overview.draw(this.width); });
@@ -462,6 +468,7 @@ class CanvasView {
       },
       plot: () => { const c = this.canvas.getBoundingClientRect(), sc = this.sc; return { left: c.left + sc.x0, width: sc.width, lo: sc.lo, hi: sc.hi, top: c.top + AXIS_H }; },
       lanes: () => this.d.laneKind.length,
+      compare: (key) => this.compare.locate(key),
       theme: () => this.theme,
       label: (l) => fittedLabel(this.d, l, this.labelWidth() - 8, (t) => { this.g.font = "11px sans-serif"; return this.g.measureText(t).width; }),
     };

@@ -62,25 +62,35 @@ class DiagramCanvas(anywidget.AnyWidget):
         self._layout: Layout | None = None
         self._names: list[str] = []
         self._drawn: frozenset[str] = frozenset()
+        self._selectable: frozenset[str] = frozenset()  # drawn names, and the compare rows' keys
         self._context = "nothing drawn yet"
         self._from_browser: dict[str, str] = {}  # a hostile name as the browser sends it back -> itself
         self._marks: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
         self.add_class("tvz-canvas")
         modules.watch(self, _ENTRY)
 
-    def show(self, diagram: Any, layout: Layout, caption: str = "", context: str = "") -> int:
+    def show(self, diagram: Any, layout: Layout, caption: str = "", context: str = "", compare: Any = None) -> int:
         """Send ``diagram`` (one message; the browser redraws once) and keep the selected names it
         still draws. ``context`` says what is drawn, for the message when a name is not.
+        ``compare``: the compare mode's :class:`~tensorviz.explorer.compare.CompareSection`,
+        sent in the payload as its ``"compare"`` section; its rows' keys are selectable too.
         Returns the payload bytes."""
         data = payload(diagram, layout)
         nbytes = payload_nbytes(data)
         sent = {k: v for k, v in data.items() if k not in COLUMNS}
         sent.update(frame=wire.frame(data, COLUMNS), caption=caption, revision=self.revision + 1)
+        keys: frozenset[str] = frozenset()
+        if compare is not None:
+            sent["compare"], keys = compare.wire(), compare.keys
+            nbytes += payload_nbytes(sent["compare"])
         self._layout, self._names = layout, view_names(diagram)
         self._drawn = frozenset(self._names)
+        self._selectable = self._drawn | keys
         self._context = context or caption
-        self._from_browser = {f: n for n in self._names if (f := wire.browser_form(n)) not in self._drawn}
-        keep = [n for n in self.selected if n in self._drawn]
+        self._from_browser = {
+            f: n for n in (*self._names, *keys) if (f := wire.browser_form(n)) not in self._selectable
+        }
+        keep = [n for n in self.selected if n in self._selectable]
         with self.hold_sync():
             self.payload = sent
             self.zoom = []
@@ -127,7 +137,7 @@ class DiagramCanvas(anywidget.AnyWidget):
         view no longer drawn; it is dropped (a name set from Python raises instead)."""
         if "selected" in sync_data:
             names = (self._from_browser.get(n, n) for n in sync_data["selected"])
-            sync_data = {**sync_data, "selected": [n for n in names if n in self._drawn]}
+            sync_data = {**sync_data, "selected": [n for n in names if n in self._selectable]}
         super().set_state(sync_data)
 
     @traitlets.validate("selected")
@@ -142,7 +152,7 @@ class DiagramCanvas(anywidget.AnyWidget):
         """
         names = list(dict.fromkeys(self._from_browser.get(n, n) for n in proposal["value"]))
         for name in names:
-            if name in self._drawn:
+            if name in self._selectable:
                 continue
             if self._layout is not None:
                 self._layout[name]  # KeyError naming close matches when there is no such tensor

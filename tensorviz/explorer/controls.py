@@ -285,7 +285,7 @@ class ExplorerControls:
                 self.tensor_list.options = options
                 self.tensor_list.rows = max(2, min(9, len(listed + extra)))  # no empty box under a few names
             self.tensor_list.value = selected
-        self.details.value = details_html(self.tensor_layout, selected)
+        self.details.value = self._details_html(selected)
         more = len(names) - len(listed)
         self.list_note.value = (
             f'<span class="tvz-muted">first {len(listed):,} of {len(names):,} listed: hover or click the '
@@ -293,6 +293,10 @@ class ExplorerControls:
             if more > 0
             else ""
         )
+
+    def _details_html(self, selected: tuple[str, ...]) -> str:
+        """The details pane of ``selected`` (the compare mode shows both sides instead)."""
+        return details_html(self.tensor_layout, selected)
 
 
 @contextmanager

@@ -36,8 +36,10 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
         "pip install 'tensorviz[widgets]' (or use tv.show(obj) for a static picture)"
     ) from err
 
+from tensorviz.core.diff import LayoutDiff, diff_layouts
 from tensorviz.core.layout import Layout, as_layout
 from tensorviz.core.rows import gc_paused
+from tensorviz.explorer.compare import CompareRows
 from tensorviz.explorer.controls import ExplorerControls, storage_index
 
 # The pure helpers, also importable from here (tests and notebooks use them).
@@ -123,8 +125,14 @@ class Explorer(ExplorerControls, W.VBox):
         dpi: int = 100,
         width: float | None = None,
         canvas_lanes: int | None = None,
+        compare: Any = None,
     ):
         self.tensor_layout = layout
+        # compare mode: this layout (a) and another (b) row by row above the lanes (compare: their
+        # LayoutDiff, or b itself: anything tv.diff takes)
+        if compare is not None and not isinstance(compare, LayoutDiff):
+            compare = diff_layouts(layout, as_layout(compare))
+        self.compare_rows: CompareRows | None = None if compare is None else CompareRows(compare)
         self.last_error: BaseException | None = None
         self.last_traceback = ""
         self.save_subject: Callable[[], Any] | None = None  # weakref to the analysed object
@@ -235,7 +243,7 @@ class Explorer(ExplorerControls, W.VBox):
         self.explain_pane.selected_index = 0
 
     def _explain(self) -> None:
-        names = tuple(self.selected)
+        names = tuple(n for n in self.selected if n in self.tensor_layout)  # compare mode: a's names
         message, png = explain_png(self.tensor_layout, names)
         self.explain_message.value = message
         if png is not None:
@@ -271,7 +279,10 @@ class Explorer(ExplorerControls, W.VBox):
         names = diagram_names(d)
         self._drawn_order = names
         shown = shown_text(self.tensor_layout, d, len(names))
-        self.payload_nbytes = self.canvas.show(d, self.tensor_layout, caption=shown, context=state.describe())
+        section = None if self.compare_rows is None else self.compare_rows.section(state.names)
+        self.payload_nbytes = self.canvas.show(
+            d, self.tensor_layout, caption=shown, context=state.describe(), compare=section
+        )
         self._show_selection()
         self._show_focus(state)
         self._say_inert(folded=d.collapsed is not None)
@@ -280,6 +291,12 @@ class Explorer(ExplorerControls, W.VBox):
             self._say(f"nothing to draw: no tensor matches ({state.describe()}).", error=False)
             return
         self._say(f"{state.describe()} · {how}")
+
+    def _details_html(self, selected: tuple[str, ...]) -> str:
+        """The details pane: the selected views, or in compare mode both sides of each selected row."""
+        if self.compare_rows is not None:
+            return self.compare_rows.details_html(selected)
+        return details_html(self.tensor_layout, selected)
 
     def _say(self, text: str, error: bool = False) -> None:
         cls = "tvz-error" if error else "tvz-muted"
@@ -375,6 +392,7 @@ def explore(
     snapshot: bool = True,
     load: Any = None,
     loader: str | None = None,
+    compare: Any = None,
 ) -> Explorer:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook).
 
@@ -403,6 +421,8 @@ def explore(
             live explorer hides it (:mod:`tensorviz.explorer.static`). With ``False`` the picture
             travels in the explorer's own bundle instead, where the widget view outranks it.
         load, loader: a source to load into ``obj``, the first loader (:func:`tensorviz.explore`).
+        compare: anything ``obj`` may be: the canvas also draws ``obj`` (a) and it (b) row by row
+            as :func:`tensorviz.diff` matches them, hover showing both sides (:mod:`.compare`).
 
     Returns:
         The :class:`Explorer` widget (display it, e.g. as the cell's last expression).
@@ -429,7 +449,7 @@ def explore(
             all_storages=all_storages,
         )
         static = 40 if max_lanes is None else max_lanes  # the canvas: every lane, unless max_lanes says
-        ex = Explorer(layout, state, max_lanes=static, dpi=dpi, width=width, canvas_lanes=max_lanes)
+        ex = Explorer(layout, state, max_lanes=static, dpi=dpi, width=width, canvas_lanes=max_lanes, compare=compare)
         if not isinstance(obj, (Layout, str, os.PathLike)):
             with contextlib.suppress(TypeError):  # a dict or list: the layout's check is what its savers see
                 ex.save_subject = weakref.ref(obj)

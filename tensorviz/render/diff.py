@@ -26,7 +26,7 @@ from tensorviz.core.diff_text import fold
 from tensorviz.core.names import elide
 from tensorviz.core.units import format_bytes
 
-__all__ = ["DiffRow", "ShownDiff", "diff_rows", "diff_figure", "show_diff"]
+__all__ = ["DiffRow", "ShownDiff", "diff_rows", "diff_items", "diff_figure", "show_diff"]
 
 #: Hatch and edge per kind of row: the pattern carries the meaning, not only the colour.
 STYLES: dict[str, tuple[str, str, Literal["solid", "dashed", "dotted"]]] = {
@@ -71,6 +71,18 @@ def _tags(d: LayoutDiff) -> tuple[dict[str, list[str]], dict[str, str]]:
 
 def diff_rows(d: LayoutDiff, max_rows: int = 40) -> tuple[list[DiffRow], int]:
     """The rows to draw (at most ``max_rows``, rows with changes first) and how many were left out."""
+    rows = _folded(diff_items(d))
+    changed = [r for r in rows if r.kind != "same"]
+    keep = changed[:max_rows] + [r for r in rows if r.kind == "same"][: max(0, max_rows - len(changed))]
+    kept = set(map(id, keep))
+    return [r for r in rows if id(r) in kept], len(rows) - len(keep)
+
+
+def diff_items(d: LayoutDiff) -> list[tuple[str, tuple]]:
+    """One item per name before folding, in the order the rows are drawn (a's names in a's
+    order, a matched name of b on its a-name's row, then the names only in b):
+    ``(name, (bytes in a, bytes in b, tags, kind))``, None where a side has no such name.
+    The explorer's compare mode aligns its rows by the same items (:mod:`tensorviz.explorer.compare`)."""
     la, lb = d.layout_a, d.layout_b
     assert la is not None and lb is not None  # a diff made by tv.diff holds both layouts
     tags, to_a = _tags(d)
@@ -86,11 +98,7 @@ def diff_rows(d: LayoutDiff, max_rows: int = 40) -> tuple[list[DiffRow], int]:
     sizes_b = {to_a.get(v.name, v.name): v.nbytes for v in lb.views}
     items = [(n, (a, sizes_b.get(n), t, k)) for n, (a, _, t, k) in items]
     items += [(n, (None, lb[n].nbytes, ("only in b",), "only")) for n in d.only_b]
-    rows = _folded(items)
-    changed = [r for r in rows if r.kind != "same"]
-    keep = changed[:max_rows] + [r for r in rows if r.kind == "same"][: max(0, max_rows - len(changed))]
-    kept = set(map(id, keep))
-    return [r for r in rows if id(r) in kept], len(rows) - len(keep)
+    return items
 
 
 def _folded(items: list[tuple[str, tuple]]) -> list[DiffRow]:

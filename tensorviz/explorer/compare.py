@@ -1,0 +1,367 @@
+"""The explorer's compare mode: two layouts row by row in the canvas (``tv.explore(a, compare=b)``).
+
+A :class:`~tensorviz.core.diff.LayoutDiff` becomes a :class:`CompareSection`, the typed section
+the canvas's one payload carries under ``"compare"`` (:meth:`CompareSection.wire`). One row per
+name, a matched pair on one row, in the order the static side by side draws them
+(:func:`tensorviz.render.diff.diff_items`: a's names in a's order, then the names only in b);
+each row carries its marks (:data:`MARKS`: what changed, as a glyph and words besides a colour)
+and both sides' facts (name, shape, dtype, stride, offset, bytes, storage, tie), which the hover
+shows side by side. ``compare.js`` draws it. The selection stays the explorer's one selection:
+a row's key is its a-name, or its b-name when the name is only in b (never an a-name: exact
+names match first).
+
+Bounded for big models as the diagram is: at most :data:`ROW_BUDGET` rows are sent, rows with a
+mark first, then unmarked ones in order (the rest counted, "… N more"); the explorer's name
+filter narrows the rows as it narrows the diagram, which reaches every row.
+
+>>> import torch, tensorviz as tv
+>>> w = torch.zeros(4, 4)
+>>> rows = CompareRows(tv.diff({"w": w, "v": w}, {"module.w": w.half(), "module.v": w.clone()}))
+>>> [(r.key, r.name_b, r.words) for r in rows.section().rows]
+[('w', 'module.w', ('renamed', 'dtype', 'tie lost')), ('v', 'module.v', ('renamed', 'tie lost'))]
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from tensorviz.core.diff import LayoutDiff
+from tensorviz.core.layout import Layout
+from tensorviz.core.names import elide, search, terminal
+from tensorviz.core.records import GroupBy
+from tensorviz.core.units import byte_text
+from tensorviz.explorer import wire
+from tensorviz.render.diff import STYLES, diff_items
+
+__all__ = ["CompareRows", "CompareSection", "CompareRow", "SideFacts", "MARKS", "ROW_BUDGET", "COLUMNS"]
+
+#: What a row can say changed, one bit each (in this order): key, glyph, words, colour. The glyph
+#: and the words carry the meaning; the colour repeats it.
+MARKS: tuple[tuple[str, str, str, str], ...] = (
+    ("removed", "−", "only in a", "#d9534f"),
+    ("added", "+", "only in b", "#2e8b57"),
+    ("renamed", "→", "renamed", "#3d7ad6"),
+    ("shape", "Δ", "shape", "#e6a23c"),
+    ("dtype", "Δ", "dtype", "#e6a23c"),
+    ("stride", "Δ", "stride", "#e6a23c"),
+    ("offset", "Δ", "offset", "#e6a23c"),
+    ("device", "Δ", "device", "#e6a23c"),
+    ("tie lost", "≢", "tie lost", "#8e5cc7"),
+    ("tie gained", "≡", "tie gained", "#8e5cc7"),
+    ("sharing lost", "⊘", "sharing lost", "#6b8fd6"),
+    ("sharing gained", "∩", "sharing gained", "#6b8fd6"),
+    ("bytes differ", "≠", "bytes differ", "#c2185b"),
+    ("moved", "⇄", "moved to another file", "#607d8b"),
+)
+_BIT = {words: 1 << k for k, (_, _, words, _) in enumerate(MARKS)}
+#: Row kinds as the static picture colours its bars (render.diff.STYLES), in code order.
+KINDS = tuple(STYLES)
+#: Most rows sent to the browser (rows with a mark first).
+ROW_BUDGET = 3000
+#: Characters of a partner's name in a tie's text.
+_PARTNER = 80
+#: The section's binary columns, in frame order (:func:`tensorviz.explorer.wire.frame`).
+COLUMNS = (
+    *("side", "marks", "kind", "names_a", "names_b", "rule", "bytes_a", "bytes_b"),
+    *("shape_a", "shape_b", "stride_a", "stride_b", "dtype_a", "dtype_b", "offset_a", "offset_b"),
+    *("storage_a", "storage_b", "tie_a", "tie_b"),
+)
+
+
+@dataclass(frozen=True)
+class SideFacts:
+    """One side's facts of a row's tensor, as the hover and the details show them."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    stride: tuple[int, ...]
+    offset: int
+    nbytes: int
+    storage: str
+    tie: str
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    """One row: its selection ``key``, the names on each side (None: absent), the ``marks``
+    bits of :data:`MARKS` (``words`` the same in words), ``kind`` (a key of the static
+    picture's styles), the renaming ``rule`` (words, "" when not renamed), and each side's facts."""
+
+    key: str
+    name_a: str | None
+    name_b: str | None
+    marks: int
+    kind: str
+    rule: str
+    a: SideFacts | None
+    b: SideFacts | None
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return tuple(w for _, _, w, _ in MARKS if self.marks & _BIT[w])
+
+
+@dataclass(frozen=True)
+class CompareSection:
+    """What the canvas's compare mode draws: ``rows`` (at most :data:`ROW_BUDGET`, aligned),
+    ``left_out`` rows not sent, ``total`` rows the filter kept, the ``summary`` line of the diff,
+    the ``sources`` and the naming ``rules``, and ``counts`` of each mark over every row."""
+
+    rows: tuple[CompareRow, ...]
+    left_out: int
+    total: int
+    summary: str
+    sources: tuple[str, str]
+    rules: tuple[str, ...]
+    counts: tuple[int, ...]
+    pattern: str = ""
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(r.key for r in self.rows)
+
+    def wire(self) -> dict[str, Any]:
+        """The payload's ``"compare"`` entry: the binary columns framed into one buffer
+        (``frame``, in :data:`COLUMNS` order) beside a few JSON values. Text goes as the
+        browser shows it (:func:`tensorviz.explorer.wire.text`: controls escaped)."""
+        rows = self.rows
+        dtypes: dict[str, int] = {}
+        cols: dict[str, bytes] = {
+            "side": wire.le([(r.a is not None) | (r.b is not None) << 1 for r in rows], "u1"),
+            "marks": wire.le([r.marks for r in rows], "u2"),
+            "kind": wire.le([KINDS.index(r.kind) for r in rows], "u1"),
+            "names_a": wire.text(r.name_a or "" for r in rows),
+            "names_b": wire.text("" if r.name_b is None or r.name_b == r.name_a else r.name_b for r in rows),
+            "rule": wire.text(r.rule for r in rows),
+        }
+        for side in ("a", "b"):
+            facts = [getattr(r, side) for r in rows]
+            cols[f"bytes_{side}"] = wire.le([-1 if f is None else f.nbytes for f in facts], "f8")
+            cols[f"offset_{side}"] = wire.le([-1 if f is None else f.offset for f in facts], "f8")
+            cols[f"shape_{side}"] = wire.text("" if f is None else _dims(f.shape) for f in facts)
+            cols[f"stride_{side}"] = wire.text("" if f is None else _dims(f.stride) for f in facts)
+            cols[f"dtype_{side}"] = wire.le(
+                [255 if f is None else dtypes.setdefault(f.dtype, len(dtypes)) for f in facts], "u1"
+            )
+            cols[f"storage_{side}"] = wire.text("" if f is None else f.storage for f in facts)
+            cols[f"tie_{side}"] = wire.text("" if f is None else f.tie for f in facts)
+        return {
+            "frame": wire.frame(cols, COLUMNS),
+            "columns": list(COLUMNS),
+            "marks": [list(m) for m in MARKS],
+            "kinds": [[k, STYLES[k][1]] for k in KINDS],
+            "dtypes": list(dtypes),
+            "summary": terminal(self.summary),
+            "sources": [terminal(s) for s in self.sources],
+            "rules": [terminal(r) for r in self.rules],
+            "counts": list(self.counts),
+            "left_out": self.left_out,
+            "total": self.total,
+            "pattern": terminal(self.pattern),
+        }
+
+
+class CompareRows:
+    """Every aligned row of a diff (computed once), and the sections the canvas is sent.
+
+    ``diff`` must hold both layouts (what :func:`tensorviz.diff` returns).
+    """
+
+    def __init__(self, diff: LayoutDiff, budget: int = ROW_BUDGET) -> None:
+        if diff.layout_a is None or diff.layout_b is None:
+            raise ValueError("the compare mode needs a diff that holds both layouts (what tv.diff returns)")
+        self.diff = diff
+        self.budget = budget
+        self._sections: dict[str, CompareSection] = {}
+
+    @cached_property
+    def _aligned(self) -> list[tuple[str, str | None, str | None, int, str]]:
+        """Per row (static side-by-side order): key, a-name, b-name, marks, kind."""
+        d = self.diff
+        to_b = dict(d.renamed)
+        only_a, extra = set(d.only_a), _extra_marks(d)
+        out: list[tuple[str, str | None, str | None, int, str]] = []
+        for name, (_, nb, tags, kind) in diff_items(d):
+            bits = extra.get(name, 0)
+            for t in tags:
+                bits |= _BIT.get(t, 0)
+            if nb is None or name in only_a:  # only in a
+                out.append((name, name, None, bits, kind))
+            elif _in_a(d, name):
+                out.append((name, name, to_b.get(name, name), bits, kind))
+            else:  # only in b
+                out.append((name, None, name, bits | extra.get(("b", name), 0), kind))
+        return out
+
+    @cached_property
+    def counts(self) -> tuple[int, ...]:
+        """Rows with each mark of :data:`MARKS` (over every row, not only those sent)."""
+        marks = np.fromiter((m for _, _, _, m, _ in self._aligned), np.int64, len(self._aligned))
+        return tuple(int(((marks >> k) & 1).sum()) for k in range(len(MARKS)))
+
+    def section(self, pattern: str = "") -> CompareSection:
+        """The rows whose a- or b-name matches ``pattern`` (a regular expression; "" for every
+        row), within the budget: rows with a mark first, then the others, in aligned order."""
+        if pattern not in self._sections:
+            rx = re.compile(pattern) if pattern else None
+            rows = [r for r in self._aligned if rx is None or any(n is not None and search(rx, n) for n in r[1:3])]
+            marked = [r for r in rows if r[3]]
+            keep = marked[: self.budget] + [r for r in rows if not r[3]][: max(0, self.budget - len(marked))]
+            kept = set(map(id, keep))
+            sent = tuple(self._row(*r) for r in rows if id(r) in kept)
+            d = self.diff
+            self._sections[pattern] = CompareSection(
+                sent, len(rows) - len(sent), len(rows), summary_line(d, self.counts),
+                (d.source_a, d.source_b), d.rules, self.counts, pattern,
+            )  # fmt: skip
+        return self._sections[pattern]
+
+    def row(self, key: str) -> CompareRow | None:
+        """The row of ``key`` (an a-name, or a name only in b), sent or not; None when no row has it."""
+        for r in self._aligned:
+            if r[0] == key:
+                return self._row(*r)
+        return None
+
+    def _row(self, key: str, name_a: str | None, name_b: str | None, marks: int, kind: str) -> CompareRow:
+        d = self.diff
+        rule = rename_rule(name_a, name_b) if name_a is not None and name_b is not None and name_a != name_b else ""
+        a = side_facts(d.layout_a, name_a) if name_a is not None and d.layout_a is not None else None
+        b = side_facts(d.layout_b, name_b) if name_b is not None and d.layout_b is not None else None
+        return CompareRow(key, name_a, name_b, marks, kind, rule, a, b)
+
+    def details_html(self, keys: tuple[str, ...]) -> str:
+        """Escaped HTML of the selected rows: each side's facts in two columns, the marks in words."""
+        if not keys:
+            return (
+                '<div class="tvz-details tvz-muted">Select a row of the comparison (or a tensor) to see '
+                "both sides' shape, dtype, stride, offset, bytes, storage and tie.</div>"
+            )
+        return '<div class="tvz-details">' + "".join(_pair_block(self.row(k), k) for k in keys) + "</div>"
+
+
+def _in_a(d: LayoutDiff, name: str) -> bool:
+    return d.layout_a is not None and name in d.layout_a
+
+
+def _extra_marks(d: LayoutDiff) -> dict[Any, int]:
+    """Marks the static picture's tags leave out: a tie lost or gained on a row only in one side
+    too, sharing lost/gained (overlap groups that are not also a tie lost/gained) and moved to
+    another file. Keys: a-names; ``("b", name)`` for a name of b whose row is only in b."""
+    to_a = {b: a for a, b in d.renamed}
+    a_names = d.layout_a
+    out: dict[Any, int] = {}
+    ties = set(d.ties_lost) | set(d.ties_gained)
+    kinds = (
+        (d.ties_lost, "tie lost", False, ()),
+        (d.ties_gained, "tie gained", True, ()),
+        (d.sharing_lost, "sharing lost", False, ties),
+        (d.sharing_gained, "sharing gained", True, ties),
+    )
+    for groups, word, side_b, skip in kinds:
+        for g in groups:
+            if g in skip:
+                continue
+            for n in g:
+                key: Any = to_a.get(n, n) if side_b else n
+                if side_b and (a_names is None or key not in a_names):
+                    key = ("b", n)
+                out[key] = out.get(key, 0) | _BIT[word]
+    for m in d.moved:
+        out[m.name] = out.get(m.name, 0) | _BIT["moved to another file"]
+    return out
+
+
+def summary_line(d: LayoutDiff, counts: tuple[int, ...]) -> str:
+    """One line: how many tensors on each side and matched, how many rows carry each mark, and
+    the verdict (``same``/``differ``), e.g. ``723 tensors in a, 723 in b, 723 matched · dtype 9 · differ``."""
+    na = len(d.layout_a) if d.layout_a is not None else 0
+    nb = len(d.layout_b) if d.layout_b is not None else 0
+    renamed = f" ({len(d.renamed):,} by rule)" if d.renamed else ""
+    parts = [f"{na:,} tensors in a, {nb:,} in b, {d.matched:,} matched{renamed}"]
+    marks = [f"{w} {n:,}" for (_, _, w, _), n in zip(MARKS, counts) if n and w != "renamed"]
+    parts.append(", ".join(marks) if marks else "no field, tie or sharing changed")
+    parts.append("same" if d.same else "differ")
+    return " · ".join(parts)
+
+
+def rename_rule(a: str, b: str) -> str:
+    """How ``a`` and ``b`` were matched, in words: the wrapper prefix each has before the part
+    they share (cut at a dot).
+
+    >>> rename_rule("module.model.w", "model.w"), rename_rule("w", "_orig_mod.w")
+    ("prefix 'module.' removed from a", "prefix '_orig_mod.' removed from b")
+    """
+    k = 0
+    while k < min(len(a), len(b)) and a[-1 - k] == b[-1 - k]:
+        k += 1
+    while k and not all(k == len(x) or x[-k - 1] == "." for x in (a, b)):
+        k -= 1
+    parts = [f"{p!r} removed from {side}" for p, side in ((a[: len(a) - k], "a"), (b[: len(b) - k], "b")) if p]
+    return f"prefix {' and '.join(parts)}" if parts else ""
+
+
+def side_facts(layout: Layout, name: str) -> SideFacts:
+    """The facts of ``name`` on one side: geometry, bytes, its storage in words and its tie
+    (the other names of its exact span; else the names it shares bytes with)."""
+    v = layout[name]
+    s = layout.storage(name)
+    storage = f"#{s.index} {s.label or s.device} · {byte_text(s.nbytes)}"
+    return SideFacts(name, tuple(v.shape), v.dtype, tuple(v.stride), v.offset, v.nbytes, storage, _tie(layout, name))
+
+
+def _tie(layout: Layout, name: str) -> str:
+    i = layout.position(name)
+    for by, words in _TIES:
+        order, bounds = layout.group_members(by)
+        g = int(layout.group_index(by)[i])
+        members = [layout.names[j] for j in order[bounds[g] : bounds[g + 1]].tolist() if j != i]
+        if members:
+            shown = ", ".join(elide(m, _PARTNER) for m in members[:2])
+            more = f" +{len(members) - 2}" if len(members) > 2 else ""
+            return f"{words} {shown}{more}"
+    return ""
+
+
+_TIES: tuple[tuple[GroupBy, str], ...] = (("span", "tied with"), ("overlap", "shares bytes with"))
+
+
+def _dims(values: tuple[int, ...]) -> str:
+    return "(" + ", ".join(map(str, values)) + ("," if len(values) == 1 else "") + ")"
+
+
+_FIELDS = (
+    ("name", lambda f: f.name),
+    ("shape", lambda f: _dims(f.shape)),
+    ("dtype", lambda f: f.dtype),
+    ("stride", lambda f: _dims(f.stride)),
+    ("offset", lambda f: f"{f.offset:,}"),
+    ("bytes", lambda f: f"{byte_text(f.nbytes)} ({f.nbytes:,} B)"),
+    ("storage", lambda f: f.storage),
+    ("tie", lambda f: f.tie or "—"),
+)
+
+
+def _pair_block(row: CompareRow | None, key: str) -> str:
+    esc = lambda t: html.escape(terminal(t))  # noqa: E731 - names are data: escaped for the terminal and the page
+    if row is None:
+        return f"<div><b>{esc(key)}</b>: not in the comparison</div>"
+    words = ", ".join(row.words) or "nothing changed"
+    rule = f" ({esc(row.rule)})" if row.rule else ""
+    body = "".join(
+        f"<tr><th>{label}</th><td>{esc(get(row.a)) if row.a else '—'}</td>"
+        f"<td>{'≠' if row.a and row.b and get(row.a) != get(row.b) and label != 'name' else ''}</td>"
+        f"<td>{esc(get(row.b)) if row.b else '—'}</td></tr>"
+        for label, get in _FIELDS
+    )
+    return (
+        f"<div><b>{esc(elide(row.key, 160))}</b>: {esc(words)}{rule}</div>"
+        f"<table><tr><th></th><th>a</th><th></th><th>b</th></tr>{body}</table>"
+    )
