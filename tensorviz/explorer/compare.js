@@ -39,11 +39,14 @@ export function rowMarks(c, i) { return c.markVocab.filter((_, k) => c.marks[i] 
 // The words after a row: each mark as its glyph and words ("Δ dtype · ≢ tie lost"); "" unchanged.
 export function markText(c, i) { return rowMarks(c, i).map((m) => `${m[1]} ${m[2]}`).join(" · "); }
 
-// The name drawn on a row: the a-name, "a → b" when renamed, the b-name when only in b.
-export function rowLabel(c, i) {
+// The name drawn on a row: the a-name (a renamed row's b-name is in its hover), the b-name when
+// only in b.
+export function rowLabel(c, i) { return c.side[i] & 1 ? c.namesA[i] : c.namesB[i]; }
+
+// The hover's title: the a-name, "a → b" when renamed, the b-name when only in b.
+export function pairTitle(c, i) {
   const a = c.side[i] & 1, b = c.side[i] & 2;
-  if (a && b && c.namesA[i] !== c.namesB[i]) return `${c.namesA[i]} → ${c.namesB[i]}`;
-  return a ? c.namesA[i] : c.namesB[i];
+  return a && b && c.namesA[i] !== c.namesB[i] ? `${c.namesA[i]} → ${c.namesB[i]}` : rowLabel(c, i);
 }
 
 // The row under y (px from the top of the rows, scrolled by scrollTop); -1 outside.
@@ -94,7 +97,7 @@ const exact = (b) => (b < 0 ? "" : `${formatBytes(b)}${b >= 1024 ? ` (${Math.rou
 // The hover's lines for row i (the first drawn bold): the name, what changed, the rule, both
 // names, then each fact side by side ("≠" where they differ), storage and tie per side.
 export function pairTooltip(c, i) {
-  const a = c.side[i] & 1, b = c.side[i] & 2, out = [clipName(rowLabel(c, i))];
+  const a = c.side[i] & 1, b = c.side[i] & 2, out = [clipName(pairTitle(c, i))];
   out.push(markText(c, i) || "no change");
   if (c.rule[i]) out.push(`matched by rule: ${c.rule[i]}`);
   out.push(`a: ${a ? clipName(c.namesA[i]) : "— (not in a)"}`, `b: ${b ? clipName(c.namesB[i]) : "— (not in b)"}`);
@@ -107,13 +110,24 @@ export function pairTooltip(c, i) {
     const l = a ? x : "—", r = b ? y : "—";
     out.push(`${pad(label, 8)}${pad(l, 24)} ${a && b && x !== y ? "≠" : " "} ${r}`);
   }
-  const perSide = (label, x, y) => [  // long values: one line per side, "≠" before b's when they differ
-    `${pad(label, 8)}a: ${a ? x : "—"}`, `${a && b && x !== y ? "      ≠ " : "        "}b: ${b ? y : "—"}`,
+  const perSide = (label, x, y, mark = true) => [  // long values: a line per side, "≠" before b's when they differ
+    `${pad(label, 8)}a: ${a ? x : "—"}`, `${mark && a && b && x !== y ? "      ≠ " : "        "}b: ${b ? y : "—"}`,
   ];
   out.push(...perSide("bytes", exact(c.bytesA[i]), exact(c.bytesB[i])));
-  out.push(...perSide("storage", c.storageA[i], c.storageB[i]));
+  out.push(...perSide("storage", c.storageA[i], c.storageB[i], false));  // numbered per side: not compared
   out.push(...perSide("tie", c.tieA[i] || "none", c.tieB[i] || "none"));
   return out;
+}
+
+// The next row after `from` (before it when dir < 0) carrying a mark of `mask` (every mark but
+// "renamed" when null), wrapping around; -1 when none does.
+export function nextMarked(c, from, dir = 1, mask = null) {
+  const want = mask ?? c.markVocab.reduce((m, v, k) => (v[0] === "renamed" ? m : m | (1 << k)), 0);
+  for (let step = 1; step <= c.n; step++) {
+    const i = (((from + dir * step) % c.n) + c.n) % c.n;
+    if (c.marks[i] & want) return i;
+  }
+  return -1;
 }
 
 // The legend's entries: each mark that some row carries, with its count over every row.
@@ -133,7 +147,7 @@ export function hatchLines(kind, size = 6) {
 // -- the view (DOM) --------------------------------------------------------------------------
 const HTML = `<div class="tvz-cmp-head"><b class="tvz-cmp-summary"></b><span class="tvz-cmp-legend"></span></div>
   <div class="tvz-cmp-rules"></div><div class="tvz-cmp-scroll"><canvas tabindex="0" role="listbox"
-  aria-label="comparison of a and b: arrow keys move, Enter selects"></canvas><div class="tvz-cmp-spacer"></div></div>
+  aria-label="comparison of a and b: arrow keys move, n the next change, Enter selects"></canvas><div class="tvz-cmp-spacer"></div></div>
   <div class="tvz-cmp-foot"></div>`;
 
 export class CompareView {
@@ -154,6 +168,10 @@ export class CompareView {
     const rules = this.c.rules.length ? `names matched by rule: ${this.c.rules.join("; ")}` : "";
     this.el.querySelector(".tvz-cmp-rules").textContent = `a: ${this.c.sources[0]} · b: ${this.c.sources[1]}${rules ? " · " + rules : ""}`;
     this.legend(); this.resize(this.width);
+    // start at the first change when it is out of view (applied once the rows are on the page)
+    const first = this.cursor < 0 && this.scroller.scrollTop === 0 ? nextMarked(this.c, -1) : -1;
+    this.startAt = first >= ROWS_SHOWN ? first - 2 : -1;
+    this.draw();
   }
 
   build() {
@@ -167,7 +185,10 @@ export class CompareView {
     on(this.canvas, "click", (e) => { const i = this.rowAtEvent(e); if (i >= 0) this.pick(i, e.shiftKey || e.ctrlKey || e.metaKey); });
     on(this.canvas, "keydown", (e) => this.onKey(e));
     on(this.canvas, "blur", () => this.on.tip(null, null));
-    on(this.scroller, "scroll", () => { this.on.tip(null, null); this.draw(); });
+    on(this.scroller, "scroll", () => {  // a scroll of the user's hides the hover; the cursor's own keeps it
+      if (!this.ownScroll) this.on.tip(null, null);
+      this.ownScroll = false; this.draw();
+    });
   }
 
   legend() {
@@ -178,6 +199,9 @@ export class CompareView {
       s.className = "tvz-cv-key tvz-cmp-key"; i.textContent = m[1];
       i.style.background = m[3]; i.style.color = inkOn(m[3]);
       s.append(i, `${m[2]} ${count.toLocaleString()}`);
+      s.title = `show the next row marked "${m[2]}"`;
+      const bit = 1 << this.c.markVocab.indexOf(m);
+      s.addEventListener("click", () => this.goTo(nextMarked(this.c, this.cursor, 1, bit)));
       box.append(s);
     }
   }
@@ -203,6 +227,9 @@ export class CompareView {
   draw() {
     const { c, g, theme: th } = this;
     if (!c || !g || !th) return;
+    if (this.startAt >= 0 && this.scroller.clientHeight > 0) {
+      this.scroller.scrollTop = this.startAt * ROW_H; this.startAt = -1; this.ownScroll = true;
+    }
     const w = this.inner, cols = rowColumns(w), top = this.scroller.scrollTop, first = Math.floor(top / ROW_H);
     g.fillStyle = th.background; g.fillRect(0, 0, w, this.height);
     g.textBaseline = "middle";
@@ -218,7 +245,7 @@ export class CompareView {
     const last = Math.min(c.n, first + ROWS_SHOWN);
     this.foot.textContent = `rows ${c.n ? first + 1 : 0}–${last} of ${c.n.toLocaleString()}` +
       (c.leftOut ? ` · … ${c.leftOut.toLocaleString()} more unchanged rows not sent: filter by name to reach them` : "") +
-      " · hover a row: both sides · click, or Tab here and ↑↓ Enter: select the pair";
+      " · hover a row: both sides · click, or Tab here, ↑↓ (n: next change) and Enter: select the pair";
     this.el.dataset.rows = c.n; this.el.dataset.cursor = this.cursor;
   }
 
@@ -301,13 +328,20 @@ export class CompareView {
     if (!this.c) return;
     if (e.key === "Enter" || e.key === " ") { if (this.cursor >= 0) this.pick(this.cursor, e.shiftKey); e.preventDefault(); return; }
     if (e.key === "Escape") { this.on.select([]); this.on.tip(null, null); e.preventDefault(); return; }
-    const to = moveCursor(e.key, this.cursor, this.c.n, ROWS_SHOWN);
-    if (to === null) return;
+    const to = e.key === "n" || e.key === "N" ? nextMarked(this.c, this.cursor, e.key === "n" ? 1 : -1) : moveCursor(e.key, this.cursor, this.c.n, ROWS_SHOWN);
+    if (to === null || to < 0) return;
     e.preventDefault();
+    this.goTo(to);
+  }
+
+  // Move the cursor to row `to`, scrolled into view, its hover shown beside it.
+  goTo(to) {
+    if (to < 0) return;
     this.cursor = to;
-    const top = to * ROW_H, s = this.scroller;
+    const top = to * ROW_H, s = this.scroller, was = s.scrollTop;
     if (top < s.scrollTop) s.scrollTop = top;
     else if (top + ROW_H > s.scrollTop + this.height - HEAD_H) s.scrollTop = top + ROW_H - (this.height - HEAD_H);
+    this.ownScroll = s.scrollTop !== was;
     this.draw();
     const r = this.canvas.getBoundingClientRect();
     this.on.tip({ clientX: r.left + rowColumns(this.inner).tags[0], clientY: r.top + HEAD_H + top - s.scrollTop + ROW_H / 2 }, pairTooltip(this.c, to));
@@ -317,7 +351,11 @@ export class CompareView {
   locate(key) {
     if (!this.c || !this.c.rowOf.has(key)) return null;
     const i = this.c.rowOf.get(key), s = this.scroller;
-    if (i * ROW_H < s.scrollTop || (i + 1) * ROW_H > s.scrollTop + this.height - HEAD_H) s.scrollTop = Math.max(0, (i - 2) * ROW_H);
+    if (i * ROW_H < s.scrollTop || (i + 1) * ROW_H > s.scrollTop + this.height - HEAD_H) {
+      const was = s.scrollTop;
+      s.scrollTop = Math.max(0, (i - 2) * ROW_H);
+      this.ownScroll = s.scrollTop !== was;
+    }
     this.draw();
     const r = this.canvas.getBoundingClientRect(), cols = rowColumns(this.inner);
     return { row: i, x: r.left + cols.name[0] + 10, y: r.top + HEAD_H + i * ROW_H - s.scrollTop + ROW_H / 2, xa: r.left + cols.middle - 10, xb: r.left + cols.middle + 10 };

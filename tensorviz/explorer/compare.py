@@ -18,7 +18,7 @@ filter narrows the rows as it narrows the diagram, which reaches every row.
 >>> w = torch.zeros(4, 4)
 >>> rows = CompareRows(tv.diff({"w": w, "v": w}, {"module.w": w.half(), "module.v": w.clone()}))
 >>> [(r.key, r.name_b, r.words) for r in rows.section().rows]
-[('w', 'module.w', ('renamed', 'dtype', 'tie lost')), ('v', 'module.v', ('renamed', 'tie lost'))]
+[('w', 'module.w', ('tie lost', 'dtype', 'renamed')), ('v', 'module.v', ('tie lost', 'renamed'))]
 """
 
 from __future__ import annotations
@@ -41,23 +41,23 @@ from tensorviz.render.diff import STYLES, diff_items
 
 __all__ = ["CompareRows", "CompareSection", "CompareRow", "SideFacts", "MARKS", "ROW_BUDGET", "COLUMNS"]
 
-#: What a row can say changed, one bit each (in this order): key, glyph, words, colour. The glyph
-#: and the words carry the meaning; the colour repeats it.
+#: What a row can say changed, one bit each, most telling first (a row's badge shows its first):
+#: key, glyph, words, colour. The glyph and the words carry the meaning; the colour repeats it.
 MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("removed", "−", "only in a", "#d9534f"),
     ("added", "+", "only in b", "#2e8b57"),
-    ("renamed", "→", "renamed", "#3d7ad6"),
+    ("tie lost", "≢", "tie lost", "#8e5cc7"),
+    ("tie gained", "≡", "tie gained", "#8e5cc7"),
     ("shape", "Δ", "shape", "#e6a23c"),
     ("dtype", "Δ", "dtype", "#e6a23c"),
     ("stride", "Δ", "stride", "#e6a23c"),
     ("offset", "Δ", "offset", "#e6a23c"),
     ("device", "Δ", "device", "#e6a23c"),
-    ("tie lost", "≢", "tie lost", "#8e5cc7"),
-    ("tie gained", "≡", "tie gained", "#8e5cc7"),
     ("sharing lost", "⊘", "sharing lost", "#6b8fd6"),
     ("sharing gained", "∩", "sharing gained", "#6b8fd6"),
     ("bytes differ", "≠", "bytes differ", "#c2185b"),
     ("moved", "⇄", "moved to another file", "#607d8b"),
+    ("renamed", "→", "renamed", "#3d7ad6"),
 )
 _BIT = {words: 1 << k for k, (_, _, words, _) in enumerate(MARKS)}
 #: Row kinds as the static picture colours its bars (render.diff.STYLES), in code order.

@@ -158,7 +158,7 @@ def test_summary_and_facts_of_a_dtype_change():
     s = rows.section()
     assert s.summary == "2 tensors in a, 2 in b, 2 matched (2 by rule) · dtype 1, offset 1, sharing lost 2 · differ"
     w_row = s.rows[0]
-    assert w_row.words == ("renamed", "dtype", "sharing lost")
+    assert w_row.words == ("dtype", "sharing lost", "renamed")
     assert w_row.rule == "prefix 'module.' removed from b"
     assert w_row.a is not None and w_row.b is not None
     assert (w_row.a.shape, w_row.a.stride, w_row.a.offset, w_row.a.dtype, w_row.a.nbytes) == (
@@ -171,7 +171,7 @@ def test_summary_and_facts_of_a_dtype_change():
     assert (w_row.b.dtype, w_row.b.nbytes, w_row.a.tie, w_row.b.tie) == ("float16", 48, "shares bytes with r", "")
     assert w_row.a.storage == "#0 cpu · 96 B"
     r_row = s.rows[1]
-    assert r_row.words == ("renamed", "offset", "sharing lost")
+    assert r_row.words == ("offset", "sharing lost", "renamed")
     assert r_row.a is not None and r_row.b is not None and (r_row.a.offset, r_row.b.offset) == (6, 0)
 
 

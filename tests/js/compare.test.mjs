@@ -3,8 +3,8 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 import {
-  decodeCompare, rowKey, rowMarks, markText, rowLabel, rowAt, rowColumns, barLength, moveCursor, pairTooltip,
-  legendEntries, hatchLines, ROW_H,
+  decodeCompare, rowKey, rowMarks, markText, rowLabel, pairTitle, rowAt, rowColumns, barLength, moveCursor, pairTooltip,
+  legendEntries, hatchLines, nextMarked, ROW_H,
 } from "../../tensorviz/explorer/compare.js";
 import { py } from "./vocab.mjs";
 
@@ -40,7 +40,8 @@ test("decodeCompare reads every row in the static side-by-side order, with both 
   const c = decodeCompare(section(TIED));
   assert.equal(c.n, 4);
   assert.deepEqual([0, 1, 2, 3].map((i) => rowKey(c, i)), ["w", "v", "x", "module.y\\u202e<b>"]);
-  assert.deepEqual([0, 1, 2, 3].map((i) => rowLabel(c, i)), ["w → module.w", "v → module.v", "x", "module.y\\u202e<b>"]);
+  assert.deepEqual([0, 1, 2, 3].map((i) => rowLabel(c, i)), ["w", "v", "x", "module.y\\u202e<b>"]);
+  assert.deepEqual([0, 1, 2, 3].map((i) => pairTitle(c, i)), ["w → module.w", "v → module.v", "x", "module.y\\u202e<b>"]);
   assert.deepEqual(Array.from(c.side), [3, 3, 1, 2]);
   assert.deepEqual(Array.from(c.bytesA), [64, 64, 12, -1]);
   assert.deepEqual(Array.from(c.bytesB), [32, 64, -1, 8]);
@@ -48,28 +49,28 @@ test("decodeCompare reads every row in the static side-by-side order, with both 
   assert.deepEqual([c.tieA[0], c.tieB[0], c.rule[0]], ["tied with v", "", "prefix 'module.' removed from b"]);
   assert.equal(c.biggest, 64);
   assert.equal(c.rowOf.get("x"), 2);
-  assert.match(c.summary, /^3 tensors in a, 3 in b, 2 matched \(2 by rule\) · only in a 1, only in b 1, dtype 1, tie lost 2 · differ$/);
+  assert.match(c.summary, /^3 tensors in a, 3 in b, 2 matched \(2 by rule\) · only in a 1, only in b 1, tie lost 2, dtype 1 · differ$/);
 });
 
 test("marks and their words: a glyph and words per change, in vocabulary order", () => {
   const c = decodeCompare(section(TIED));
-  assert.deepEqual(rowMarks(c, 0).map((m) => m[0]), ["renamed", "dtype", "tie lost"]);
-  assert.equal(markText(c, 0), "→ renamed · Δ dtype · ≢ tie lost");
+  assert.deepEqual(rowMarks(c, 0).map((m) => m[0]), ["tie lost", "dtype", "renamed"]);  // the badge: the first
+  assert.equal(markText(c, 0), "≢ tie lost · Δ dtype · → renamed");
   assert.equal(markText(c, 2), "− only in a");
   assert.equal(markText(c, 3), "+ only in b");
-  assert.deepEqual(legendEntries(c).map(([m, n]) => [m[2], n]), [["only in a", 1], ["only in b", 1], ["renamed", 2], ["dtype", 1], ["tie lost", 2]]);
+  assert.deepEqual(legendEntries(c).map(([m, n]) => [m[2], n]), [["only in a", 1], ["only in b", 1], ["tie lost", 2], ["dtype", 1], ["renamed", 2]]);
 });
 
 test("pairTooltip shows both sides' facts, marking the ones that differ", () => {
   const c = decodeCompare(section(TIED));
   const tip = pairTooltip(c, 0);
   assert.deepEqual(tip.slice(0, 5), [
-    "w → module.w", "→ renamed · Δ dtype · ≢ tie lost", "matched by rule: prefix 'module.' removed from b", "a: w", "b: module.w",
+    "w → module.w", "≢ tie lost · Δ dtype · → renamed", "matched by rule: prefix 'module.' removed from b", "a: w", "b: module.w",
   ]);
   assert.ok(tip.includes("dtype   float32                  ≠ float16"), tip.join("\n"));
   assert.ok(tip.includes("shape   (4, 4)                     (4, 4)"), tip.join("\n"));
   assert.deepEqual(tip.slice(-6), [
-    "bytes   a: 64 B", "      ≠ b: 32 B", "storage a: #0 cpu · 64 B", "      ≠ b: #0 cpu · 32 B",
+    "bytes   a: 64 B", "      ≠ b: 32 B", "storage a: #0 cpu · 64 B", "        b: #0 cpu · 32 B",
     "tie     a: tied with v", "      ≠ b: none",
   ]);
   const only = pairTooltip(c, 3);
@@ -126,4 +127,16 @@ test("hatchLines: a pattern per changed kind, none for unchanged rows", () => {
   assert.equal(hatchLines("same").length, 0);
   for (const k of ["changed", "only", "tie"]) assert.ok(hatchLines(k).length > 0, k);
   assert.notDeepEqual(hatchLines("changed"), hatchLines("only"));
+});
+
+test("nextMarked finds the next (or previous) changed row, wrapping; renamed alone is no change", () => {
+  const c = decodeCompare(section(TIED));  // rows: w (tie lost, dtype, renamed), v (tie lost, renamed), x (only in a), y (only in b)
+  assert.equal(nextMarked(c, -1), 0);
+  assert.equal(nextMarked(c, 0), 1);
+  assert.equal(nextMarked(c, 3), 0);
+  assert.equal(nextMarked(c, 0, -1), 3);
+  const dtype = 1 << c.markVocab.findIndex((m) => m[0] === "dtype");
+  assert.equal(nextMarked(c, 0, 1, dtype), 0);  // the only dtype row, found again after wrapping
+  const renamedOnly = { ...c, n: 2, marks: Uint16Array.from([1 << c.markVocab.findIndex((m) => m[0] === "renamed"), 0]) };
+  assert.equal(nextMarked(renamedOnly, -1), -1);
 });

@@ -1,0 +1,203 @@
+"""The explorer's compare mode in a real JupyterLab (issue 23 item 3): ``tv.explore(a, compare=b)``
+draws both sides row by row in the canvas; hovering a changed row shows both sides' facts in the
+tooltip, a click selects the pair (the details show both sides), the keyboard reaches the rows
+(Tab, arrows, Enter); at 1024 and 1400 px, light and dark. Then a 70B-sized Llama (meta) against
+itself with one layer's dtype changed: the rows arrive, bounded, and the hover answers.
+Screenshots go to ``test-artifacts/browser/compare_*.png``, timings to ``compare_70b.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.labserver import (
+    TOKEN,
+    lab_server,
+    launched_chromium,
+    open_notebook,
+    run_all,
+    watched_page,
+    write_notebook,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
+
+#: a: a small tied model; b: the same saved under "module.", one weight in float16, the tie
+#: lost (lm_head a copy), one layer's bias gone and an extra buffer.
+SMALL = """\
+import torch
+import tensorviz as tv
+
+emb = torch.zeros(64, 16)
+a = {"embed.weight": emb, "lm_head.weight": emb}
+for i in range(6):
+    a[f"layers.{i}.q.weight"] = torch.zeros(16, 16)
+    a[f"layers.{i}.q.bias"] = torch.zeros(16)
+    a[f"layers.{i}.mlp.weight"] = torch.zeros(64, 16)
+b = {f"module.{k}": v for k, v in a.items()}
+b["module.layers.3.q.weight"] = a["layers.3.q.weight"].half()
+b["module.lm_head.weight"] = emb.clone()
+del b["module.layers.5.q.bias"]
+b["module.rotary.inv_freq"] = torch.zeros(8)
+ex = tv.explore(a, compare=b, snapshot=False)
+ex"""
+
+LLAMA = """\
+import json
+import time
+import torch
+import tensorviz as tv
+from transformers import LlamaConfig, LlamaForCausalLM
+
+cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
+                  num_key_value_heads=8, vocab_size=128256)
+with torch.device("meta"):
+    llama = LlamaForCausalLM(cfg)
+b = {k: (v.to(torch.bfloat16) if k.startswith("model.layers.40.") else v) for k, v in llama.state_dict().items()}
+t0 = time.perf_counter()
+ex70 = tv.explore(llama, compare=b, snapshot=False)
+print(json.dumps({"explore_s": round(time.perf_counter() - t0, 2), "payload_bytes": ex70.payload_nbytes}))
+ex70"""
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root, side = tmp_path_factory.mktemp("labroot"), tmp_path_factory.mktemp("labside")
+    write_notebook(root, "small.ipynb", [SMALL])
+    write_notebook(root, "llama.ipynb", [LLAMA])
+    with lab_server(root, side, SHOTS) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with launched_chromium(120_000) as b:
+        yield b
+
+
+def _theme(lab: str, name: str) -> None:
+    """Set JupyterLab's theme through its settings API (what Settings > Theme writes)."""
+    body = json.dumps({"raw": json.dumps({"theme": name})}).encode()
+    url = f"{lab}/lab/api/settings/@jupyterlab/apputils-extension:themes?token={TOKEN}"
+    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30)
+
+
+def _open(browser, lab: str, stem: str, width: int, height: int = 2400):
+    from playwright.sync_api import expect
+
+    pg = watched_page(browser, width, height, 180_000)
+    open_notebook(pg, lab, f"{stem}.ipynb")
+    run_all(pg)
+    ex = pg.locator(".jp-OutputArea-output .tvz-explorer").first
+    expect(ex.locator(".tvz-cmp-summary")).to_contain_text("matched", timeout=180_000)
+    pg.wait_for_timeout(300)
+    return pg, ex
+
+
+def _hover(pg, ex, key: str) -> dict:
+    """Move the mouse onto the row of ``key`` (scrolled into view first)."""
+    at = ex.locator(".tvz-cv").evaluate("(el, key) => el.tvz.compare(key)", key)
+    assert at is not None, key
+    pg.mouse.move(at["x"], at["y"] - 30)
+    pg.mouse.move(at["x"], at["y"])
+    return at
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_compare_hover_select_keyboard(lab, browser, theme, width):
+    from playwright.sync_api import expect
+
+    _theme(lab, theme)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    pg, ex = _open(browser, lab, "small", width)
+    pg.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}")
+    pg.wait_for_timeout(300)
+    cmp = ex.locator(".tvz-cmp")
+    expect(ex.locator(".tvz-cmp-summary")).to_have_text(
+        "20 tensors in a, 20 in b, 19 matched (19 by rule) · only in a 1, only in b 1, tie lost 2, dtype 1 · differ"
+    )
+    expect(cmp.locator(".tvz-cmp-legend")).to_contain_text("Δdtype 1")
+    expect(cmp.locator(".tvz-cmp-rules")).to_contain_text("19 names matched with prefix 'module.' removed from b")
+    # hover the changed row: both sides in the tooltip
+    _hover(pg, ex, "layers.3.q.weight")
+    tip = ex.locator(".tvz-cv > .tvz-tip")
+    expect(tip).to_be_visible()
+    for line in (
+        "layers.3.q.weight → module.layers.3.q.weight",
+        "Δ dtype · → renamed",
+        "a: layers.3.q.weight",
+        "b: module.layers.3.q.weight",
+        "dtype   float32                  ≠ float16",
+        "shape   (16, 16)                   (16, 16)",
+        "bytes   a: 1 KiB (1,024 B)",
+        "      ≠ b: 512 B",
+    ):
+        expect(tip).to_contain_text(line)
+    pg.screenshot(path=str(SHOTS / f"compare_hover_{_stem(theme)}_{width}.png"))
+    # a click selects the pair: the details show both sides
+    at = _hover(pg, ex, "lm_head.weight")
+    expect(tip).to_contain_text("tie     a: tied with embed.weight")
+    pg.mouse.click(at["x"], at["y"])
+    details = ex.locator(".tvz-details")
+    expect(details).to_contain_text("lm_head.weight: tie lost, renamed")
+    expect(details).to_contain_text("tied with embed.weight")
+    # the keyboard: Tab to the rows, End, Enter selects the last row (only in b)
+    pg.mouse.move(5, 5)
+    ex.locator(".tvz-cmp canvas").focus()
+    pg.keyboard.press("End")
+    pg.keyboard.press("Enter")
+    expect(details).to_contain_text("module.rotary.inv_freq: only in b")
+    expect(tip).to_contain_text("+ only in b")
+    assert cmp.evaluate("el => el.dataset.cursor") == "20"
+    ex.screenshot(path=str(SHOTS / f"compare_{_stem(theme)}_{width}.png"))
+    assert not pg.errors, pg.errors
+    pg.close()
+    if theme != "JupyterLab Light":
+        _theme(lab, "JupyterLab Light")
+
+
+def _stem(theme: str) -> str:
+    return theme.lower().replace("jupyterlab ", "").replace(" ", "_")
+
+
+def test_compare_70b_meta_vs_itself_with_one_layer_in_bf16(lab, browser):
+    from playwright.sync_api import expect
+
+    _theme(lab, "JupyterLab Light")
+    pg, ex = _open(browser, lab, "llama", 1400, 1800)
+    expect(ex.locator(".tvz-cmp-summary")).to_have_text(
+        "725 tensors in a, 723 in b, 723 matched · only in a 2, dtype 9 · differ"
+    )
+    printed = pg.locator(".jp-OutputArea-output pre", has_text='"payload_bytes"').first.inner_text()
+    facts = json.loads(next(line for line in printed.splitlines() if '"payload_bytes"' in line))
+    assert facts["payload_bytes"] < 400_000, facts  # every row, bounded
+    # it opens at the first change (layer 40 starts at row 362 of 725), n jumps to the next one
+    expect(ex.locator(".tvz-cmp-foot")).to_contain_text("rows 360–373 of 725")  # two rows above it
+    ex.locator(".tvz-cmp canvas").focus()
+    pg.keyboard.press("n")
+    tip = ex.locator(".tvz-cv > .tvz-tip")
+    expect(tip).to_contain_text("a: model.layers.40.self_attn.q_proj.weight")
+    assert ex.locator(".tvz-cmp").evaluate("el => el.dataset.cursor") == "361"
+    pg.keyboard.press("n")
+    expect(tip).to_contain_text("a: model.layers.40.self_attn.k_proj.weight")
+    t = pg.evaluate("() => performance.now()")
+    _hover(pg, ex, "model.layers.40.mlp.down_proj.weight")
+    expect(tip).to_contain_text("dtype   float32                  ≠ bfloat16")
+    expect(tip).to_contain_text("bytes   a: 896 MiB (939,524,096 B)")
+    facts["hover_ms"] = pg.evaluate("() => performance.now()") - t
+    pg.screenshot(
+        path=str(SHOTS / "compare_70b_1400.png")
+    )  # the viewport: scrolling to an element moves the hover away
+    (SHOTS / "compare_70b.json").write_text(json.dumps(facts, indent=1))
+    assert not pg.errors, pg.errors
+    pg.close()
