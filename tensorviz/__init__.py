@@ -374,11 +374,9 @@ def explore(
             and the diagram marks the names the load leaves untouched (∅) or casts (⇄).
         loader: the pane's first loader (``tensorviz.explorer.loadpane.CHOICES``, e.g.
             ``"load_state_dict(strict=False)"``, ``"dcp.load"``); None: the most specific.
-        compare: compare mode: another model, state dict, file, folder or :class:`Layout`
-            (anything :func:`diff` takes; files header-only). The canvas then draws ``obj`` (a)
-            and ``compare`` (b) row by row, matched names on one row as :func:`diff` matches
-            them, each change marked by a glyph and words; hovering a row shows both sides, a
-            click (or Tab, arrow keys and Enter) selects the pair.
+        compare: anything :func:`diff` takes: the canvas also draws ``obj`` (a) and it (b) row
+            by row as :func:`diff` matches them, each change a glyph and words; hover a row for
+            both sides, click it (or Tab, arrows, Enter) to select the pair.
         <shared options>
 
     ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and the snapshots.
@@ -403,23 +401,10 @@ def explore(
         from tensorviz.explorer.widget import explore as _explore
 
         return _explore(
-            obj,
-            by=by,
-            names=names,
-            only_shared=only_shared,
-            show_unreferenced=show_unreferenced,
-            storage=storage,
-            byte_range=byte_range,
-            expand_simple=expand_simple,
-            all_storages=all_storages,
-            max_lanes=max_lanes,
-            dpi=dpi,
-            width=width,
-            snapshot=snapshot,
-            load=load,
-            loader=loader,
-            compare=compare,
-        )
+            obj, by=by, names=names, only_shared=only_shared, show_unreferenced=show_unreferenced, storage=storage,
+            byte_range=byte_range, expand_simple=expand_simple, all_storages=all_storages, max_lanes=max_lanes,
+            dpi=dpi, width=width, snapshot=snapshot, load=load, loader=loader, compare=compare,
+        )  # fmt: skip
 
 
 @contextmanager

@@ -439,15 +439,10 @@ def explore(
         if isinstance(storage, str):
             storage = layout.storage(storage).index
         state = ExplorerState(
-            by=by,
-            names=names or "",
-            only_shared=only_shared,
-            show_unreferenced=show_unreferenced,
-            storage=storage,
+            by=by, names=names or "", only_shared=only_shared, show_unreferenced=show_unreferenced, storage=storage,
             byte_range=(int(byte_range[0]), int(byte_range[1])) if byte_range is not None else None,
-            expand_simple=expand_simple,
-            all_storages=all_storages,
-        )
+            expand_simple=expand_simple, all_storages=all_storages,
+        )  # fmt: skip
         static = 40 if max_lanes is None else max_lanes  # the canvas: every lane, unless max_lanes says
         ex = Explorer(layout, state, max_lanes=static, dpi=dpi, width=width, canvas_lanes=max_lanes, compare=compare)
         if not isinstance(obj, (Layout, str, os.PathLike)):

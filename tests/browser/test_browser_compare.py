@@ -9,26 +9,13 @@ Screenshots go to ``test-artifacts/browser/compare_*.png``, timings to ``compare
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from tests.helpers.labserver import (
-    TOKEN,
-    lab_server,
-    launched_chromium,
-    open_notebook,
-    run_all,
-    watched_page,
-    write_notebook,
-)
+from tests.helpers.labserver import SHOTS, TOKEN, lab_server, open_notebook, run_all, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
-
-ROOT = Path(__file__).resolve().parents[2]
-SHOTS = Path(os.environ.get("TENSORVIZ_ARTIFACTS", ROOT / "test-artifacts")) / "browser"
 
 #: a: a small tied model; b: the same saved under "module.", one weight in float16, the tie
 #: lost (lm_head a copy), one layer's bias gone and an extra buffer.
@@ -77,12 +64,6 @@ def lab(tmp_path_factory):
         yield url
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with launched_chromium(120_000) as b:
-        yield b
-
-
 def _theme(lab: str, name: str) -> None:
     """Set JupyterLab's theme through its settings API (what Settings > Theme writes)."""
     body = json.dumps({"raw": json.dumps({"theme": name})}).encode()
@@ -91,10 +72,11 @@ def _theme(lab: str, name: str) -> None:
     urllib.request.urlopen(req, timeout=30)
 
 
-def _open(browser, lab: str, stem: str, width: int, height: int = 2400):
+def _open(pg, lab: str, stem: str, width: int, height: int = 2400):
+    """Open and run the notebook ``stem`` in the shared ``page`` (conftest), ``width`` px wide."""
     from playwright.sync_api import expect
 
-    pg = watched_page(browser, width, height, 180_000)
+    pg.set_viewport_size({"width": width, "height": height})
     open_notebook(pg, lab, f"{stem}.ipynb")
     run_all(pg)
     ex = pg.locator(".jp-OutputArea-output .tvz-explorer").first
@@ -114,12 +96,11 @@ def _hover(pg, ex, key: str) -> dict:
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
 @pytest.mark.parametrize("width", [1024, 1400])
-def test_compare_hover_select_keyboard(lab, browser, theme, width):
+def test_compare_hover_select_keyboard(lab, page, theme, width):
     from playwright.sync_api import expect
 
     _theme(lab, theme)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    pg, ex = _open(browser, lab, "small", width)
+    pg, ex = _open(page, lab, "small", width)
     pg.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}")
     pg.wait_for_timeout(300)
     cmp = ex.locator(".tvz-cmp")
@@ -161,7 +142,6 @@ def test_compare_hover_select_keyboard(lab, browser, theme, width):
     assert cmp.evaluate("el => el.dataset.cursor") == "20"
     ex.screenshot(path=str(SHOTS / f"compare_{_stem(theme)}_{width}.png"))
     assert not pg.errors, pg.errors
-    pg.close()
     if theme != "JupyterLab Light":
         _theme(lab, "JupyterLab Light")
 
@@ -170,11 +150,11 @@ def _stem(theme: str) -> str:
     return theme.lower().replace("jupyterlab ", "").replace(" ", "_")
 
 
-def test_compare_70b_meta_vs_itself_with_one_layer_in_bf16(lab, browser):
+def test_compare_70b_meta_vs_itself_with_one_layer_in_bf16(lab, page):
     from playwright.sync_api import expect
 
     _theme(lab, "JupyterLab Light")
-    pg, ex = _open(browser, lab, "llama", 1400, 1800)
+    pg, ex = _open(page, lab, "llama", 1400, 1800)
     expect(ex.locator(".tvz-cmp-summary")).to_have_text(
         "725 tensors in a, 723 in b, 723 matched · only in a 2, dtype 9 · differ"
     )
@@ -200,4 +180,3 @@ def test_compare_70b_meta_vs_itself_with_one_layer_in_bf16(lab, browser):
     )  # the viewport: scrolling to an element moves the hover away
     (SHOTS / "compare_70b.json").write_text(json.dumps(facts, indent=1))
     assert not pg.errors, pg.errors
-    pg.close()
