@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from tensorviz.loadcheck.check import model_twin, source_twin
+import tensorviz as tv
+from tensorviz.loadcheck.check import model_layout, model_twin, source_twin
 from tensorviz.loadcheck.replay import load_state_dict as replay
 from tensorviz.loadcheck.replay import replays
 from tests.helpers import zoo
@@ -103,6 +104,7 @@ def _check(make_model: Callable[[], nn.Module], source: Any, strict: bool, assig
 def test_zoo_scenarios_load_the_same(name: str, tmp_path) -> None:
     make_model, make_source, strict, assign = SCENARIOS[name]
     source = _real_source(make_source(str(tmp_path)))
+    _same_layout(make_model())
     _check(make_model, source, strict, assign)
     for s, a in ((not strict, assign), (strict, not assign)):  # the other settings too
         _check(make_model, source, s, a)
@@ -121,11 +123,20 @@ def _variants(sd: collections.OrderedDict) -> list[tuple[str, collections.Ordere
     ] + [("assign", sd, True, True)]
 
 
+def _same_layout(model: nn.Module) -> None:
+    """The check's layout of ``model`` (read as a mapping) names and groups as tv.analyze(model)."""
+    a, b = tv.analyze(model), model_layout(model)
+    assert a.names == b.names
+    for kind in ("overlap", "span"):
+        assert [g.names for g in a.shared(kind)] == [g.names for g in b.shared(kind)], kind
+
+
 @pytest.mark.parametrize("name", zoo.ZOO)
 def test_model_zoo_twins_load_the_same(name: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = zoo.build(name)
+    _same_layout(model)
     sd = model.state_dict()
     twin_sd = source_twin(sd, None)
     for label, source, strict, assign in _variants(twin_sd):
@@ -245,6 +256,16 @@ def _forgiving() -> nn.Module:
     return m
 
 
+def _viewing_buffers() -> nn.Module:
+    """A transient buffer viewing a weight, a persistent one viewing another: both in the
+    layout's groups (the transient one only through named_buffers)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    m[0].register_buffer("row", m[0].weight.detach()[0], persistent=False)
+    m[1].register_buffer("col", m[1].weight.detach()[:, 0])
+    return m
+
+
 def _meta() -> nn.Module:
     with torch.device("meta"):
         return nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
@@ -283,6 +304,10 @@ HAND: dict[str, tuple[Callable[[], nn.Module], Callable[[], Any]]] = {
     "extra state missing": (_old_names, lambda: _sd({"lin.weight": (2, 2), "lin.bias": (2,), "extra.weight": (2,)})),
     "lazy module materialised": (_lazy, lambda: _sd({"0.weight": (3, 4), "0.bias": (3,), "2.weight": (2, 3)})),
     "post-hook clears missing keys": (_forgiving, lambda: _sd({"1.weight": (2, 2), "1.bias": (2,)})),
+    "buffers viewing weights": (
+        _viewing_buffers,
+        lambda: _sd({"0.weight": (2, 2), "0.bias": (2,), "1.weight": (2, 2), "1.bias": (2,), "1.col": (2,)}),
+    ),
     "meta model, real source (a warning)": (
         _meta,
         lambda: _sd({"0.weight": (2, 2), "0.bias": (2,), "1.weight": (2,), "1.running_mean": (2,)}),
@@ -300,6 +325,7 @@ HAND: dict[str, tuple[Callable[[], nn.Module], Callable[[], Any]]] = {
 def test_hand_built_modules_load_the_same(name: str, strict: bool, assign: bool) -> None:
     make_model, make_source = HAND[name]
     _check(make_model, make_source(), strict, assign)
+    _same_layout(make_model())
 
 
 def test_hand_built_cases_are_not_vacuous() -> None:
@@ -318,6 +344,8 @@ def test_hand_built_cases_are_not_vacuous() -> None:
     assert torch.equal(model._modules["a.b"].weight, model.a.b.weight)
     err, *_ = _check(_forgiving, HAND["post-hook clears missing keys"][1](), True, False)
     assert err is None
+    groups = [g.names for g in model_layout(_viewing_buffers()).shared("overlap")]
+    assert ("0.weight", "0.row") in groups and ("1.weight", "1.col") in groups
 
 
 def test_post_hook_returning_a_value_raises_the_same() -> None:
@@ -345,7 +373,6 @@ def test_replays_only_torch_own_load_state_dict() -> None:
 def test_load_check_follows_a_load_state_dict_of_its_own() -> None:
     """Where the model's class has its own ``load_state_dict``, the check runs that one (here one
     that drops ``module.`` and loads non-strictly), and predicts what it does."""
-    import tensorviz as tv
 
     class Own(nn.Module):
         def __init__(self) -> None:
@@ -440,5 +467,6 @@ def cases(draw: Any) -> tuple:
 def test_generated_trees_load_the_same(case: tuple) -> None:
     make, source, strict, assign = case
     _check(make, source, strict, assign)
+    _same_layout(make())
     twin_source = source_twin(source, None)
     _check(lambda: model_twin(make()), twin_source, strict, assign)
