@@ -615,8 +615,10 @@ def diff(a: Any, b: Any, *, content: bool = False, progress: bool | None = None)
     from tensorviz.core.rows import gc_paused
     from tensorviz.sources.shared import shared_reads
 
-    with gc_paused(), shared_reads():  # a tensor on both sides is read once (sources.shared_reads)
-        d = diff_layouts(as_layout(a), as_layout(b))
+    with gc_paused():
+        with shared_reads():  # a tensor on both sides is read once (sources.shared)
+            la, lb = as_layout(a), as_layout(b)
+        d = diff_layouts(la, lb)  # the reads let go first: the tables free the rows as they go
     if content:
         from tensorviz.sources.content import compare_content
 
