@@ -190,9 +190,7 @@ def _source_text(source: Any) -> str:
     if isinstance(source, Layout):
         return source.source or "a layout"
     return (
-        f"a {type(source).__name__} of {len(source):,} entries"
-        if isinstance(source, Mapping)
-        else type(source).__name__
+        f"{type(source).__name__} of {len(source):,} entries" if isinstance(source, Mapping) else type(source).__name__
     )
 
 

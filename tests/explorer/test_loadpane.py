@@ -72,7 +72,7 @@ def test_tied_model_from_an_untied_checkpoint() -> None:
     assert p == {
         "choice": "load_state_dict",
         "choices": [[c.key, c.call] for c in CHOICES if c.loader == "load_state_dict"],
-        "source": "a OrderedDict of 4 entries",
+        "source": "OrderedDict of 4 entries",
         "raises": False,
         "verdict": "does not raise: not clean (see the lists)",
         "clean": False,
