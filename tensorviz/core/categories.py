@@ -117,6 +117,8 @@ def training_lines(facts: TrainingFacts | None) -> list[str]:
 
 
 _ROLES = {"gradients": "gradient", "optimizer": "optimizer state", "copies": "copy", "other": "other"}
+#: The categories whose views have a training role (not parameter, buffer or tensor).
+TRAINING_ROLES = frozenset(_ROLES)
 
 
 def role(name: str, category: str, live: bool, buffers: set, unsaved: set) -> str:

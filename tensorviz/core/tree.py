@@ -27,13 +27,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import methodcaller
 from typing import Any, Protocol
 
 import numpy as np
 
 from tensorviz.core import hooks
 from tensorviz.core.attribution import Attribution, Others, Painted, owners
-from tensorviz.core.categories import category_bytes, category_words, optimizer_name, role
+from tensorviz.core.categories import TRAINING_ROLES, category_bytes, category_words, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.names import elide, shown, terminal
 from tensorviz.core.pieces import logical_nbytes
@@ -302,9 +303,9 @@ class _Columns:
     def __init__(self, layout: LayoutLike, own: np.ndarray) -> None:
         mods = self.mods = layout.facts.modules
         self.classes = mods.get("classes", {}) if isinstance(mods.get("classes"), Mapping) else {}
-        buffers, unsaved = set(mods.get("buffers", ())), set(mods.get("not_saved", ()))
-        names, cats = layout.names, layout.categories
-        self.roles = [role(n, c, bool(mods), buffers, unsaved) for n, c in zip(names, cats)]
+        self.buffers, self.unsaved = set(mods.get("buffers", ())), set(mods.get("not_saved", ()))
+        self.names, self.cats = layout.names, layout.categories
+        self.isparam, self.isbuf = self._flags(layout)
         self.own = own
         t, raw = getattr(layout, "_table", None), getattr(layout, "_raw", None)
         if t is not None and raw is not None:
@@ -319,6 +320,23 @@ class _Columns:
                 numel[i] = int(own[i]) * lg.block // lg.block_nbytes
         self.numel = numel
         self.sets = (dtypes, devices, files)
+
+    def role(self, i: int) -> str:
+        """View ``i``'s role (see :func:`~tensorviz.core.categories.role`)."""
+        return role(self.names[i], self.cats[i], bool(self.mods), self.buffers, self.unsaved)
+
+    def _flags(self, layout: LayoutLike) -> tuple[np.ndarray, np.ndarray]:
+        """Per view, 1 for a parameter, and 1 for a buffer: a live module's own tensors (not
+        training state) are buffers where its facts name them, else parameters."""
+        n = len(self.names)
+        own = np.full(n, bool(self.mods))
+        if own.any() and not TRAINING_ROLES.isdisjoint(set(self.cats)):
+            own &= np.fromiter((c not in TRAINING_ROLES for c in self.cats), bool, n)
+        buf = np.zeros(n, dtype=bool)
+        if own.any() and (self.buffers or self.unsaved):
+            buf[[i for i, name in enumerate(self.names) if name in self.buffers or name in self.unsaved]] = True
+        buf &= own
+        return (own & ~buf).astype(np.int64), buf.astype(np.int64)
 
     def _from_table(self, t: Any, raw: Any) -> tuple:
         """From the layout's columns: per distinct dtype, device and file one word each."""
@@ -364,24 +382,23 @@ class _Store:
         self.reasons: dict[str, str] = {}
         for sk in skipped:
             self.reasons.setdefault(sk.name, sk.reason)
-        ids, paths, parent = self._number([*names, *(sk.name for sk in skipped)])
+        nv = len(names)
+        ids, paths, parent, at = self._number([*names, *(sk.name for sk in skipped)])
         self.ids, self.paths = ids, paths
-        n, nv = len(paths), len(names)
-        self.leaf = {names[i]: i for i in range(nv)}  # a name's view (the last of a repeated name)
-        leaves = self.leaves = np.fromiter((ids[p] for p in names), np.int64, nv)
-        sk_leaves = np.fromiter((ids[sk.name] for sk in skipped), np.int64, len(skipped))
+        n = len(paths)
+        index = getattr(layout, "_index", None)  # the layout's own name -> position, when it has one
+        self.leaf = index if index is not None else dict(zip(names, range(nv)))  # the last of a repeated name
+        leaves = self.leaves = np.asarray(at[:nv], dtype=np.int64)
+        sk_leaves = np.asarray(at[nv:], dtype=np.int64)
         parent_arr = np.asarray(parent, dtype=np.int64)
-        level = self.level = np.fromiter((min(p.count(".") + 1, MAX_DEPTH) if p else 0 for p in paths), np.int64, n)
+        dots = np.fromiter(map(methodcaller("count", "."), paths), np.int64, n)
+        level = self.level = np.minimum(dots + 1, MAX_DEPTH)
+        level[0] = 0
         by_level = np.argsort(-level, kind="stable")
         cuts = np.flatnonzero(np.diff(level[by_level])) + 1
         self.steps = [s for s in np.split(by_level, cuts) if s.size and level[s[0]] > 0]
         self.parent = parent_arr
-        roles = cols.roles
-        isparam = np.fromiter((r == "parameter" for r in roles), bool, nv)
-        isbuf = np.fromiter((r.startswith("buffer") for r in roles), bool, nv)
-        leafvals = np.stack(
-            [np.ones(nv, np.int64), isparam.astype(np.int64), isbuf.astype(np.int64), cols.numel, cols.own], 1
-        )
+        leafvals = np.stack([np.ones(nv, np.int64), cols.isparam, cols.isbuf, cols.numel, cols.own], 1)
         vals = np.zeros((n, 6), dtype=np.int64)
         np.add.at(vals[:, :5], leaves, leafvals)
         np.add.at(vals[:, 5], sk_leaves, 1)
@@ -401,13 +418,16 @@ class _Store:
         self.unpacked = _Unpacked(self, layout, cols) if cols.pieces else None
 
     @staticmethod
-    def _number(names: list[str]) -> tuple[dict[str, int], list[str], list[int]]:
+    def _number(names: list[str]) -> tuple[dict[str, int], list[str], list[int], list[int]]:
         """Ids of every prefix of ``names``: a prefix gets its id when first met, so siblings'
-        ids follow the order of first appearance; and each prefix's parent id."""
-        ids, paths, parent = {"": 0}, [""], [-1]
+        ids follow the order of first appearance; each prefix's parent id; each name's id."""
+        ids, paths, parent, at = {"": 0}, [""], [-1], []
         for name in names:
-            if name in ids:
+            k = ids.get(name)
+            if k is not None:
+                at.append(k)
                 continue
+            at.append(len(paths))
             path, below = name, -1
             while path not in ids:
                 k = ids[path] = len(paths)
@@ -415,10 +435,11 @@ class _Store:
                 parent.append(-1)
                 if below >= 0:
                     parent[below] = k
-                below, path = k, _parent(path)
+                below = k
+                path = path.rpartition(".")[0] if len(path) < MAX_DEPTH else _parent(path)
             if below >= 0:
                 parent[below] = ids[path]
-        return ids, paths, parent
+        return ids, paths, parent, at
 
     def _word_sets(self, word: np.ndarray, leaves: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
         """Per node the distinct word ids under it: for at most 64 words a bit mask per node
@@ -475,7 +496,7 @@ class _Store:
         i = self.leaf.get(path)
         view: TensorView | None = None
         if i is not None:
-            kind, view, reason = self.cols.roles[i], self.view(i), ""
+            kind, view, reason = self.cols.role(i), self.view(i), ""
             partners, counted = self.partners.get(path, ()), self.counted.get(path, ())
         else:
             kind, partners, counted = ("skipped" if path in self.reasons else ""), (), ()
