@@ -31,6 +31,7 @@ from tensorviz.core.runsets import union
 
 __all__ = [
     "BASE_BUDGET",
+    "LIST_BUDGET",
     "UNION_BUDGET",
     "Tower",
     "Base",
@@ -47,7 +48,12 @@ __all__ = [
     "clipped",
 ]
 
-#: Most runs listed at the bottom of a tower (inner levels are listed while their copies fit).
+#: Most runs listed at the bottom of a tower: inner levels are listed while their copies fit,
+#: the levels above are storeys (a storey costs a division; a listed run a search and a copy in
+#: every row pattern of a union).
+LIST_BUDGET = 1 << 12
+
+#: Most runs a level summed by doubling may hold (and a base listed where periods meet).
 BASE_BUDGET = 1 << 20
 
 #: Most towers one footprint may be the union of (a level whose copies interleave multiplies them).
@@ -204,8 +210,8 @@ def tower_form(shape: Sequence[int], stride: Sequence[int], explicit: int) -> li
     count = math.prod(size for _, size in outer)
     if count <= explicit:
         return None
-    k = 0  # inner levels listed while their copies fit the base budget (at least one level left)
-    while k < len(outer) - 1 and math.prod(n for _, n in outer[: k + 1]) <= BASE_BUDGET:
+    k = 0  # inner levels listed while their copies fit the list budget (at least one level left)
+    while k < len(outer) - 1 and math.prod(n for _, n in outer[: k + 1]) <= LIST_BUDGET:
         k += 1
     pieces: list[np.ndarray | Tower] = [_listed_levels(block, outer[:k])]
     for st, n in outer[k:]:

@@ -46,13 +46,13 @@ def budgets(base: int, union: int, small: int, explicit: int = 1, listed: int = 
     of more than ``explicit`` runs a tower, ``base`` runs listed at its bottom, ``union`` towers
     per footprint, ``small`` runs listed outright where periods differ, ``listed`` runs where
     they meet in one row of their common period."""
-    old = (tw.BASE_BUDGET, tw.UNION_BUDGET, periodic.SMALL_LIST, periodic.BASE_BUDGET, fp.EXPLICIT_BUDGET)
-    tw.BASE_BUDGET, tw.UNION_BUDGET, periodic.SMALL_LIST, fp.EXPLICIT_BUDGET = base, union, small, explicit
+    old = (tw.LIST_BUDGET, tw.UNION_BUDGET, periodic.SMALL_LIST, periodic.BASE_BUDGET, fp.EXPLICIT_BUDGET)
+    tw.LIST_BUDGET, tw.UNION_BUDGET, periodic.SMALL_LIST, fp.EXPLICIT_BUDGET = base, union, small, explicit
     periodic.BASE_BUDGET = listed
     try:
         yield
     finally:
-        tw.BASE_BUDGET, tw.UNION_BUDGET, periodic.SMALL_LIST, periodic.BASE_BUDGET, fp.EXPLICIT_BUDGET = old
+        tw.LIST_BUDGET, tw.UNION_BUDGET, periodic.SMALL_LIST, periodic.BASE_BUDGET, fp.EXPLICIT_BUDGET = old
 
 
 views = st.tuples(
