@@ -7,7 +7,8 @@ find). Prints the best CPU time of ``--repeat`` interleaved runs of:
 * load_check       -- ``tv.load_check(model, source, strict=False)`` (twins, torch's own load
                       steps on them through loadcheck/replay.py, the layouts' memory effects);
 * load_state_dict  -- the real ``load_state_dict(source, strict=False)`` into a second model;
-* analyze          -- ``tv.analyze(model)``, one of the check's steps;
+* analyze          -- ``tv.analyze(model)`` (for scale: the check reads the same names and groups
+                      from the state dict as a mapping, loadcheck.check.model_layout);
 
 and the ratio. Target (issue 24): the load check within 1 s for this model.
 
