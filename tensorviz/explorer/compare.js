@@ -242,8 +242,8 @@ export class CompareView {
     g.textAlign = "left"; g.fillText(fitText(`b: ${c.sources[1]}`, cols.barB[1] + cols.bytesB[1], measure), cols.middle + 4, HEAD_H / 2);
     g.fillText("what changed", cols.tags[0], HEAD_H / 2);
     g.strokeStyle = th.border; g.beginPath(); g.moveTo(0, HEAD_H - 0.5); g.lineTo(w, HEAD_H - 0.5); g.stroke();
-    const last = Math.min(c.n, first + ROWS_SHOWN);
-    this.foot.textContent = `rows ${c.n ? first + 1 : 0}–${last} of ${c.n.toLocaleString()}` +
+    const top1 = Math.round(top / ROW_H), last = Math.min(c.n, top1 + ROWS_SHOWN);  // rows mostly in view
+    this.foot.textContent = `rows ${c.n ? top1 + 1 : 0}–${last} of ${c.n.toLocaleString()}` +
       (c.leftOut ? ` · … ${c.leftOut.toLocaleString()} more unchanged rows not sent: filter by name to reach them` : "") +
       " · hover a row: both sides · click, or Tab here, ↑↓ (n: next change) and Enter: select the pair";
     this.el.dataset.rows = c.n; this.el.dataset.cursor = this.cursor;

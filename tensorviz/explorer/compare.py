@@ -237,6 +237,16 @@ class CompareRows:
         b = side_facts(d.layout_b, name_b) if name_b is not None and d.layout_b is not None else None
         return CompareRow(key, name_a, name_b, marks, kind, rule, a, b)
 
+    def static(self, heading: str) -> tuple[bytes, str, str, str]:
+        """The picture a page without the live explorer shows in compare mode: the static side
+        by side (:func:`tensorviz.render.diff.show_diff`): its PNG, escaped HTML (no JavaScript),
+        the caption (``heading`` and the summary line) and the text (``print(diff)``)."""
+        from tensorviz.render.diff import show_diff
+
+        shown = show_diff(self.diff)
+        caption = f"{heading}; compared with b: {summary_line(self.diff, self.counts)}"
+        return shown.png, shown.to_html(), caption, f"{caption}\n{self.diff}"
+
     def details_html(self, keys: tuple[str, ...]) -> str:
         """Escaped HTML of the selected rows: each side's facts in two columns, the marks in words."""
         if not keys:

@@ -326,14 +326,17 @@ class Explorer(ExplorerControls, W.VBox):
         return html.unescape(re.sub(r"<[^>]+>", "", self.status_line.value))
 
     def static(self, hide_when_live: bool = False, kind: str = "snapshot") -> Snapshot:
-        """The current state as a :class:`Snapshot` (PNG + escaped HTML + text), not displayed."""
+        """The current state as a :class:`Snapshot` (PNG + escaped HTML + text), not displayed;
+        in compare mode the static side by side of the two layouts (:meth:`CompareRows.static`)."""
         from tensorviz.render.html.diagram import diagram_html
 
+        live = f"tvz-live-{self.model_id}" if hide_when_live else ""
+        if self.compare_rows is not None:
+            return Snapshot(*self.compare_rows.static(title(self.tensor_layout)), hide_when_live=live, kind=kind)
         caption = f"{title(self.tensor_layout)}; {self.state.describe()}"
         capped, png = self._renderer.picture(self.state)
         text = f"{caption}\n{capped.to_text()}"
         body = diagram_html(capped, self.tensor_layout, png)
-        live = f"tvz-live-{self.model_id}" if hide_when_live else ""
         return Snapshot(png, body, caption, text, hide_when_live=live, kind=kind)
 
     def snapshot(self) -> None:

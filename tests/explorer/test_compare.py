@@ -234,3 +234,19 @@ def test_compare_takes_anything_diff_takes(tmp_path):
     save_file({"w": torch.zeros(4, 4, dtype=torch.float16), "z": torch.zeros(1)}, pb)
     ex = tv.explore(pa, compare=tv.analyze(pb), snapshot=False)
     assert _rows(ex.compare_rows.section()) == [("w", "w", ("dtype",), 64, 32), ("z", "z", ("only in b",), None, 4)]
+
+
+def test_the_static_picture_is_the_side_by_side():
+    """Where the live explorer does not draw (a saved notebook), compare mode shows the static side
+    by side of the two layouts: its PNG, escaped HTML (no script) and the diff's text."""
+    w = torch.zeros(4, 4)
+    b = {"w<script>": w.half(), "v": w}
+    ex = tv.explore({"w<script>": w, "v": w}, compare=b, snapshot=False)
+    snap = ex.static()
+    d = ex.compare_rows.diff
+    assert snap.png[:4] == b"\x89PNG"
+    assert snap.caption.endswith("; compared with b: 2 tensors in a, 2 in b, 2 matched · tie lost 2, dtype 1 · differ")
+    assert snap.text.endswith(str(d))
+    body = snap.to_html()
+    assert "<script" not in body and "w&lt;script&gt;" in body
+    assert ex._repr_mimebundle_()["text/plain"] == snap.text
