@@ -35,6 +35,7 @@ from tensorviz.core.errors import OptionError
 from tensorviz.core.keywords import did_you_mean
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import elide, terminal
+from tensorviz.core.units import format_bytes
 from tensorviz.explorer.modules import HERE, linked
 from tensorviz.loadcheck.report import NARROWING, LoadReport
 
@@ -336,6 +337,19 @@ def _lists(r: LoadReport, names: frozenset[str] | set[str]) -> tuple[LoadList, .
             "uncovered",
             "regions no saved chunk covers (elements)",
             tuple(row(f"{n}  {k:,}", n) for n, k in r.uncovered),
+        ),
+        LoadList(
+            "retied", "tied after the load (target = source)", tuple(row(f"{t} = {s}", t, s) for t, s in r.retied)
+        ),
+        LoadList(
+            "not_tied",
+            "not tied: both in the files, different values",
+            tuple(row(f"{t} ≠ {s}", t, s) for t, s in r.not_tied),
+        ),
+        LoadList(
+            "files",
+            "dcp.load: bytes this process reads per file",
+            tuple(row(f"{f}  {format_bytes(n)} ({n:,} B)") for f, n in r.files_read.items()),
         ),
     ]
     return tuple(lst for lst in out if lst.rows)

@@ -215,3 +215,57 @@ def test_hostile_names_are_sent_escaped() -> None:
     text = json.dumps(s.to_json(), ensure_ascii=False)
     assert "\x1b" not in text and "\u202e" not in text
     assert _rows(s.to_json())["unexpected"] == [["x\\x1b[31m<script>alert(1)</script>\\u202e", False]]
+
+
+def test_a_dcp_folder_offers_dcp_load_and_marks_its_casts(tmp_path) -> None:
+    """A bf16 model and a fp32 DCP checkpoint: dcp.load casts every tensor; the pane lists the
+    casts and the bytes read per file, as the real dcp.load then reads and casts."""
+    import torch.distributed.checkpoint as dcp
+
+    from tests.helpers.dcp_load_worker import Recording
+
+    folder = str(tmp_path / "ckpt")
+    dcp.save(_sd(Untied()), checkpoint_id=folder)
+    model = _model(Untied).bfloat16()
+    assert applicable(model, folder) == ("dcp.load", "dcp.load(allow_partial_load)")
+    ex = tv.explore(model, load=folder, snapshot=False)
+    p = ex.load_pane.section
+    names = ["wte.weight", "ln.weight", "ln.bias", "lm_head.weight"]
+    assert (p["choice"], p["verdict"]) == ("dcp.load", "does not raise: clean; casts 4 tensors (4 narrowing)")
+    reader = Recording(folder)
+    target = model.state_dict()
+    dcp.load(target, storage_reader=reader)  # the real load
+    nbytes = sum(r[5] for r in {tuple(map(str, r)): r for r in reader.seen}.values())
+    assert _rows(p) == {
+        "cast": [[f"{n}  float32 → bfloat16  (narrowing)", True] for n in names],
+        "files": [[f"__0_0.distcp  {tv.core.units.format_bytes(nbytes)} ({nbytes:,} B)", False]],
+    }
+    assert {r[3] for r in reader.seen} == {"__0_0.distcp"}
+    assert p["marks"] == {"untouched": 0, "cast": 4}
+    sd = _sd(Untied())
+    assert all(torch.equal(model.state_dict()[n], sd[n].bfloat16()) for n in names)
+
+
+def test_a_model_folder_offers_from_pretrained_first(tmp_path) -> None:
+    """A tiny GPT-2 saved with save_pretrained: the pane starts on from_pretrained; a model whose
+    config ties what the files hold apart gets the pane's 'not tied' row and the fix, which the
+    real from_pretrained (with the fix's keyword) then loads clean."""
+    from tests.helpers.models import tiny_gpt2
+
+    folder = str(tmp_path / "gpt2")
+    tiny_gpt2(tied=False).save_pretrained(folder)
+    model = tiny_gpt2(tied=True)
+    assert applicable(model, folder)[0] == "from_pretrained"
+    ex = tv.explore(model, load=folder, snapshot=False)
+    p = ex.load_pane.section
+    assert (p["choice"], p["verdict"]) == ("from_pretrained", "does not raise: not clean (see the lists)")
+    assert _rows(p) == {"not_tied": [["lm_head.weight ≠ transformer.wte.weight", True]]}
+    assert p["fixes"] == [
+        [
+            "the config ties weights the files hold apart, with different values: keep both",
+            "model = GPT2LMHeadModel.from_pretrained(folder, tie_word_embeddings=False)",
+        ]
+    ]
+    real, info = type(model).from_pretrained(folder, tie_word_embeddings=False, output_loading_info=True)
+    assert (info["missing_keys"], info["unexpected_keys"], info["mismatched_keys"]) == (set(), set(), set())
+    assert real.lm_head.weight is not real.transformer.wte.weight
