@@ -374,9 +374,9 @@ def explore(
             and the diagram marks the names the load leaves untouched (∅) or casts (⇄).
         loader: the pane's first loader (``tensorviz.explorer.loadpane.CHOICES``, e.g.
             ``"load_state_dict(strict=False)"``, ``"dcp.load"``); None: the most specific.
-        compare: anything :func:`diff` takes: the canvas also draws ``obj`` (a) and it (b) row
-            by row as :func:`diff` matches them, each change a glyph and words; hover a row for
-            both sides, click it (or Tab, arrows, Enter) to select the pair.
+        compare: anything :func:`diff` takes, or ``diff(obj, b)``'s result (``content=True``: bytes
+            too): the canvas also draws a and b row by row as :func:`diff` matches them; hover a
+            row for both sides, click it (or Tab, arrows, Enter) to select the pair.
         <shared options>
 
     ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and the snapshots.

@@ -223,12 +223,14 @@ class CompareRows:
             )  # fmt: skip
         return self._sections[pattern]
 
+    @cached_property
+    def _by_key(self) -> dict[str, int]:
+        return {r[0]: i for i, r in enumerate(self._aligned)}
+
     def row(self, key: str) -> CompareRow | None:
         """The row of ``key`` (an a-name, or a name only in b), sent or not; None when no row has it."""
-        for r in self._aligned:
-            if r[0] == key:
-                return self._row(*r)
-        return None
+        i = self._by_key.get(key)
+        return None if i is None else self._row(*self._aligned[i])
 
     def _row(self, key: str, name_a: str | None, name_b: str | None, marks: int, kind: str) -> CompareRow:
         d = self.diff

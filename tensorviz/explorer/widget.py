@@ -424,8 +424,8 @@ def explore(
             live explorer hides it (:mod:`tensorviz.explorer.static`). With ``False`` the picture
             travels in the explorer's own bundle instead, where the widget view outranks it.
         load, loader: a source to load into ``obj``, the first loader (:func:`tensorviz.explore`).
-        compare: anything ``obj`` may be: the canvas also draws ``obj`` (a) and it (b) row by row
-            as :func:`tensorviz.diff` matches them, hover showing both sides (:mod:`.compare`).
+        compare: anything ``obj`` may be, or a ``tv.diff(obj, b)`` result: the canvas also draws a
+            and b row by row as :func:`tensorviz.diff` matches them, hover showing both sides.
 
     Returns:
         The :class:`Explorer` widget (display it, e.g. as the cell's last expression).

@@ -250,3 +250,13 @@ def test_the_static_picture_is_the_side_by_side():
     body = snap.to_html()
     assert "<script" not in body and "w&lt;script&gt;" in body
     assert ex._repr_mimebundle_()["text/plain"] == snap.text
+
+
+def test_a_diff_with_content_marks_bytes_that_differ():
+    """compare= also takes tv.diff(a, b)'s result: with content=True, rows whose bytes differ
+    (checked against torch.equal) carry the mark."""
+    a = {"same": torch.ones(4), "changed": torch.ones(4)}
+    b = {"same": torch.ones(4), "changed": torch.full((4,), 2.0)}
+    ex = tv.explore(a, compare=tv.diff(a, b, content=True), snapshot=False)
+    marked = {r.key for r in ex.compare_rows.section().rows if "bytes differ" in r.words}
+    assert marked == {k for k in a if not torch.equal(a[k], b[k])} == {"changed"}
