@@ -10,12 +10,9 @@ redraws the verdict; a click on a missing name selects it in the canvas (the ker
 
 from __future__ import annotations
 
-import json
-import urllib.request
-
 import pytest
 
-from tests.helpers.labserver import SHOTS, TOKEN, lab_server, open_notebook, run_all, run_cell, write_notebook
+from tests.helpers.labserver import SHOTS, lab_server, open_notebook, run_all, run_cell, set_theme, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -46,13 +43,6 @@ def lab(tmp_path_factory):
     write_notebook(root, "load.ipynb", [SETUP, SELECTED])
     with lab_server(root, side, SHOTS) as url:
         yield url
-
-
-def _theme(lab: str, name: str) -> None:
-    body = json.dumps({"raw": json.dumps({"theme": name})}).encode()
-    url = f"{lab}/lab/api/settings/@jupyterlab/apputils-extension:themes?token={TOKEN}"
-    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30)
 
 
 def _open(page, lab: str):
@@ -108,10 +98,10 @@ def test_pick_a_loader_click_a_missing_name(lab, page, width):
     assert not page.errors, page.errors
 
 
-def test_dark_theme(lab, page):
+def test_darkset_theme(lab, page):
     from playwright.sync_api import expect
 
-    _theme(lab, "JupyterLab Dark")
+    set_theme(lab, "JupyterLab Dark")
     try:
         for width in (1024, 1400):
             page.set_viewport_size({"width": width, "height": 2200})
@@ -137,4 +127,4 @@ def test_dark_theme(lab, page):
             assert min(ratio) >= 4.5, ratio
         assert not page.errors, page.errors
     finally:
-        _theme(lab, "JupyterLab Light")
+        set_theme(lab, "JupyterLab Light")

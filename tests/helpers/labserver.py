@@ -206,3 +206,12 @@ def run_cell(page, n: int):
     cell.locator(".jp-InputArea-editor").click()
     page.keyboard.press("Shift+Enter")
     return cell.locator(".jp-OutputArea-output")
+
+
+def set_theme(lab: str, name: str) -> None:
+    """Set JupyterLab's theme (``"JupyterLab Dark"``...) through its settings API, as Settings >
+    Theme writes it."""
+    body = json.dumps({"raw": json.dumps({"theme": name})}).encode()
+    url = f"{lab}/lab/api/settings/@jupyterlab/apputils-extension:themes?token={TOKEN}"
+    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30)
