@@ -40,7 +40,8 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
 
     Exact names first. Then every name left over is reduced by removing wrapper prefixes from
     its start (:data:`WRAPPER_PREFIXES`, repeatedly, while something is left); left-over names
-    whose reduced forms are equal and unique on each side match.
+    whose reduced forms are equal and unique on each side match. The names of each side are
+    unique, as a Layout's are (repeated names are not diagnosed here).
 
     >>> pos, renamed, rules = match_names(["module.w", "b"], ["w", "b", "c"])
     >>> pos.tolist(), renamed, rules
