@@ -4,11 +4,15 @@ the slicing).
 Cases: ``bench_analyze``'s synthetic state dict at 2k, 8k and 100k names (per 10 names: 4
 params, a tied pair, a fused qkv with q/k row slices, a transpose or a column slice -- 28% of
 the names read bytes counted under another name), and 64 column slices of one 50k x 4,096
-float32 weight on ``meta`` (3.2M byte runs). Per case, best CPU time of ``--repeat`` interleaved
+float32 weight on ``meta`` (3.2M byte runs) next to 64 row slices of it (one run each): the
+tree should not care how a weight is sliced. Per case, best CPU time of ``--repeat`` interleaved
 runs of:
 
 * analyze  -- ``tv.analyze(x)``;
 * tree     -- ``layout.tree()`` on a fresh layout (the overlap groups it needs included);
+* groups   -- ``layout.shared("overlap")`` on a fresh layout: the part of the tree's cost that
+              is the layout's overlap grouping (core/sweep.py), not the tree's own work;
+* own      -- ``layout.tree()`` on a layout whose overlap groups are made: the tree's own work;
 * print    -- ``str(layout)`` on a fresh layout;
 
 and, at 100k, ``tv.explore(x, snapshot=False)`` (the widget built in the kernel, no browser).
@@ -30,13 +34,23 @@ from bench_analyze import synthetic_state_dict  # noqa: E402
 import tensorviz as tv  # noqa: E402
 
 
-def column_slices(rows: int = 50_000, cols: int = 4096, pieces: int = 64) -> dict:
-    """``pieces`` column slices of one ``rows`` x ``cols`` float32 weight on meta."""
+def slices(by: str, rows: int = 50_000, cols: int = 4096, pieces: int = 64) -> dict:
+    """``pieces`` column (``by="column"``) or row slices of one ``rows`` x ``cols`` float32
+    weight on meta."""
     import torch
 
     w = torch.empty(rows, cols, device="meta")
+    if by == "row":
+        height = rows // pieces
+        return {f"w.{k}": w[k * height : (k + 1) * height] for k in range(pieces)}
     width = cols // pieces
     return {f"w.{k}": w[:, k * width : (k + 1) * width] for k in range(pieces)}
+
+
+def grouped(x: object) -> tv.Layout:
+    layout = tv.analyze(x)
+    layout.shared("overlap")
+    return layout
 
 
 def cpu(fn: Callable[[], object], prepare: Callable[[], object] | None = None) -> float:
@@ -52,6 +66,8 @@ def measure(x: object, repeat: int, explore: bool) -> dict[str, float]:
     rows: dict[str, tuple[Callable, Callable | None]] = {
         "analyze": (lambda: tv.analyze(x), None),
         "tree": (lambda layout: layout.tree(), lambda: tv.analyze(x)),
+        "groups": (lambda layout: layout.shared("overlap"), lambda: tv.analyze(x)),
+        "own": (lambda layout: layout.tree(), lambda: grouped(x)),
         "print": (lambda layout: str(layout), lambda: tv.analyze(x)),
     }
     if explore:
@@ -68,14 +84,15 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     cases = [(f"{n:,} names", synthetic_state_dict(n), n == 100_000) for n in (2_000, 8_000, 100_000)]
-    cases.append(("64 column slices of 50k x 4,096", column_slices(), False))
-    print(
-        f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s} {'tree':>8s} {'x':>6s} {'print':>8s} {'x':>6s}"
-    )
+    cases += [(f"64 {by} slices of 50k x 4,096", slices(by), False) for by in ("row", "column")]
+    head = "".join(f"{c:>9s}{'x':>7s}" for c in ("tree", "groups", "own", "print"))
+    print(f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s}{head}")
     for label, x, explore in cases:
         t = measure(x, args.repeat, explore)
         a = t["analyze"]
-        line = f"{label:34s} {a:8.3f} {t['tree']:8.3f} {t['tree'] / a:6.2f} {t['print']:8.3f} {t['print'] / a:6.2f}"
+        line = f"{label:34s} {a:8.3f}" + "".join(
+            f"{t[c]:9.3f}{t[c] / a:7.2f}" for c in ("tree", "groups", "own", "print")
+        )
         if explore:
             line += f"   tv.explore {t['explore']:.3f} s = {t['explore'] / a:.2f}x analyze"
         print(line)

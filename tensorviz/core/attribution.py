@@ -148,14 +148,15 @@ class Attribution:
     """Who owns which bytes (see :func:`owners`)."""
 
     own: list[int]  # per view, the bytes it owns (first reader wins)
-    groups: list[tuple[str, ...]]  # the overlap groups of two or more names
+    groups: Sequence[tuple[str, ...]]  # the overlap groups of two or more names
     partners: ByName  # per shared name, the names whose bytes intersect its own
     counted: ByName  # per name not owning all it reads, (relation, first earlier partner)
     distinct: Callable[[list[str]], int]  # the distinct bytes of some names of one group
     painted: Painted | None  # the groups attributed in one numpy pass, as columns
+    rest: list[int]  # the groups attributed one by one (big groups, towers)
 
 
-def attribution(layout: LayoutLike) -> tuple[list[int], list[tuple[str, ...]], Mapping, Mapping, Callable]:
+def attribution(layout: LayoutLike) -> tuple[list[int], Sequence[tuple[str, ...]], Mapping, Mapping, Callable]:
     """Per view the bytes it owns (first reader wins); the overlap groups of two or more names;
     per shared name its partners (names whose bytes intersect its own); per name that does not
     own all it reads, ``(relation, first earlier partner)``; the distinct bytes of some names of
@@ -170,15 +171,15 @@ def owners(layout: LayoutLike) -> Attribution:
     groups, towers) one by one."""
     own = _footprint_nbytes(layout)
     pos = getattr(layout, "_index", None) or {n: i for i, n in enumerate(layout.names)}  # name -> position
-    groups = [g.names for g in layout.shared("overlap")]
+    rows, sizes = _overlap_members(layout, pos)
+    groups = _Groups(layout.names, rows, sizes)
     partners, counted = ByName(), ByName()
     runs: dict[str, _Runs] = {}
     owned: list[int] | np.ndarray
-    painted = _painted(layout, groups, pos, own, partners, counted)
-    done = set(painted.groups.tolist()) if painted is not None else set()
-    for g, names in enumerate(groups):
-        if g in done:
-            continue
+    painted = _painted(layout, rows, sizes, pos, own, partners, counted)
+    rest = np.setdiff1d(np.arange(len(groups)), painted.groups if painted is not None else []).tolist()
+    for g in rest:
+        names = groups[g]
         pieces = [layout.footprint_piece(n) for n in names]
         if any(map(periodic.is_periodic, pieces)):
             owned, near = _towers_first(pieces)
@@ -209,7 +210,37 @@ def owners(layout: LayoutLike) -> Attribution:
             return union.total
         return layout.union_nbytes(inside)
 
-    return Attribution(own, groups, partners, counted, distinct, painted)
+    return Attribution(own, groups, partners, counted, distinct, painted, rest)
+
+
+def _overlap_members(layout: LayoutLike, pos: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The view positions of the overlap groups of two or more names, group after group, and
+    each group's size: from the layout's member columns when it has them (no group records)."""
+    members = getattr(layout, "group_members", None)
+    if members is None:
+        groups = [g.names for g in layout.shared("overlap")]
+        sizes = np.fromiter(map(len, groups), np.int64, len(groups))
+        return np.fromiter((pos[n] for names in groups for n in names), np.int64, int(sizes.sum())), sizes
+    order, bounds = members("overlap")
+    every = np.diff(bounds)
+    return order[np.repeat(every > 1, every)], every[every > 1]
+
+
+class _Groups(Sequence):
+    """The overlap groups of two or more names, each a tuple of names made when read."""
+
+    def __init__(self, names: Sequence[str], rows: np.ndarray, sizes: np.ndarray) -> None:
+        self.names, self.rows, self.sizes = names, rows, sizes
+        self.first = (np.cumsum(sizes) - sizes).tolist()
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def __getitem__(self, g):
+        if isinstance(g, slice):
+            return [self[k] for k in range(*g.indices(len(self)))]
+        a = self.first[g]
+        return tuple(self.names[p] for p in self.rows[a : a + int(self.sizes[g])].tolist())
 
 
 #: Groups with more runs than this go to :func:`~tensorviz.core.attribution.first_reader`.
@@ -230,7 +261,13 @@ def _footprints(t) -> np.ndarray:
 
 
 def _painted(
-    layout: LayoutLike, groups: list, pos: Mapping[str, int], own: list, partners: ByName, counted: ByName
+    layout: LayoutLike,
+    rows: np.ndarray,
+    sizes: np.ndarray,
+    pos: Mapping[str, int],
+    own: list,
+    partners: ByName,
+    counted: ByName,
 ) -> Painted | None:
     """First reader wins for every group of at most 64 exact footprints (not towers) in one
     numpy pass: the groups are laid side by side on one byte axis and every elementary piece
@@ -238,10 +275,8 @@ def _painted(
     the lowest bit. Fills ``own``, ``partners`` and ``counted`` for them as the per-group
     path would (tests/core/test_attribution.py, tests/core/test_tree_reference.py)."""
     t = getattr(layout, "_table", None)
-    if t is None or not groups:
+    if t is None or not sizes.size:
         return None
-    sizes = np.fromiter(map(len, groups), np.int64, len(groups))
-    rows = np.fromiter((pos[n] for names in groups for n in names), np.int64, int(sizes.sum()))
     first = np.cumsum(sizes) - sizes
     tower = np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid[rows]]
     fine = t.exact[rows] & ~tower & (t.stop[rows] > t.start[rows])

@@ -293,7 +293,10 @@ class Layout:
         """Each view's category, in source order: weights, buffers, gradients, optimizer, copies,
         other (:data:`~tensorviz.core.records.CATEGORIES`), or "" where the source cannot tell."""
         raw = self._raw
-        return self._cached("categories", lambda: tuple(map(raw.category_of, range(len(self)))))
+        return self._cached(
+            "categories",
+            lambda: tuple(map(raw.category_of, range(len(self)))) if raw.categories else (raw.category,) * len(self),
+        )
 
     def __len__(self) -> int:
         return len(self._rows)

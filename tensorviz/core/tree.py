@@ -221,10 +221,9 @@ def _shared_bytes(a: Attribution, store: _Store) -> np.ndarray:
     others (big groups, towers) name by name."""
     shared = np.zeros(len(store.paths), dtype=np.int64)
     pt = a.painted
-    done = set(pt.groups.tolist()) if pt is not None else set()
     if pt is not None and pt.members.size:
         _painted_shared(pt, store, shared)
-    rest = [names for g, names in enumerate(a.groups) if g not in done]
+    rest = [a.groups[g] for g in a.rest]
     if rest:
         pos = store.leaf
         owned = {n: a.own[pos[n]] for names in rest for n in names}
