@@ -432,13 +432,16 @@ def _show_choice(ex: Any, choice: str) -> None:
 
 
 def _pick(ex: Any, content: Any) -> None:
-    """A click on a row: select its names (first drawing their storage when they are not drawn)."""
+    """A click on a row: select its names, first drawing their storage (without a name filter
+    that hides them) when they are not drawn."""
     kind, index = content["pick"]
     names = list(ex.load_section.row(str(kind), int(index)).names)
     if not names:
         return
     if any(n not in set(ex.canvas.drawn_names) for n in names):
         ex.storage_picker.value = ex.tensor_layout.storage(names[0]).index
+    if any(n not in set(ex.canvas.drawn_names) for n in names):
+        ex.name_filter.value = ""
     ex.canvas.selected = [n for n in names if n in set(ex.canvas.drawn_names)]
 
 

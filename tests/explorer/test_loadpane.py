@@ -127,6 +127,10 @@ def test_module_prefix_raises_and_leaves_everything_untouched() -> None:
     assert ex.selected == ["ln.weight"] and ex.load_pane.highlight == [["missing", 1], ["untouched", 1]]
     ex.load_pane._handle_custom_msg({"pick": ["unexpected", 0]}, [])  # not a model name: nothing changes
     assert ex.selected == ["ln.weight"]
+    ex.name_filter.value = "wte"  # ln.bias filtered out of the picture: a click draws its storage
+    assert "ln.bias" not in ex.canvas.drawn_names
+    ex.load_pane._handle_custom_msg({"pick": ["untouched", 2]}, [])
+    assert ex.selected == ["ln.bias"] and ex.state.names == "" and ex.last_error is None
     error, missing, unexpected = _really_load(model, sd, strict=True)
     assert error == p["verdict"].removeprefix("raises ")
     assert [missing, unexpected] == [[r[0] for r in _rows(p)[k]] for k in ("missing", "unexpected")]
