@@ -315,8 +315,17 @@ def load_check(
     call = Call(strict, assign, dict(loader_kwargs or {}))
     with gc_paused():  # thousands of twins and records: no collector pass over the caller's heap
         facts, name, where = LOADERS[loader](model, source, call)
-    words = ", ".join(f"{k}={v!r}" for k, v in call.kwargs.items())
+    words = ", ".join([*_given_config(loader, model), *(f"{k}={v!r}" for k, v in call.kwargs.items())])
     return LoadReport(loader=loader, model=name, source=where, strict=strict, assign=assign, keywords=words, **facts)
+
+
+def _given_config(loader: str, model: Any) -> list[str]:
+    """The config a from_pretrained prediction passes, in the call's words: a model instance's
+    own (``config=model.config``) or the config given; the folder's own config.json is read only
+    when a class is given. Said in the report so no one compares it with a call that reads the folder's."""
+    if loader != "from_pretrained" or isinstance(model, type):
+        return []
+    return ["config=model.config" if hasattr(model, "config") else "config=config"]
 
 
 def model_layout(model: Any) -> Layout:

@@ -314,3 +314,28 @@ def test_text_json_and_html(tmp_path) -> None:
         "tie_word_embeddings=False",
     )
     assert "<script" not in r._repr_html_() and "newly initialized" in r._repr_html_()
+
+
+def test_an_instance_is_predicted_with_its_own_config_and_says_so(tmp_path) -> None:
+    """A model instance brings its config: the prediction is of ``from_pretrained(folder,
+    config=model.config)`` and its first line says so; given the class, the folder's config.json
+    is read. Both predictions are checked against the real calls (the folder's config ties the
+    head, the instance's does not)."""
+    import transformers
+
+    small = dict(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8, bos_token_id=0, eos_token_id=0)
+    folder = str(tmp_path / "tied")
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(**small, tie_word_embeddings=True)).save_pretrained(folder)
+    untied = transformers.GPT2LMHeadModel(transformers.GPT2Config(**small, tie_word_embeddings=False))
+    by_instance = tv.load_check(untied, folder, loader="from_pretrained")
+    by_class = tv.load_check(transformers.GPT2LMHeadModel, folder, loader="from_pretrained")
+    assert str(by_instance).splitlines()[0] == elide(
+        f"from_pretrained(config=model.config): {folder} -> GPT2LMHeadModel", 80
+    )
+    assert str(by_class).splitlines()[0] == elide(f"from_pretrained(): {folder} -> GPT2LMHeadModel", 80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, real = transformers.GPT2LMHeadModel.from_pretrained(folder, config=untied.config, output_loading_info=True)
+        _, real_class = transformers.GPT2LMHeadModel.from_pretrained(folder, output_loading_info=True)
+    assert list(by_instance.missing) == sorted(real["missing_keys"]) == ["lm_head.weight"]
+    assert list(by_class.missing) == sorted(real_class["missing_keys"]) == [] and by_class.clean
