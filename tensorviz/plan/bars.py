@@ -14,9 +14,32 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tensorviz.core import footprint as fp
+from tensorviz.core import periodic
+from tensorviz.core import towers as tw
 from tensorviz.core.records import TensorView
 
-__all__ = ["Proto", "make_protos", "mark_overlaps", "mark_reinterpreted", "pack", "depth_runs", "subtract"]
+__all__ = [
+    "Proto",
+    "make_protos",
+    "mark_overlaps",
+    "mark_reinterpreted",
+    "pack",
+    "depth_runs",
+    "subtract",
+    "DRAW_RUNS",
+    "DRAW_CELLS",
+    "cell_counts",
+    "cell_runs",
+    "cell_unread",
+]
+
+#: Most runs a bar lists. A footprint with more (a tower of millions of strided runs) is drawn
+#: per cell instead (see :func:`cell_runs`): nothing is listed run by run.
+DRAW_RUNS = 1 << 16
+
+#: Cells a storage's drawn window is cut into when a bar of it is drawn per cell: more than a
+#: bar is ever pixels wide (a few thousand), so the picture is the same as the exact runs'.
+DRAW_CELLS = 1 << 13
 
 
 class Proto:
@@ -27,7 +50,20 @@ class Proto:
     ``overlap`` the bytes another bar of the storage also reads.
     """
 
-    __slots__ = ("views", "names", "start", "stop", "_runs", "dense", "overlap", "reinterpreted")
+    __slots__ = (
+        "views",
+        "names",
+        "start",
+        "stop",
+        "_runs",
+        "dense",
+        "overlap",
+        "reinterpreted",
+        "piece",
+        "cell",
+        "read",
+        "edges",
+    )
 
     def __init__(self, views: list[TensorView], runs: np.ndarray | None, dense: bool):
         v0 = views[0]
@@ -36,6 +72,12 @@ class Proto:
         self._runs, self.dense = runs, dense
         self.overlap: np.ndarray = fp.EMPTY
         self.reinterpreted = False
+        # Drawn per cell (see :func:`cell_runs`): the exact footprint (a periodic piece), the cell
+        # width in bytes (0: ``runs`` are exact) and the bytes read inside the drawn window.
+        self.piece: object = None
+        self.cell = 0
+        self.read = -1
+        self.edges: np.ndarray = fp.EMPTY[:, 0]
 
     @property
     def runs(self) -> np.ndarray:
@@ -48,27 +90,122 @@ class Proto:
         return self.start == self.stop
 
 
-def make_protos(views: Sequence[TensorView], by_span: bool, footprint_runs: Callable[[str], np.ndarray]) -> list[Proto]:
+Pieces = Callable[[str], "np.ndarray | periodic.Tower | periodic.Union"]
+
+
+def make_protos(
+    views: Sequence[TensorView],
+    by_span: bool,
+    footprint_runs: Callable[[str], np.ndarray],
+    footprint_piece: Pieces | None = None,
+    window: tuple[int, int] = (0, 0),
+) -> list[Proto]:
     """One proto per view; with ``by_span``, one per group of views with an identical span
-    (empty views never group)."""
-    if not by_span:
-        return [_proto([v], footprint_runs) for v in views]
-    spans: dict[object, list[TensorView]] = {}
-    for i, v in enumerate(views):
-        spans.setdefault(("empty", i) if v.is_empty else (v.start, v.stop), []).append(v)
-    return [_proto(vs, footprint_runs) for vs in spans.values()]
+    (empty views never group). With ``footprint_piece``, a footprint of more than
+    :data:`DRAW_RUNS` runs is drawn per cell of ``window`` (the storage's bytes on the
+    picture) instead of listed."""
+    groups: list[list[TensorView]] = [[v] for v in views]
+    if by_span:
+        spans: dict[object, list[TensorView]] = {}
+        for i, v in enumerate(views):
+            spans.setdefault(("empty", i) if v.is_empty else (v.start, v.stop), []).append(v)
+        groups = list(spans.values())
+    return [_proto(vs, footprint_runs, footprint_piece, window) for vs in groups]
 
 
-def _proto(views: list[TensorView], footprint_runs: Callable[[str], np.ndarray]) -> Proto:
+def _proto(
+    views: list[TensorView],
+    footprint_runs: Callable[[str], np.ndarray],
+    footprint_piece: Pieces | None,
+    window: tuple[int, int],
+) -> Proto:
     v0 = views[0]
     if v0.is_empty:
         return Proto(views, fp.EMPTY, dense=False)
     if len(views) == 1 and v0.is_dense:
         return Proto(views, None, dense=True)
-    runs = [footprint_runs(v.name) for v in views]
+    pieces = [footprint_piece(v.name) for v in views] if footprint_piece is not None else None
+    if pieces is not None and sum(_nruns(p) for p in pieces) > DRAW_RUNS:
+        return _cell_proto(views, pieces, window)
+    listed = [p for p in pieces or () if isinstance(p, np.ndarray)]
+    if pieces is not None and len(listed) == len(pieces):
+        runs = listed  # a listed piece is the view's footprint runs
+    else:
+        runs = [footprint_runs(v.name) for v in views]
     merged = runs[0] if len(runs) == 1 else fp.union(*runs)
     dense = len(merged) == 1 and merged[0, 0] == v0.start and merged[0, 1] == v0.stop
     return Proto(views, merged, dense)
+
+
+def _nruns(p: object) -> int:
+    """Runs a piece would list (an upper bound for towers: abutting copies merge)."""
+    if isinstance(p, np.ndarray):
+        return len(p)
+    if isinstance(p, periodic.Union):
+        return len(p.listed) + sum(map(_nruns, p.pieces))
+    return tw.nruns(p)  # type: ignore[arg-type]  # a Tower
+
+
+def _cell_proto(views: list[TensorView], pieces: list, window: tuple[int, int]) -> Proto:
+    """A proto drawn per cell of ``window``: its runs are the cells it reads bytes in."""
+    piece = pieces[0] if len(pieces) == 1 else periodic.Union(pieces)
+    edges = _edges(window)
+    counts = cell_counts(piece, edges)
+    p = Proto(views, _clip_runs(cell_runs(edges, counts > 0), views[0].start, views[0].stop), dense=False)
+    p.piece, p.read, p.edges = piece, int(counts.sum()), edges
+    p.cell = int(edges[1] - edges[0]) if len(edges) > 1 else 1
+    return p
+
+
+# -- drawing per cell ---------------------------------------------------------------------------
+def _edges(window: tuple[int, int], cells: int | None = None) -> np.ndarray:
+    """Cell edges over ``window``: equal cells of a whole number of bytes (the last one cut)."""
+    lo, hi = window
+    n = DRAW_CELLS if cells is None else cells
+    width = max(1, -(-(hi - lo) // n))
+    return np.minimum(np.arange(lo, hi + width, width, dtype=np.int64), hi) if hi > lo else np.array([lo], np.int64)
+
+
+def cell_counts(piece: object, edges: np.ndarray) -> np.ndarray:
+    """Bytes of a footprint (runs, Tower or Union) in each cell between consecutive ``edges``,
+    exact (from its bytes below each edge: a division per storey, nothing listed).
+
+    >>> cell_counts(periodic.Tower(0, np.array([[0, 1]]), 2, 8), np.array([0, 4, 16])).tolist()
+    [2, 6]
+    """
+    below = tw.below(piece, edges) if isinstance(piece, np.ndarray) else piece.below(edges)  # type: ignore[attr-defined]
+    return np.diff(below)
+
+
+def cell_runs(edges: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    """The drawn runs of cells: each maximal stretch of cells with ``hit`` (cells reading at
+    least one byte) is one run from its first cell's start to its last cell's end.
+
+    >>> cell_runs(np.array([0, 4, 8, 12, 16]), np.array([True, True, False, True])).tolist()
+    [[0, 8], [12, 16]]
+    """
+    if not hit.any():
+        return fp.EMPTY
+    d = np.diff(np.concatenate(([0], hit.view(np.int8), [0])))
+    first, last = np.flatnonzero(d == 1), np.flatnonzero(d == -1)
+    out = np.stack((edges[first], edges[last]), axis=1)
+    out.flags.writeable = False
+    return out
+
+
+def cell_unread(protos: list[Proto], nbytes: int) -> np.ndarray | None:
+    """None unless a proto of the storage is drawn per cell; else the cells of its first
+    ``nbytes`` holding a byte no proto reads (from the exact union's count per cell)."""
+    drawn = [p for p in protos if p.cell]
+    if not drawn:
+        return None
+    edges = drawn[0].edges
+    read = cell_counts(periodic.Union([_piece(p) for p in protos if not p.empty]), edges)
+    return _clip_runs(cell_runs(edges, read < np.diff(edges)), 0, nbytes)
+
+
+def _clip_runs(runs: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    return fp.clip(runs, lo, hi) if len(runs) else runs
 
 
 # -- bytes read by two or more bars -------------------------------------------------------------
@@ -119,6 +256,8 @@ def mark_overlaps(protos: list[Proto]) -> np.ndarray:
     Returns the bytes read by two or more protos (the union of those overlaps)."""
     if len(protos) < 2:
         return fp.EMPTY
+    if any(p.cell for p in protos):
+        return _mark_cell_overlaps(protos)
     if len(protos) <= 64 and all(p.dense or p.empty for p in protos):
         return _mark_dense_overlaps(protos)  # the common case (ties, slices), without numpy overhead
     dense = [p for p in protos if p.dense]
@@ -132,6 +271,35 @@ def mark_overlaps(protos: list[Proto]) -> np.ndarray:
     for p in other if len(multi) else ():
         if p.start < multi[-1, 1] and p.stop > multi[0, 0]:
             p.overlap = _intersect(p.runs, multi)
+    return multi
+
+
+def _piece(p: Proto) -> object:
+    """A proto's exact footprint: its periodic piece, else its runs (its span when dense)."""
+    return p.piece if p.cell else p.runs
+
+
+def _mark_cell_overlaps(protos: list[Proto]) -> np.ndarray:
+    """Overlaps on a storage with a bar drawn per cell, per cell of that bar's grid: a cell is
+    marked when another bar reads one of the bytes this one reads in it (exact counts from the
+    footprints' union, :class:`~tensorviz.core.periodic.Union`; nothing listed). Returns the
+    cells holding a byte read by two or more bars."""
+    live = [p for p in protos if not p.empty]
+    edges = next(p.edges for p in protos if p.cell)
+    pieces = [_piece(p) for p in live]
+    counts = [cell_counts(q, edges) for q in pieces]
+    every = periodic.Union(pieces)
+    total = cell_counts(every, edges)
+    multi = cell_runs(edges, sum(counts) - total > 0) if every.exact else fp.EMPTY
+    for i, p in enumerate(live):
+        others = periodic.Union(pieces[:i] + pieces[i + 1 :])
+        theirs = cell_counts(others, edges)
+        both = counts[i] + theirs - total if others.exact and every.exact else np.minimum(counts[i], theirs)
+        p.overlap = _clip_runs(cell_runs(edges, both > 0), p.start, p.stop)
+    if not every.exact:  # an upper bound: cells where two bars each read something
+        multi = (
+            fp.union(*(p.overlap for p in live if len(p.overlap))) if any(len(p.overlap) for p in live) else fp.EMPTY
+        )
     return multi
 
 
@@ -188,10 +356,24 @@ def mark_reinterpreted(protos: list[Proto]) -> None:
     if all(v.dtype == primary for p in protos for v in p.views):
         return
     dtypes = [{v.dtype for v in p.views} for p in protos]
+    if any(p.cell for p in protos):  # exact, from the pieces (the drawn cells are coarser)
+        native_piece = periodic.Union([_piece(p) for p, ds in zip(protos, dtypes) if primary in ds])
+        for p, ds in zip(protos, dtypes):
+            if len(ds) > 1 or (ds != {primary} and len(p.overlap) and _meets(_piece(p), native_piece)):
+                p.reinterpreted = True
+        return
     native = fp.union(*(p.runs for p, ds in zip(protos, dtypes) if primary in ds))
     for p, ds in zip(protos, dtypes):
         if len(ds) > 1 or (ds != {primary} and len(p.overlap) and fp.intersection_nbytes(p.runs, native)):
             p.reinterpreted = True
+
+
+def _meets(a: object, b: periodic.Union) -> bool:
+    """Whether two footprints share a byte (True when that cannot be settled exactly)."""
+    if not periodic.piece_nbytes(a) or not b.nbytes:
+        return False
+    u = periodic.Union([a, b])
+    return not u.exact or u.nbytes < periodic.piece_nbytes(a) + b.nbytes
 
 
 # -- packing ------------------------------------------------------------------------------------

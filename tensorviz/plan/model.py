@@ -98,6 +98,12 @@ class Bar:
     Flags: ``overlaps_other``, ``non_contiguous``, ``reinterpreted`` (shares bytes with a view
     of another dtype), ``expanded`` (an element read through several indices: stride 0 or
     overlapping strides), ``empty`` (numel 0), ``exact`` (False: runs are an upper bound).
+
+    ``cell`` (bytes; 0 when ``runs`` are exact): a footprint of more runs than a bar can show
+    (:data:`tensorviz.plan.bars.DRAW_RUNS`) is drawn per cell of the storage's window: each run
+    of ``runs`` (and of ``overlap_runs``) is a stretch of whole ``cell``-byte cells, every one
+    of which holds at least one byte read (that another bar also reads); ``read_nbytes`` is
+    then the exact count of bytes read in the window.
     """
 
     lane: int
@@ -115,6 +121,8 @@ class Bar:
     expanded: bool
     empty: bool
     exact: bool = True
+    cell: int = 0
+    read_nbytes: int = -1
 
     @property
     def label(self) -> str:
@@ -128,6 +136,8 @@ class Bar:
     @property
     def nbytes(self) -> int:
         """Bytes this bar reads (its footprint, clipped to the diagram's byte range)."""
+        if self.cell:
+            return self.read_nbytes
         if self.runs is None:
             return self.stop - self.start
         return fp.total(self.runs)

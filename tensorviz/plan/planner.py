@@ -24,7 +24,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.names import search
 from tensorviz.core.records import Storage, TensorView
 from tensorviz.core.rows import gc_paused
-from tensorviz.plan.bars import Proto, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
+from tensorviz.plan.bars import Proto, cell_unread, make_protos, mark_overlaps, mark_reinterpreted, pack, subtract
 from tensorviz.plan.budget import allocate
 from tensorviz.plan.colors import colours_at, palette_colour
 from tensorviz.plan.labels import row_label, row_size, storage_label
@@ -68,7 +68,7 @@ def _new(cls: type[_R], **values: object) -> _R:
 class _Source:
     """A storage selected for drawing, with its bars grouped into content rows."""
 
-    __slots__ = ("storage", "reasons", "protos", "rows", "overlap")
+    __slots__ = ("storage", "reasons", "protos", "rows", "overlap", "unread")
 
     def __init__(
         self,
@@ -80,6 +80,7 @@ class _Source:
     ):
         self.storage, self.reasons, self.protos, self.rows = storage, reasons, protos, rows
         self.overlap = overlap  # bytes read by two or more of ``protos``
+        self.unread: np.ndarray | None = None  # per cell, when a bar is drawn per cell
 
 
 class _Planner:
@@ -170,9 +171,16 @@ class _Planner:
             return None  # in a whole file, only tensors sharing bytes are shared
         if len(views) == 1 and not self.filtering and views[0].is_dense:  # most storages: one bar
             return _Source(storage, reasons, [Proto(list(views), None, True)], [[0]], fp.EMPTY)
-        protos = make_protos(views, opts.by == "span", self.layout.footprint_runs)
+        protos = make_protos(
+            views,
+            opts.by == "span",
+            self.layout.footprint_runs,
+            self.layout.footprint_piece,
+            self._window(storage, views),
+        )
         multi = mark_overlaps(protos)
         mark_reinterpreted(protos)
+        unread = cell_unread(protos, storage.nbytes)
         keep = [p for p in protos if self._wanted(p)] if self.filtering else protos
         if not keep and (views or self.rx is not None or opts.only_shared):
             return None
@@ -182,7 +190,16 @@ class _Planner:
         if keep is not protos:  # bytes two of the *kept* bars read
             overlaps = [p.overlap for p in keep if len(p.overlap)]
             multi = fp.union(*overlaps) if overlaps else fp.EMPTY
-        return _Source(storage, reasons, keep, rows, multi)
+        src = _Source(storage, reasons, keep, rows, multi)
+        src.unread = unread
+        return src
+
+    def _window(self, storage: Storage, views: Sequence[TensorView]) -> tuple[int, int]:
+        """The storage's bytes on the picture (a bar drawn per cell is cut into cells of it)."""
+        lo, hi = 0, max([storage.nbytes, *(v.stop for v in views)])
+        if self.opts.byte_range is not None:
+            lo, hi = max(lo, self.opts.byte_range[0]), min(hi, self.opts.byte_range[1])
+        return lo, max(lo, hi)
 
     def _wanted(self, p: Proto) -> bool:
         if self.rx is not None and not any(search(self.rx, n) for n in p.names):
@@ -333,7 +350,7 @@ class _Planner:
             )
             self._emit_rows(src, cap, bi, lanes, bars)
         hidden = lanes[-1].hidden if lanes[-1].kind == "more" else 0
-        header, unref = self._storage_runs(s)
+        header, unref = self._storage_runs(s, src.unread)
         return _new(
             Block,
             storage=s.index,
@@ -344,7 +361,7 @@ class _Planner:
             lanes=tuple(range(first_lane, len(lanes))),
             bars=tuple(range(first_bar, len(bars))),
             unreferenced=self._clip(unref),
-            unreferenced_nbytes=fp.total(unref),
+            unreferenced_nbytes=fp.total(unref) if src.unread is None or not len(unref) else s.unreferenced_nbytes,
             overlap_runs=self._clip(src.overlap),
             reasons=src.reasons,
             hidden_views=hidden,
@@ -385,13 +402,14 @@ class _Planner:
             )
             bars.extend(self._bar(src.protos[i], len(lanes) - 1, bi) for i in rest)
 
-    def _storage_runs(self, s: Storage) -> tuple[np.ndarray, np.ndarray]:
-        """A file's header runs, and the storage's other unreferenced runs (if shown)."""
+    def _storage_runs(self, s: Storage, unread: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """A file's header runs, and the storage's other unreferenced runs (if shown; per cell,
+        ``unread``, when a bar of it is drawn per cell)."""
         span = self.headers.get(s.key) if s.device == "file" else None
         header = fp.clip(fp.as_runs([span]), 0, s.nbytes) if span else fp.EMPTY
         if not (self.opts.show_unreferenced and s.unreferenced_nbytes):
             return header, fp.EMPTY
-        unref = self.layout.unreferenced_runs(s.index)
+        unref = self.layout.unreferenced_runs(s.index) if unread is None else unread
         return header, subtract(unref, header) if len(header) else unref
 
     def _bar(self, p: Proto, lane: int, block: int) -> Bar:
@@ -414,6 +432,8 @@ class _Planner:
             expanded=v0.is_expanded if one else any(v.is_expanded for v in views),
             empty=p.empty,
             exact=v0.exact if one else all(v.exact for v in views),
+            cell=p.cell,
+            read_nbytes=p.read,
         )
 
     def _clip(self, runs: np.ndarray) -> np.ndarray:

@@ -204,4 +204,6 @@ def _bar_note(bars: list[Bar]) -> str:
     flags = [word for attr, word in _FLAGS if getattr(bar, attr)]
     if not bar.exact:
         flags.append("footprint≈span")
+    if bar.cell:
+        flags.append(f"drawn per {bar.cell:,}-byte cell, {bar.nbytes:,} bytes read")
     return f" [{bar.start}, {bar.stop})" + (" " + ", ".join(flags) if flags else "")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tensorviz.core.names import elide_names, terminal
-from tensorviz.core.units import format_bytes
+from tensorviz.core.units import exact_bytes, format_bytes
 from tensorviz.plan.labels import TIED, names_label
 from tensorviz.render.mpl.geom import BAR_HEIGHT, STRIP, ax_inches, lane_px, px_per_byte
 from tensorviz.render.text import truncate_label
@@ -391,7 +391,7 @@ def legend_entries(d: Diagram) -> list[tuple[str, str]]:
     :data:`tensorviz.render.mpl.STYLE` or one of "read", "unread", "dashed", "empty"."""
     c, blocks = d.columns, d.blocks
     wanted = [
-        ("read", "bytes read (exact)", c.sparse.any()),
+        ("read", _read_words(d), c.sparse.any()),
         ("unread", "in span, not read", c.sparse.any()),
         ("header", "file header", any(len(b.header) for b in blocks)),
         ("unreferenced", "unreferenced", any(len(b.unreferenced) for b in blocks)),
@@ -404,6 +404,12 @@ def legend_entries(d: Diagram) -> list[tuple[str, str]]:
     ]
     categories = [(f"category:{colour}", label) for label, colour in d.header.legend]
     return [(mark, label) for mark, label, used in wanted if used] + categories
+
+
+def _read_words(d: Diagram) -> str:
+    """ "bytes read (exact)", or the cell width when a bar is drawn per cell (see ``Bar.cell``)."""
+    cell = max((b.cell for b in d.bars), default=0)
+    return f"bytes read (per {exact_bytes(cell)} cell)" if cell else "bytes read (exact)"
 
 
 _PLAIN: dict[str, dict[str, Any]] = {
