@@ -9,11 +9,10 @@ Screenshots go to ``test-artifacts/browser/compare_*.png``, timings to ``compare
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 
-from tests.helpers.labserver import SHOTS, TOKEN, lab_server, open_notebook, run_all, write_notebook
+from tests.helpers.labserver import SHOTS, lab_server, open_notebook, run_all, set_theme, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -64,14 +63,6 @@ def lab(tmp_path_factory):
         yield url
 
 
-def _theme(lab: str, name: str) -> None:
-    """Set JupyterLab's theme through its settings API (what Settings > Theme writes)."""
-    body = json.dumps({"raw": json.dumps({"theme": name})}).encode()
-    url = f"{lab}/lab/api/settings/@jupyterlab/apputils-extension:themes?token={TOKEN}"
-    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30)
-
-
 def _open(pg, lab: str, stem: str, width: int, height: int = 2400):
     """Open and run the notebook ``stem`` in the shared ``page`` (conftest), ``width`` px wide."""
     from playwright.sync_api import expect
@@ -99,7 +90,7 @@ def _hover(pg, ex, key: str) -> dict:
 def test_compare_hover_select_keyboard(lab, page, theme, width):
     from playwright.sync_api import expect
 
-    _theme(lab, theme)
+    set_theme(lab, theme)
     pg, ex = _open(page, lab, "small", width)
     pg.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}")
     pg.wait_for_timeout(300)
@@ -145,7 +136,7 @@ def test_compare_hover_select_keyboard(lab, page, theme, width):
     ex.screenshot(path=str(SHOTS / f"compare_{_stem(theme)}_{width}.png"))
     assert not pg.errors, pg.errors
     if theme != "JupyterLab Light":
-        _theme(lab, "JupyterLab Light")
+        set_theme(lab, "JupyterLab Light")
 
 
 def _stem(theme: str) -> str:
@@ -155,7 +146,7 @@ def _stem(theme: str) -> str:
 def test_compare_70b_meta_vs_itself_with_one_layer_in_bf16(lab, page):
     from playwright.sync_api import expect
 
-    _theme(lab, "JupyterLab Light")
+    set_theme(lab, "JupyterLab Light")
     pg, ex = _open(page, lab, "llama", 1400, 1800)
     expect(ex.locator(".tvz-cmp-summary")).to_have_text(
         "725 tensors in a, 723 in b, 723 matched · only in a 2, dtype 9 · differ"

@@ -14,17 +14,16 @@ screenshots go to ``test-artifacts/browser/model_first_*.png``, the heights to
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import pytest
 
 from tests.helpers.lab_notebooks import EXPLAIN, GPT2, LLAMA, SEED
 from tests.helpers.labserver import (
     SHOTS,
-    TOKEN,
     lab_server,
     open_notebook,
     run_all,
+    set_theme,
     watched_page,
     write_notebook,
 )
@@ -58,14 +57,6 @@ def lab(tmp_path_factory):
         write_notebook(root, f"{stem}.ipynb", [cell])
     with lab_server(root, side, SHOTS) as url:
         yield url
-
-
-def _theme(lab: str, name: str) -> None:
-    """Set JupyterLab's theme through its settings API (what Settings > Theme writes)."""
-    body = json.dumps({"raw": json.dumps({"theme": name})}).encode()
-    url = f"{lab}/lab/api/settings/@jupyterlab/apputils-extension:themes?token={TOKEN}"
-    req = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30)
 
 
 def _open(browser, lab, stem: str, width: int, height: int = 3600):
@@ -156,10 +147,10 @@ def test_the_map_names_a_tie_and_opens_a_module_on_a_click(lab, browser):
 
 
 @pytest.mark.parametrize("theme", ["JupyterLab Dark", "JupyterLab Dark High Contrast", "JupyterLab Light"])
-def test_headers_and_names_read_in_every_theme(lab, browser, theme):
+def test_headers_and_names_read_in_everyset_theme(lab, browser, theme):
     """The storage header and the names on the canvas, and the map's labels, drawn in the
     theme's colours: each label's ink against its background >= 4.5:1, from the pixels."""
-    _theme(lab, theme)
+    set_theme(lab, theme)
     stem = theme.lower().replace("jupyterlab ", "").replace(" ", "_")
     pg, ex = _open(browser, lab, "gpt2", 1400, 1400)
     pg.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}")
@@ -186,7 +177,7 @@ def test_headers_and_names_read_in_every_theme(lab, browser, theme):
     assert not pg.errors, pg.errors
     pg.close()
     if theme != "JupyterLab Light":
-        _theme(lab, "JupyterLab Light")
+        set_theme(lab, "JupyterLab Light")
 
 
 def test_select_a_view_then_hover_its_elements_in_the_explorers_explain(lab, browser):
