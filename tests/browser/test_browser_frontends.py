@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import free_port
 from tests.helpers.lab_notebooks import TINY
 from tests.helpers.labserver import (
     SHOTS,
     TOKEN,
-    free_port,
     isolated_env,
     kernels,
     write_notebook,

@@ -14,7 +14,7 @@ from torch import nn
 import tensorviz as tv
 from tensorviz.core.text import layout_text
 from tensorviz.core.tree import model_tree
-from tests.helpers.models import FusedQKV, TiedLM
+from tests.helpers.models import FusedQKV, TiedLM, llama_70b_on_meta
 
 
 def totals(tree, path):
@@ -130,20 +130,6 @@ def test_tree_text_marks_ties_and_collapses_alike_layers():
     assert text.count("weight") == 1  # one layer stands for the six
     tied = tv.analyze(TiedLM()).tree().to_text()
     assert "↔ shared with lm_head.weight" in tied and "↔ tied to wte.weight (counted there)" in tied
-
-
-def llama_70b_on_meta():
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
-    with torch.device("meta"):
-        return transformers.LlamaForCausalLM(cfg).to(torch.bfloat16)
 
 
 def test_print_of_a_70b_model_fits_a_screen():

@@ -23,7 +23,7 @@ from tensorviz.explorer.export import RELATION_LIMIT, _sources, page_html
 from tensorviz.explorer.payload import COLUMNS, payload, relations, view_names
 from tensorviz.explorer.render import Renderer
 from tensorviz.explorer.state import ExplorerState, normalise
-from tests.helpers.models import FusedQKV, TiedLM
+from tests.helpers.models import FusedQKV, TiedLM, llama_70b_on_meta
 
 HOSTILE = [
     "</script><img src=x onerror=alert(1)>",
@@ -149,17 +149,7 @@ def test_options_are_checked_and_a_storage_is_found_by_name(tmp_path):
 
 
 def test_the_70b_sized_meta_model_page_is_under_2_mb(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
-    with torch.device("meta"):
-        llama = transformers.LlamaForCausalLM(cfg)
+    llama = llama_70b_on_meta(torch.float32)
     out = tv.export_html(llama, tmp_path / "llama.html")
     assert out.stat().st_size < 2 * 1024 * 1024
     data = _data(out.read_text("utf-8"))

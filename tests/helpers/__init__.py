@@ -5,6 +5,7 @@ on ``PYTHONPATH``: no test or helper edits ``sys.path``)."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -21,3 +22,10 @@ def env(**extra: str) -> dict[str, str]:
     needs to import ``tests.helpers`` and ``tensorviz``), plus ``extra``."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (another process may still take it before it is bound)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 
 import torch
@@ -26,6 +25,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 import tensorviz as tv
+from tests.helpers import free_port
 
 
 def full() -> dict[str, torch.Tensor]:
@@ -132,12 +132,6 @@ def run(rank: int, world: int, out: str, port: int, what: str) -> None:
         (save if what == "save" else load)(rank, world, out)
     finally:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":

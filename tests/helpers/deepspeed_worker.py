@@ -25,7 +25,7 @@ import torch  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 from torch import nn  # noqa: E402
 
-from tests.helpers.dist_worker import free_port  # noqa: E402
+from tests.helpers import free_port  # noqa: E402
 
 #: name: (ZeRO stage, bf16)
 SCENARIOS = {"zero1_bf16": (1, True), "zero2_fp32": (2, False), "zero3_bf16": (3, True)}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import socket
 import sys
 
 import numpy as np
@@ -22,6 +21,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+
+from tests.helpers import free_port
 
 VOCAB, DIM, HIDDEN = 11, 6, 10  # 11 and 10 rows do not divide by 2 or 4: uneven shards
 
@@ -291,12 +292,6 @@ def run(rank: int, world: int, out: str, port: int) -> None:
         dist.barrier()  # no rank starts tearing gloo down while another still talks to it
     finally:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 if __name__ == "__main__":

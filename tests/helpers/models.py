@@ -98,3 +98,21 @@ def fake_sharded_tensor() -> Iterator[torch.Tensor]:
         yield distribute_tensor(torch.arange(16.0).reshape(8, 2), mesh, [Shard(0)])
     finally:
         dist.destroy_process_group()
+
+
+def llama_70b_on_meta(dtype: torch.dtype = torch.bfloat16) -> nn.Module:
+    """A Llama-3-70B-sized ``LlamaForCausalLM`` on ``meta`` (no memory, nothing downloaded), in ``dtype``;
+    skips the test where transformers is not installed."""
+    import pytest
+
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(
+        hidden_size=8192,
+        intermediate_size=28672,
+        num_hidden_layers=80,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    )
+    with torch.device("meta"):
+        return transformers.LlamaForCausalLM(cfg).to(dtype)

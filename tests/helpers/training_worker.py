@@ -18,7 +18,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from tests.helpers.dist_worker import free_port  # the spawned worlds' one port picker
+from tests.helpers import free_port
 
 
 def model() -> nn.Module:
