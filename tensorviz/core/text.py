@@ -7,7 +7,7 @@ Deterministic: no storage addresses, only indices, sizes, names and byte offsets
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tensorviz.core.categories import category_words, is_training, training_lines
@@ -272,7 +272,7 @@ def compact_text(layout: TreeLayout, by: GroupBy = "storage", hint: str = FULL_H
         f"{kinds} · {format_count(root.numel)} elements (counted once) · "
         f"{', '.join(root.dtypes) or 'no dtype'} · {', '.join(root.devices) or 'no device'}"
     )
-    lines += _capped("names whose bytes are counted under another name", list(_borrowers(tree)), 5)
+    lines += _borrower_lines(tree, 5)
     shared, how = shown_shared(layout, by)
     groups = [f"{{{_names_brief(g.names)}}} bytes [{g.start}, {g.stop})" for g in shared]
     lines += _capped(f"shared groups ({how})", groups, 4)
@@ -311,13 +311,18 @@ def _fitting_tree(tree, tree_lines, budget: int) -> list[str]:
     return tree_lines(tree, depth=1, max_children=max(2, budget - 1))[:budget]
 
 
-def _borrowers(tree) -> Iterator[str]:
-    """``name relation owner`` for every name that reads bytes counted under an earlier name."""
-    for node in tree.nodes():
-        if node.counted_in:
-            relation, owner = node.counted_in
-            here = f" ({format_bytes(node.nbytes)} counted here)" if node.nbytes else ""
-            yield f"{node.path} {RELATION_WORDS.get(relation, relation)} {owner}{here}"
+def _borrower_lines(tree, limit: int) -> list[str]:
+    """``name relation owner`` for the names that read bytes counted under an earlier name,
+    titled and capped as :func:`_capped` does (only the nodes shown are made)."""
+    n, nodes = tree.borrowers(limit)
+    items = [_borrower(node) for node in nodes]
+    return _capped("names whose bytes are counted under another name", items, limit, n)
+
+
+def _borrower(node) -> str:
+    relation, owner = node.counted_in
+    here = f" ({format_bytes(node.nbytes)} counted here)" if node.nbytes else ""
+    return f"{node.path} {RELATION_WORDS.get(relation, relation)} {owner}{here}"
 
 
 def _names_brief(names: tuple[str, ...], limit: int = 4) -> str:
@@ -325,10 +330,12 @@ def _names_brief(names: tuple[str, ...], limit: int = 4) -> str:
     return ", ".join(names[:limit]) + more
 
 
-def _capped(title: str, items: list[str], limit: int) -> list[str]:
-    """A titled list of at most ``limit`` lines, the rest counted ("… 7 more")."""
-    if not items:
+def _capped(title: str, items: list[str], limit: int, total: int | None = None) -> list[str]:
+    """A titled list of at most ``limit`` lines, the rest counted ("… 7 more"); ``items`` may
+    be the first ``limit`` of ``total``."""
+    total = len(items) if total is None else total
+    if not total:
         return [f"{title}: none"] if title.startswith("shared") else []
-    items_shown = items if len(items) <= limit else items[: limit - 1]
-    rest = [f"  … {len(items) - len(items_shown)} more"] if len(items_shown) < len(items) else []
-    return [f"{title}: {len(items)}", *(f"  {shown(item)}" for item in items_shown), *rest]
+    items_shown = items if total <= limit else items[: limit - 1]
+    rest = [f"  … {total - len(items_shown)} more"] if len(items_shown) < total else []
+    return [f"{title}: {total}", *(f"  {shown(item)}" for item in items_shown), *rest]

@@ -158,6 +158,17 @@ class ModelTree:
     def nodes(self, depth: int | None = None) -> Iterator[Node]:
         return self.root.walk(depth)
 
+    def borrowers(self, limit: int | None = None) -> tuple[int, list[Node]]:
+        """How many tensors have their bytes counted under an earlier name (``counted_in``
+        set), and the first ``limit`` of them (all when None) in :meth:`nodes` order; only
+        those nodes are made (``print(layout)`` shows a few of thousands of tied names)."""
+        store = self._store
+        if store is None:
+            found = [n for n in self.nodes() if n.counted_in]
+            return len(found), found[:limit]
+        ids = store.counted_ids()
+        return len(ids), [store.node(k) for k in store.preorder(ids)[:limit]]
+
     def count(self) -> int:
         """How many modules and tensors the tree holds (the root not counted), no node made."""
         store = self._store
@@ -481,6 +492,29 @@ class _Store:
 
     def children(self, node: int) -> list[int]:
         return self.kids_order[self.kid_cuts[node] : self.kid_cuts[node + 1]].tolist()
+
+    def counted_ids(self) -> list[int]:
+        """The nodes of the views whose bytes are counted under another name."""
+        return [self.ids[p] for p, c in self.counted.items() if c and p in self.leaf and p in self.ids]
+
+    def preorder(self, nodes: list[int]) -> list[int]:
+        """``nodes`` in depth-first, largest-first order (as :meth:`Node.walk` yields them),
+        without making a node: each sorted by its siblings' ranks from the root down."""
+        if not nodes:
+            return []
+        rank = np.zeros(len(self.paths), dtype=np.int64)
+        order = self.kids_order
+        rank[order] = np.arange(order.size) - self.kid_cuts[self.parent[order]]
+        parent, rank_l = self.parent.tolist(), rank.tolist()
+
+        def key(k: int) -> list[int]:
+            ranks = []
+            while k > 0:
+                ranks.append(rank_l[k])
+                k = parent[k]
+            return ranks[::-1]
+
+        return sorted(set(nodes), key=key)
 
     def count(self, node: int) -> int:
         return int(self.kid_cuts[node + 1] - self.kid_cuts[node])

@@ -29,7 +29,7 @@ from tensorviz.core import footprint as fp
 from tensorviz.core.attribution import attribution as owners_of
 from tensorviz.core.categories import category_bytes, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
-from tensorviz.core.tree import MAX_DEPTH, ModelTree, Node, _file_name, model_tree, tree_text
+from tensorviz.core.tree import MAX_DEPTH, RELATION_WORDS, ModelTree, Node, _file_name, model_tree, tree_text
 from tensorviz.explorer.modelmap import map_cells
 from tensorviz.render.html.tree import tree_html
 from tests.core.test_oracle import SETTINGS, derive, view_of, view_specs
@@ -201,11 +201,31 @@ class Records:
 def assert_same_tree(layout) -> None:
     got, want = layout.tree(), reference_tree(layout)
     compare(got, want)
+    assert_borrowers_listed(layout, want)
     compare(model_tree(Records(layout)), want)
     own, partners, counted, _ = attribution(layout)
     got_own, _, got_partners, got_counted, _ = owners_of(layout)
     assert (got_own, dict(got_partners), dict(got_counted)) == (own, partners, counted)
     assert len(got_partners) == len(partners) and len(got_counted) == len(counted)
+
+
+def assert_borrowers_listed(layout, want: ModelTree) -> None:
+    """``print(layout)`` lists the names counted under another name as a walk of the whole
+    reference tree finds them: the first four (all five when five), then how many more."""
+    found = [n for n in want.nodes() if n.counted_in]
+    words = [f"{n.path} {RELATION_WORDS.get(n.counted_in[0], n.counted_in[0])} {n.counted_in[1]}" for n in found]
+    if len(layout) + len(layout.skipped) > tv.limits().tree_names:
+        return  # the summary leaves the tree out
+    text = layout.to_text(full=False)
+    if not found:
+        assert "names whose bytes are counted under another name" not in text
+        return
+    head = f"names whose bytes are counted under another name: {len(found)}\n"
+    shown = words if len(words) <= 5 else words[:4]
+    block = text[text.index(head) + len(head) :].splitlines()
+    assert [line.split(" (")[0].strip() for line in block[: len(shown)]] == shown
+    if len(words) > 5:
+        assert block[4] == f"  … {len(words) - 4} more"
 
 
 def compare(got: ModelTree, want: ModelTree) -> None:
@@ -228,6 +248,10 @@ def compare(got: ModelTree, want: ModelTree) -> None:
     for focus in ["", *(c.path for c in want.root.children[:2])]:
         assert json.dumps(map_cells(got, focus)) == json.dumps(map_cells(want, focus))
     assert [n.path for n in got.nodes()] == [n.path for n in want.nodes()]
+    borrowers = [n.path for n in want.nodes() if n.counted_in]
+    for limit in (None, 1, 5):
+        n, first = got.borrowers(limit)
+        assert (n, [b.path for b in first]) == (len(borrowers), borrowers[:limit])
 
 
 def html(tree: ModelTree) -> str:
@@ -283,6 +307,8 @@ def test_tied_overlapping_fused_and_empty():
     cases = {"a.w": x, "b.rows": x[2:6], "b.tail": x[8:], "c.p": y[:6], "d.q": y[4:], "d": y[1:3]}
     cases |= {"e.empty": empty, "e.also": empty, "e.cut": x[3:3], "f": torch.zeros(0, 5)}
     assert_same_tree(tv.analyze(cases))
+    tied = {f"m{i}.w": x for i in range(8)} | {f"m{i}.b": y[i:] for i in range(3)}  # 9 borrowers: 4 shown
+    assert_same_tree(tv.analyze(tied))
 
 
 def test_column_slices_and_a_group_past_64_names():
