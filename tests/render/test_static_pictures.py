@@ -116,7 +116,7 @@ def test_a_sanitized_output_shows_the_png_and_no_stray_text() -> None:
     s.feed(svg)
     assert s.kept == ["img"]  # the PNG fallback, as an <img>
     assert "".join(s.text).strip() == ""  # glyphs are paths: no label text is left behind
-    assert 'src="data:image/png;base64,' in svg and "aria-label=" in svg
+    assert 'src="data:image/webp;base64,' in svg and "aria-label=" in svg
     # in a trusted output the <img> is inside <defs>: never drawn
     assert re.search(r"<defs><foreignObject[^>]*><img ", svg)
 
