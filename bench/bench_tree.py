@@ -87,8 +87,9 @@ def main() -> None:
     cases += [(f"64 {by} slices of 50k x 4,096", slices(by), False) for by in ("row", "column")]
     head = "".join(f"{c:>9s}{'x':>7s}" for c in ("tree", "groups", "own", "print"))
     print(f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s}{head}")
+    seen: dict[str, dict[str, float]] = {}
     for label, x, explore in cases:
-        t = measure(x, args.repeat, explore)
+        t = seen[label] = measure(x, args.repeat, explore)
         a = t["analyze"]
         line = f"{label:34s} {a:8.3f}" + "".join(
             f"{t[c]:9.3f}{t[c] / a:7.2f}" for c in ("tree", "groups", "own", "print")
@@ -96,6 +97,11 @@ def main() -> None:
         if explore:
             line += f"   tv.explore {t['explore']:.3f} s = {t['explore'] / a:.2f}x analyze"
         print(line)
+    row, col = (seen[f"64 {by} slices of 50k x 4,096"] for by in ("row", "column"))
+    print(
+        f"64 slices of 50k x 4,096: tree {col['tree']:.4f} s by columns vs {row['tree']:.4f} s by rows "
+        f"({col['tree'] / row['tree']:.2f}x); analyze {col['analyze']:.4f} s / {row['analyze']:.4f} s"
+    )
 
 
 if __name__ == "__main__":

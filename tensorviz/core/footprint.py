@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -45,6 +46,8 @@ __all__ = [
     "Geometry",
     "geometry",
     "byte_runs_many",
+    "RowForms",
+    "row_forms_many",
     "gaps",
     "clip",
     "EXPLICIT_BUDGET",
@@ -198,7 +201,19 @@ class Geometry:
             towers whose union it is (:func:`~tensorviz.core.towers.tower_form`; else None); exact.
     """
 
-    __slots__ = ("numel", "reach", "footprint", "dense", "exact", "contiguous", "runs", "shape", "stride", "tower")
+    __slots__ = (
+        "numel",
+        "reach",
+        "footprint",
+        "dense",
+        "exact",
+        "contiguous",
+        "runs",
+        "shape",
+        "stride",
+        "tower",
+        "_rows",
+    )
 
     def __init__(
         self,
@@ -216,6 +231,18 @@ class Geometry:
         self.dense, self.exact, self.contiguous, self.runs = dense, exact, contiguous, runs
         self.shape, self.stride = shape, stride
         self.tower: list[np.ndarray | tw.Tower] | None = None
+        self._rows: tuple[np.ndarray, int, int] | None | bool = False  # False: not worked out yet
+
+    def row_form(self) -> tuple[np.ndarray, int, int] | None:
+        """``(base element runs, period, count)`` where the listed footprint is ``count`` copies
+        of a base one ``period`` apart (see :func:`~tensorviz.core.towers.row_form`); None for a
+        dense, empty, inexact or towered footprint, or one whose rows interleave. Cached."""
+        if self._rows is False:
+            runs = self.runs if self.exact and self.tower is None else None
+            self._rows = (
+                tw.row_form(self.shape, self.stride, runs, self.reach) if runs is not None and len(runs) > 1 else None
+            )
+        return cast("tuple[np.ndarray, int, int] | None", self._rows)
 
     def byte_runs(self, start: int, itemsize: int) -> np.ndarray:
         """The footprint of a view with this geometry starting at byte ``start``.
@@ -296,6 +323,51 @@ def byte_runs_many(
         runs.append((base[None] * itemsize[idx, None, None] + start[idx, None, None]).reshape(-1, 2))
         owners.append(np.repeat(owner[idx], len(base)))
     return np.concatenate(runs), np.concatenate(owners)
+
+
+@dataclass(frozen=True)
+class RowForms:
+    """Footprints of many views as rows (see :func:`row_forms_many`): view ``k`` reads
+    ``start[k] + j * period[k] + bases[which[k]]`` (byte runs) for ``j < count[k]``; ``period``
+    is 0 (and ``which`` -1) where its footprint has no row form."""
+
+    period: np.ndarray
+    count: np.ndarray
+    which: np.ndarray
+    bases: list[np.ndarray]
+
+    @property
+    def nruns(self) -> np.ndarray:
+        """Per view, the runs its rows list (0 without a row form)."""
+        sizes = np.array([len(b) for b in self.bases] + [0], dtype=np.int64)
+        return self.count * sizes[self.which]
+
+
+def row_forms_many(geos: Sequence[Geometry], gid: np.ndarray, itemsize: np.ndarray) -> RowForms:
+    """The :class:`RowForms` of views with Geometry ``geos[gid[k]]`` and ``itemsize[k]``, one
+    row form per distinct geometry and item size.
+
+    >>> g = geometry((3, 2), (8, 1))
+    >>> r = row_forms_many([g], np.array([0, 0]), np.array([4, 2]))
+    >>> r.period.tolist(), r.count.tolist(), [b.tolist() for b in r.bases], r.which.tolist()
+    ([32, 16], [3, 3], [[[0, 4]], [[0, 8]]], [1, 0])
+    """
+    bases: list[np.ndarray] = []
+    if gid.size == 0:
+        none = np.zeros(0, np.int64)
+        return RowForms(none, none, none, bases)
+    keys, inverse = np.unique(gid * (int(itemsize.max()) + 1) + itemsize, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    first = np.zeros(keys.size, np.int64)
+    first[inverse[::-1]] = np.arange(gid.size - 1, -1, -1)  # a view of each key
+    period, count, which = np.zeros(keys.size, np.int64), np.zeros(keys.size, np.int64), np.full(keys.size, -1)
+    for key, at in enumerate(first.tolist()):
+        form = geos[gid[at]].row_form()
+        if form is not None:
+            size = int(itemsize[at])
+            period[key], count[key], which[key] = form[1] * size, form[2], len(bases)
+            bases.append(form[0] * size)
+    return RowForms(period[inverse], count[inverse], which[inverse], bases)
 
 
 def _merge_equal_length(starts: np.ndarray, length: int) -> np.ndarray:

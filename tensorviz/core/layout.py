@@ -340,9 +340,8 @@ class Layout:
     def _make_sweep(self) -> Sweep:
         t = self._table
         tower = rel.tower_mask(t)
-        return sweep(
-            t.sidx, t.start, t.stop, t.dense, t.nbytes, self._runs_of, tower if tower.any() else None, self._tower_at
-        )
+        towers = tower if tower.any() else None
+        return sweep(t.sidx, t.start, t.stop, t.dense, t.nbytes, self._runs_of, towers, self._tower_at, self._rows_of)
 
     def _tower_at(self, i: int) -> periodic.Tower | periodic.Union:
         """View ``i``'s footprint, a tower or a union of towers (the sweep asks only for those)."""
@@ -356,6 +355,11 @@ class Layout:
         """Footprint runs of many views at once: ``(runs (k, 2), owner view of each run)``."""
         t = self._table
         return fp.byte_runs_many(t.geos, t.gid[views], t.start[views], t.itemsize[views], views)
+
+    def _rows_of(self, views: np.ndarray) -> fp.RowForms:
+        """Footprints of many views as rows of one base (see :func:`~tensorviz.core.footprint.row_forms_many`)."""
+        t = self._table
+        return fp.row_forms_many(t.geos, t.gid[views], t.itemsize[views])
 
     def _piece_at(self, i: int) -> np.ndarray | periodic.Tower | periodic.Union:
         return rel.piece_at(self._table, i)

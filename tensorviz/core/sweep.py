@@ -4,6 +4,14 @@ Pure numpy; used by :class:`tensorviz.core.layout.Layout` for overlap groups and
 Each storage's bytes are shifted to their own stretch of one global axis (``base[s] + byte``,
 with a gap between storages), so one sort and one sweep handle every storage together and
 nothing ever compares two storages. Never all pairs: ``O(n log n)`` in views plus runs.
+
+Views whose footprints are rows of one period on one storage (64 column slices of a weight:
+50k rows of one run each, 3.2 M runs) are swept in *period space* instead (:func:`_by_period`):
+each view's base runs, reduced mod the period (a run that wraps into the next row split in
+two), hold on a range of rows; the rows are cut where the set of views present changes, and
+each stretch's runs are swept once, its coverage multiplied by its rows. Exact, and the same
+labels and coverage as listing every run; a storage whose stretches would cost more than its
+listed runs is listed as before.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ def sweep(
     runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
     tower: np.ndarray | None = None,
     tower_of: Callable[[int], periodic.Tower | periodic.Union] | None = None,
+    rows_of: Callable[[np.ndarray], fp.RowForms] | None = None,
 ) -> Sweep:
     """Overlap labels and coverage for views ``i`` on storage ``sidx[i]`` with span ``[start, stop)``.
 
@@ -56,6 +65,9 @@ def sweep(
             clusters that hold a non-dense view.
         tower, tower_of: per view, True where its footprint is a tower (too many runs to list),
             and the :class:`~tensorviz.core.periodic.Tower` (or Union of towers) of such a view; never listed.
+        rows_of: the :class:`~tensorviz.core.footprint.RowForms` of the views at the given
+            indices; where given, storages whose views list at least :data:`PERIOD_MIN_RUNS`
+            runs at one period are swept in period space (same answers, no run listed).
     """
     n, ns = len(sidx), len(nbytes)
     labels = np.arange(n, dtype=np.int64) + n  # empty views keep these singleton labels
@@ -91,7 +103,8 @@ def sweep(
     inexact = np.zeros(ns, dtype=bool)
     if members.size:
         towers = tower[members] if tower is not None else np.zeros(members.size, dtype=bool)
-        _refine(members, towers, sidx, base, nbytes, runs_of, tower_of, labels, covered, inexact, n)
+        feeds = _Feeds(runs_of, tower_of, rows_of)
+        _refine(members, towers, sidx, start, base, nbytes, feeds, labels, covered, inexact, n)
     return Sweep(labels, covered, inexact)
 
 
@@ -117,10 +130,22 @@ def _add_clipped(covered, storage, a, b, lo, hi) -> None:
     np.add.at(covered, storage, length)
 
 
-def _refine(members, towers, sidx, base, nbytes, runs_of, tower_of, labels, covered, inexact, n) -> None:
+@dataclass(frozen=True)
+class _Feeds:
+    """Where :func:`_refine` gets footprints from (see :func:`sweep`'s arguments)."""
+
+    runs_of: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    tower_of: Callable[[int], periodic.Tower | periodic.Union] | None
+    rows_of: Callable[[np.ndarray], fp.RowForms] | None
+
+
+def _refine(members, towers, sidx, start, base, nbytes, feeds, labels, covered, inexact, n) -> None:
     """Exact footprint sweep over the views of clusters that hold a non-dense view."""
     listed, towered = members[~towers], members[towers]
     a, b = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    if feeds.rows_of is not None and listed.size:
+        listed = _by_period(listed, sidx[towered], sidx, start, nbytes, feeds, covered, a, b)
+    runs_of, tower_of = feeds.runs_of, feeds.tower_of
     runs, owner = runs_of(listed) if listed.size else (np.zeros((0, 2), np.int64), np.zeros(0, np.int64))
     if len(runs):
         allruns = runs + base[sidx[owner]][:, None]
@@ -146,6 +171,133 @@ def _refine(members, towers, sidx, base, nbytes, runs_of, tower_of, labels, cove
         pairs = np.stack((pairs // n, pairs % n))
     local = np.searchsorted(members, pairs)  # members is sorted
     labels[members] = 2 * n + members[min_roots(members.size, local[0], local[1])]
+
+
+#: Runs a storage's views must list at one period before that storage is swept in period space.
+PERIOD_MIN_RUNS = 1 << 12
+
+
+def _by_period(listed, towered_storages, sidx, start, nbytes, feeds, covered, a, b) -> np.ndarray:
+    """Sweep in period space the storages (holding no tower) whose listed views have at least
+    :data:`PERIOD_MIN_RUNS` runs at one period, appending their links to ``a``/``b`` and their
+    coverage to ``covered``; returns the listed views left to list run by run."""
+    rows = feeds.rows_of(listed)
+    weight = rows.nruns
+    if not weight.any() or weight.sum() < PERIOD_MIN_RUNS:  # no storage reaches the threshold
+        return listed
+    s = sidx[listed]
+    key = same_keys(s, rows.period)  # one group per (storage, period)
+    total = np.bincount(key, weights=weight)
+    at = np.zeros(total.size, np.int64)
+    at[key[::-1]] = np.arange(key.size - 1, -1, -1)  # a view of each group
+    order = np.lexsort((-total, s[at]))  # per storage, its heaviest period first
+    best = order[np.r_[True, s[at][order][1:] != s[at][order][:-1]]]
+    best = best[(total[best] >= PERIOD_MIN_RUNS) & (rows.period[at[best]] > 0)]
+    best = best[~np.isin(s[at[best]], towered_storages)]
+    done = np.zeros(listed.size, dtype=bool)
+    by_storage = np.argsort(s, kind="stable")  # each storage's positions, ascending
+    firsts = np.searchsorted(s[by_storage], s[at[best]], side="left")
+    lasts = np.searchsorted(s[by_storage], s[at[best]], side="right")
+    for g, lo, hi in zip(best.tolist(), firsts.tolist(), lasts.tolist()):
+        storage, period = int(s[at[g]]), int(rows.period[at[g]])
+        here = by_storage[lo:hi]
+        swept = _storage_by_period(listed, here, rows, period, start, int(nbytes[storage]), feeds.runs_of)
+        if swept is not None:
+            ha, hb, cov = swept
+            a.append(ha)
+            b.append(hb)
+            covered[storage] += cov
+            done[here] = True
+    return listed[~done]
+
+
+def _storage_by_period(listed, here, rows, period, start, hi, runs_of):
+    """One storage's views ``listed[here]`` in period space: the views with rows of ``period``
+    by their base runs, the others run by run; ``(links, links, coverage within [0, hi))``, or
+    None where cutting the rows would cost more than listing the runs."""
+    mine = here[rows.period[here] == period]
+    parts = []
+    for w in np.unique(rows.which[mine]).tolist():
+        at = mine[rows.which[mine] == w]
+        parts.append(_row_parts(listed[at], start[listed[at]], rows.count[at], rows.bases[w], period))
+    rest = np.setdiff1d(here, mine, assume_unique=True)
+    nruns = int(rows.nruns[mine].sum())
+    if rest.size:
+        runs, owner = runs_of(listed[rest])
+        parts.append(_run_parts(runs, owner, period))
+        nruns += len(runs)
+    owner, k0, k1, ra, rb = (np.concatenate(c) for c in zip(*parts))
+    return _row_sweep(period, hi, owner, k0, k1, ra, rb, nruns)
+
+
+def _row_parts(views, start, count, base, period):
+    """Part-runs of views reading ``start + j * period + base`` for ``j < count`` (per view):
+    per base run, the piece in the view's first row (rows ``q .. q + count``) and the piece
+    wrapping into the next (rows ``q + 1 .. q + count + 1``), as ``(owner, first row, stop
+    row, a, b)`` with ``0 <= a < b <= period``."""
+    q, r = np.divmod(start, period)
+    c = count
+    x = base[None, :, :] + r[:, None, None]  # (views, runs, 2); x < r + period < 2 * period
+    head = x[:, :, 0] < period
+    wrap = x[:, :, 1] > period
+    shape = x.shape[:2]
+    own, q0, c0 = (np.broadcast_to(v[:, None], shape) for v in (views, q, c))
+    return (
+        np.concatenate((own[head], own[wrap])),
+        np.concatenate((q0[head], q0[wrap] + 1)),
+        np.concatenate((q0[head] + c0[head], q0[wrap] + c0[wrap] + 1)),
+        np.concatenate((x[:, :, 0][head], np.maximum(x[:, :, 0][wrap] - period, 0))),
+        np.concatenate((np.minimum(x[:, :, 1][head], period), x[:, :, 1][wrap] - period)),
+    )
+
+
+def _run_parts(runs, owner, period):
+    """Part-runs of listed runs ``[a, b)``: the piece in the first row, the whole rows after it,
+    the piece in the last row (each present when not empty)."""
+    qa, ra = np.divmod(runs[:, 0], period)
+    qb, rb = np.divmod(runs[:, 1] - 1, period)
+    rb = rb + 1
+    one = qa == qb
+    mid = qb > qa + 1
+    many = ~one
+    return (
+        np.concatenate((owner[one], owner[many], owner[mid], owner[many])),
+        np.concatenate((qa[one], qa[many], qa[mid] + 1, qb[many])),
+        np.concatenate((qa[one] + 1, qa[many] + 1, qb[mid], qb[many] + 1)),
+        np.concatenate((ra[one], ra[many], np.zeros(int(mid.sum()), np.int64), np.zeros(int(many.sum()), np.int64))),
+        np.concatenate((rb[one], np.full(int(many.sum()), period), np.full(int(mid.sum()), period), rb[many])),
+    )
+
+
+def _row_sweep(period, hi, owner, k0, k1, ra, rb, budget):
+    """Sweep part-runs (view ``owner[i]`` reads ``k * period + [ra[i], rb[i])`` for rows
+    ``k0[i] <= k < k1[i]``) one row stretch at a time: the rows are cut wherever a part starts
+    or stops, each part is placed once in every stretch it spans (stretch ``m`` at
+    ``m * (period + 1)``, so stretches never touch) and the placed runs are swept like listed
+    runs. Returns ``(links, links, bytes within [0, hi))``; None past ``budget`` placed runs."""
+    cuts = np.unique(np.concatenate((k0, k1)))
+    width = period + 1
+    i0, i1 = np.searchsorted(cuts, k0), np.searchsorted(cuts, k1)
+    spans = i1 - i0
+    placed = int(spans.sum())
+    if placed > budget or (int(cuts.size) + 1) * width >= 1 << 62:  # int64 positions stay exact
+        return None
+    m = np.arange(placed) - np.repeat(np.cumsum(spans) - spans - i0, spans)  # stretch of each placed run
+    rep = np.repeat(np.arange(spans.size), spans)
+    lo, up, who = m * width + ra[rep], m * width + rb[rep], owner[rep]
+    order = np.argsort(lo, kind="stable")
+    lo, up, who = lo[order], up[order], who[order]
+    rc, first = _clusters(lo, up)
+    mc = lo[first] // width
+    x0, x1 = lo[first] - mc * width, np.maximum.reduceat(up, first) - mc * width
+    kn, rn = divmod(hi, period)  # the storage ends in row kn, rn bytes into it
+    full = np.clip(np.minimum(cuts[mc + 1], kn) - cuts[mc], 0, None)
+    cov = int(((x1 - x0) * full).sum())
+    cut = (cuts[mc] <= kn) & (kn < cuts[mc + 1])
+    cov += int(np.clip(np.minimum(x1[cut], rn) - x0[cut], 0, None).sum())
+    head = who[first][rc]
+    link = head != who
+    return head[link], who[link], cov
 
 
 def _tower_links(towered, runs, owner, sidx, nbytes, tower_of, covered, inexact):

@@ -36,6 +36,7 @@ __all__ = [
     "Tower",
     "Base",
     "tower_form",
+    "row_form",
     "listed",
     "is_row_major",
     "size",
@@ -220,6 +221,29 @@ def tower_form(shape: Sequence[int], stride: Sequence[int], explicit: int) -> li
             return False
         pieces = nxt
     return pieces
+
+
+def row_form(
+    shape: Sequence[int], stride: Sequence[int], runs: np.ndarray, reach: int
+) -> tuple[np.ndarray, int, int] | None:
+    """A listed footprint as rows: ``(base, period, count)`` such that ``runs`` (its canonical
+    element runs, the first element at 0, ``reach`` one past the last) are ``count`` copies of
+    ``base`` at ``j * period``, one copy per ``period``-wide row; None when its outermost level's
+    copies interleave (or it has none). Copy 0 is what lies below ``period``: copies never reach
+    past the next one, so that is a search, never a listing.
+
+    >>> base, period, count = row_form((3, 2), (8, 1), np.array([[0, 2], [8, 10], [16, 18]]), 18)
+    >>> base.tolist(), period, count
+    ([[0, 2]], 8, 3)
+    """
+    _, outer = _levels(shape, stride)
+    if not outer:
+        return None
+    period, count = outer[-1]
+    if reach - (count - 1) * period > period:  # one copy reaches past the next: they interleave
+        return None
+    k = int(np.searchsorted(runs[:, 0], period))  # runs starting in row 0 are copy 0's
+    return np.minimum(runs[:k], period), period, count  # a run merged with copy 1 ends at the row's end
 
 
 def _levels(shape: Sequence[int], stride: Sequence[int]) -> tuple[int, list[tuple[int, int]]]:

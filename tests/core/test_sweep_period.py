@@ -1,0 +1,311 @@
+"""The overlap sweep in period space (issue 22) against a byte-mask oracle and the listing path.
+
+Views whose footprints are rows of one period (column slices, slices starting and stopping at
+different rows, runs that wrap into the next row, 3-D slices, strided rows, views of other
+dtypes) are swept by :func:`tensorviz.core.sweep._by_period`. Every overlap group, every
+storage's covered bytes, every tree node (the brute-force reference of ``test_tree_reference``)
+must equal the oracle -- numpy byte masks from each view's index grid -- and the listing path's
+labels and coverage, with the thresholds forced so that every path runs: period space for every
+storage, the listing fallback, towers next to rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tensorviz as tv
+from tensorviz.core import footprint as fp
+from tensorviz.core import sweep as sw
+from tests.core import test_oracle
+from tests.core.test_oracle import SETTINGS, view_sets
+from tests.core.test_tree_reference import assert_same_tree
+
+DTYPES = [torch.uint8, torch.float16, torch.float32, torch.float64]
+
+
+# -- forcing the paths --------------------------------------------------------------------------
+class Spy:
+    """Counts the storages swept in period space and those sent back to listing."""
+
+    def __init__(self) -> None:
+        self.swept = self.listed = 0
+
+
+@contextmanager
+def paths(min_runs: int = 0, explicit: int | None = None) -> Iterator[Spy]:
+    """Period space from ``min_runs`` runs (``1 << 62``: never, the listing path); towers from
+    ``explicit`` runs. Restores both, and counts what period space did."""
+    old_min, old_explicit, old_sweep = sw.PERIOD_MIN_RUNS, fp.EXPLICIT_BUDGET, sw._row_sweep
+    spy = Spy()
+
+    def counted(*args):
+        out = old_sweep(*args)
+        spy.swept += out is not None
+        spy.listed += out is None
+        return out
+
+    sw.PERIOD_MIN_RUNS, sw._row_sweep = min_runs, counted
+    if explicit is not None:
+        fp.EXPLICIT_BUDGET = explicit
+    try:
+        yield spy
+    finally:
+        sw.PERIOD_MIN_RUNS, fp.EXPLICIT_BUDGET, sw._row_sweep = old_min, old_explicit, old_sweep
+
+
+def listing():  # noqa: ANN201 (a context manager)
+    return paths(min_runs=1 << 62)
+
+
+# -- the oracle ---------------------------------------------------------------------------------
+def byte_mask(t: torch.Tensor, nbytes: int) -> np.ndarray:
+    """The bytes a view reads, from its index grid (every index enumerated)."""
+    size = t.element_size()
+    grid = np.full((1,) * t.dim(), t.storage_offset(), dtype=np.int64)
+    for d, (n, s) in enumerate(zip(t.shape, t.stride())):
+        grid = grid + (np.arange(n, dtype=np.int64) * s).reshape([-1 if k == d else 1 for k in range(t.dim())])
+    addrs = (grid.reshape(-1, 1) * size + np.arange(size)).ravel()
+    mask = np.zeros(nbytes, dtype=bool)
+    mask[addrs] = True
+    return mask
+
+
+def oracle(views: dict[str, torch.Tensor], nbytes: int) -> tuple[list[tuple[str, ...]], int]:
+    """Overlap groups (by comparing every pair, ordered by first member) and covered bytes."""
+    names, masks = list(views), [byte_mask(t, nbytes) for t in views.values()]
+    parent = list(range(len(names)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i, j in itertools.combinations(range(len(names)), 2):
+        if (masks[i] & masks[j]).any():
+            parent[max(find(i), find(j))] = min(find(i), find(j))
+    groups: dict[int, list[str]] = {}
+    for i, name in enumerate(names):
+        groups.setdefault(find(i), []).append(name)
+    covered = np.logical_or.reduce(masks) if masks else np.zeros(nbytes, dtype=bool)
+    return [tuple(g) for _, g in sorted(groups.items())], int(covered.sum())
+
+
+# -- random row views -----------------------------------------------------------------------------
+@st.composite
+def row_views(draw):
+    """Up to 8 views of one storage ``rows`` rows of ``period`` bytes: column slices starting
+    and stopping at different rows, rows that wrap into the next one, strided rows and columns,
+    3-D slices, another period, whole rows; each in its own dtype."""
+    period = 8 * draw(st.integers(1, 6))  # bytes: every itemsize divides it
+    rows = draw(st.integers(2, 12))
+    nbytes = period * rows
+    storage = torch.empty(nbytes, dtype=torch.uint8).untyped_storage()
+    views: dict[str, torch.Tensor] = {}
+    for k in range(draw(st.integers(1, 8))):
+        dtype = draw(st.sampled_from(DTYPES))
+        size = torch.empty(0, dtype=dtype).element_size()
+        p, n = period // size, nbytes // size  # the period and the storage in elements
+        kind = draw(st.sampled_from(["column", "wrap", "strided", "3d", "other", "whole"]))
+        if kind == "column":
+            r0, r1 = sorted(draw(st.lists(st.integers(0, rows), min_size=2, max_size=2, unique=True)))
+            c0, c1 = sorted(draw(st.lists(st.integers(0, p), min_size=2, max_size=2, unique=True)))
+            shape, stride, offset = (r1 - r0, c1 - c0), (p, 1), r0 * p + c0
+        elif kind == "wrap":  # rows of width <= p at any offset: a row may run into the next
+            h, width = draw(st.integers(1, rows - 1)), draw(st.integers(1, p))
+            shape, stride = (h, width), (p, 1)
+            offset = draw(st.integers(0, n - (h - 1) * p - width))
+        elif kind == "strided":
+            step, cstep = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+            h = draw(st.integers(1, max(1, (rows - 1) // step + 1)))
+            width = draw(st.integers(1, max(1, (p - 1) // cstep + 1)))
+            shape, stride = (h, width), (p * step, cstep)
+            offset = draw(st.integers(0, n - ((h - 1) * p * step + (width - 1) * cstep + 1)))
+        elif kind == "3d":  # blocks of rows, a gap of g rows between blocks
+            g, h = draw(st.integers(0, 2)), draw(st.integers(1, max(1, rows // 2)))
+            e = max(1, min(3, (rows + g) // (h + g)))
+            width = draw(st.integers(1, p))
+            shape, stride = (e, h, width), ((h + g) * p, p, 1)
+            offset = draw(st.integers(0, n - ((e - 1) * (h + g) * p + (h - 1) * p + width)))
+        elif kind == "other":  # rows of another period
+            q = draw(st.integers(1, 2 * p))
+            h = draw(st.integers(1, max(1, (n - 1) // q)))
+            width = draw(st.integers(1, q))
+            shape, stride = (h, width), (q, 1)
+            offset = draw(st.integers(0, max(0, n - ((h - 1) * q + width))))
+        else:
+            r0, r1 = sorted(draw(st.lists(st.integers(0, rows), min_size=2, max_size=2, unique=True)))
+            shape, stride, offset = (r1 - r0, p), (p, 1), r0 * p
+        views[f"v{k}"] = torch.empty(0, dtype=dtype).set_(storage, offset, shape, stride)
+    return nbytes, views
+
+
+def assert_like_the_oracle(views: dict[str, torch.Tensor], nbytes: int) -> tv.Layout:
+    layout = tv.analyze(views)
+    groups, covered = oracle(views, nbytes)
+    assert [g.names for g in layout.groups("overlap")] == groups
+    assert layout.storages[0].covered_nbytes == covered
+    assert layout.storages[0].unreferenced_nbytes == nbytes - covered
+    return layout
+
+
+def assert_like_listing(views: dict[str, torch.Tensor], got: tv.Layout) -> None:
+    with listing():
+        want = tv.analyze(views)._sweep()
+    have = got._sweep()
+    assert have.overlap.tolist() == want.overlap.tolist()
+    assert have.covered.tolist() == want.covered.tolist()
+    inexact = [None if w.inexact is None else w.inexact.tolist() for w in (have, want)]
+    assert inexact[0] == inexact[1]
+
+
+# -- the properties --------------------------------------------------------------------------------
+@SETTINGS
+@given(row_views())
+def test_period_space_equals_the_oracle_and_the_listing_path(case):
+    nbytes, views = case
+    with paths() as spy:
+        layout = assert_like_the_oracle(views, nbytes)
+        assert_like_listing(views, layout)
+    rowed = [t for t in views.values() if fp.geometry(t.shape, t.stride()).row_form() is not None]
+    if rowed and len(set(layout.groups("span"))) < len(views):  # a row view in a cluster with another
+        assert spy.swept + spy.listed >= 1
+
+
+@SETTINGS
+@given(view_sets())
+def test_random_views_of_two_storages_in_period_space(case):
+    """``test_oracle``'s random views (any strides, offsets, dtype views, one or two storages)
+    with every storage holding a row view swept in period space."""
+    with paths():
+        test_oracle.test_engine_equals_the_oracle.hypothesis.inner_test(case)
+        test_oracle.test_coverage_equals_the_oracle.hypothesis.inner_test(case)
+        layout = tv.analyze(case[1])
+        assert_like_listing(case[1], layout)
+
+
+@SETTINGS
+@given(row_views())
+def test_period_space_tree_equals_the_reference(case):
+    _, views = case
+    with paths():
+        assert_same_tree(tv.analyze(views))
+
+
+@SETTINGS
+@given(row_views(), st.integers(2, 6))
+def test_towers_beside_rows_and_the_listing_fallback(case, explicit):
+    nbytes, views = case
+    with paths(explicit=explicit):  # views past a few runs are towers: their storage is listed
+        assert_like_listing(views, assert_like_the_oracle(views, nbytes))
+    old = sw._row_sweep
+    try:  # every period sweep over its budget: listed as before
+        sw._row_sweep = lambda *args: old(*args[:-1], -1)
+        with paths() as spy:
+            assert_like_listing(views, assert_like_the_oracle(views, nbytes))
+        assert spy.swept == 0
+    finally:
+        sw._row_sweep = old
+
+
+# -- exact values --------------------------------------------------------------------------------
+def test_a_run_wrapping_the_period_is_split_into_two_rows():
+    # view: 3 rows of bytes [7, 12) at period 10 -> [7, 10) on rows 0-2 and [0, 2) on rows 1-3
+    owner, k0, k1, a, b = sw._row_parts(np.array([5]), np.array([7]), np.array([3]), np.array([[0, 5]]), 10)
+    assert [owner.tolist(), k0.tolist(), k1.tolist(), a.tolist(), b.tolist()] == [
+        [5, 5],
+        [0, 1],
+        [3, 4],
+        [7, 0],
+        [10, 2],
+    ]
+    # listed runs: within a row, across three rows (head, whole middle row, tail)
+    owner, k0, k1, a, b = sw._run_parts(np.array([[3, 6], [8, 34]]), np.array([1, 2]), 10)
+    got = sorted(zip(owner.tolist(), k0.tolist(), k1.tolist(), a.tolist(), b.tolist()))
+    assert got == [(1, 0, 1, 3, 6), (2, 0, 1, 8, 10), (2, 1, 3, 0, 10), (2, 3, 4, 0, 4)]
+
+
+def test_stretches_count_rows_and_clip_at_the_storage_end():
+    # view 0 on rows 0-4 reads [0, 4); view 1 on rows 2-6 reads [2, 6); the storage ends 3
+    # bytes into row 5: rows 0-1 hold 4 bytes, rows 2-3 6, row 4 only view 1's 4, row 5 its 1
+    la, lb, cov = sw._row_sweep(
+        10, 53, np.array([0, 1]), np.array([0, 2]), np.array([4, 6]), np.array([0, 2]), np.array([4, 6]), 100
+    )
+    assert (la.tolist(), lb.tolist(), cov) == ([0], [1], 2 * 4 + 2 * 6 + 4 + 1)
+    # the same views on rows that never meet: no link
+    la, lb, cov = sw._row_sweep(
+        10, 100, np.array([0, 1]), np.array([0, 4]), np.array([4, 6]), np.array([0, 2]), np.array([4, 6]), 100
+    )
+    assert (la.tolist(), lb.tolist(), cov) == ([], [], 4 * 4 + 2 * 4)
+    assert sw._row_sweep(10, 100, np.array([0]), np.array([0]), np.array([4]), np.array([0]), np.array([4]), 0) is None
+
+
+def test_row_forms_of_column_slices_3d_slices_and_interleaving_rows():
+    assert [x.tolist() if isinstance(x, np.ndarray) else x for x in fp.geometry((5, 3), (8, 1)).row_form()] == [
+        [[0, 3]],
+        8,
+        5,
+    ]
+    base, period, count = fp.geometry((2, 3, 2), (30, 8, 1)).row_form()  # blocks of 3 rows, 6 rows apart
+    assert (base.tolist(), period, count) == ([[0, 2], [8, 10], [16, 18]], 30, 2)
+    base, period, count = fp.geometry((4, 3), (2, 1)).row_form() or (None, 0, 0)  # rows overlap: dense
+    assert base is None
+    base, period, count = fp.geometry((4, 2), (3, 2)).row_form()  # {0, 2} reaches 3: rows just abut
+    assert (base.tolist(), period, count) == ([[0, 1], [2, 3]], 3, 4)
+    assert fp.geometry((4, 2), (3, 4)).row_form() is None  # {0, 4} reaches past the next row's start
+
+
+@pytest.mark.parametrize("by", ["row", "column"])
+def test_sixty_four_slices_of_a_50k_by_4096_weight_exactly(by):
+    w = torch.empty(50_000, 4096, device="meta")
+    if by == "row":
+        views = {f"w.{k}": w[k * 781 : (k + 1) * 781] for k in range(64)}
+    else:
+        views = {f"w.{k}": w[:, k * 64 : (k + 1) * 64] for k in range(64)}
+    with paths(min_runs=sw.PERIOD_MIN_RUNS) as spy:
+        layout = tv.analyze(views)
+        tree = layout.tree()
+    assert spy.swept == (by == "column")
+    each = 781 * 4096 * 4 if by == "row" else 50_000 * 64 * 4
+    assert [g.names for g in layout.groups("overlap")] == [(name,) for name in views]
+    assert layout.storages[0].covered_nbytes == 64 * each
+    assert tree.root.nbytes == tree.find("w").nbytes == 64 * each
+    assert [(n.path, n.nbytes, n.shared_nbytes) for n in tree.find("w").children] == [
+        (f"w.{k}", each, 0) for k in range(64)
+    ]
+
+
+def test_column_slices_at_different_rows_wrapping_and_overlapping_exactly():
+    """Full size, exact bytes: slice ``k`` reads rows ``[300k, 50000 - 400k)`` of columns
+    ``[64k, 64k + 96)`` (32 columns shared with the next slice); a flat view reads 64 floats
+    at byte 4000 + 256k of each row, wrapping into the next; the column ranges' union is
+    counted by hand."""
+    w = torch.empty(50_000, 4096, device="meta")
+    views = {f"w.{k}": w[k * 300 : 50_000 - k * 400, k * 64 : k * 64 + 96] for k in range(64)}
+    with paths(min_runs=sw.PERIOD_MIN_RUNS) as spy:
+        layout = tv.analyze(views)
+        assert [g.names for g in layout.groups("overlap")] == [tuple(views)]
+        assert spy.swept == 1
+        covered = 0
+        for c in range(4096):  # each column: the union of the row ranges of the slices reading it
+            rows = np.zeros(50_000, dtype=bool)
+            for k in range(64):
+                if k * 64 <= c < k * 64 + 96:
+                    rows[k * 300 : 50_000 - k * 400] = True
+            covered += int(rows.sum()) * 4
+        assert layout.storages[0].covered_nbytes == covered
+    flat = w.view(-1)
+    wraps = {f"f.{k}": flat[1000 + 64 * k :].as_strided((49_999, 64), (4096, 1)) for k in range(64)}
+    with paths(min_runs=sw.PERIOD_MIN_RUNS) as spy:
+        layout = tv.analyze(wraps)
+        # slice k reads floats [1000 + 64k, 1064 + 64k) of each row: the last 16 slices wrap
+        assert [g.names for g in layout.groups("overlap")] == [(name,) for name in wraps]
+        assert layout.storages[0].covered_nbytes == 64 * 49_999 * 64 * 4
+        assert spy.swept == 1
