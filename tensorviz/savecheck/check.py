@@ -171,11 +171,21 @@ def pieces_of(layout: Layout) -> dict[str, tuple[str, ...]]:
 
 
 _PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+#: Per dtype, whether a plain strided tensor of it is analysable (quantized and sub-byte
+#: dtypes are not: :func:`tensorviz.sources.live.why_not_analysable`).
+_PLAIN_DTYPES: dict[torch.dtype, bool] = {}
 
 
 def _plain(t: torch.Tensor) -> bool:
     """A tensor or Parameter (or a trivial subclass of one) that tensorviz lays out as a strided view."""
     cls = type(t)
+    if cls in _PLAIN_TYPES and t.layout is torch.strided and not t.is_nested:  # decided by its dtype
+        ok = _PLAIN_DTYPES.get(t.dtype)
+        if ok is None:
+            from tensorviz.sources.live import why_not_analysable
+
+            ok = _PLAIN_DTYPES[t.dtype] = why_not_analysable(t) is None
+        return ok
     if cls not in _PLAIN_TYPES and not isinstance(t, torch.nn.parameter.Buffer) and not _trivial(cls):
         if (cls.__module__, cls.__qualname__) not in _DATA_IN_OWN_STORAGE:
             return False

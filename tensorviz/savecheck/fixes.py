@@ -22,6 +22,7 @@ from typing import Any
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import TensorView
+from tensorviz.core.relations import record_relation
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.standin import StandIn
 from tensorviz.savecheck.verdicts import Fix, Verdict
@@ -258,12 +259,12 @@ def plan_lines(
     save: list[str] = []
     load: list[str] = []
     dup = 0
-    members: dict[Any, list[str]] = {}
-    for n in names:
-        members.setdefault(layout[n].storage, []).append(n)
-    for key, group in members.items():
+    members: dict[Any, list[TensorView]] = {}
+    for v in map(layout.__getitem__, names):
+        members.setdefault(v.storage, []).append(v)
+    for key, views in members.items():
         st = layout.storage(key)
-        views = [layout[n] for n in group]
+        group = [v.name for v in views]
         if mode == "torch":
             _torch_steps(st, views, contiguous, save, load)
             continue
@@ -297,7 +298,7 @@ def _keeper(st, views: list[TensorView], contiguous: dict[str, bool]) -> TensorV
 def _why_drop(layout: Layout, v: TensorView, keep: TensorView) -> str:
     if v.is_empty:
         return f"empty (reads no byte of {keep.name}'s storage)"
-    rel = layout.relation(v.name, keep.name)
+    rel = record_relation(v, keep) or layout.relation(v.name, keep.name)
     if rel == "identical":
         return f"an alias of {keep.name}"
     if v.dtype != keep.dtype:

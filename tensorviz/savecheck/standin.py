@@ -89,6 +89,7 @@ class StandIn:
         "_reach",
         "_numel",
         "_elsize",
+        "_contig",
     )
     layout = torch.strided
     is_sparse = False
@@ -113,6 +114,17 @@ class StandIn:
         self._reach = -1
         self._numel = math.prod(self.shape)  # asked of every tensor by every saver: found once
         self._elsize = _itemsize(dtype)
+        self._contig = -1  # row-major contiguity, found on first ask
+
+    @classmethod
+    def _same(cls, like: StandIn, shape: torch.Size, stride: tuple[int, ...], offset: int, numel: int) -> StandIn:
+        """A stand-in of ``like``'s dtype, device, storage and source with this geometry, made
+        without the checks of ``__init__`` (the library's hot loops ask for a view per tensor)."""
+        out = object.__new__(cls)
+        out.dtype, out.device, out.shape, out._stride, out._offset = like.dtype, like.device, shape, stride, offset
+        out._storage, out.source, out.requires_grad, out._reach = like._storage, like.source, False, -1
+        out._numel, out._elsize, out._contig = numel, like._elsize, -1
+        return out
 
     # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
     @property  # type: ignore[misc]
@@ -159,7 +171,9 @@ class StandIn:
     def is_contiguous(self, memory_format: Any = None) -> bool:
         if memory_format not in (None, torch.contiguous_format):
             return self._twin().is_contiguous(memory_format=memory_format)
-        return is_row_major(tuple(self.shape), self._stride)
+        if self._contig < 0:
+            self._contig = is_row_major(tuple(self.shape), self._stride)
+        return bool(self._contig)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
@@ -205,9 +219,9 @@ class StandIn:
         )
 
     def view(self, *args: Any) -> StandIn:
-        flat = (self.nelement(),)
-        if args in _FLAT and flat[0] > 1 and is_row_major(tuple(self.shape), self._stride):  # torch's answer, no twin
-            return StandIn(self.dtype, self.device, flat, (1,), self._offset, self._storage, self.source)
+        n = self._numel
+        if args in _FLAT and n > 1 and self.is_contiguous():  # torch's answer, no twin
+            return StandIn._same(self, torch.Size((n,)), (1,), self._offset, n)
         return self._derived(self._twin().view(*args))
 
     def reshape(self, *args: Any) -> StandIn:
@@ -220,7 +234,7 @@ class StandIn:
     def __getitem__(self, index: Any) -> StandIn:
         if type(index) is int and len(self.shape) == 1 and -self.shape[0] <= index < self.shape[0]:
             at = self._offset + (index % self.shape[0]) * self._stride[0]  # one element, as torch picks it
-            return StandIn(self.dtype, self.device, (), (), at, self._storage, self.source)
+            return StandIn._same(self, _SCALAR, (), at, 1)
         return self._derived(self._twin()[index])
 
     def detach(self) -> StandIn:
@@ -245,6 +259,8 @@ class StandIn:
             f"offset={self._offset}, {self._storage!r})"
         )
 
+
+_SCALAR = torch.Size(())
 
 #: ``view`` arguments that flatten (``view(-1)``, as safetensors' ``_end_ptr`` asks).
 _FLAT = ((-1,), ((-1,),))
