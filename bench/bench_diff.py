@@ -135,7 +135,7 @@ def hash_files(paths: list[str], chunk: int = 8 << 20, digest: bool = True) -> N
 def content(mib: int, repeat: int) -> None:
     from safetensors.torch import save_file
 
-    n = mib * (1 << 20) // (4 * 4096 * 256)
+    n = max(1, mib * (1 << 20) // (4 * 4096 * 256))  # 4 MiB tensors; at least one (a --mib under 4 made none)
     torch.manual_seed(0)
     tensors = {f"layers.{i}.w": torch.randn(4096, 256) for i in range(n)}
     with tempfile.TemporaryDirectory() as root:
@@ -151,7 +151,7 @@ def content(mib: int, repeat: int) -> None:
         different = tv.diff(pa, pb, content=True, progress=False).content.different
     gib = size / (1 << 30)
     print(
-        f"content=True, 2 x {mib} MiB: diff {t_diff:6.3f} s ({gib / t_diff:5.2f} GiB/s)   read+BLAKE2b {t_hash:6.3f} s "
+        f"content=True, 2 x {size / 2 / (1 << 20):.0f} MiB: diff {t_diff:6.3f} s ({gib / t_diff:5.2f} GiB/s)   read+BLAKE2b {t_hash:6.3f} s "
         f"({gib / t_hash:5.2f} GiB/s)   read only {t_read:6.3f} s ({gib / t_read:5.2f} GiB/s)   "
         f"diff / cat-speed hashing: {t_hash / t_diff:4.2f}x   differ: {list(different)}"
     )

@@ -5,22 +5,24 @@ removing wrapper prefixes from their start (:data:`WRAPPER_PREFIXES`, repeatedly
 order, never the whole name); left-over names whose reduced forms are equal, and unique on each
 side, match. The rules used are returned in words, so a diff always says how it matched names.
 
-Vectorised, and exact for any ``str`` (NUL, newlines, lone surrogates, any length): names are
-joined by their hashes -- sorted ``hash()`` values, every candidate pair then
-compared as strings, and a hash shared by two different names sends the join to a dict -- and
-prefixes are found by comparing the names' UTF-8 bytes (surrogates passed through) with the
-prefixes' bytes a character at a time over all names at once. Every prefix is ASCII, so a
-prefix's bytes and characters coincide and no byte of a longer character can match one.
+Exact for any ``str`` (NUL, newlines, lone surrogates, any length), in C-level passes: names
+are joined through a dict (``dict(zip(keys, count()))``, looked up by ``map``; a name's hash is
+computed once and cached on the string, and a state dict's keys arrive hashed), and prefixes
+are found with ``str.startswith`` over all names at once, then ``str.find(".")``: every prefix
+ends at its first dot, at a place no other prefix's first dot is, so that place tells which
+prefix a name starts with.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain, repeat
-from operator import eq, getitem
+from itertools import count, repeat
+from operator import eq, itemgetter
 
 import numpy as np
+
+from tensorviz.core.table import objects
 
 __all__ = ["match_names", "WRAPPER_PREFIXES"]
 
@@ -28,10 +30,16 @@ __all__ = ["match_names", "WRAPPER_PREFIXES"]
 #: base model, a peft model. Removed (repeatedly, in any order) to match names left over.
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.", "base_model.model.")
 
-_BYTES = tuple(np.frombuffer(p.encode("ascii"), np.uint8) for p in WRAPPER_PREFIXES)
+# Per place of a name's first ".", the length of the wrapper prefix it starts with (when
+# ``str.startswith(WRAPPER_PREFIXES)`` says it starts with one) and that prefix's digit.
+_AT_DOT = {p.index("."): (len(p), d + 1) for d, p in enumerate(WRAPPER_PREFIXES)}
+_LENGTH = np.zeros(max(_AT_DOT) + 2, np.int64)
+_DIGIT = np.zeros(max(_AT_DOT) + 2, np.int64)
+for _at, (_n, _d) in _AT_DOT.items():
+    _LENGTH[_at], _DIGIT[_at] = _n, _d
+assert len(_AT_DOT) == len(WRAPPER_PREFIXES)  # no two prefixes end their first word alike
 _ROUNDS = 24  # prefixes removed by numpy, per name; a deeper nest is finished in Python
 _DEEP = 5 ** (_ROUNDS + 1)  # codes of removed starts found in Python start here
-_hash = hash  # what names are joined by (a test swaps in a colliding one)
 
 
 def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndarray, list, list[str]]:
@@ -41,13 +49,26 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
     Exact names first. Then every name left over is reduced by removing wrapper prefixes from
     its start (:data:`WRAPPER_PREFIXES`, repeatedly, while something is left); left-over names
     whose reduced forms are equal and unique on each side match. The names of each side are
-    unique, as a Layout's are (repeated names are not diagnosed here).
+    unique, as a Layout's are (a repeated name matches nothing by the rule).
 
     >>> pos, renamed, rules = match_names(["module.w", "b"], ["w", "b", "c"])
     >>> pos.tolist(), renamed, rules
     ([0, 1], [('module.w', 'w')], ["1 name matched with prefix 'module.' removed from a"])
     """
-    pos = _exact(names_a, names_b)
+    k = min(len(names_a), len(names_b))
+    here = np.fromiter(map(eq, names_a, names_b), bool, k)  # equal names in the same place: one pass
+    pos = np.full(len(names_a), -1, dtype=np.int64)
+    pos[:k][here] = np.flatnonzero(here)
+    if here.all() and len(names_a) == len(names_b):
+        return pos, [], []
+    left_a, left_b = np.flatnonzero(pos < 0), np.r_[np.flatnonzero(~here), np.arange(k, len(names_b))]
+    rest_a, rest_b = _take(names_a, left_a), _take(names_b, left_b)
+    rule = _whole_side(rest_a, rest_b)
+    if rule is not None:  # every name left over is the other side's, in place, under one prefix
+        pos[left_a] = left_b
+        return pos, list(zip(rest_a, rest_b)), [rule]
+    found = _join(rest_a, rest_b)  # equal names elsewhere
+    pos[left_a[found >= 0]] = left_b[found[found >= 0]]
     left_a = np.flatnonzero(pos < 0)
     if not left_a.size:
         return pos, [], []
@@ -55,13 +76,36 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
     taken[pos[pos >= 0]] = True
     left_b = np.flatnonzero(~taken)
     rest_a, rest_b = _take(names_a, left_a), _take(names_b, left_b)
-    (cut_a, code_a), (cut_b, code_b) = _removed(rest_a), _removed(rest_b)
-    found = _join(_cores(rest_a, cut_a), _cores(rest_b, cut_b))
+    (core_a, cut_a, code_a), (core_b, cut_b, code_b) = _removed(rest_a), _removed(rest_b)
+    found = _join(core_a, core_b)
     ka = np.flatnonzero(found >= 0)  # left-over a names matched, in a's order
     kb = found[ka]
     pos[left_a[ka]] = left_b[kb]
     renamed = list(zip(_take(rest_a, ka), _take(rest_b, kb)))
     return pos, renamed, _rules(rest_a, cut_a[ka], code_a[ka], rest_b, cut_b[kb], code_b[kb], ka, kb)
+
+
+def _whole_side(rest_a: list[str], rest_b: list[str]) -> str | None:
+    """The rule, when one side's names left over are the other's, in the same places, each
+    under one wrapper prefix ``p`` (a wrapped model's names: the common case), else None.
+
+    Then the rule matches exactly those pairs: no name of the plain side starts with a prefix
+    and every name of the other does, so no name is on both sides; each wrapped name loses
+    ``p`` (something is left: no plain name is empty) and nothing more, and is the plain name
+    in its place; the plain names are unique, so their reduced forms are."""
+    if len(rest_a) != len(rest_b) or not rest_a:
+        return None
+    for plain, wrapped, side in ((rest_a, rest_b, "b"), (rest_b, rest_a, "a")):
+        p = next((p for p in WRAPPER_PREFIXES if wrapped[0].startswith(p)), None)
+        if p is None or plain[0].startswith(WRAPPER_PREFIXES):
+            continue
+        if not all(map(str.startswith, wrapped, repeat(p))) or any(
+            map(str.startswith, plain, repeat(WRAPPER_PREFIXES))
+        ):
+            continue
+        if "" not in plain and all(map(eq, plain, map(itemgetter(slice(len(p), None)), wrapped))):
+            return _rule_words(len(plain), (p,) * (side == "a"), (p,) * (side == "b"))
+    return None
 
 
 def _take(seq: Sequence[str], index: np.ndarray) -> list[str]:
@@ -71,106 +115,68 @@ def _take(seq: Sequence[str], index: np.ndarray) -> list[str]:
     return list(map(seq.__getitem__, index.tolist()))
 
 
-# -- joining strings by their hashes -----------------------------------------------------
-def _exact(names_a: Sequence[str], names_b: Sequence[str]) -> np.ndarray:
-    """Per name of a, the position of the equal name of b, or -1 (names unique on each side):
-    names in the same place on both sides first (one pass), the rest joined by hashes."""
-    k = min(len(names_a), len(names_b))
-    here = np.fromiter(map(eq, names_a, names_b), bool, k)
-    pos = np.full(len(names_a), -1, dtype=np.int64)
-    pos[:k][here] = np.flatnonzero(here)
-    if here.all() and len(names_a) == len(names_b):
-        return pos
-    rest_a = np.flatnonzero(pos < 0)
-    rest_b = np.r_[np.flatnonzero(~here), np.arange(k, len(names_b))]
-    found = _join(_take(names_a, rest_a), _take(names_b, rest_b))
-    pos[rest_a[found >= 0]] = rest_b[found[found >= 0]]
-    return pos
-
-
+# -- joining strings ---------------------------------------------------------------------
 def _join(keys_a: Sequence[str], keys_b: Sequence[str]) -> np.ndarray:
     """Per key of a, the position of the one equal key of b, or -1 -- also -1 when the key
-    is not unique on its side or on the other. One sort of both sides' hashes (their high
-    bits, then the position, packed in one int64: a sort, not an argsort): equal keys are in
-    one run of equal hashes. A run of two, one from each side, is a match when the strings
-    are equal; keys in longer runs (duplicates, or a hash shared by different keys) are
-    joined by a dict."""
+    is not unique on its side or on the other. One dict of b's keys (a repeated key is taken
+    out of it) and one look-up per key of a; a's repeated keys are those that found the same
+    position."""
     na, nb = len(keys_a), len(keys_b)
-    pos = np.full(na, -1, dtype=np.int64)
     if not na or not nb:
-        return pos
-    n = na + nb
-    bits = n.bit_length()
-    key = np.fromiter(map(_hash, chain(keys_a, keys_b)), np.int64, n) >> bits << bits | np.arange(n)
-    key.sort()
-    at, hs = key & ((1 << bits) - 1), key >> bits
-    tie = hs[1:] == hs[:-1]
-    if not tie.any():
-        return pos
-    starts = np.flatnonzero(np.r_[True, ~tie, True])
-    size, first = np.diff(starts), starts[:-1]
-    two = first[size == 2]
-    i, j = at[two], at[two + 1]  # positions ascend within a run
-    pair = np.sort((i * n + j)[(i < na) & (j >= na)])
-    i, j = pair // n, pair % n - na  # in a's order: both sides read mostly in order
-    same = np.fromiter(map(eq, _take(keys_a, i), _take(keys_b, j)), bool, i.size)
-    pos[i[same]] = j[same]
-    big = size > 2
-    if big.any():
-        lengths = size[big]
-        inside = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        members = np.sort(at[np.repeat(first[big], lengths) + inside])
-        ma, mb = members[members < na], members[members >= na] - na
-        found = _join_by_dict(_take(keys_a, ma), _take(keys_b, mb))
-        pos[ma[found >= 0]] = mb[found[found >= 0]]
+        return np.full(na, -1, dtype=np.int64)
+    index_b = dict(zip(keys_b, count()))
+    if len(index_b) < nb:  # repeated keys in b: none of them matches
+        for key, n in Counter(keys_b).items():
+            if n > 1:
+                del index_b[key]
+    pos = np.fromiter(map(index_b.get, keys_a, repeat(-1)), np.int64, na)
+    hit = pos[pos >= 0]
+    if hit.size:
+        twice = np.bincount(hit, minlength=nb) > 1
+        if twice.any():  # repeated keys in a: none of them matches
+            pos[(pos >= 0) & twice[np.maximum(pos, 0)]] = -1
     return pos
-
-
-def _join_by_dict(keys_a: Sequence[str], keys_b: Sequence[str]) -> np.ndarray:
-    """:func:`_join` by counting and looking up the strings themselves."""
-    count_a, count_b = Counter(keys_a), Counter(keys_b)
-    index_b = {k: j for j, k in enumerate(keys_b) if count_b[k] == 1}
-    return np.fromiter((index_b.get(k, -1) if count_a[k] == 1 else -1 for k in keys_a), np.int64, len(keys_a))
 
 
 # -- wrapper prefixes --------------------------------------------------------------------
-def _removed(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Per name, how many leading characters are wrapper prefixes (never all of them), and a
-    code naming that start (equal codes, equal starts): base-5 digits, one per prefix."""
+def _removed(names: list[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Per name: the name with its wrapper prefixes removed (never all of it; a name with none
+    is itself), how many leading characters were removed, and a code naming that start (equal
+    codes, equal starts): base-5 digits, one per prefix."""
     n = len(names)
-    joined = "".join(names)
-    if joined.isascii():
-        data, lengths = joined.encode("ascii"), np.fromiter(map(len, names), np.int64, n)
-    else:
-        encoded = [s.encode("utf-8", "surrogatepass") for s in names]
-        data, lengths = b"".join(encoded), np.fromiter(map(len, encoded), np.int64, n)
-    buf = np.frombuffer(data, np.uint8)
-    starts = np.cumsum(lengths) - lengths
     cut, code = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    active = np.arange(n)
+    active = _prefixed(names)
+    if not active.size:
+        return names, cut, code
+    cores = objects(names)
     for _ in range(_ROUNDS):
-        step, digit = _one_prefix(buf, starts[active] + cut[active], lengths[active] - cut[active])
-        moved = step > 0
-        active = active[moved]
+        now = cores[active].tolist()
+        at = np.fromiter(map(str.find, now, repeat(".")), np.int64, len(now))
+        at = np.minimum(at, _LENGTH.size - 1)  # no first dot (-1) or far: no prefix's
+        size = _LENGTH[at]
+        go = np.flatnonzero(np.fromiter(map(len, now), np.int64, len(now)) > size)  # something left after
+        if not go.size:
+            break
+        step, which = size[go], active[go]
+        cut[which] += step
+        code[which] = code[which] * 5 + _DIGIT[at[go]]
+        shorter = np.empty(go.size, dtype=object)
+        for length in np.unique(step).tolist():  # a few prefix lengths: one C-level slice pass each
+            k = np.flatnonzero(step == length)
+            shorter[k] = objects(list(map(itemgetter(slice(length, None)), cores[which[k]].tolist())))
+        cores[which] = shorter
+        active = which[_prefixed(shorter.tolist())]
         if not active.size:
-            return cut, code
-        cut[active] += step[moved]
-        code[active] = code[active] * 5 + digit[moved]
-    _finish(names, active, cut, code)
-    return cut, code
+            return cores.tolist(), cut, code
+    else:
+        _finish(names, active, cut, code)
+        cores[active] = objects([names[i][c:] for i, c in zip(active.tolist(), cut[active].tolist())])
+    return cores.tolist(), cut, code
 
 
-def _one_prefix(buf: np.ndarray, at: np.ndarray, left: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per name (its bytes from ``at``, ``left`` of them), the length of the wrapper prefix it
-    starts with, leaving something after it (0 if none), and that prefix's digit (1 + index).
-    No two prefixes can start at one place, so at most one matches."""
-    step, digit = np.zeros(at.size, np.int64), np.zeros(at.size, np.int64)
-    for d, p in enumerate(_BYTES):
-        cand = np.flatnonzero(left > p.size)
-        for k, byte in enumerate(p.tolist()):
-            cand = cand[buf[at[cand] + k] == byte]
-        step[cand], digit[cand] = p.size, d + 1
-    return step, digit
+def _prefixed(names: list[str]) -> np.ndarray:
+    """Positions of the names that start with a wrapper prefix (maybe all of the name)."""
+    return np.flatnonzero(np.fromiter(map(str.startswith, names, repeat(WRAPPER_PREFIXES)), bool, len(names)))
 
 
 def _finish(names: list[str], active: np.ndarray, cut: np.ndarray, code: np.ndarray) -> None:
@@ -182,11 +188,6 @@ def _finish(names: list[str], active: np.ndarray, cut: np.ndarray, code: np.ndar
             k += len(p)
         cut[i] = k
         code[i] = _DEEP + starts.setdefault(name[:k], len(starts))
-
-
-def _cores(names: list[str], cut: np.ndarray) -> list[str]:
-    """The names with their wrapper prefixes removed (a name with none is itself)."""
-    return list(map(getitem, names, map(slice, cut.tolist(), repeat(None))))
 
 
 # -- the rules, in words -----------------------------------------------------------------

@@ -16,7 +16,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tensorviz.core import diff_match
 from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names
 
 
@@ -63,6 +62,7 @@ def reference(names_a: list[str], names_b: list[str]) -> tuple[list[int], list, 
 _PIECES = [*WRAPPER_PREFIXES, "base_model.", "mod", "model", ".", "w", "x.", "\x00", "\n", "é", "\ud800", "𝔘"]
 _NAME = st.lists(st.sampled_from(_PIECES), max_size=5).map("".join)
 _SIDE = st.lists(_NAME, max_size=14, unique=True)
+_BARE = st.lists(st.sampled_from([p for p in _PIECES if p not in WRAPPER_PREFIXES]), max_size=5).map("".join)
 
 
 def _check(names_a: list[str], names_b: list[str]) -> None:
@@ -76,23 +76,41 @@ def test_matcher_equals_the_reference(names_a: list[str], names_b: list[str]) ->
     _check(names_a, names_b)
 
 
-_COLLIDING = {
-    "all alike": lambda s: len(s) % 3,  # every name in a few long runs: all joined by a dict
-    "some alike": lambda s: (hash(s) % 5) << 50,  # runs of two of different names, and longer ones
-}
+@st.composite
+def _wrapped(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Two sides of which one is (nearly) the other under one wrapper prefix, in place: the
+    matcher's whole-side path, and every way out of it -- a name of the plain side with a
+    prefix of its own, an empty name, a name left bare or under another prefix, names swapped,
+    one side longer."""
+    names = _BARE if draw(st.booleans()) else _NAME  # names with a prefix of their own, or none
+    plain = draw(st.lists(names, min_size=1, max_size=10, unique=True))
+    p = draw(st.sampled_from(WRAPPER_PREFIXES))
+    wrapped = [p + n for n in plain]
+    if draw(st.booleans()):  # half of the cases: a way out
+        for k in draw(st.lists(st.integers(0, len(plain) - 1), max_size=2)):
+            wrapped[k] = draw(st.sampled_from(["", *WRAPPER_PREFIXES])) + plain[k]
+        if draw(st.booleans()) and len(wrapped) > 1:
+            wrapped[0], wrapped[-1] = wrapped[-1], wrapped[0]
+        if draw(st.booleans()):
+            wrapped.append(draw(_NAME))
+    wrapped = list(dict.fromkeys(wrapped))  # unique, as a side's names are
+    return (wrapped, plain) if draw(st.booleans()) else (plain, wrapped)
 
 
-@settings(max_examples=150, deadline=None)
-@given(_SIDE, _SIDE, st.sampled_from(sorted(_COLLIDING)))
-def test_matcher_equals_the_reference_when_hashes_collide(names_a: list[str], names_b: list[str], how: str) -> None:
-    """Hashes shared by different names: runs of two are told apart by comparing the strings,
-    longer runs are joined by a dict."""
-    saved = diff_match._hash
-    diff_match._hash = _COLLIDING[how]
-    try:
-        _check(names_a, names_b)
-    finally:
-        diff_match._hash = saved
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_wrapped())
+def test_matcher_equals_the_reference_for_a_wrapped_side(sides: tuple[list[str], list[str]]) -> None:
+    _check(*sides)
+
+
+def test_a_wrapped_side_matches_in_place_with_one_rule() -> None:
+    names = [f"layers.{i}.w" for i in range(1000)]
+    pos, renamed, rules = match_names(names, ["module." + n for n in names])
+    assert pos.tolist() == list(range(1000)) and renamed[7] == ("layers.7.w", "module.layers.7.w")
+    assert rules == ["1000 names matched with prefix 'module.' removed from b"]
+    pos, renamed, rules = match_names(["_orig_mod." + n for n in names], names)
+    assert rules == ["1000 names matched with prefix '_orig_mod.' removed from a"]
+    _check(["", "model.x"], ["module.", "module.model.x"])  # an empty name: the whole side's rule does not apply
 
 
 @pytest.mark.parametrize(
