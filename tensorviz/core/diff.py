@@ -25,16 +25,17 @@ What each field means when the two sides are of different kinds:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 import numpy as np
 
-from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names
+from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names, match_positions
 from tensorviz.core.diff_modules import ModuleBytes
 from tensorviz.core.records import GroupBy
 from tensorviz.core.rows import gc_paused
+from tensorviz.core.table import take
 from tensorviz.core.text import whole_files
 from tensorviz.core.tree import _file_name
 
@@ -61,6 +62,46 @@ FIELDS = ("shape", "dtype", "stride", "offset", "device", "nbytes")
 
 #: Storage devices that are no device: a file's bytes, a DCP checkpoint's global tensors.
 _NO_DEVICE = ("file", "global")
+
+
+_V = TypeVar("_V")
+
+
+class Later(Generic[_V]):
+    """A field's value to be made on first read (see :class:`_Deferred`)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], _V]) -> None:
+        self.make = make
+
+
+class _Deferred(Generic[_V]):
+    """A field of a frozen dataclass that may be given as :class:`Later`: made on its first
+    read, then kept (a diff of 100k renamed names makes its 100k pairs only when asked --
+    pairs made during the diff are all young objects that the garbage collector walks once
+    the diff's collector pause ends). Reads always give the value."""
+
+    def __init__(self, default: _V) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = "_deferred_" + name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> _Deferred[_V]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> _V: ...
+    def __get__(self, obj: object | None, owner: type | None = None) -> _V | _Deferred[_V]:
+        if obj is None:
+            return self  # the class attribute: dataclasses takes it for the default, given back to __set__
+        value = obj.__dict__[self.key]
+        if type(value) is Later:
+            value = obj.__dict__[self.key] = value.make()
+        return value
+
+    def __set__(self, obj: object, value: _V | Later[_V] | _Deferred[_V]) -> None:
+        obj.__dict__[self.key] = self.default if value is self else value  # not given: the default
 
 
 @dataclass(frozen=True)
@@ -132,7 +173,6 @@ class LayoutDiff:
     source_b: str
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
-    renamed: tuple[tuple[str, str], ...]
     rules: tuple[str, ...]
     changed: tuple[Change, ...]
     ties_lost: tuple[frozenset[str], ...]
@@ -142,6 +182,7 @@ class LayoutDiff:
     dtypes_a: tuple[DtypeTotal, ...]
     dtypes_b: tuple[DtypeTotal, ...]
     moved: tuple[Moved, ...]
+    renamed: _Deferred[tuple[tuple[str, str], ...]] = _Deferred(())
     content: ContentDiff | None = None
     layout_a: Layout | None = field(default=None, repr=False)
     layout_b: Layout | None = field(default=None, repr=False)
@@ -200,7 +241,7 @@ def diff_layouts(a: Layout, b: Layout) -> LayoutDiff:
 
 def _diff(a: Layout, b: Layout) -> LayoutDiff:
     names_a, names_b = a.names, b.names
-    pos, renamed, rules = match_names(names_a, names_b)
+    pos, by_rule, rules = match_positions(names_a, names_b)
     ia = np.flatnonzero(pos >= 0)
     ib = pos[ia]
     back = np.full(len(names_b), -1, dtype=np.int64)
@@ -213,7 +254,7 @@ def _diff(a: Layout, b: Layout) -> LayoutDiff:
         source_b=b.source,
         only_a=only_a,
         only_b=only_b,
-        renamed=tuple(renamed),
+        renamed=Later(lambda: tuple(zip(take(names_a, by_rule), take(names_b, pos[by_rule])))),
         rules=tuple(rules),
         changed=_changes(ca, cb, ia, ib, names_a),
         ties_lost=_groups_not_kept(a, b, pos, "span"),

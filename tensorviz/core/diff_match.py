@@ -24,7 +24,7 @@ import numpy as np
 
 from tensorviz.core.table import objects
 
-__all__ = ["match_names", "WRAPPER_PREFIXES"]
+__all__ = ["match_names", "match_positions", "WRAPPER_PREFIXES"]
 
 #: Prefixes that wrappers add to every name: DDP/DataParallel, torch.compile, a task head's
 #: base model, a peft model. Removed (repeatedly, in any order) to match names left over.
@@ -55,23 +55,37 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
     >>> pos.tolist(), renamed, rules
     ([0, 1], [('module.w', 'w')], ["1 name matched with prefix 'module.' removed from a"])
     """
+    pos, by_rule, rules = match_positions(names_a, names_b)
+    return pos, list(zip(_take(names_a, by_rule), _take(names_b, pos[by_rule]))), rules
+
+
+def match_positions(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """:func:`match_names` without making the pairs: per name of a, the position of its match
+    in b (-1 when none); the positions in a of the names matched by a rule (ascending); the
+    rules used, in words.
+
+    >>> pos, by_rule, rules = match_positions(["module.w", "b"], ["w", "b", "c"])
+    >>> pos.tolist(), by_rule.tolist()
+    ([0, 1], [0])
+    """
+    none = np.zeros(0, np.int64)
     k = min(len(names_a), len(names_b))
     here = np.fromiter(map(eq, names_a, names_b), bool, k)  # equal names in the same place: one pass
     pos = np.full(len(names_a), -1, dtype=np.int64)
     pos[:k][here] = np.flatnonzero(here)
     if here.all() and len(names_a) == len(names_b):
-        return pos, [], []
+        return pos, none, []
     left_a, left_b = np.flatnonzero(pos < 0), np.r_[np.flatnonzero(~here), np.arange(k, len(names_b))]
     rest_a, rest_b = _take(names_a, left_a), _take(names_b, left_b)
     rule = _whole_side(rest_a, rest_b)
     if rule is not None:  # every name left over is the other side's, in place, under one prefix
         pos[left_a] = left_b
-        return pos, list(zip(rest_a, rest_b)), [rule]
+        return pos, left_a, [rule]
     found = _join(rest_a, rest_b)  # equal names elsewhere
     pos[left_a[found >= 0]] = left_b[found[found >= 0]]
     left_a = np.flatnonzero(pos < 0)
     if not left_a.size:
-        return pos, [], []
+        return pos, none, []
     taken = np.zeros(len(names_b), dtype=bool)
     taken[pos[pos >= 0]] = True
     left_b = np.flatnonzero(~taken)
@@ -81,8 +95,7 @@ def match_names(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.ndar
     ka = np.flatnonzero(found >= 0)  # left-over a names matched, in a's order
     kb = found[ka]
     pos[left_a[ka]] = left_b[kb]
-    renamed = list(zip(_take(rest_a, ka), _take(rest_b, kb)))
-    return pos, renamed, _rules(rest_a, cut_a[ka], code_a[ka], rest_b, cut_b[kb], code_b[kb], ka, kb)
+    return pos, left_a[ka], _rules(rest_a, cut_a[ka], code_a[ka], rest_b, cut_b[kb], code_b[kb], ka, kb)
 
 
 def _whole_side(rest_a: list[str], rest_b: list[str]) -> str | None:

@@ -322,3 +322,19 @@ def test_public_diff_docstring_example_runs() -> None:
     for test in doctest.DocTestFinder().find(tv.diff, "diff", globs={}):
         runner.run(test)
     assert runner.summarize(verbose=False) == doctest.TestResults(0, 4)
+
+
+def test_renamed_pairs_made_on_first_read_equal_the_matchers() -> None:
+    """``renamed`` is made when first read (no 100k pairs for the collector to walk after the
+    diff), then kept; ``dataclasses.replace`` (as content=True does) carries it over."""
+    import dataclasses
+
+    a = {f"l.{i}.w": _w(i, 2) for i in range(5)} | {"kept": _w(9, 2)}
+    b = {"kept": a["kept"]} | {"module." + n: t for n, t in list(a.items())[:5]}
+    d = tv.diff(a, b)
+    _, pairs, _ = match_names(d.layout_a.names, d.layout_b.names)
+    first = d.renamed
+    assert first == tuple(pairs) == tuple((f"l.{i}.w", f"module.l.{i}.w") for i in range(5))
+    assert d.renamed is first and type(first[0]) is tuple
+    assert dataclasses.replace(d, content=None).renamed == first
+    assert tv.diff(a, a).renamed == () and "renamed" in [f.name for f in dataclasses.fields(d)]
