@@ -12,8 +12,11 @@ selection, ``canvas.selected``); the canvas marks the names the load leaves unto
 (:func:`mark_codes`, a glyph and a colour drawn by ``loadmarks.js``).
 
 The explorer keeps no user data for it: the model and the source are held by weak reference (a
-path or a :class:`~tensorviz.core.layout.Layout` as is); where one cannot be (a plain ``dict``),
-every applicable loader's report is computed up front instead.
+path or a :class:`~tensorviz.core.layout.Layout` as is), and a loader's report is computed when it
+is picked. A plain ``dict`` cannot be weakly referenced: one of plain tensors is held as its
+layout (metadata only: names in its order, shapes, strides, dtypes, shared storages), which is
+all ``tv.load_check`` reads of it, so every report is the dict's own; any other such source has
+every applicable report computed up front.
 
 >>> import torch, tensorviz as tv                                      # doctest: +SKIP
 >>> m = torch.nn.Linear(2, 2)                                          # doctest: +SKIP
@@ -127,8 +130,9 @@ def _is_pretrained(model: Any) -> bool:
 
 class LoadSubject:
     """What the pane checks: the model and the source (weak references; a path or a Layout as
-    is), and each loader's report once computed. A model or source that cannot be weakly
-    referenced (a plain ``dict``) has every applicable report computed here, up front.
+    is; a plain ``dict`` of plain tensors as its layout, :func:`_as_layout`), and each loader's
+    report once computed, when asked for. A model or source that none of these can hold has every
+    applicable report computed here, up front.
 
     Raises:
         OptionError: ``choice`` is not one of the loaders that apply (naming them).
@@ -140,9 +144,16 @@ class LoadSubject:
         self.source_text = _source_text(source)
         self._reports: dict[str, LoadReport | Exception] = {}
         self._model, self._source = _held(model), _held(source)
+        if self._source is None and self._model is not None:
+            self._source = _as_layout(source)
         if self._model is None or self._source is None:
             for key in self.choices:
                 self._reports[key] = _run(model, source, key)
+
+    @property
+    def computed(self) -> tuple[str, ...]:
+        """The loaders whose report has been computed so far, in the order they were."""
+        return tuple(self._reports)
 
     def _checked(self, choice: str) -> str:
         if choice not in self.choices:
@@ -173,6 +184,24 @@ def _held(obj: Any) -> Callable[[], Any] | None:
         return weakref.ref(obj)
     except TypeError:
         return None
+
+
+def _as_layout(source: Any) -> Callable[[], Any] | None:
+    """A plain ``dict`` of plain tensors as ``tv.load_check`` sees it: the layout of its tensors
+    (``loadcheck.check._source_layout``), whose views are its keys in its order, each with its
+    tensor's shape, stride and dtype, from which the check makes the same meta twin. None for
+    anything else (a non-tensor value or a tensor subclass: the check reads those from the dict)."""
+    import torch
+
+    from tensorviz.sources import analyze
+
+    plain = (torch.Tensor, torch.nn.Parameter)
+    if not isinstance(source, dict) or not all(type(v) in plain and v.layout is torch.strided for v in source.values()):
+        return None
+    layout = analyze(source)
+    if [v.name for v in layout.views] != list(source):
+        return None
+    return lambda: layout
 
 
 def _run(model: Any, source: Any, key: str) -> LoadReport | Exception:

@@ -11,8 +11,10 @@ view) and a click on a row (the explorer's one selection) are checked too.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
 import json
+import weakref
 from typing import Any
 
 import pytest
@@ -195,13 +197,66 @@ def test_the_pane_keeps_neither_the_model_nor_the_source() -> None:
     )
 
 
-def test_a_plain_dict_source_is_checked_up_front() -> None:
-    model = _model(TiedLM)
-    sd = dict(_sd(TiedLM(), "module."))
+def _facts(report: Any) -> tuple:
+    """Every field of a LoadReport (frozen, compared by identity): what the pane can show."""
+    return tuple(getattr(report, f.name) for f in dataclasses.fields(report))
+
+
+def _plain_dicts() -> dict[str, tuple[nn.Module, dict]]:
+    """Plain-dict sources: a ``module.`` prefix (raises), an untied checkpoint into a tied model
+    (a conflict), fp32 into bf16 (casts), and a dict whose two names share one tensor."""
+    bf16 = _model(TiedLM).to(torch.bfloat16)
+    shared = dict(_sd(TiedLM()))
+    shared["lm_head.weight"] = shared["wte.weight"]
+    return {
+        "prefix": (_model(TiedLM), dict(_sd(TiedLM(), "module."))),
+        "untied": (_model(TiedLM), dict(_sd(Untied()))),
+        "cast": (bf16, dict(_sd(TiedLM()))),
+        "shared": (_model(Untied), shared),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_plain_dicts()))
+def test_a_plain_dict_source_is_checked_when_picked_with_its_own_reports(case) -> None:
+    """A plain dict cannot be weakly referenced: the pane holds its layout (no tensor), computes
+    a report only when its loader is picked, and each equals tv.load_check on the dict itself."""
+    model, sd = _plain_dicts()[case]
+    expected = {
+        c.key: _facts(tv.load_check(model, sd, loader=c.loader, strict=c.strict, assign=c.assign))
+        for c in CHOICES
+        if c.loader == "load_state_dict"
+    }
     subject = LoadSubject(model, sd)
+    assert subject.computed == ()
+    tensor = weakref.ref(next(iter(sd.values())))
     del sd
     gc.collect()
-    assert subject.report("load_state_dict(strict=False)").unexpected[0] == "module.wte.weight"  # type: ignore[union-attr]
+    assert tensor() is None  # the pane keeps no tensor of the source
+    order = ["load_state_dict(assign=True)", "load_state_dict", "load_state_dict(strict=False)"]
+    for i, key in enumerate(order):
+        assert _facts(subject.report(key)) == expected[key], key
+        assert subject.computed == tuple(order[: i + 1])
+
+
+def test_the_explorer_checks_only_the_loader_shown() -> None:
+    model, sd = _model(TiedLM), dict(_sd(TiedLM(), "module."))
+    ex = tv.explore(model, load=sd, snapshot=False)
+    assert ex.load_subject.computed == ("load_state_dict",)
+    ex.load_pane.choice = "load_state_dict(strict=False)"
+    assert ex.load_subject.computed == ("load_state_dict", "load_state_dict(strict=False)")
+    assert ex.load_pane.section["verdict"] == "does not raise: not clean (see the lists)"
+
+
+def test_a_dict_the_layout_cannot_stand_for_is_checked_up_front() -> None:
+    """A value that is not a plain tensor is read from the dict by the check (torch judges it):
+    such a dict is still checked up front, for every loader, and kept by no one."""
+    model = _model(TiedLM)
+    sd = dict(_sd(TiedLM()), extra=3)
+    subject = LoadSubject(model, sd)
+    assert subject.computed == applicable(model, sd)
+    del sd
+    gc.collect()
+    assert subject.report("load_state_dict").unexpected == ("extra",)  # type: ignore[union-attr]
 
 
 def test_a_loader_that_does_not_apply_is_refused_naming_those_that_do() -> None:
