@@ -5,7 +5,7 @@
 import {
   storageTooltip, storageLabel, column, lines, varints, geomLines, frontDecode, ownLanes, blockOfLanes,
   formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect, tooltip, barViews,
-  sharesBytes, vocabCodes, markWords, unframe, fitName, spanLabel, outlineColors, clipName,
+  sharesBytes, vocabCodes, markWords, unframe, fitName, spanLabel, outlineColors, clipName, gapsKey,
 } from "./geometry.js";
 import { OverviewView } from "./overview.js";
 import { themeColors, resolveColor } from "./theme.js";
@@ -44,6 +44,9 @@ export function decodeAll(p, C) {
   d.fpct = new Float32Array(n).fill(1);
   const pct = column(p.pct, Float32Array);
   column(p.pct_bar, Uint32Array).forEach((i, k) => { d.fpct[i] = pct[k]; });
+  d.cell = new Float64Array(n);
+  const cell = column(p.cell, Float64Array);
+  column(p.cell_bar, Uint32Array).forEach((i, k) => { d.cell[i] = cell[k]; });
   if (!d.lane.length && n) d.lane = ownLanes(d.laneKind, n, C);
   d.index = laneIndex(d.lane, d.start, d.stop, nLanes);
   d.markIndex = laneIndex(d.markLane, d.markStart, d.markStop, nLanes);
@@ -339,7 +342,7 @@ class CanvasView {
   legend() {
     const { d, C } = this, keys = [];
     new Set(d.markKind).forEach((k) => keys.push([k === C.mark["past-end"] ? PAST_END_KEY : MARK_FILL[C.names.mark_kinds[k]], markWords(C, k)]));
-    if (d.flags.some((f) => f & C.flag.sparse)) keys.push(["rgba(68,119,170,0.3)", "span with gaps (solid: bytes read)"]);
+    if (d.flags.some((f) => f & C.flag.sparse)) keys.push(["rgba(68,119,170,0.3)", gapsKey(d)]);
     if (d.flags.some((f) => f & C.flag.overlaps_other)) keys.push([`#fff;border:1px dashed ${C.names.shares_outline}`, "shares bytes with another view"]);
     if (this.selected.size) keys.push(["#fff;border:2px solid #000", "selected"], ["#fff;border:2px solid #e07000", "shares bytes with the selection"]);
     keys.push(...markKeys(this.marks));

@@ -344,6 +344,22 @@ const SHARING = new Set(["selected", "identical", "same-bytes", "contains", "wit
 // True when relation `code` means the view shares bytes with the selection (or is selected).
 export const sharesBytes = (C, code) => SHARING.has(C.names.relations[code]);
 
+// A byte count in the largest unit that states it exactly (core/units.py's exact_bytes): the
+// words of a cell's size, as the static picture's legend writes them ("per 8 KiB cell").
+export function exactBytes(n) {
+  for (const [name, size] of UNITS) {
+    if (n >= size && (n * 1000) % size === 0) return `${trim((n / size).toFixed(3))} ${name}`;
+  }
+  return `${n} B`;
+}
+
+// The legend's words for bars with gaps: "(solid: bytes read)", with the cell size when a bar
+// is drawn per cell (the largest, as the static legend's "bytes read (per 8 KiB cell)").
+export function gapsKey(d) {
+  const cell = d.cell ? d.cell.reduce((a, b) => Math.max(a, b), 0) : 0;
+  return `span with gaps (solid: bytes read${cell ? `, per ${exactBytes(cell)} cell` : ""})`;
+}
+
 // The lines of a bar's tooltip. `d` holds the decoded columns (see canvas.js `decodeAll`).
 export function tooltip(d, bar) {
   const views = barViews(d, bar), v = views[0], out = [];
@@ -358,6 +374,8 @@ export function tooltip(d, bar) {
   if (past) out.push(`reads past its storage's end (${formatBytes(d.blockNbytes[d.laneBlock[d.lane[bar]]])}): storage freed, bytes [${formatBytes(past[0])}, ${formatBytes(past[1])}) have no memory`);
   const pct = d.fpct[bar];
   out.push(`footprint ${trim((100 * pct).toPrecision(4))}% of its span${pct < 1 ? " (strided, with gaps)" : ""}`);
+  const cell = d.cell && d.cell.length ? d.cell[bar] : 0;
+  if (cell) out.push(`bytes read drawn per ${exactBytes(cell)} cell: a cell is solid when it holds one (the % is exact)`);
   const flags = d.flags[bar], F = d.C.flag;
   if (flags & F.overlaps_other) {
     out.push(flags & F.partner_hidden ? "shares bytes with a view not shown (filtered out)" : "shares bytes with another bar (red)");

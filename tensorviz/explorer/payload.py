@@ -17,6 +17,8 @@ Columns (``n`` bars, ``L`` lanes, ``B`` blocks, ``V`` views drawn, ``M`` marks):
 ``bar_view``           u32 n      the bar's first view (empty when bar i draws view i)
 ``tie_first, ties``    u32        the bar's other views (span groups of tied names), CSR
 ``run_bar, runs``      u32, f64   footprint runs of sparse bars (merged past a budget)
+``cell_bar, cell``     u32, f64   bytes per cell of the bars drawn per cell (``Bar.cell``: their
+                                  runs are whole cells holding a byte read; ``pct`` is exact)
 ``lane_kind``          u8 L       :data:`LANE_KINDS` index
 ``lane_labels``        text L     labels of "more" and summary rows ("" for the others: the
                                   browser writes view rows from names, storage rows from blocks)
@@ -94,6 +96,7 @@ COLUMNS = (
     *("tie_first", "ties", "run_bar", "runs", "lane_kind", "lane_labels", "block_tag", "special_lane"),
     *("special_size", "block_storage", "block_nbytes", "mark_kind", "mark_lane", "mark_start", "mark_stop"),
     *("names", "name_prefix", "name_suffix", "geom_heads", "geom", "dtype"),
+    *("cell_bar", "cell"),
     *OVERVIEW_BYTES,
 )
 #: The names of every code the payload sends, in code order: the canvas's constant ``vocab``
@@ -174,9 +177,12 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, Any]:
         for j in np.flatnonzero(cols.overlaps_other).tolist():
             if _partner_hidden(diagram, bars[j], drawn):
                 flags[j] |= _HIDDEN
+    cell_bar: list[int] = []
     for i, bar in enumerate(bars):
         if not bar.exact:
             flags[i] |= _INEXACT
+        if bar.cell:
+            cell_bar.append(i)
         if len(bar.names) > 1:
             ties.extend(index[m] for m in bar.names[1:])
         tie_first[i + 1] = len(ties)
@@ -192,6 +198,8 @@ def _bar_columns(diagram: Any, index: dict[str, int]) -> dict[str, Any]:
         "bar_view": b"" if identity else wire.le(first, "u4"),
         "tie_first": wire.le(tie_first, "u4") if ties else b"",
         "ties": wire.le(np.array(ties, dtype=np.int64), "u4"),
+        "cell_bar": wire.le(cell_bar, "u4"),
+        "cell": wire.le([bars[i].cell for i in cell_bar], "f8"),
         "colors": list(cols.colors),
     }
 

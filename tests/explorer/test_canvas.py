@@ -370,3 +370,48 @@ def test_hot_reload_relinks_the_module_for_live_canvases(monkeypatch):
     monkeypatch.delenv("ANYWIDGET_HMR")
     DiagramCanvas()  # hot reload off (anywidget's default): no watcher started
     assert len(modules._WATCHER) == 1
+
+
+def test_bars_drawn_per_cell_send_their_cell_and_the_hover_says_so(tmp_path):
+    """A footprint of more runs than a bar can show is drawn per cell (``Bar.cell``): the payload
+    sends each such bar's cell size, and the browser, decoding that payload, says "per 8 KiB
+    cell" in the bar's hover, as the static picture's legend does ("bytes read (per 8 KiB cell)")."""
+    import base64
+
+    from tensorviz.explorer.modules import HERE
+    from tensorviz.explorer.payload import VOCAB
+    from tensorviz.plan import bars as plan_bars
+
+    n = 1 << 24  # the rows case of bench_draw_towers.py, on meta: nothing allocated
+    x = torch.empty(4, n, dtype=torch.uint8, device="meta")
+    lay = tv.analyze({"a": x[:, : n // 2 : 2], "b": x[:, 1 : n // 2 : 2], "row": x[3]})
+    d = tv.diagram(lay)
+    cell = 4 * n // plan_bars.DRAW_CELLS
+    assert cell == 8192 and [(b.names, b.cell) for b in d.bars] == [(("a",), cell), (("b",), cell), (("row",), 0)]
+    p = payload(d, lay)
+    assert col(p, "cell_bar", "<u4") == [0, 1] and np.frombuffer(p["cell"], "<f8").tolist() == [8192.0, 8192.0]
+    binary = {k: base64.b64encode(v).decode() for k, v in p.items() if isinstance(v, bytes)}
+    plain = {k: v for k, v in p.items() if not isinstance(v, bytes)}
+    out = run_geometry(
+        tmp_path,
+        f"import {{ decodeAll }} from {json.dumps((HERE / 'canvas.js').as_uri())};\n"
+        f"g.setUnits({json.dumps(VOCAB['units'])});\n"
+        f"const p = {json.dumps(plain)};\n"
+        f"for (const [k, b] of Object.entries({json.dumps(binary)})) p[k] = new DataView(Uint8Array.from(Buffer.from(b, 'base64')).buffer);\n"
+        f"const d = decodeAll(p, g.vocabCodes({json.dumps(VOCAB)}));\n"
+        "console.log(JSON.stringify([0, 1, 2].map((i) => g.tooltip(d, i))));\n",
+    )
+    said = "bytes read drawn per 8 KiB cell: a cell is solid when it holds one (the % is exact)"
+    assert [said in lines for lines in out] == [True, True, False]
+    pct = 100 * d.bars[0].read_nbytes / (d.bars[0].stop - d.bars[0].start)
+    assert out[0][out[0].index(said) - 1] == f"footprint {pct:.4g}% of its span (strided, with gaps)"
+
+
+def test_python_and_the_browser_write_exact_bytes_alike(tmp_path):
+    from tensorviz.core.units import exact_bytes
+    from tensorviz.explorer.payload import VOCAB
+
+    values = [1, 11, 1000, 1023, 1024, 1536, 8192, 8200, 3584 * 1024, 1 << 30, 3 << 40, 1234567]
+    units = json.dumps(VOCAB["units"])
+    out = run_geometry(tmp_path, f"g.setUnits({units}); console.log(JSON.stringify({values}.map(g.exactBytes)));\n")
+    assert out == [exact_bytes(v) for v in values]

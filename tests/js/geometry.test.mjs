@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import {
   column, lines, formatBytes, ticks, scale, laneWindow, laneIndex, laneRange, hitBar, dragWindow, barRect,
   tooltip, storageTooltip, storageLabel, barViews, fitText, frontDecode, rowMajor, ownLanes, blockOfLanes,
-  pastEnd,
+  pastEnd, exactBytes, gapsKey,
 } from "../../tensorviz/explorer/geometry.js";
 import { C, lanes } from "./vocab.mjs";
 
@@ -134,6 +134,23 @@ test("tooltip: name, dtype[shape], stride, offset, byte range, footprint, relati
   assert.equal(q[5], "selected");
   assert.deepEqual(barViews(d, 2), [2, 3]);
   assert.equal(tooltip(d, 2)[0], "wte.weight ≡ lm_head.weight");
+});
+
+test("tooltip: a bar drawn per cell says its cell size (payload cell_bar, cell), the others nothing", () => {
+  const d = {
+    C, names: ["a", "row"], geom: ["4, 32;64, 2;0", "64;;192"], dtype: new Uint8Array([0, 0]), dtypes: ["uint8"],
+    start: new Float64Array([0, 192]), stop: new Float64Array([160, 256]), fpct: new Float32Array([0.4, 1]),
+    cell: new Float64Array([8200, 0]), flags: new Uint8Array([F.sparse, 0]), storageOf: new Int32Array([0, 0]),
+    barView: new Uint32Array([0, 1]), lane: new Uint32Array([1, 2]), laneKind: lanes("storage", "view", "view"),
+    laneBlock: new Int32Array([0, 0, 0]), blockNbytes: new Float64Array([256]),
+  };
+  assert.deepEqual(tooltip(d, 0).slice(3), [
+    "footprint 40% of its span (strided, with gaps)",
+    "bytes read drawn per 8200 B cell: a cell is solid when it holds one (the % is exact)"]);
+  assert.ok(!tooltip(d, 1).some((line) => line.includes("cell")));
+  assert.deepEqual([8192, 8200, 1536, 1 << 30].map(exactBytes), ["8 KiB", "8200 B", "1.5 KiB", "1 GiB"]);
+  assert.equal(gapsKey(d), "span with gaps (solid: bytes read, per 8200 B cell)");
+  assert.equal(gapsKey({ ...d, cell: new Float64Array(2) }), "span with gaps (solid: bytes read)");
 });
 
 test("fitText keeps the end of a long name, in the width given", () => {
