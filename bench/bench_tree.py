@@ -4,8 +4,10 @@ the slicing).
 Cases: ``bench_analyze``'s synthetic state dict at 2k, 8k and 100k names (per 10 names: 4
 params, a tied pair, a fused qkv with q/k row slices, a transpose or a column slice -- 28% of
 the names read bytes counted under another name), and 64 column slices of one 50k x 4,096
-float32 weight on ``meta`` (3.2M byte runs) next to 64 row slices of it (one run each): the
-tree should not care how a weight is sliced. Per case, best CPU time of ``--repeat`` interleaved
+float32 weight on ``meta`` (3.2M byte runs) next to 64 row slices of it (one run each), alone
+and with the weight itself (one overlap group of 65 names to attribute): the tree should not
+care how a weight is sliced (core/sweep.py and core/attribution.py sweep column slices in
+period space). Per case, best CPU time of ``--repeat`` interleaved
 runs of:
 
 * analyze  -- ``tv.analyze(x)``;
@@ -34,17 +36,18 @@ from bench_analyze import synthetic_state_dict  # noqa: E402
 import tensorviz as tv  # noqa: E402
 
 
-def slices(by: str, rows: int = 50_000, cols: int = 4096, pieces: int = 64) -> dict:
+def slices(by: str, rows: int = 50_000, cols: int = 4096, pieces: int = 64, whole: bool = False) -> dict:
     """``pieces`` column (``by="column"``) or row slices of one ``rows`` x ``cols`` float32
-    weight on meta."""
+    weight on meta (with the weight itself first when ``whole``: one overlap group)."""
     import torch
 
     w = torch.empty(rows, cols, device="meta")
+    first = {"w": w} if whole else {}
     if by == "row":
         height = rows // pieces
-        return {f"w.{k}": w[k * height : (k + 1) * height] for k in range(pieces)}
+        return first | {f"s.{k}": w[k * height : (k + 1) * height] for k in range(pieces)}
     width = cols // pieces
-    return {f"w.{k}": w[:, k * width : (k + 1) * width] for k in range(pieces)}
+    return first | {f"s.{k}": w[:, k * width : (k + 1) * width] for k in range(pieces)}
 
 
 def grouped(x: object) -> tv.Layout:
@@ -85,6 +88,7 @@ def main() -> None:
     args = ap.parse_args()
     cases = [(f"{n:,} names", synthetic_state_dict(n), n == 100_000) for n in (2_000, 8_000, 100_000)]
     cases += [(f"64 {by} slices of 50k x 4,096", slices(by), False) for by in ("row", "column")]
+    cases += [(f"the weight + its 64 {by} slices", slices(by, whole=True), False) for by in ("row", "column")]
     head = "".join(f"{c:>9s}{'x':>7s}" for c in ("tree", "groups", "own", "print"))
     print(f"{'best of ' + str(args.repeat) + ', CPU s':34s} {'analyze':>8s}{head}")
     seen: dict[str, dict[str, float]] = {}
@@ -97,11 +101,12 @@ def main() -> None:
         if explore:
             line += f"   tv.explore {t['explore']:.3f} s = {t['explore'] / a:.2f}x analyze"
         print(line)
-    row, col = (seen[f"64 {by} slices of 50k x 4,096"] for by in ("row", "column"))
-    print(
-        f"64 slices of 50k x 4,096: tree {col['tree']:.4f} s by columns vs {row['tree']:.4f} s by rows "
-        f"({col['tree'] / row['tree']:.2f}x); analyze {col['analyze']:.4f} s / {row['analyze']:.4f} s"
-    )
+    for label in ("64 {} slices of 50k x 4,096", "the weight + its 64 {} slices"):
+        row, col = seen[label.format("row")], seen[label.format("column")]
+        print(
+            f"{label.format('row/column'):34s} tree {col['tree']:.4f} s by columns vs {row['tree']:.4f} s by rows "
+            f"({col['tree'] / row['tree']:.2f}x); analyze {col['analyze']:.4f} s / {row['analyze']:.4f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -22,18 +22,22 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
+from tensorviz.core import sweep as sw
 from tensorviz.core.records import LayoutLike
-from tensorviz.core.relations import record_relation
+from tensorviz.core.relations import nbytes_relation, record_relation
 
 __all__ = ["first_reader", "meeting_pairs", "attribution", "Others"]
 
 _NONE = np.iinfo(np.int64).max
 
 
-def first_reader(footprints: Sequence[np.ndarray], masks: bool = True) -> tuple[np.ndarray, list | None]:
+def first_reader(
+    footprints: Sequence[np.ndarray], masks: bool = True, scale: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[np.ndarray, list | None]:
     """Per footprint (canonical byte runs, in rank order), the bytes no earlier one reads; and,
     for at most 64 footprints when ``masks``, per footprint the indices of the others that share
-    a byte with it (else None)."""
+    a byte with it (else None). ``scale``: bytes each position stands for (a
+    :class:`~tensorviz.core.sweep.RowAxis`), 1 without it."""
     k = len(footprints)
     sizes = np.fromiter((len(f) for f in footprints), np.int64, k)
     runs = np.concatenate(footprints) if k else np.zeros((0, 2), np.int64)
@@ -44,7 +48,7 @@ def first_reader(footprints: Sequence[np.ndarray], masks: bool = True) -> tuple[
     lo, hi = at[0::2], at[1::2]
     m = edges.size - 1
     first = _paint(lo, hi, rank, m, np.minimum, _NONE)
-    length = np.diff(edges)
+    length = np.diff(edges) if scale is None else np.diff(edges) * scale(edges[:-1])
     read = first != _NONE
     own = np.bincount(first[read], weights=length[read], minlength=k).astype(np.int64)
     if not (masks and k <= 64):
@@ -178,8 +182,21 @@ def owners(layout: LayoutLike) -> Attribution:
     owned: list[int] | np.ndarray
     painted = _painted(layout, rows, sizes, pos, own, partners, counted)
     rest = np.setdiff1d(np.arange(len(groups)), painted.groups if painted is not None else []).tolist()
+    axes: dict[str, sw.RowAxis] = {}  # a rest group's names -> its footprints in period space
     for g in rest:
         names = groups[g]
+        axis = _rest_axis(layout, rows, int(groups.first[g]), int(sizes[g]))
+        if axis is not None:
+            owned, near = _rows_first(axis, rows[groups.first[g] : groups.first[g] + int(sizes[g])])
+            axes.update(dict.fromkeys(names, axis))
+
+            def relation(a: str, b: str, axis: sw.RowAxis = axis) -> str:
+                na, nb = layout[a].footprint_nbytes, layout[b].footprint_nbytes
+                both = _rows_union(axis, np.array([pos[a], pos[b]]))
+                return nbytes_relation(na + nb - both, na, nb)
+
+            _attribute(layout, names, owned, near, pos, own, partners, counted, relation)
+            continue
         pieces = [layout.footprint_piece(n) for n in names]
         if any(map(periodic.is_periodic, pieces)):
             owned, near = _towers_first(pieces)
@@ -188,21 +205,14 @@ def owners(layout: LayoutLike) -> Attribution:
         else:
             runs.update(zip(names, map(_Runs, pieces)))
             owned, near = _small_first([runs[n] for n in names])
-        for name, o in zip(names, owned):
-            own[pos[name]] = int(o)
-        if near is None or len(names) > 64:
-            partners.update({n: Others(names, k) for k, n in enumerate(names)})
-        else:
-            partners.update({n: tuple(names[j] for j in near[k]) for k, n in enumerate(names)})
-        for name in names:
-            earlier = next((p for p in partners[name] if pos[p] < pos[name]), None)  # stops at the first
-            if earlier is not None and own[pos[name]] < layout[name].footprint_nbytes:
-                rel = record_relation(layout[name], layout[earlier]) or layout.relation(name, earlier)
-                counted[name] = (rel, earlier)
+        _attribute(layout, names, owned, near, pos, own, partners, counted)
 
     def distinct(inside: list[str]) -> int:
         if len(inside) == 1:
             return layout[inside[0]].footprint_nbytes
+        axis = axes.get(inside[0])
+        if axis is not None and all(axes.get(n) is axis for n in inside):
+            return _rows_union(axis, np.fromiter((pos[n] for n in inside), np.int64, len(inside)))
         if all(n in runs for n in inside):
             union = runs[inside[0]]
             for n in inside[1:]:
@@ -211,6 +221,64 @@ def owners(layout: LayoutLike) -> Attribution:
         return layout.union_nbytes(inside)
 
     return Attribution(own, groups, partners, counted, distinct, painted, rest)
+
+
+def _attribute(layout, names, owned, near, pos, own, partners, counted, relation=None) -> None:
+    """Records one group's owned bytes, partners and ``counted`` (the first earlier partner,
+    related by ``relation``, the layout's own by default)."""
+    for name, o in zip(names, owned):
+        own[pos[name]] = int(o)
+    if near is None or len(names) > 64:
+        partners.update({n: Others(names, k) for k, n in enumerate(names)})
+    else:
+        partners.update({n: tuple(names[j] for j in near[k]) for k, n in enumerate(names)})
+    for name in names:
+        earlier = next((p for p in partners[name] if pos[p] < pos[name]), None)  # stops at the first
+        if earlier is not None and own[pos[name]] < layout[name].footprint_nbytes:
+            rel = record_relation(layout[name], layout[earlier]) or (relation or layout.relation)(name, earlier)
+            counted[name] = (rel, earlier)
+
+
+def _axis_of(t, views: np.ndarray) -> sw.RowAxis | None:
+    """The footprints of one group's views (positions, on one storage) in period space, where
+    they are rows of one period with enough runs (see :func:`~tensorviz.core.sweep.row_axis`)."""
+    exact = t.exact[views] & (t.stop[views] > t.start[views])
+    tower = np.fromiter((t.geos[k].tower is not None for k in t.gid[views].tolist()), bool, views.size)
+    if not exact.all() or tower.any():
+        return None
+    rows = fp.row_forms_many(t.geos, t.gid[views], t.itemsize[views])
+
+    def runs_of(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return fp.byte_runs_many(t.geos, t.gid[at], t.start[at], t.itemsize[at], at)
+
+    return sw.row_axis(views, rows, t.start, runs_of)
+
+
+def _rest_axis(layout: LayoutLike, rows: np.ndarray, first: int, size: int) -> sw.RowAxis | None:
+    t = getattr(layout, "_table", None)
+    return None if t is None else _axis_of(t, rows[first : first + size])
+
+
+def _rows_first(axis: sw.RowAxis, views: np.ndarray) -> tuple[np.ndarray, list | None]:
+    """:func:`first_reader` over one group's footprints in period space (``views`` in rank order)."""
+    rank = np.searchsorted(views, axis.owner)  # views ascending: a group's members in source order
+    order = np.argsort(rank, kind="stable")
+    cuts = np.searchsorted(rank[order], np.arange(views.size + 1))
+    runs = axis.runs[order]
+    return first_reader([runs[a:b] for a, b in zip(cuts[:-1], cuts[1:])], scale=axis.scale)
+
+
+def _rows_union(axis: sw.RowAxis, views: np.ndarray) -> int:
+    """Distinct bytes read by some of a group's views, from its footprints in period space."""
+    runs = axis.runs[np.isin(axis.owner, views)]
+    runs = runs[np.argsort(runs[:, 0], kind="stable")]
+    if not len(runs):
+        return 0
+    top = np.maximum.accumulate(runs[:, 1])
+    first = np.flatnonzero(np.r_[True, runs[1:, 0] >= top[:-1]])
+    last = np.r_[first[1:] - 1, len(runs) - 1]
+    lo, hi = runs[first, 0], top[last]  # stretches never touch: a merged run stays in one
+    return int(((hi - lo) * axis.scale(lo)).sum())
 
 
 def _overlap_members(layout: LayoutLike, pos: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -288,18 +356,14 @@ def _painted(
     mfirst = np.cumsum(size) - size
     gid = np.repeat(np.arange(size.size), size)
     rank = np.arange(members.size) - mfirst[gid]
-    start, stop = t.start[members], t.stop[members]
-    lo = np.minimum.reduceat(start, mfirst)
-    span = np.maximum.reduceat(stop, mfirst) - lo
-    base = np.cumsum(span) - span  # group g's bytes at [base[g], base[g] + span[g])
-    runs, who = fp.byte_runs_many(t.geos, t.gid[members], start, t.itemsize[members], np.arange(members.size))
-    runs = runs + (base - lo)[gid[who], None]
+    runs, who, base, scale = _laid_out(t, members, mfirst, size, gid)
     edges, at = _ranked(runs.ravel())
     bits = np.left_shift(np.uint64(1), rank[who].astype(np.uint64))
     mask = _paint(at[0::2], at[1::2], bits, edges.size - 1, np.bitwise_or, np.uint64(0))
     read = mask != 0
     piece_gid = np.searchsorted(base, edges[:-1][read], side="right") - 1
-    key_g, key_m, length = _sum_by(piece_gid, mask[read], np.diff(edges)[read])
+    length = np.diff(edges)[read] if scale is None else np.diff(edges)[read] * scale(edges[:-1][read])
+    key_g, key_m, length = _sum_by(piece_gid, mask[read], length)
     low = _lowest_bit(key_m)
     owned = np.bincount(mfirst[key_g] + low, weights=length, minlength=members.size).astype(np.int64)
     for p, o in zip(members.tolist(), owned.tolist()):
@@ -316,6 +380,45 @@ def _painted(
     partners.names = counted.names = names
     partners.member = counted.member = member
     return painted
+
+
+def _laid_out(t, members: np.ndarray, mfirst: np.ndarray, size: np.ndarray, gid: np.ndarray) -> tuple:
+    """The painted groups side by side on one axis: ``(runs, member of each run, each group's
+    base, scale)``. A group whose footprints are rows of one period with many runs lies in
+    period space (its :class:`~tensorviz.core.sweep.RowAxis`; ``scale`` says how many bytes
+    each position stands for, None when every position is one byte), the others as listed."""
+    start, stop = t.start[members], t.stop[members]
+    lo = np.minimum.reduceat(start, mfirst)
+    span = np.maximum.reduceat(stop, mfirst) - lo
+    many = np.add.reduceat(fp.row_forms_many(t.geos, t.gid[members], t.itemsize[members]).nruns, mfirst)
+    axes = {}
+    for g in np.flatnonzero(many >= sw.PERIOD_MIN_RUNS).tolist():
+        axis = _axis_of(t, members[mfirst[g] : mfirst[g] + size[g]])
+        if axis is not None:
+            axes[g] = axis
+            span[g] = axis.span
+    base = np.cumsum(span) - span  # group g's positions at [base[g], base[g] + span[g])
+    listed = np.flatnonzero(~np.isin(gid, list(axes)))
+    own_runs, who = fp.byte_runs_many(
+        t.geos, t.gid[members[listed]], start[listed], t.itemsize[members[listed]], listed
+    )
+    runs, whose = [own_runs + (base - lo)[gid[who], None]], [who]
+    if not axes:
+        return runs[0], who, base, None
+    for g, axis in axes.items():
+        runs.append(axis.runs + base[g])
+        whose.append(mfirst[g] + np.searchsorted(members[mfirst[g] : mfirst[g] + size[g]], axis.owner))
+    keep = np.ones(base.size, dtype=bool)
+    keep[list(axes)] = False
+    at = [base[keep]] + [base[g] + np.arange(a.rows.size) * a.width for g, a in axes.items()]
+    per = [np.ones(int(keep.sum()), np.int64)] + [a.rows for a in axes.values()]
+    order = np.argsort(np.concatenate(at), kind="stable")
+    at_sorted, per_sorted = np.concatenate(at)[order], np.concatenate(per)[order]
+
+    def scale(x: np.ndarray) -> np.ndarray:
+        return per_sorted[np.searchsorted(at_sorted, x, side="right") - 1]
+
+    return np.concatenate(runs), np.concatenate(whose), base, scale
 
 
 def _sum_by(g: np.ndarray, m: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -336,6 +336,10 @@ class RowForms:
     which: np.ndarray
     bases: list[np.ndarray]
 
+    def take(self, at: np.ndarray) -> RowForms:
+        """The row forms of the views at positions ``at``."""
+        return RowForms(self.period[at], self.count[at], self.which[at], self.bases)
+
     @property
     def nruns(self) -> np.ndarray:
         """Per view, the runs its rows list (0 without a row form)."""

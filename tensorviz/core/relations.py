@@ -14,7 +14,15 @@ from tensorviz.core import periodic
 from tensorviz.core.records import StorageKey, TensorView
 from tensorviz.core.table import Table
 
-__all__ = ["tower_mask", "piece_at", "union_nbytes", "record_relation", "footprint_relation", "span_overlap"]
+__all__ = [
+    "tower_mask",
+    "piece_at",
+    "union_nbytes",
+    "record_relation",
+    "footprint_relation",
+    "nbytes_relation",
+    "span_overlap",
+]
 
 
 def tower_mask(t: Table) -> np.ndarray:
@@ -51,6 +59,15 @@ def footprint_relation(
     if not exact:  # two towers whose common period is too long: the figure is a bound
         return "overlaps"
     return _compare(inter, na, va.exact, nb, vb.exact)
+
+
+def nbytes_relation(inter: int, na: int, nb: int) -> str:
+    """The relation of two exact footprints of ``na`` and ``nb`` bytes on one storage sharing ``inter``.
+
+    >>> nbytes_relation(4, 8, 4), nbytes_relation(4, 4, 4), nbytes_relation(2, 4, 8), nbytes_relation(0, 4, 8)
+    ('contains', 'same-bytes', 'overlaps', 'disjoint')
+    """
+    return _compare(inter, na, True, nb, True) if inter else "disjoint"
 
 
 def span_overlap(va: TensorView, vb: TensorView) -> int | None:

@@ -24,7 +24,7 @@ import numpy as np
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
 
-__all__ = ["Sweep", "sweep", "components", "ranked", "same_keys", "min_roots"]
+__all__ = ["Sweep", "sweep", "RowAxis", "row_axis", "components", "ranked", "same_keys", "min_roots"]
 
 
 @dataclass(frozen=True)
@@ -212,22 +212,28 @@ def _by_period(listed, towered_storages, sidx, start, nbytes, feeds, covered, a,
 
 
 def _storage_by_period(listed, here, rows, period, start, hi, runs_of):
-    """One storage's views ``listed[here]`` in period space: the views with rows of ``period``
-    by their base runs, the others run by run; ``(links, links, coverage within [0, hi))``, or
-    None where cutting the rows would cost more than listing the runs."""
-    mine = here[rows.period[here] == period]
+    """One storage's views ``listed[here]`` in period space: ``(links, links, coverage within
+    [0, hi))``, or None where cutting the rows would cost more than listing the runs."""
+    (owner, k0, k1, ra, rb), nruns = _parts(listed[here], rows.take(here), period, start, runs_of)
+    return _row_sweep(period, hi, owner, k0, k1, ra, rb, nruns)
+
+
+def _parts(views, rows, period, start, runs_of):
+    """Part-runs (see :func:`_row_sweep`) of views on one storage, ``rows`` their row forms:
+    the views with rows of ``period`` by their base runs, the others run by run; and the runs
+    listing them would take."""
+    mine = np.flatnonzero(rows.period == period)
     parts = []
     for w in np.unique(rows.which[mine]).tolist():
         at = mine[rows.which[mine] == w]
-        parts.append(_row_parts(listed[at], start[listed[at]], rows.count[at], rows.bases[w], period))
-    rest = np.setdiff1d(here, mine, assume_unique=True)
+        parts.append(_row_parts(views[at], start[views[at]], rows.count[at], rows.bases[w], period))
+    rest = np.setdiff1d(np.arange(views.size), mine, assume_unique=True)
     nruns = int(rows.nruns[mine].sum())
     if rest.size:
-        runs, owner = runs_of(listed[rest])
+        runs, owner = runs_of(views[rest])
         parts.append(_run_parts(runs, owner, period))
         nruns += len(runs)
-    owner, k0, k1, ra, rb = (np.concatenate(c) for c in zip(*parts))
-    return _row_sweep(period, hi, owner, k0, k1, ra, rb, nruns)
+    return tuple(np.concatenate(c) for c in zip(*parts)), nruns
 
 
 def _row_parts(views, start, count, base, period):
@@ -269,12 +275,10 @@ def _run_parts(runs, owner, period):
     )
 
 
-def _row_sweep(period, hi, owner, k0, k1, ra, rb, budget):
-    """Sweep part-runs (view ``owner[i]`` reads ``k * period + [ra[i], rb[i])`` for rows
-    ``k0[i] <= k < k1[i]``) one row stretch at a time: the rows are cut wherever a part starts
-    or stops, each part is placed once in every stretch it spans (stretch ``m`` at
-    ``m * (period + 1)``, so stretches never touch) and the placed runs are swept like listed
-    runs. Returns ``(links, links, bytes within [0, hi))``; None past ``budget`` placed runs."""
+def _place(period, owner, k0, k1, ra, rb, budget):
+    """Part-runs placed once in every row stretch they span (stretch ``m`` at ``m * (period + 1)``):
+    ``(lo, up, owner, cuts)``, stretch ``m`` standing for rows ``cuts[m] .. cuts[m + 1]``; None
+    past ``budget`` placed runs."""
     cuts = np.unique(np.concatenate((k0, k1)))
     width = period + 1
     i0, i1 = np.searchsorted(cuts, k0), np.searchsorted(cuts, k1)
@@ -284,10 +288,67 @@ def _row_sweep(period, hi, owner, k0, k1, ra, rb, budget):
         return None
     m = np.arange(placed) - np.repeat(np.cumsum(spans) - spans - i0, spans)  # stretch of each placed run
     rep = np.repeat(np.arange(spans.size), spans)
-    lo, up, who = m * width + ra[rep], m * width + rb[rep], owner[rep]
+    return m * width + ra[rep], m * width + rb[rep], owner[rep], cuts
+
+
+@dataclass(frozen=True)
+class RowAxis:
+    """Footprints of views of one storage in period space, on an axis of their own: view
+    ``owner[k]`` reads ``runs[k]``; the axis's stretch ``m``, ``[m * width, (m + 1) * width)``,
+    stands for ``rows[m]`` rows of the storage, so a byte there is ``rows[m]`` bytes of it
+    (:meth:`scale`). Built by :func:`row_axis`."""
+
+    runs: np.ndarray
+    owner: np.ndarray
+    width: int
+    rows: np.ndarray
+
+    @property
+    def span(self) -> int:
+        return int(self.rows.size) * self.width
+
+    def scale(self, x: np.ndarray) -> np.ndarray:
+        """Storage bytes per axis byte at each ``x`` (``0 <= x < span``)."""
+        return self.rows[np.asarray(x, dtype=np.int64) // self.width]
+
+
+def row_axis(views: np.ndarray, rows: fp.RowForms, start: np.ndarray, runs_of) -> RowAxis | None:
+    """The :class:`RowAxis` of ``views`` (on one storage; ``rows`` their row forms, ``start``
+    every view's first byte, ``runs_of`` as for :func:`sweep`), at the period whose views list
+    the most runs; None when that is under :data:`PERIOD_MIN_RUNS` runs, or placing the rows'
+    stretches would cost more than listing the runs."""
+    weight = rows.nruns
+    if not weight.any() or weight.sum() < PERIOD_MIN_RUNS:
+        return None
+    periods, inverse = np.unique(rows.period, return_inverse=True)
+    total = np.bincount(inverse.reshape(-1), weights=weight)
+    total[periods == 0] = -1
+    best = int(np.argmax(total))
+    if total[best] < PERIOD_MIN_RUNS:
+        return None
+    period = int(periods[best])
+    (owner, k0, k1, ra, rb), nruns = _parts(views, rows, period, start, runs_of)
+    placed = _place(period, owner, k0, k1, ra, rb, nruns)
+    if placed is None:
+        return None
+    lo, up, who, cuts = placed
+    return RowAxis(np.stack((lo, up), axis=1), who, period + 1, np.diff(cuts))
+
+
+def _row_sweep(period, hi, owner, k0, k1, ra, rb, budget):
+    """Sweep part-runs (view ``owner[i]`` reads ``k * period + [ra[i], rb[i])`` for rows
+    ``k0[i] <= k < k1[i]``) one row stretch at a time: the rows are cut wherever a part starts
+    or stops, each part is placed once in every stretch it spans (stretch ``m`` at
+    ``m * (period + 1)``, so stretches never touch) and the placed runs are swept like listed
+    runs. Returns ``(links, links, bytes within [0, hi))``; None past ``budget`` placed runs."""
+    placed = _place(period, owner, k0, k1, ra, rb, budget)
+    if placed is None:
+        return None
+    lo, up, who, cuts = placed
     order = np.argsort(lo, kind="stable")
     lo, up, who = lo[order], up[order], who[order]
     rc, first = _clusters(lo, up)
+    width = period + 1
     mc = lo[first] // width
     x0, x1 = lo[first] - mc * width, np.maximum.reduceat(up, first) - mc * width
     kn, rn = divmod(hi, period)  # the storage ends in row kn, rn bytes into it

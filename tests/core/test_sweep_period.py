@@ -36,14 +36,14 @@ class Spy:
     """Counts the storages swept in period space and those sent back to listing."""
 
     def __init__(self) -> None:
-        self.swept = self.listed = 0
+        self.swept = self.listed = self.axes = 0
 
 
 @contextmanager
 def paths(min_runs: int = 0, explicit: int | None = None) -> Iterator[Spy]:
     """Period space from ``min_runs`` runs (``1 << 62``: never, the listing path); towers from
     ``explicit`` runs. Restores both, and counts what period space did."""
-    old_min, old_explicit, old_sweep = sw.PERIOD_MIN_RUNS, fp.EXPLICIT_BUDGET, sw._row_sweep
+    old_min, old_explicit, old_sweep, old_axis = sw.PERIOD_MIN_RUNS, fp.EXPLICIT_BUDGET, sw._row_sweep, sw.row_axis
     spy = Spy()
 
     def counted(*args):
@@ -52,13 +52,18 @@ def paths(min_runs: int = 0, explicit: int | None = None) -> Iterator[Spy]:
         spy.listed += out is None
         return out
 
-    sw.PERIOD_MIN_RUNS, sw._row_sweep = min_runs, counted
+    def axis(*args):
+        out = old_axis(*args)
+        spy.axes += out is not None
+        return out
+
+    sw.PERIOD_MIN_RUNS, sw._row_sweep, sw.row_axis = min_runs, counted, axis
     if explicit is not None:
         fp.EXPLICIT_BUDGET = explicit
     try:
         yield spy
     finally:
-        sw.PERIOD_MIN_RUNS, fp.EXPLICIT_BUDGET, sw._row_sweep = old_min, old_explicit, old_sweep
+        sw.PERIOD_MIN_RUNS, fp.EXPLICIT_BUDGET, sw._row_sweep, sw.row_axis = old_min, old_explicit, old_sweep, old_axis
 
 
 def listing():  # noqa: ANN201 (a context manager)
@@ -309,3 +314,59 @@ def test_column_slices_at_different_rows_wrapping_and_overlapping_exactly():
         assert [g.names for g in layout.groups("overlap")] == [(name,) for name in wraps]
         assert layout.storages[0].covered_nbytes == 64 * 49_999 * 64 * 4
         assert spy.swept == 1
+
+
+# -- the tree's attribution in period space ---------------------------------------------------------
+def test_groups_in_period_space_past_64_names_equal_the_reference():
+    w = torch.empty(300, 256, device="meta")
+    cases = [
+        {"w": w} | {f"s.{k}": w[:, k * 4 : (k + 1) * 4] for k in range(64)},  # 65 names, one dense
+        {"w.all": w} | {f"w.cols.{i}": w[:, i * 3 : i * 3 + 5] for i in range(70)},  # chained overlaps
+        {f"c.{k}": w[k * 3 : 300 - k, k * 3 : k * 3 + 7] for k in range(70)},  # rows start and stop apart
+        {f"f.{k}": w.view(-1)[100 + 4 * k :].as_strided((200, 6), (256, 1)) for k in range(70)},  # wrapping
+    ]
+    for views in cases:
+        with paths() as spy:
+            assert_same_tree(tv.analyze(views))
+        assert spy.axes >= 1
+    with paths() as spy:  # the painted groups (at most 64 names) too
+        assert_same_tree(tv.analyze({f"c.{k}": w[k * 3 : 300 - k, k * 3 : k * 3 + 7] for k in range(40)}))
+    assert spy.axes >= 1
+
+
+@pytest.mark.parametrize("by", ["row", "column"])
+def test_a_weight_with_its_64_slices_exactly(by):
+    """50k x 4,096 float32 and 64 slices of it, full size: the weight owns every byte, each
+    slice none (counted in the weight, "within"), the slices' prefix shares all it reads."""
+    w = torch.empty(50_000, 4096, device="meta")
+    cut = (lambda k: w[k * 781 : (k + 1) * 781]) if by == "row" else (lambda k: w[:, k * 64 : (k + 1) * 64])
+    views = {"w": w} | {f"s.{k}": cut(k) for k in range(64)}
+    with paths(min_runs=sw.PERIOD_MIN_RUNS) as spy:
+        tree = tv.analyze(views).tree()
+    assert spy.axes == (by == "column")
+    each = 781 * 4096 * 4 if by == "row" else 50_000 * 64 * 4
+    assert (tree.root.nbytes, tree.find("w").nbytes, tree.find("s").nbytes) == (819_200_000, 819_200_000, 0)
+    assert tree.find("s").shared_nbytes == 64 * each
+    assert [(n.nbytes, n.shared_nbytes, n.counted_in) for n in tree.find("s").children] == [
+        (0, each, ("within", "w"))
+    ] * 64
+    assert tree.find("s.5").partners == ("w",) + tuple(f"s.{k}" for k in range(64) if k != 5)
+
+
+def test_overlapping_column_slices_at_different_rows_own_exactly():
+    """Slice ``k`` reads rows ``[300k, 50000 - 400k)`` of columns ``[64k, 64k + 96)``: first reader
+    wins, so slice ``k`` owns its rows of its last 64 columns, and of its first 32 the rows
+    slice ``k - 1`` does not read (worked out row range by row range)."""
+    w = torch.empty(50_000, 4096, device="meta")
+    views = {f"w.{k}": w[k * 300 : 50_000 - k * 400, k * 64 : k * 64 + 96] for k in range(64)}
+    with paths(min_runs=sw.PERIOD_MIN_RUNS) as spy:
+        tree = tv.analyze(views).tree()
+    assert spy.axes == 1
+    want = []
+    for k in range(64):
+        rows = 50_000 - 700 * k
+        cols = min(96, 4096 - 64 * k)
+        earlier = 0 if k == 0 else min(rows, 50_000 - 700 * (k - 1) - 300)  # rows of k inside k - 1's
+        want.append(4 * (rows * cols - earlier * min(32, cols)))
+    assert [n.nbytes for n in (tree.find(f"w.{k}") for k in range(64))] == want
+    assert tree.root.nbytes == sum(want)
