@@ -350,6 +350,7 @@ def explore(
     load: Any = None,
     loader: str | None = None,
     compare: Any = None,
+    compare_choices: dict[str, Any] | None = None,
 ) -> Any:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook): the
     controls start as the options say, and the diagram, tensor list and save check follow them.
@@ -376,7 +377,10 @@ def explore(
             ``"load_state_dict(strict=False)"``, ``"dcp.load"``); None: the most specific.
         compare: anything :func:`diff` takes, or ``diff(obj, b)``'s result (``content=True``: bytes
             too): the canvas also draws a and b row by row as :func:`diff` matches them; hover a
-            row for both sides, click it (or Tab, arrows, Enter) to select the pair.
+            row for both sides (a view of ``obj`` in the lanes too), click it (or Tab, arrows,
+            Enter) to select the pair. The "compare with…" row picks b later: a path or URL.
+        compare_choices: named b's for that row's dropdown, e.g. ``{"reloaded": sd, "step 1k":
+            "ckpt/"}`` (as ``compare``, not a diff; objects analysed now, paths when picked).
         <shared options>
 
     ``dpi`` and ``width`` size the static picture (PNG) of the display bundle and the snapshots.
@@ -387,6 +391,7 @@ def explore(
 
     Raises:
         OptionError: a bad pattern, grouping, storage or byte range (the message says which).
+        TypeError: ``compare_choices`` is not a mapping of names to sources.
         MissingExtraError: ipywidgets, anywidget or matplotlib is not installed (the message
             names ``pip install 'tensorviz[widgets]'``).
 
@@ -404,6 +409,7 @@ def explore(
             obj, by=by, names=names, only_shared=only_shared, show_unreferenced=show_unreferenced, storage=storage,
             byte_range=byte_range, expand_simple=expand_simple, all_storages=all_storages, max_lanes=max_lanes,
             dpi=dpi, width=width, snapshot=snapshot, load=load, loader=loader, compare=compare,
+            compare_choices=compare_choices,
         )  # fmt: skip
 
 

@@ -151,7 +151,10 @@ class CanvasView {
     this.width = 600; this.height = 200; this.sc = null; this.hover = -1; this.drag = null; this.frame = 0; this.hatch = null;
     this.overview = new OverviewView($(".tvz-ov"), (e, text) => this.placeTip(e, text), (l) => this.pick(l));
     // compare mode (tv.explore(a, compare=b)): the payload's "compare" section, drawn above the lanes
-    this.compare = new CompareView($(".tvz-cmp"), { select: (keys) => this.select(keys), tip: (e, text) => this.placeTip(e, text) });
+    this.compare = new CompareView($(".tvz-cmp"), {
+      select: (keys) => this.select(keys), tip: (e, text) => this.placeTip(e, text),
+      ask: (names) => this.model.send({ kind: "compare_rows", names }),  // rows not sent, for the hover of a's views
+    });
     this.root.tvz = this.hooks();
     this.load();
   }
@@ -164,7 +167,7 @@ class CanvasView {
     this.focus = -1;
     this.readZoom();
     this.readTheme(); this.resize(); this.legend(); this.draw();
-    this.compare.update(sent.compare, this.theme, this.selected); this.compare.resize(this.width);
+    this.compare.update(sent.compare, this.theme, this.selected, p.revision ?? 0); this.compare.resize(this.width);
     this.overview.update((k) => p[k], this.d); this.overview.draw(this.width);
     this.root.dataset.revision = p.revision ?? 0;
   }
@@ -373,13 +376,14 @@ class CanvasView {
     const [px, py] = this.point(e), l = this.laneAt(py), { sc, d } = this;
     if (i < 0 && sc && py >= AXIS_H && px < sc.x0 - 2 && l >= 0 && l < d.laneKind.length) {  // a label: its full text
       const names = laneNames(d, l);
-      this.placeTip(e, names ? tooltip(d, d.index.order[d.index.first[l]]) : [clipName(laneLabel(d, l))]);
+      this.placeTip(e, names ? [...tooltip(d, d.index.order[d.index.first[l]]), ...this.compare.matchLines(names)] : [clipName(laneLabel(d, l))]);
       return;
     }
     const onStorage = i < 0 && sc && py >= AXIS_H && px >= sc.x0 - 2 && d.laneKind[l] === this.C.lane.storage;
     if (i < 0 && !onStorage) { this.placeTip(e, null); return; }
     const mark = i >= 0 ? markLine(markOf(this.marks, barViews(d, i))) : "";
-    this.placeTip(e, i >= 0 ? [...tooltip(d, i), ...(mark ? [mark] : [])] : storageTooltip(d, l, sc.byte(px), 2 / sc.k));
+    const b = i >= 0 ? this.compare.matchLines(barViews(d, i).map((v) => d.names[v])) : [];  // compare mode: b's side
+    this.placeTip(e, i >= 0 ? [...tooltip(d, i), ...(mark ? [mark] : []), ...b] : storageTooltip(d, l, sc.byte(px), 2 / sc.k));
   }
 
   // The tooltip's lines (the first in bold) beside the mouse, inside the widget; null hides it.
@@ -391,7 +395,9 @@ class CanvasView {
     const box = this.root.getBoundingClientRect();
     tip.style.display = "block";
     const left = Math.min(e.clientX - box.left + 14, Math.max(0, box.width - tip.offsetWidth - 4));
-    tip.style.left = left + "px"; tip.style.top = e.clientY - box.top + 16 + "px";
+    // below the pointer; above it when it would run past the widget's bottom (a long compare-mode hover)
+    const below = e.clientY - box.top + 16, above = e.clientY - box.top - 8 - tip.offsetHeight;
+    tip.style.left = left + "px"; tip.style.top = (below + tip.offsetHeight <= box.height ? below : Math.max(0, above)) + "px";
   }
 
   // Scroll the lanes to lane l (an overview click) and mark it until the next one.
@@ -409,6 +415,12 @@ class CanvasView {
     const i = this.barAt(x, y);
     if (i !== this.hover) { this.hover = i; this.schedule(); }
     this.showTip(e, i);
+    this.tipAt = [{ clientX: e.clientX, clientY: e.clientY }, i];  // shown again when the kernel answers
+  }
+
+  // The kernel's answer to a compare-mode hover (CompareView.receive): the hover shown again.
+  onMessage(msg, buffers) {
+    if (msg.kind === "compare_rows" && this.compare.receive(msg, buffers) && this.tipAt && this.tip.style.display !== "none") this.showTip(...this.tipAt);
   }
 
   onLeave() { this.tip.style.display = "none"; if (this.hover >= 0) { this.hover = -1; this.schedule(); } }
@@ -455,6 +467,7 @@ class CanvasView {
       on(this.canvas, "dblclick", () => this.setZoom(null)),
       on(this.scroller, "scroll", () => { this.tip.style.display = "none"; this.schedule(); }),
       watch("payload", () => this.load()), watch("relations", selection), watch("selected", selection),
+      (() => { const f = (msg, buffers) => this.onMessage(msg, buffers); this.model.on("msg:custom", f); return () => this.model.off("msg:custom", f); })(),
       watch("zoom", () => { this.readZoom(); this.schedule(); }),
       watch("load_marks", () => { this.readMarks(); this.legend(); this.schedule(); }), () => ro.disconnect(), () => themed.disconnect(),
     ];

@@ -19,6 +19,7 @@ back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 try:
@@ -37,6 +38,7 @@ from tensorviz.explorer.payload import COLUMNS, VOCAB, payload, payload_nbytes, 
 __all__ = ["DiagramCanvas", "esm_source"]
 
 _ENTRY = "canvas.js"
+_ASKED = 16  # names one hover may ask the compare rows of (a bar of tied views)
 
 
 def esm_source() -> str:
@@ -68,6 +70,21 @@ class DiagramCanvas(anywidget.AnyWidget):
         self._marks: tuple[dict[str, str], tuple[str, ...]] = ({}, ())
         self.add_class("tvz-canvas")
         modules.watch(self, _ENTRY)
+        # compare mode: the rows of a-names as a wire section (CompareRows.lookup), for a hover
+        # on a view of a whose row was not sent
+        self.compare_lookup: Callable[[list[str]], dict[str, Any]] | None = None
+        self.on_msg(self._on_message)
+
+    def _on_message(self, _widget: Any, content: dict, _buffers: list) -> None:
+        """The browser asks for the compare rows of views it hovers (``{"kind": "compare_rows",
+        "names": [...]}``, names as it shows them): the answer is their section, its frame the
+        message's one buffer, with the names asked and this payload's revision."""
+        if content.get("kind") != "compare_rows" or self.compare_lookup is None:
+            return
+        asked = [str(n) for n in content.get("names", [])][:_ASKED]
+        sent = dict(self.compare_lookup([self._from_browser.get(n, n) for n in asked]))
+        frame = sent.pop("frame")
+        self.send({**sent, "kind": "compare_rows", "asked": asked, "revision": self.revision}, [frame])
 
     def show(self, diagram: Any, layout: Layout, caption: str = "", context: str = "", compare: Any = None) -> int:
         """Send ``diagram`` (one message; the browser redraws once) and keep the selected names it

@@ -101,7 +101,13 @@ export function pairTooltip(c, i) {
   out.push(markText(c, i) || "no change");
   if (c.rule[i]) out.push(`matched by rule: ${c.rule[i]}`);
   out.push(`a: ${a ? clipName(c.namesA[i]) : "— (not in a)"}`, `b: ${b ? clipName(c.namesB[i]) : "— (not in b)"}`);
-  out.push(`${pad("", 8)}${pad("a", 24)}   b`);
+  return [...out, ...factLines(c, i)];
+}
+
+// Row i's facts side by side: shape, dtype, stride and offset in two columns ("≠" between them
+// where they differ), then bytes, storage (its file or device) and tie a line per side.
+export function factLines(c, i) {
+  const a = c.side[i] & 1, b = c.side[i] & 2, out = [`${pad("", 8)}${pad("a", 24)}   b`];
   const facts = [
     ["shape", c.shapeA[i], c.shapeB[i]], ["dtype", c.dtypeA[i], c.dtypeB[i]], ["stride", c.strideA[i], c.strideB[i]],
     ["offset", a ? Math.round(c.offsetA[i]).toLocaleString("en-US") : "", b ? Math.round(c.offsetB[i]).toLocaleString("en-US") : ""],
@@ -116,6 +122,30 @@ export function pairTooltip(c, i) {
   out.push(...perSide("bytes", exact(c.bytesA[i]), exact(c.bytesB[i])));
   out.push(...perSide("storage", c.storageA[i], c.storageB[i], false));  // numbered per side: not compared
   out.push(...perSide("tie", c.tieA[i] || "none", c.tieB[i] || "none"));
+  return out;
+}
+
+// The lines a view of a's hover adds in compare mode (the lanes' bars and labels): for `names`
+// (the a-names a bar draws: one, or a tie's), what b holds. `find(name)` gives the row of an
+// a-name as [section, row], null when the kernel said no row has it, undefined while unknown
+// (not sent: the caller asks the kernel). The first name gets its matched view's facts beside
+// its own ("≠" where they differ; "only in a" when nothing of b matches); the others a line each.
+export function matchTooltip(names, find) {
+  const out = [];
+  names.slice(0, 4).forEach((name, k) => {
+    const hit = find(name), head = k ? `${clipName(name, 80)} → ` : "in b: ";
+    if (hit === undefined) { out.push(`${head}asking the kernel…`); return; }
+    if (hit === null) { out.push(`${head}— (not in the comparison: the name filter hides its row)`); return; }
+    const [c, i] = hit;
+    if (!(c.side[i] & 2)) { out.push(`${head}— only in a (no tensor of b matches it by name or rule)`); return; }
+    const b = clipName(c.namesB[i], k ? 80 : undefined), marks = markText(c, i) || "no change";
+    out.push(k ? `${head}${b} · ${marks}` : `${head}${b}`);
+    if (k) return;
+    out.push(marks);
+    if (c.rule[i]) out.push(`matched by rule: ${c.rule[i]}`);
+    out.push(...factLines(c, i));
+  });
+  if (names.length > 4) out.push(`… ${names.length - 4} more names on this bar: hover their rows above`);
   return out;
 }
 
@@ -158,8 +188,8 @@ export class CompareView {
     this.theme = null; this.width = 600; this.patterns = new Map();
   }
 
-  update(sent, theme, selected) {
-    this.theme = theme; this.selected = selected;
+  update(sent, theme, selected, revision = 0) {
+    this.theme = theme; this.selected = selected; this.asked = new Map(); this.revision = revision;
     if (!sent || !sent.frame) { this.el.hidden = true; this.c = null; return; }
     if (!this.canvas) this.build();
     this.c = decodeCompare(sent); this.el.hidden = false; this.hover = -1;
@@ -204,6 +234,35 @@ export class CompareView {
       s.addEventListener("click", () => this.goTo(nextMarked(this.c, this.cursor, 1, bit)));
       box.append(s);
     }
+  }
+
+  // The lines a hover on a's views `names` adds (matchTooltip): from the rows sent, else from
+  // the kernel, asked once per name (`on.ask(names)`; its answer comes to `receive`); [] when
+  // not comparing.
+  matchLines(names) {
+    const c = this.c, unknown = [];
+    if (!c || !names.length) return [];
+    const find = (name) => {
+      const i = c.rowOf.get(name);
+      if (i !== undefined && c.side[i] & 1) return [c, i];
+      if (!this.asked.has(name)) { this.asked.set(name, undefined); unknown.push(name); }
+      return this.asked.get(name);
+    };
+    const out = matchTooltip(names, find);
+    if (unknown.length) this.on.ask(unknown);
+    return out;
+  }
+
+  // The kernel's answer to `on.ask`: a section of the rows asked for (CompareRows.lookup), its
+  // frame the message's buffer. Each name asked gets its row, or null when none has it.
+  receive(msg, buffers) {
+    if (!this.c || msg.revision !== this.revision) return false;
+    const c = decodeCompare({ ...msg, frame: buffers[0] });
+    for (const name of msg.asked) {
+      const i = c.rowOf.get(name);
+      this.asked.set(name, i !== undefined && c.side[i] & 1 ? [c, i] : null);
+    }
+    return true;
   }
 
   setSelection(selected) { this.selected = selected; this.draw(); }

@@ -3,7 +3,7 @@
 A :class:`~tensorviz.core.diff.LayoutDiff` becomes a :class:`CompareSection`, the typed section
 the canvas's one payload carries under ``"compare"`` (:meth:`CompareSection.wire`). One row per
 name, a matched pair on one row, in the order the static side by side draws them
-(:func:`tensorviz.render.diff.diff_items`: a's names in a's order, then the names only in b);
+(:func:`tensorviz.render.diff.diff_columns`: a's names in a's order, then the names only in b);
 each row carries its marks (:data:`MARKS`: what changed, as a glyph and words besides a colour)
 and both sides' facts (name, shape, dtype, stride, offset, bytes, storage, tie), which the hover
 shows side by side. ``compare.js`` draws it. The selection stays the explorer's one selection:
@@ -37,7 +37,7 @@ from tensorviz.core.names import elide, search, terminal
 from tensorviz.core.records import GroupBy
 from tensorviz.core.units import byte_text
 from tensorviz.explorer import wire
-from tensorviz.render.diff import STYLES, diff_items
+from tensorviz.render.diff import KINDS, STYLES, DiffColumns, diff_columns
 
 __all__ = ["CompareRows", "CompareSection", "CompareRow", "SideFacts", "MARKS", "ROW_BUDGET", "COLUMNS"]
 
@@ -60,8 +60,6 @@ MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("renamed", "→", "renamed", "#3d7ad6"),
 )
 _BIT = {words: 1 << k for k, (_, _, words, _) in enumerate(MARKS)}
-#: Row kinds as the static picture colours its bars (render.diff.STYLES), in code order.
-KINDS = tuple(STYLES)
 #: Most rows sent to the browser (rows with a mark first).
 ROW_BUDGET = 3000
 #: Characters of a partner's name in a tie's text.
@@ -169,7 +167,8 @@ class CompareSection:
 
 
 class CompareRows:
-    """Every aligned row of a diff (computed once), and the sections the canvas is sent.
+    """Every aligned row of a diff (as columns, computed once), and the sections the canvas is
+    sent (records only for the rows sent).
 
     ``diff`` must hold both layouts (what :func:`tensorviz.diff` returns).
     """
@@ -180,42 +179,35 @@ class CompareRows:
         self.diff = diff
         self.budget = budget
         self._sections: dict[str, CompareSection] = {}
+        self._layouts: tuple[Layout, Layout] = (diff.layout_a, diff.layout_b)
 
     @cached_property
-    def _aligned(self) -> list[tuple[str, str | None, str | None, int, str]]:
-        """Per row (static side-by-side order): key, a-name, b-name, marks, kind."""
-        d = self.diff
-        to_b = dict(d.renamed)
-        only_a, extra = set(d.only_a), _extra_marks(d)
-        out: list[tuple[str, str | None, str | None, int, str]] = []
-        for name, (_, nb, tags, kind) in diff_items(d):
-            bits = extra.get(name, 0)
-            for t in tags:
-                bits |= _BIT.get(t, 0)
-            if nb is None or name in only_a:  # only in a
-                out.append((name, name, None, bits, kind))
-            elif _in_a(d, name):
-                out.append((name, name, to_b.get(name, name), bits, kind))
-            else:  # only in b
-                out.append((name, None, name, bits | extra.get(("b", name), 0), kind))
-        return out
+    def _aligned(self) -> tuple[DiffColumns, np.ndarray]:
+        """The rows (the static side by side's order: :func:`tensorviz.render.diff.diff_columns`)
+        and each row's marks (bits of :data:`MARKS`)."""
+        c = diff_columns(self.diff)
+        marks = np.zeros(len(c.a), dtype=np.int64)
+        marks[c.renamed] |= _BIT["renamed"]
+        for rows, bits in _sparse_marks(self.diff, c):
+            np.bitwise_or.at(marks, rows, bits)
+        return c, marks
 
     @cached_property
     def counts(self) -> tuple[int, ...]:
         """Rows with each mark of :data:`MARKS` (over every row, not only those sent)."""
-        marks = np.fromiter((m for _, _, _, m, _ in self._aligned), np.int64, len(self._aligned))
-        return tuple(int(((marks >> k) & 1).sum()) for k in range(len(MARKS)))
+        marks = self._aligned[1]
+        return tuple(int(np.count_nonzero((marks >> k) & 1)) for k in range(len(MARKS)))
 
     def section(self, pattern: str = "") -> CompareSection:
         """The rows whose a- or b-name matches ``pattern`` (a regular expression; "" for every
         row), within the budget: rows with a mark first, then the others, in aligned order."""
         if pattern not in self._sections:
-            rx = re.compile(pattern) if pattern else None
-            rows = [r for r in self._aligned if rx is None or any(n is not None and search(rx, n) for n in r[1:3])]
-            marked = [r for r in rows if r[3]]
-            keep = marked[: self.budget] + [r for r in rows if not r[3]][: max(0, self.budget - len(marked))]
-            kept = set(map(id, keep))
-            sent = tuple(self._row(*r) for r in rows if id(r) in kept)
+            c, marks = self._aligned
+            rows = np.arange(len(c.a)) if not pattern else self._matching(re.compile(pattern))
+            marked = rows[marks[rows] != 0]
+            unmarked = rows[marks[rows] == 0][: max(0, self.budget - len(marked))]
+            keep = np.sort(np.concatenate([marked[: self.budget], unmarked]))
+            sent = tuple(self._row(r) for r in keep.tolist())
             d = self.diff
             self._sections[pattern] = CompareSection(
                 sent, len(rows) - len(sent), len(rows), summary_line(d, self.counts),
@@ -223,21 +215,73 @@ class CompareRows:
             )  # fmt: skip
         return self._sections[pattern]
 
+    def _matching(self, rx: re.Pattern) -> np.ndarray:
+        """The rows whose a- or b-name ``rx`` finds."""
+        c = self._aligned[0]
+        names_a, names_b = (lay.names for lay in self._layouts)
+        hit = (
+            (i >= 0 and search(rx, names_a[i])) or (j >= 0 and search(rx, names_b[j]))
+            for i, j in zip(c.a.tolist(), c.b.tolist())
+        )
+        return np.flatnonzero(np.fromiter(hit, dtype=bool, count=len(c.a)))
+
     @cached_property
     def _by_key(self) -> dict[str, int]:
-        return {r[0]: i for i, r in enumerate(self._aligned)}
+        c = self._aligned[0]
+        names_a, names_b = (lay.names for lay in self._layouts)
+        out = dict(zip(names_a, range(len(names_a))))
+        out.update((names_b[j], len(names_a) + k) for k, j in enumerate(c.b[len(names_a) :].tolist()))
+        return out
 
     def row(self, key: str) -> CompareRow | None:
         """The row of ``key`` (an a-name, or a name only in b), sent or not; None when no row has it."""
         i = self._by_key.get(key)
-        return None if i is None else self._row(*self._aligned[i])
+        return None if i is None else self._row(i)
 
-    def _row(self, key: str, name_a: str | None, name_b: str | None, marks: int, kind: str) -> CompareRow:
+    def lookup(self, keys: list[str]) -> dict[str, Any]:
+        """The rows of ``keys`` (a-names; a key without a row is left out) in the wire form of
+        :meth:`CompareSection.wire`: what the browser asks for when a view of a is hovered whose
+        row was not sent (the hover shows its matched view in b)."""
+        found = [self._by_key[k] for k in dict.fromkeys(keys) if k in self._by_key]
+        rows = tuple(self._row(i) for i in found)
         d = self.diff
+        return CompareSection(rows, 0, len(rows), "", (d.source_a, d.source_b), d.rules, self.counts).wire()
+
+    def _row(self, r: int) -> CompareRow:
+        c, marks = self._aligned
+        (la, lb), i, j = self._layouts, int(c.a[r]), int(c.b[r])
+        name_a = la.names[i] if i >= 0 else None
+        name_b = lb.names[j] if j >= 0 else None
         rule = rename_rule(name_a, name_b) if name_a is not None and name_b is not None and name_a != name_b else ""
-        a = side_facts(d.layout_a, name_a) if name_a is not None and d.layout_a is not None else None
-        b = side_facts(d.layout_b, name_b) if name_b is not None and d.layout_b is not None else None
-        return CompareRow(key, name_a, name_b, marks, kind, rule, a, b)
+        a = self._facts(0, i) if i >= 0 else None
+        b = self._facts(1, j) if j >= 0 else None
+        key = name_a if name_a is not None else str(name_b)
+        return CompareRow(key, name_a, name_b, int(marks[r]), KINDS[int(c.kind[r])], rule, a, b)
+
+    @cached_property
+    def _ties(self) -> tuple[tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...], ...]:
+        """Per side, per :data:`_TIES` grouping: (order, bounds, each view's group)."""
+        return tuple(tuple((*lay.group_members(by), lay.group_index(by)) for by, _ in _TIES) for lay in self._layouts)
+
+    def _facts(self, side: int, i: int) -> SideFacts:
+        """Side ``side``'s (0: a, 1: b) facts of its view ``i``: geometry, bytes, its storage
+        in words and its tie (the other names of its exact span; else the names it shares
+        bytes with)."""
+        layout = self._layouts[side]
+        names = layout.names
+        name = names[i]
+        v = layout[name]
+        s = layout.storage(name)
+        storage = f"#{s.index} {s.label or s.device} · {byte_text(s.nbytes)}"
+        tie = ""
+        for (order, bounds, index), (_, words) in zip(self._ties[side], _TIES):
+            g = int(index[i])
+            members = [names[m] for m in order[bounds[g] : bounds[g + 1]].tolist() if m != i]
+            if members:
+                shown = ", ".join(elide(m, _PARTNER) for m in members[:2])
+                tie = f"{words} {shown}{f' +{len(members) - 2}' if len(members) > 2 else ''}"
+                break
+        return SideFacts(name, tuple(v.shape), v.dtype, tuple(v.stride), v.offset, v.nbytes, storage, tie)
 
     def static(self, heading: str) -> tuple[bytes, str, str, str]:
         """The picture a page without the live explorer shows in compare mode: the static side
@@ -259,17 +303,20 @@ class CompareRows:
         return '<div class="tvz-details">' + "".join(_pair_block(self.row(k), k) for k in keys) + "</div>"
 
 
-def _in_a(d: LayoutDiff, name: str) -> bool:
-    return d.layout_a is not None and name in d.layout_a
-
-
-def _extra_marks(d: LayoutDiff) -> dict[Any, int]:
-    """Marks the static picture's tags leave out: a tie lost or gained on a row only in one side
-    too, sharing lost/gained (overlap groups that are not also a tie lost/gained) and moved to
-    another file. Keys: a-names; ``("b", name)`` for a name of b whose row is only in b."""
-    to_a = {b: a for a, b in d.renamed}
-    a_names = d.layout_a
-    out: dict[Any, int] = {}
+def _sparse_marks(d: LayoutDiff, c: DiffColumns) -> list[tuple[np.ndarray, int]]:
+    """(rows, bits) of the marks not in :attr:`DiffColumns.renamed`: what changed in words
+    (:attr:`DiffColumns.tags`, "only in a/b" included), a tie lost or gained on a row only in
+    one side too, sharing lost/gained (overlap groups that are not also a tie lost/gained) and
+    moved to another file. Per change, never per row."""
+    pos_a, pos_b = c.pos_a, c.pos_b
+    out: list[tuple[np.ndarray, int]] = []
+    by_bits: dict[int, list[int]] = {}
+    for row, words in c.tags.items():
+        bits = 0
+        for w in words:
+            bits |= _BIT.get(w, 0)
+        by_bits.setdefault(bits, []).append(row)
+    out += [(np.array(rows, dtype=np.int64), bits) for bits, rows in by_bits.items() if bits]
     ties = set(d.ties_lost) | set(d.ties_gained)
     kinds = (
         (d.ties_lost, "tie lost", False, ()),
@@ -278,16 +325,12 @@ def _extra_marks(d: LayoutDiff) -> dict[Any, int]:
         (d.sharing_gained, "sharing gained", True, ties),
     )
     for groups, word, side_b, skip in kinds:
-        for g in groups:
-            if g in skip:
-                continue
-            for n in g:
-                key: Any = to_a.get(n, n) if side_b else n
-                if side_b and (a_names is None or key not in a_names):
-                    key = ("b", n)
-                out[key] = out.get(key, 0) | _BIT[word]
-    for m in d.moved:
-        out[m.name] = out.get(m.name, 0) | _BIT["moved to another file"]
+        names = [n for g in groups if g not in skip for n in g]
+        if names:
+            rows = c.row_of_b[[pos_b[n] for n in names]] if side_b else np.array([pos_a[n] for n in names])
+            out.append((rows, _BIT[word]))
+    if d.moved:
+        out.append((np.array([pos_a[m.name] for m in d.moved]), _BIT["moved to another file"]))
     return out
 
 
@@ -318,28 +361,6 @@ def rename_rule(a: str, b: str) -> str:
         k -= 1
     parts = [f"{p!r} removed from {side}" for p, side in ((a[: len(a) - k], "a"), (b[: len(b) - k], "b")) if p]
     return f"prefix {' and '.join(parts)}" if parts else ""
-
-
-def side_facts(layout: Layout, name: str) -> SideFacts:
-    """The facts of ``name`` on one side: geometry, bytes, its storage in words and its tie
-    (the other names of its exact span; else the names it shares bytes with)."""
-    v = layout[name]
-    s = layout.storage(name)
-    storage = f"#{s.index} {s.label or s.device} · {byte_text(s.nbytes)}"
-    return SideFacts(name, tuple(v.shape), v.dtype, tuple(v.stride), v.offset, v.nbytes, storage, _tie(layout, name))
-
-
-def _tie(layout: Layout, name: str) -> str:
-    i = layout.position(name)
-    for by, words in _TIES:
-        order, bounds = layout.group_members(by)
-        g = int(layout.group_index(by)[i])
-        members = [layout.names[j] for j in order[bounds[g] : bounds[g + 1]].tolist() if j != i]
-        if members:
-            shown = ", ".join(elide(m, _PARTNER) for m in members[:2])
-            more = f" +{len(members) - 2}" if len(members) > 2 else ""
-            return f"{words} {shown}{more}"
-    return ""
 
 
 _TIES: tuple[tuple[GroupBy, str], ...] = (("span", "tied with"), ("overlap", "shares bytes with"))

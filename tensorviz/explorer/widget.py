@@ -40,6 +40,8 @@ from tensorviz.core.diff import LayoutDiff, diff_layouts
 from tensorviz.core.layout import Layout, as_layout
 from tensorviz.core.rows import gc_paused
 from tensorviz.explorer.compare import CompareRows
+from tensorviz.explorer.comparepane import attach as attach_compare
+from tensorviz.explorer.comparepane import choice_layouts
 from tensorviz.explorer.controls import ExplorerControls, storage_index
 
 # The pure helpers, also importable from here (tests and notebooks use them).
@@ -128,17 +130,15 @@ class Explorer(ExplorerControls, W.VBox):
         compare: Any = None,
     ):
         self.tensor_layout = layout
-        # compare mode: this layout (a) and another (b) row by row above the lanes (compare: their
-        # LayoutDiff, or b itself: anything tv.diff takes)
-        if compare is not None and not isinstance(compare, LayoutDiff):
-            compare = diff_layouts(layout, as_layout(compare))
-        self.compare_rows: CompareRows | None = None if compare is None else CompareRows(compare)
+        self.compare_rows: CompareRows | None = None
+        self._set_compare(compare)
         self.last_error: BaseException | None = None
         self.last_traceback = ""
         self.save_subject: Callable[[], Any] | None = None  # weakref to the analysed object
         self._renderer = Renderer(layout, dpi=dpi, max_lanes=max_lanes, width=width, canvas_lanes=canvas_lanes)
         state = normalise(state or ExplorerState(), layout)
         self._build_controls(state)
+        self._set_compare(self.compare_rows and self.compare_rows.diff)
         super().__init__(children=self._arrange())
         self.add_class("tvz-explorer")
         self.add_class(f"tvz-live-{self.model_id}")
@@ -148,6 +148,34 @@ class Explorer(ExplorerControls, W.VBox):
         self._wire()
         self._add_tree_panel()
         self._show(state)  # not guarded: a first render that fails raises to the caller
+
+    def compare_with(self, other: Any) -> None:
+        """Compare with ``other`` from now on (the compare mode: both layouts row by row above
+        the lanes), or stop comparing (None). The "compare with…" row calls it.
+
+        Args:
+            other: anything ``tv.explore(obj, compare=)`` takes: a model, a state dict, a path
+                or URL (a file, folder, index, DCP folder, ``hf://``), a Layout, or a
+                ``tv.diff(obj, other)`` result; None goes back to one source.
+
+        Raises:
+            TensorvizError: ``other`` cannot be read (the message names it and the fix); the
+                picture stays as it was.
+
+        >>> ex.compare_with("reloaded/model.safetensors")   # doctest: +SKIP
+        """
+        with gc_paused():
+            self._set_compare(other)
+        self._show(self.state)
+
+    def _set_compare(self, compare: Any) -> None:
+        """Keep the compare mode's rows: ``compare`` is a LayoutDiff, or b (anything tv.diff
+        takes), or None (one source)."""
+        if compare is not None and not isinstance(compare, LayoutDiff):
+            compare = diff_layouts(self.tensor_layout, as_layout(compare))
+        self.compare_rows = None if compare is None else CompareRows(compare)
+        if hasattr(self, "canvas"):  # built: the hover of a's views asks it for rows not sent
+            self.canvas.compare_lookup = None if self.compare_rows is None else self.compare_rows.lookup
 
     def _add_stand_in_rule(self) -> None:
         """The hidden ``<style>`` that hides this explorer's stand-in while its canvas is drawn
@@ -396,6 +424,7 @@ def explore(
     load: Any = None,
     loader: str | None = None,
     compare: Any = None,
+    compare_choices: dict[str, Any] | None = None,
 ) -> Explorer:
     """An interactive explorer of where ``obj``'s tensors live (ipywidgets, in a notebook).
 
@@ -424,8 +453,8 @@ def explore(
             live explorer hides it (:mod:`tensorviz.explorer.static`). With ``False`` the picture
             travels in the explorer's own bundle instead, where the widget view outranks it.
         load, loader: a source to load into ``obj``, the first loader (:func:`tensorviz.explore`).
-        compare: anything ``obj`` may be, or a ``tv.diff(obj, b)`` result: the canvas also draws a
-            and b row by row as :func:`tensorviz.diff` matches them, hover showing both sides.
+        compare, compare_choices: b, drawn with a row by row (:func:`tensorviz.explore`); named
+            things the "compare with…" row offers (:mod:`tensorviz.explorer.comparepane`).
 
     Returns:
         The :class:`Explorer` widget (display it, e.g. as the cell's last expression).
@@ -447,7 +476,9 @@ def explore(
             expand_simple=expand_simple, all_storages=all_storages,
         )  # fmt: skip
         static = 40 if max_lanes is None else max_lanes  # the canvas: every lane, unless max_lanes says
+        choices = choice_layouts(compare_choices)  # before the explorer: a bad choice raises first
         ex = Explorer(layout, state, max_lanes=static, dpi=dpi, width=width, canvas_lanes=max_lanes, compare=compare)
+        attach_compare(ex, choices)
         if not isinstance(obj, (Layout, str, os.PathLike)):
             with contextlib.suppress(TypeError):  # a dict or list: the layout's check is what its savers see
                 ex.save_subject = weakref.ref(obj)

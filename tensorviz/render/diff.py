@@ -21,12 +21,24 @@ import base64
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+
 from tensorviz.core.diff import LayoutDiff
 from tensorviz.core.diff_text import fold
 from tensorviz.core.names import elide
 from tensorviz.core.units import format_bytes
 
-__all__ = ["DiffRow", "ShownDiff", "diff_rows", "diff_items", "diff_figure", "show_diff"]
+__all__ = [
+    "DiffRow",
+    "DiffColumns",
+    "ShownDiff",
+    "diff_rows",
+    "diff_items",
+    "diff_columns",
+    "diff_figure",
+    "show_diff",
+    "KINDS",
+]
 
 #: Hatch and edge per kind of row: the pattern carries the meaning, not only the colour.
 STYLES: dict[str, tuple[str, str, Literal["solid", "dashed", "dotted"]]] = {
@@ -50,12 +62,11 @@ class DiffRow:
     count: int = 1
 
 
-def _tags(d: LayoutDiff) -> tuple[dict[str, list[str]], dict[str, str]]:
-    """Per a-name (b-names for b only) the words of what changed; per b-name its a-name."""
-    to_a = {b: a for a, b in d.renamed}
+def _tags(d: LayoutDiff) -> dict[str, list[str]]:
+    """Per a-name (b-names for b only) the words of what changed, but "renamed" (in
+    :attr:`DiffColumns.renamed`)."""
+    to_a = {b: a for a, b in d.renamed} if d.ties_gained else {}  # b-names of a tie gained -> a-names
     tags: dict[str, list[str]] = {}
-    for a, _ in d.renamed:
-        tags.setdefault(a, []).append("renamed")
     for c in d.changed:
         if c.field != "nbytes":
             tags.setdefault(c.name, []).append(c.field)
@@ -66,7 +77,72 @@ def _tags(d: LayoutDiff) -> tuple[dict[str, list[str]], dict[str, str]]:
     if d.content is not None:
         for n in d.content.different:
             tags.setdefault(n, []).append("bytes differ")
-    return tags, to_a
+    return tags
+
+
+#: Row kinds in code order (:attr:`DiffColumns.kind`): the keys of :data:`STYLES`.
+KINDS = ("same", "changed", "tie", "only")
+
+
+@dataclass(frozen=True, eq=False)
+class DiffColumns:
+    """The rows of a diff as columns, in the order they are drawn (a's names in a's order, a
+    matched name of b on its a-name's row, then the names only in b).
+
+    ``a``/``b``: each row's position in ``layout_a``/``layout_b`` (-1: not on that side; a's
+    rows are rows ``0 … len(layout_a) - 1``); ``kind``: an index into :data:`KINDS`;
+    ``renamed``: matched by a rule; ``tags``: the words of what else changed, for the rows
+    that have any (row -> words); ``row_of_b``: per view of b, its row; ``pos_a``/``pos_b``:
+    each name's position in its layout.
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    kind: np.ndarray
+    renamed: np.ndarray
+    tags: dict[int, tuple[str, ...]]
+    row_of_b: np.ndarray
+    pos_a: dict[str, int]
+    pos_b: dict[str, int]
+
+    def row_tags(self, row: int) -> tuple[str, ...]:
+        """Row ``row``'s words of what changed ("renamed" first, as :func:`diff_items` has them)."""
+        return (("renamed",) if self.renamed[row] else ()) + self.tags.get(row, ())
+
+
+def diff_columns(d: LayoutDiff) -> DiffColumns:
+    """The aligned rows of ``d`` as numpy columns (see :class:`DiffColumns`): a dictionary
+    look-up per name, the rest per change, never a record per view."""
+    la, lb = d.layout_a, d.layout_b
+    assert la is not None and lb is not None  # a diff made by tv.diff holds both layouts
+    names_a, names_b = la.names, lb.names
+    na = len(names_a)
+    pos_a, pos_b = dict(zip(names_a, range(na))), dict(zip(names_b, range(len(names_b))))
+    positions = lambda names, pos: np.fromiter(map(pos.__getitem__, names), np.int64, len(names))  # noqa: E731
+    ib = np.fromiter((pos_b.get(n, -1) for n in names_a), np.int64, na)  # exact names match first
+    only_a, only_b = positions(d.only_a, pos_a), positions(d.only_b, pos_b)
+    renamed = np.zeros(na + len(only_b), dtype=bool)
+    if d.renamed:
+        ra = positions([x for x, _ in d.renamed], pos_a)
+        ib[ra] = positions([y for _, y in d.renamed], pos_b)
+        renamed[ra] = True
+    ib[only_a] = -1
+    a = np.concatenate([np.arange(na, dtype=np.int64), np.full(len(only_b), -1, dtype=np.int64)])
+    b = np.concatenate([ib, only_b])
+    kind = np.zeros(len(a), dtype=np.uint8)
+    tags: dict[int, tuple[str, ...]] = {}
+    for name, words in _tags(d).items():
+        i = pos_a.get(name)
+        if i is not None:
+            tags[i] = tuple(dict.fromkeys(words))
+            kind[i] = KINDS.index("tie" if any(w.startswith("tie") for w in tags[i]) else "changed")
+    kind[only_a] = kind[na:] = KINDS.index("only")
+    tags.update(dict.fromkeys(only_a.tolist(), ("only in a",)))
+    tags.update(dict.fromkeys(range(na, len(a)), ("only in b",)))
+    row_of_b = np.full(len(names_b), -1, dtype=np.int64)
+    matched = np.flatnonzero(b >= 0)
+    row_of_b[b[matched]] = matched
+    return DiffColumns(a, b, kind, renamed, tags, row_of_b, pos_a, pos_b)
 
 
 def diff_rows(d: LayoutDiff, max_rows: int = 40) -> tuple[list[DiffRow], int]:
@@ -82,22 +158,17 @@ def diff_items(d: LayoutDiff) -> list[tuple[str, tuple]]:
     """One item per name before folding, in the order the rows are drawn (a's names in a's
     order, a matched name of b on its a-name's row, then the names only in b):
     ``(name, (bytes in a, bytes in b, tags, kind))``, None where a side has no such name.
-    The explorer's compare mode aligns its rows by the same items (:mod:`tensorviz.explorer.compare`)."""
+    The explorer's compare mode aligns its rows by the same columns (:func:`diff_columns`)."""
     la, lb = d.layout_a, d.layout_b
     assert la is not None and lb is not None  # a diff made by tv.diff holds both layouts
-    tags, to_a = _tags(d)
-    only_a = set(d.only_a)
+    c = diff_columns(d)
+    names_a, names_b = la.names, lb.names
+    bytes_a, bytes_b = [v.nbytes for v in la.views], [v.nbytes for v in lb.views]
     items: list[tuple[str, tuple]] = []
-    for v in la.views:
-        if v.name in only_a:
-            items.append((v.name, (v.nbytes, None, ("only in a",), "only")))
-            continue
-        t = tuple(dict.fromkeys(tags.get(v.name, ())))
-        kind = "tie" if any(x.startswith("tie") for x in t) else ("changed" if set(t) - {"renamed"} else "same")
-        items.append((v.name, (v.nbytes, None, t, kind)))
-    sizes_b = {to_a.get(v.name, v.name): v.nbytes for v in lb.views}
-    items = [(n, (a, sizes_b.get(n), t, k)) for n, (a, _, t, k) in items]
-    items += [(n, (None, lb[n].nbytes, ("only in b",), "only")) for n in d.only_b]
+    for row, (i, j, k) in enumerate(zip(c.a.tolist(), c.b.tolist(), c.kind.tolist())):
+        a = bytes_a[i] if i >= 0 else None
+        b = bytes_b[j] if j >= 0 else None
+        items.append((names_a[i] if i >= 0 else names_b[j], (a, b, c.row_tags(row), KINDS[k])))
     return items
 
 

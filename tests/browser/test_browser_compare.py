@@ -36,6 +36,36 @@ b["module.rotary.inv_freq"] = torch.zeros(8)
 ex = tv.explore(a, compare=b, snapshot=False)
 ex"""
 
+#: a: a tie (embed ≡ lm_head) and 3,005 one-float slices of one storage; b: the tie lost (a
+#: float16 embed, lm_head a copy), the last slice gone. 3 rows are marked, so 2,997 of the 3,004
+#: unchanged ones are sent (ROW_BUDGET 3,000): s.2997 … s.3003 reach the hover from the kernel.
+#: The second explorer starts zoomed onto the slices s.2996 … s.3004.
+LANES = """\
+import torch
+import tensorviz as tv
+
+emb = torch.zeros(64, 16)
+base = torch.zeros(3005)
+a = {"embed.weight": emb, "lm_head.weight": emb, **{f"s.{i}": base[i : i + 1] for i in range(3005)}}
+b = {"embed.weight": emb.half(), "lm_head.weight": emb.clone(), **{f"s.{i}": base[i : i + 1] for i in range(3004)}}
+tv.explore(a, compare=b, snapshot=False)"""
+ZOOMED = """tv.explore(a, compare=b, storage="s.0", byte_range=(11984, 12020), snapshot=False)"""
+
+#: Opened with one source; the "compare with…" row picks b: a file written here by
+#: safetensors' save_file (the tie cloned, head in float16, a buffer added), a file that is not
+#: safetensors (its name markup: shown escaped), or the named choice "wrapped".
+PICK = """\
+import torch
+import tensorviz as tv
+from safetensors.torch import save_file
+
+emb = torch.zeros(10, 4)
+a = {"emb.weight": emb, "head.weight": emb, "mid.bias": torch.zeros(3)}
+b = {"emb.weight": emb.clone(), "head.weight": emb.half(), "mid.bias": torch.zeros(3), "inv": torch.zeros(2)}
+save_file(b, "b.safetensors")
+open("bad<b>.safetensors", "wb").write(b"\\xff" * 8)
+tv.explore(a, compare_choices={"wrapped": {f"module.{k}": v for k, v in a.items()}}, snapshot=False)"""
+
 LLAMA = """\
 import json
 import time
@@ -59,6 +89,8 @@ def lab(tmp_path_factory):
     root, side = tmp_path_factory.mktemp("labroot"), tmp_path_factory.mktemp("labside")
     write_notebook(root, "small.ipynb", [SMALL])
     write_notebook(root, "llama.ipynb", [LLAMA])
+    write_notebook(root, "lanes.ipynb", [LANES, ZOOMED])
+    write_notebook(root, "pick.ipynb", [PICK])
     with lab_server(root, side, SHOTS) as url:
         yield url
 
@@ -76,9 +108,14 @@ def _open(pg, lab: str, stem: str, width: int, height: int = 2400):
     return pg, ex
 
 
-def _hover(pg, ex, key: str) -> dict:
-    """Move the mouse onto the row of ``key`` (scrolled into view first)."""
-    at = ex.locator(".tvz-cv").evaluate("(el, key) => el.tvz.compare(key)", key)
+def _hover(pg, ex, key: str, hook: str = "compare", box: str = ".tvz-cmp") -> dict:
+    """Move the mouse onto the row of ``key`` (``hook="locate"``, ``box=".tvz-cv-scroll"``: the
+    bar of a view in the lanes), scrolled into view in its box, the box into the page's view."""
+    at = ex.locator(".tvz-cv").evaluate(
+        """(el, [key, hook, box]) => { el.tvz[hook](key); el.querySelector(box).scrollIntoView({ block: "center" });
+        return el.tvz[hook](key); }""",
+        [key, hook, box],
+    )
     assert at is not None, key
     pg.mouse.move(at["x"], at["y"] - 30)
     pg.mouse.move(at["x"], at["y"])
@@ -141,6 +178,115 @@ def test_compare_hover_select_keyboard(lab, page, theme, width):
 
 def _stem(theme: str) -> str:
     return theme.lower().replace("jupyterlab ", "").replace(" ", "_")
+
+
+def _hover_bar(pg, ex, name: str) -> None:
+    """Move the mouse onto the bar of ``name`` in the lanes."""
+    _hover(pg, ex, name, "locate", ".tvz-cv-scroll")
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_hover_on_a_lane_shows_the_matched_view_in_b(lab, page, theme, width):
+    """Hovering a view of a in the lanes (not the compare rows) shows its matched view in b:
+    from the rows sent, from the kernel for a row not sent, and "only in a" when unmatched."""
+    from playwright.sync_api import expect
+
+    set_theme(lab, theme)
+    pg = page
+    pg.set_viewport_size({"width": width, "height": 1800})
+    open_notebook(pg, lab, "lanes.ipynb")
+    run_all(pg)
+    explorers = pg.locator(".jp-OutputArea-output .tvz-explorer")
+    expect(explorers.nth(1).locator(".tvz-cmp-summary")).to_contain_text("matched", timeout=180_000)
+    pg.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}")
+    ex = explorers.nth(0)
+    expect(ex.locator(".tvz-cmp-summary")).to_have_text(
+        "3,007 tensors in a, 3,006 in b, 3,006 matched · only in a 1, tie lost 2, dtype 1 · differ"
+    )
+    expect(ex.locator(".tvz-cmp-foot")).to_contain_text("… 7 more unchanged rows not sent")
+    tip = ex.locator(".tvz-cv > .tvz-tip")
+    _hover_bar(pg, ex, "embed.weight")  # grouped by storage: a bar per name of the tie
+    expect(tip).to_be_visible()
+    text = tip.inner_text()
+    tail = text[text.index("in b: ") :].split("\n")
+    assert tail == [
+        "in b: embed.weight",
+        "≢ tie lost · Δ dtype",
+        "        a                          b",
+        "shape   (64, 16)                   (64, 16)",
+        "dtype   float32                  ≠ float16",
+        "stride  (16, 1)                    (16, 1)",
+        "offset  0                          0",
+        "bytes   a: 4 KiB (4,096 B)",
+        "      ≠ b: 2 KiB (2,048 B)",
+        "storage a: #0 cpu · 4 KiB",
+        "        b: #0 cpu · 2 KiB",
+        "tie     a: tied with lm_head.weight",
+        "      ≠ b: none",
+    ], text
+    pg.screenshot(path=str(SHOTS / f"compare_lane_hover_{_stem(theme)}_{width}.png"))
+    zoomed = explorers.nth(1)
+    tip = zoomed.locator(".tvz-cv > .tvz-tip")
+    _hover_bar(pg, zoomed, "s.3000")  # its row was not sent: the kernel answers
+    expect(tip).to_contain_text("in b: s.3000\nno change\n")
+    expect(tip).to_contain_text("offset  3,000                      3,000")
+    expect(tip).to_contain_text("bytes   a: 4 B\n        b: 4 B")
+    pg.screenshot(path=str(SHOTS / f"compare_lane_kernel_{_stem(theme)}_{width}.png"))
+    _hover_bar(pg, zoomed, "s.3004")
+    expect(tip).to_contain_text("in b: — only in a (no tensor of b matches it by name or rule)")
+    assert not pg.errors, pg.errors
+    if theme != "JupyterLab Light":
+        set_theme(lab, "JupyterLab Light")
+
+
+@pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_compare_with_a_path_typed(lab, page, theme, width):
+    """The "compare with…" row: a path typed and Enter draws the compare rows; a file that is not
+    safetensors says why (escaped) and keeps them; the dropdown compares with a named choice."""
+    from playwright.sync_api import expect
+
+    set_theme(lab, theme)
+    pg = page
+    pg.set_viewport_size({"width": width, "height": 1600})
+    open_notebook(pg, lab, "pick.ipynb")
+    run_all(pg)
+    ex = pg.locator(".jp-OutputArea-output .tvz-explorer").first
+    path = ex.locator(".tvz-compare-path input")
+    expect(path).to_be_visible(timeout=180_000)
+    pg.wait_for_function(f"document.body.dataset.jpThemeName === {json.dumps(theme)}")
+    expect(ex.locator(".tvz-cmp")).to_be_hidden()
+    path.fill("b.safetensors")
+    path.press("Enter")
+    summary = "3 tensors in a, 4 in b, 3 matched · only in b 1, tie lost 2, dtype 1 · differ"
+    expect(ex.locator(".tvz-cmp-summary")).to_have_text(summary)
+    note = ex.locator(".tvz-compare-note")
+    expect(note).to_have_text("comparing with b.safetensors")
+    expect(ex.locator(".tvz-cmp-foot")).to_contain_text("rows 1–4 of 4")
+    _hover(pg, ex, "head.weight")
+    expect(ex.locator(".tvz-cv > .tvz-tip")).to_contain_text("dtype   float32                  ≠ float16")
+    pg.mouse.move(5, 5)
+    ex.screenshot(path=str(SHOTS / f"compare_with_{_stem(theme)}_{width}.png"))
+    path.fill("bad<b>.safetensors")
+    path.press("Enter")
+    expect(note).to_have_text(
+        "⚠ could not compare with bad<b>.safetensors: bad<b>.safetensors: its first 8 bytes are not a "
+        "safetensors header length (they claim more bytes than the 100000000-byte limit safetensors enforces); "
+        "the file is 8 bytes, truncated, corrupt or not safetensors"
+    )
+    assert note.locator("b").count() == 0  # the name's markup is text
+    expect(ex.locator(".tvz-cmp-summary")).to_have_text(summary)  # the comparison shown stays
+    ex.locator(".tvz-compare").screenshot(path=str(SHOTS / f"compare_with_error_{_stem(theme)}_{width}.png"))
+    ex.locator(".tvz-compare select").select_option("wrapped")
+    expect(ex.locator(".tvz-cmp-summary")).to_have_text(
+        "3 tensors in a, 3 in b, 3 matched (3 by rule) · no field, tie or sharing changed · differ"
+    )
+    ex.get_by_role("button", name="stop comparing").click()
+    expect(ex.locator(".tvz-cmp")).to_be_hidden()
+    assert not pg.errors, pg.errors
+    if theme != "JupyterLab Light":
+        set_theme(lab, "JupyterLab Light")
 
 
 def test_compare_70b_meta_vs_itself_with_one_layer_in_bf16(lab, page):

@@ -6,6 +6,7 @@ the selection of a pair; the row budget; escaping."""
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Callable
 from typing import Any
@@ -260,3 +261,230 @@ def test_a_diff_with_content_marks_bytes_that_differ():
     ex = tv.explore(a, compare=tv.diff(a, b, content=True), snapshot=False)
     marked = {r.key for r in ex.compare_rows.section().rows if "bytes differ" in r.words}
     assert marked == {k for k in a if not torch.equal(a[k], b[k])} == {"changed"}
+
+
+def _slices(n: int) -> dict[str, torch.Tensor]:
+    base = torch.zeros(n)
+    return {f"s.{i}": base[i : i + 1] for i in range(n)}
+
+
+def test_a_hover_asks_the_kernel_for_rows_not_sent():
+    """A view of a whose row was not sent (past the row budget) is hovered: the browser asks
+    (a custom message, names as it shows them) and the canvas answers with exactly those rows
+    (the same wire form: its frame the message's buffer), with the payload's revision."""
+    from tensorviz.explorer.compare import ROW_BUDGET
+
+    a = _slices(ROW_BUDGET + 5)
+    b = dict(a)
+    b["s.0"] = a["s.0"].double()
+    b["evil<b>\u202e"] = torch.zeros(2)
+    ex = tv.explore(a, compare=b, snapshot=False)
+    sent = ex.canvas.payload["compare"]
+    assert (sent["total"], sent["left_out"]) == (ROW_BUDGET + 6, 6)
+    assert "s.3004" not in {r.key for r in ex.compare_rows.section().rows}
+    answers: list[tuple[dict, list]] = []
+    ex.canvas.send = lambda content, buffers=None: answers.append((content, buffers))  # the comm: recorded
+    ex.canvas._handle_custom_msg({"kind": "compare_rows", "names": ["s.3004", "s.0", "nope"]}, [])
+    ((content, buffers),) = answers
+    assert content["asked"] == ["s.3004", "s.0", "nope"] and content["revision"] == ex.canvas.revision
+    got = _decoded({**content, "frame": buffers[0]})
+    assert got["names_a"] == ["s.3004", "s.0"] and got["names_b"] == ["", ""]  # "": the same name
+    assert (got["side"], got["marks"]) == ([3, 3], [0, 1 << [m[2] for m in MARKS].index("dtype")])
+    assert (got["bytes_a"], got["bytes_b"]) == ([4.0, 4.0], [4.0, 8.0])
+    facts = unframe(buffers[0], tuple(content["columns"]))
+    assert facts["offset_a"] == facts["offset_b"] == np.array([3004.0, 0.0], "<f8").tobytes()
+    ex.canvas._handle_custom_msg({"kind": "other"}, [])  # not ours: no answer
+    assert len(answers) == 1
+
+
+def _two_files(tmp_path) -> tuple[dict[str, torch.Tensor], str, str]:
+    """a: a tied state dict; b.safetensors: what save_file writes of it with the tie cloned, the
+    head in float16 and a buffer added; bad.safetensors: 8 bytes that are not a header."""
+    from safetensors.torch import save_file
+
+    emb = torch.zeros(10, 4)
+    a = {"emb.weight": emb, "head.weight": emb, "mid.bias": torch.zeros(3)}
+    b_path, bad = str(tmp_path / "b.safetensors"), tmp_path / "bad.safetensors"
+    save_file(
+        {"emb.weight": emb.clone(), "head.weight": emb.half(), "mid.bias": torch.zeros(3), "inv": torch.zeros(2)},
+        b_path,
+    )
+    bad.write_bytes(b"\xff" * 8)
+    return a, b_path, str(bad)
+
+
+_FILE_ROWS = [
+    ("emb.weight", "emb.weight", ("tie lost",), 160, 160),
+    ("head.weight", "head.weight", ("tie lost", "dtype"), 160, 80),
+    ("mid.bias", "mid.bias", (), 12, 12),
+    ("inv", "inv", ("only in b",), None, 8),
+]
+
+
+def test_compare_with_a_path_typed(tmp_path):
+    """Opened with one source, the "compare with…" row compares with a file typed (read
+    header-only): the rows are exactly the diff's; "stop comparing" goes back to one source."""
+    a, b_path, _ = _two_files(tmp_path)
+    ex = tv.explore(a, snapshot=False)
+    assert ex.compare_rows is None and "compare" not in ex.canvas.payload
+    assert ex.compare_box in ex.children and ex.compare_stop.disabled
+    assert ex.compare_choice.layout.display == "none"  # no choices given: no dropdown
+    ex.compare_path.value = b_path  # Enter (or leaving the field) sends the value
+    assert ex.compare_rows is not None and _rows(ex.compare_rows.section()) == _FILE_ROWS
+    sent = ex.canvas.payload["compare"]
+    assert sent["total"] == 4 and sent["sources"][1] == b_path
+    assert ex.canvas.compare_lookup == ex.compare_rows.lookup
+    assert ex.compare_note.value == f'<span class="tvz-muted">comparing with {b_path}</span>'
+    assert sent["summary"] == "3 tensors in a, 4 in b, 3 matched · only in b 1, tie lost 2, dtype 1 · differ"
+    assert not ex.compare_stop.disabled
+    ex.compare_stop.click()
+    assert ex.compare_rows is None and "compare" not in ex.canvas.payload and ex.compare_note.value == ""
+    assert ex.canvas.compare_lookup is None
+    ex.compare_button.click()  # the same path again, by the button
+    assert _rows(ex.compare_rows.section()) == _FILE_ROWS
+
+
+def test_compare_with_a_bad_path_says_why_and_keeps_the_picture(tmp_path):
+    """A path that cannot be read: the library's own message, escaped, in the row (no
+    traceback); the comparison shown before stays."""
+    a, b_path, bad = _two_files(tmp_path)
+    ex = tv.explore(a, compare=b_path, snapshot=False)
+    before = ex.canvas.payload
+    ex.compare_path.value = bad
+    assert ex.compare_note.value == (
+        f'<span class="tvz-error">⚠ could not compare with {bad}: {bad}: its first 8 bytes are not a safetensors '
+        "header length (they claim more bytes than the 100000000-byte limit safetensors enforces); the file "
+        "is 8 bytes, truncated, corrupt or not safetensors</span>"
+    )
+    assert ex.canvas.payload is before and _rows(ex.compare_rows.section()) == _FILE_ROWS
+    assert isinstance(ex.last_error, tv.TensorvizError) and "Traceback" in ex.last_traceback
+    missing = str(tmp_path / "<b>missing.safetensors")
+    ex.compare_path.value = missing
+    said = html.escape(f"could not compare with {missing}: no such file or folder: '{missing}'")
+    assert ex.compare_note.value == f'<span class="tvz-error">⚠ {said}</span>'
+    assert "Traceback" not in ex.compare_note.value and "<b>" not in ex.compare_note.value
+    ex.compare_path.value = " "
+    ex.compare_button.click()
+    assert "type a path or URL to compare with" in ex.compare_note.value
+
+
+def test_compare_choices_in_a_dropdown(tmp_path):
+    """compare_choices: objects analysed when the explorer is built (a path kept as a path), a
+    pick compares with it."""
+    a, b_path, _ = _two_files(tmp_path)
+    renamed = {f"module.{k}": v for k, v in a.items()}
+    ex = tv.explore(a, compare_choices={"wrapped": renamed, "file": b_path}, snapshot=False)
+    assert isinstance(ex.compare_choices["wrapped"], tv.Layout) and ex.compare_choices["file"] == b_path
+    assert [o[0] for o in ex.compare_choice.options] == ["— a named choice —", "wrapped", "file"]
+    ex.compare_choice.value = "wrapped"
+    assert _rows(ex.compare_rows.section()) == [
+        ("emb.weight", "module.emb.weight", ("renamed",), 160, 160),
+        ("head.weight", "module.head.weight", ("renamed",), 160, 160),
+        ("mid.bias", "module.mid.bias", ("renamed",), 12, 12),
+    ]
+    ex.compare_choice.value = "file"
+    assert _rows(ex.compare_rows.section()) == _FILE_ROWS
+    with pytest.raises(TypeError, match="compare_choices must map names"):
+        tv.explore(a, compare_choices=[renamed], snapshot=False)
+
+
+def _reference_rows(d) -> list[tuple]:
+    """The rows as the compare mode aligned and marked them before they were columns: a record
+    per name, plain dictionaries (key, a-name, b-name, marks in words, kind, tags)."""
+    to_a, to_b = {y: x for x, y in d.renamed}, dict(d.renamed)
+    tags: dict[str, list[str]] = {}
+    for x, _ in d.renamed:
+        tags.setdefault(x, []).append("renamed")
+    for c in d.changed:
+        if c.field != "nbytes":
+            tags.setdefault(c.name, []).append(c.field)
+    for groups, word, back in ((d.ties_lost, "tie lost", False), (d.ties_gained, "tie gained", True)):
+        for g in groups:
+            for n in g:
+                tags.setdefault(to_a.get(n, n) if back else n, []).append(word)
+    if d.content is not None:
+        for n in d.content.different:
+            tags.setdefault(n, []).append("bytes differ")
+    extra: dict[Any, set[str]] = {}
+    ties = set(d.ties_lost) | set(d.ties_gained)
+    for groups, word, side_b, skip in (
+        (d.ties_lost, "tie lost", False, ()),
+        (d.ties_gained, "tie gained", True, ()),
+        (d.sharing_lost, "sharing lost", False, ties),
+        (d.sharing_gained, "sharing gained", True, ties),
+    ):
+        for g in groups:
+            if g not in skip:
+                for n in g:
+                    key: Any = to_a.get(n, n) if side_b else n
+                    extra.setdefault(key if key in d.layout_a else ("b", n), set()).add(word)
+    for m in d.moved:
+        extra.setdefault(m.name, set()).add("moved to another file")
+    rows = []
+    for v in d.layout_a.views:
+        if v.name in d.only_a:
+            rows.append((v.name, v.name, None, {"only in a"} | extra.get(v.name, set()), "only", ("only in a",)))
+            continue
+        t = tuple(dict.fromkeys(tags.get(v.name, ())))
+        kind = "tie" if any(x.startswith("tie") for x in t) else ("changed" if set(t) - {"renamed"} else "same")
+        rows.append((v.name, v.name, to_b.get(v.name, v.name), set(t) | extra.get(v.name, set()), kind, t))
+    for n in d.only_b:
+        rows.append((n, None, n, {"only in b"} | extra.get(("b", n), set()), "only", ("only in b",)))
+    return rows
+
+
+def _mixed(seed: int) -> tuple[dict, dict]:
+    """A state dict and a changed copy: renames by prefix, casts, reshapes, ties lost and
+    gained, sharing lost (a row view cloned), names only on one side, in a shuffled order."""
+    g = torch.Generator().manual_seed(seed)
+    pick = lambda k: int(torch.randint(k, (1,), generator=g))  # noqa: E731
+    a: dict[str, torch.Tensor] = {}
+    for i in range(60):
+        kind = pick(4)
+        if kind == 0 and a:
+            a[f"l{i}.tie"] = a[list(a)[pick(len(a))]]
+        elif kind == 1 and a:
+            base = a[list(a)[pick(len(a))]]
+            a[f"l{i}.row"] = base.view(-1)[: max(1, base.numel() // 2)]
+        else:
+            a[f"l{i}.w"] = torch.zeros(pick(5) + 1, 3)
+    prefix = "module." if seed % 2 else ""
+    b: dict[str, torch.Tensor] = {}
+    for name, t in a.items():
+        what = pick(8)
+        if what == 0:
+            continue  # only in a
+        t = t.half() if what == 1 else t.clone() if what == 2 else t.reshape(-1) if what == 3 else t
+        b[prefix + name] = t
+    b["extra.only_b"] = torch.zeros(2)
+    b["extra.tie_b"] = b["extra.only_b"]
+    return a, b
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_the_columns_align_and_mark_rows_as_a_record_per_name_did(seed, tmp_path):
+    """diff_columns (and the compare rows and diff_items built on it) against the plain
+    per-name alignment: every row's key, names, marks, kind and tags; also the table cases and
+    a diff with content."""
+    from tensorviz.render.diff import diff_columns
+
+    bits = {w: 1 << k for k, (_, _, w, _) in enumerate(MARKS)}
+    diffs = [tv.diff(*_mixed(seed))]
+    if seed == 0:
+        for k, (build, _) in CASES.items():
+            folder = tmp_path / k.replace(" ", "_")
+            folder.mkdir()
+            diffs.append(tv.diff(*build(str(folder))))
+        a = {"same": torch.ones(4), "changed": torch.ones(4)}
+        diffs.append(tv.diff(a, {"same": torch.ones(4), "changed": torch.full((4,), 2.0)}, content=True))
+    for d in diffs:
+        want = _reference_rows(d)
+        rows = CompareRows(d, budget=10**6)
+        got = [(r.key, r.name_a, r.name_b, r.marks, r.kind) for r in rows.section().rows]
+        assert got == [(k, x, y, sum(bits[w] for w in words), kind) for k, x, y, words, kind, _ in want]
+        assert [(n, f[2], f[3]) for n, f in diff_items(d)] == [(k, t, kind) for k, _, _, _, kind, t in want]
+        c = diff_columns(d)
+        assert c.row_of_b.tolist() == [
+            next(r for r, (_, _, y, *_) in enumerate(want) if y == n) for n in d.layout_b.names
+        ]
+    assert any(r[3] - {"only in a", "only in b", "renamed"} for r in _reference_rows(diffs[0]))  # changes to align

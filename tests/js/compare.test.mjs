@@ -4,7 +4,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   decodeCompare, rowKey, rowMarks, markText, rowLabel, pairTitle, rowAt, rowColumns, barLength, moveCursor, pairTooltip,
-  legendEntries, hatchLines, nextMarked, ROW_H,
+  legendEntries, hatchLines, nextMarked, matchTooltip, factLines, ROW_H,
 } from "../../tensorviz/explorer/compare.js";
 import { py } from "./vocab.mjs";
 
@@ -76,6 +76,45 @@ test("pairTooltip shows both sides' facts, marking the ones that differ", () => 
   const only = pairTooltip(c, 3);
   assert.deepEqual(only.slice(0, 4), ["module.y\\u202e<b>", "+ only in b", "a: — (not in a)", "b: module.y\\u202e<b>"]);
   assert.ok(only.includes("dtype   —                          float32"), only.join("\n"));
+});
+
+// A view of a's rows as the canvas's hover finds them: [section, row] for an a-name.
+const finder = (c, known = new Map()) => (name) => (known.has(name) ? known.get(name) : c.rowOf.has(name) && c.side[c.rowOf.get(name)] & 1 ? [c, c.rowOf.get(name)] : undefined);
+
+test("matchTooltip: a hovered view of a shows its matched view in b, side by side", () => {
+  const c = decodeCompare(section(TIED));
+  // the bar of the tie w ≡ v: w's match in full, v's in one line
+  assert.deepEqual(matchTooltip(["w", "v"], finder(c)), [
+    "in b: module.w",
+    "≢ tie lost · Δ dtype · → renamed",
+    "matched by rule: prefix 'module.' removed from b",
+    "        a                          b",
+    "shape   (4, 4)                     (4, 4)",
+    "dtype   float32                  ≠ float16",
+    "stride  (4, 1)                     (4, 1)",
+    "offset  0                          0",
+    "bytes   a: 64 B",
+    "      ≠ b: 32 B",
+    "storage a: #0 cpu · 64 B",
+    "        b: #0 cpu · 32 B",
+    "tie     a: tied with v",
+    "      ≠ b: none",
+    "v → module.v · ≢ tie lost · → renamed",
+  ]);
+  assert.deepEqual(factLines(c, 0), matchTooltip(["w"], finder(c)).slice(3));
+  assert.deepEqual(matchTooltip(["x"], finder(c)), ["in b: — only in a (no tensor of b matches it by name or rule)"]);
+});
+
+test("matchTooltip: a row not sent is asked for (undefined), one the kernel has not (null)", () => {
+  const c = decodeCompare(section(TIED));
+  assert.deepEqual(matchTooltip(["gone"], finder(c)), ["in b: asking the kernel…"]);
+  const told = finder(c, new Map([["gone", null]]));
+  assert.deepEqual(matchTooltip(["w", "gone"], told).slice(-1), ["gone → — (not in the comparison: the name filter hides its row)"]);
+  const many = matchTooltip(["w", "v", "x", "w", "v", "x"], finder(c));
+  assert.deepEqual(many.slice(-4), [
+    "v → module.v · ≢ tie lost · → renamed", "x → — only in a (no tensor of b matches it by name or rule)",
+    "w → module.w · ≢ tie lost · Δ dtype · → renamed", "… 2 more names on this bar: hover their rows above",
+  ]);
 });
 
 test("big sizes are shown exactly in the hover", () => {
