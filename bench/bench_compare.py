@@ -2,6 +2,10 @@
 
 Prints (best CPU time of ``--repeat`` interleaved runs each, seconds and ratios, and payload bytes):
 
+The compare section alone (``section``: ``CompareRows(d).section().wire()`` of a ready diff: the
+rows aligned and marked, the rows sent made and put on the wire) is timed too. Run it with
+another tree's tensorviz on ``PYTHONPATH`` for a before/after of the same measures.
+
 * llama70b -- a 70B-sized Llama on the meta device (725 tensors) against its state dict with
   layer 40 cast to bfloat16: ``tv.explore(model, compare=b)`` next to ``tv.explore(model)`` and
   ``tv.diff(model, b)``; the payload with the compare section next to the payload alone;
@@ -24,7 +28,7 @@ from bench_diff import other_side
 from bench_savecheck import best_of
 
 import tensorviz as tv
-from tensorviz.explorer.compare import ROW_BUDGET
+from tensorviz.explorer.compare import ROW_BUDGET, CompareRows
 
 
 def llama70b() -> tuple[Any, dict[str, torch.Tensor]]:
@@ -42,11 +46,13 @@ def llama70b() -> tuple[Any, dict[str, torch.Tensor]]:
 
 def row(label: str, a: Any, b: Any, repeat: int) -> dict[str, Any]:
     """Times and payload bytes of the explorer alone, with compare, and the diff, in one run."""
+    d = tv.diff(a, b)
     times = best_of(
         [
             ("explore", lambda: tv.explore(a, snapshot=False)),
             ("explore_compare", lambda: tv.explore(a, compare=b, snapshot=False)),
             ("diff", lambda: tv.diff(a, b)),
+            ("section", lambda: CompareRows(d).section().wire()),
         ],
         repeat,
     )

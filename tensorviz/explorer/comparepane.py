@@ -63,9 +63,10 @@ def attach(ex: Any, choices: dict[str, Any]) -> None:
     that choice, "stop comparing" goes back to one source."""
     ex.compare_choices = choices
     ex.compare_path = W.Text(
-        placeholder="a file, folder, index, DCP folder or URL (hf://…)",
+        placeholder="path or URL: a file, folder, hf://…",
+        tooltip="a file, folder, index, DCP folder or URL (http(s)://, hf://…): Enter compares",
         continuous_update=False,
-        layout=W.Layout(width="320px"),
+        layout=W.Layout(width="260px"),
     )
     ex.compare_path.add_class("tvz-compare-path")
     ex.compare_choice = W.Dropdown(
@@ -76,8 +77,9 @@ def attach(ex: Any, choices: dict[str, Any]) -> None:
     ex.compare_choice.layout.display = None if choices else "none"
     auto = dict(width="auto")
     ex.compare_button = W.Button(description="compare", tooltip="compare with the path typed", layout=W.Layout(**auto))
-    ex.compare_stop = W.Button(description="stop comparing", disabled=ex.compare_rows is None, layout=W.Layout(**auto))
-    ex.compare_note = W.HTML()
+    ex.compare_stop = W.Button(description="stop comparing", layout=W.Layout(**auto))
+    ex.compare_stop.layout.display = None if ex.compare_rows is not None else "none"  # shown while comparing
+    ex.compare_note = W.HTML(layout=W.Layout(display="none"))
     ex.compare_note.add_class("tvz-compare-note")
     label = W.HTML("compare with", layout=W.Layout(width="92px", margin="0 0 0 6px"))
     parts = [label, ex.compare_path, ex.compare_choice, ex.compare_button, ex.compare_stop, ex.compare_note]
@@ -121,7 +123,7 @@ def _compare(ex: Any, source: Any, label: str) -> None:
         _say(ex, f"could not compare with {shown}: {_words(err)}", error=True)
         return
     ex._compared_source = source if isinstance(source, str) else None
-    ex.compare_stop.disabled = source is None
+    ex.compare_stop.layout.display = "none" if source is None else None
     if source is None:
         _say(ex, "", error=False)
         return
@@ -137,7 +139,9 @@ def _words(err: BaseException) -> str:
 
 
 def _say(ex: Any, text: str, error: bool) -> None:
+    """The row's message (escaped; hidden when there is none, so the row stays one line)."""
     cls = "tvz-error" if error else "tvz-muted"
     ex.compare_note.value = (
         f'<span class="{cls}">{"⚠ " if error else ""}{html.escape(terminal(text))}</span>' if text else ""
     )
+    ex.compare_note.layout.display = None if text else "none"

@@ -162,7 +162,7 @@ def test_compare_hover_select_keyboard(lab, page, theme, width):
     expect(details).to_contain_text("tied with embed.weight")
     # the keyboard: Tab to the rows, End, Enter selects the last row (only in b)
     pg.mouse.move(5, 5)
-    ex.locator(".widget-dropdown select").first.focus()  # the storage picker, the last control above
+    ex.get_by_role("button", name="stop comparing").focus()  # the "compare with…" row's last: the last control above
     pg.keyboard.press("Tab")
     assert cmp.evaluate("el => document.activeElement === el.querySelector('canvas')")
     pg.keyboard.press("End")
