@@ -47,6 +47,7 @@ from tensorviz.core.rows import Field, Rows, drop_duplicates, gc_paused, store
 from tensorviz.core.sweep import Sweep, components, ranked, sweep
 from tensorviz.core.table import Table, beyond_int64, byte_limit_error, objects
 from tensorviz.core.table import build as build_table
+from tensorviz.core.table import derive as derive_table
 from tensorviz.core.text import compact_text, fits_screen, layout_text
 from tensorviz.core.tree import ModelTree, model_tree
 
@@ -215,13 +216,29 @@ class Layout:
         # tuples chunk by chunk, letting each go once read (a tuple, a shape and a stride per
         # view, ~250 bytes), and names come from the names tuple from then on.
         names = self._names
-        table = build_table(rows, raw.geometries, raw.labels, raw.extra, release=rows is self._rows)
+        table = self._derived_table(rows)
+        if table is None:
+            table = build_table(rows, raw.geometries, raw.labels, raw.extra, release=rows is self._rows)
         self._rows = names
         raw.rows = []
         wrong = beyond_int64(table)
         if wrong is not None:
             raise byte_limit_error(self._source, wrong, names, table)
         return table
+
+    def _derived_table(self, rows: list[tuple]) -> Table | None:
+        """The table of rows copied from another layout's (``Rows.copied``: ``tv.diff``'s second
+        walk), gathered from that layout's table; None when there is none to derive from or
+        either side's memories were rekeyed (the rows no longer hold what was copied)."""
+        raw = self._raw
+        copied, raw.copied = raw.copied, None
+        if copied is None or raw.labels or raw.extra or len(copied[1]) != len(rows):
+            return None
+        other, src = copied
+        source = other._table  # its memories found first (its metadata says when rekeyed)
+        if "storage_objects" in self._metadata or "storage_objects" in other._metadata:
+            return None
+        return derive_table(rows, src, source, raw.geometries)
 
     @property
     def _nstores(self) -> int:

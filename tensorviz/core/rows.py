@@ -9,6 +9,9 @@ import gc
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core.records import Logical, Piece, Skipped, StorageInfo, StorageKey
@@ -50,7 +53,10 @@ class Rows:
     deferred step that the Layout runs once (:meth:`finished`) before anything is derived: it
     may rewrite rows in place and notes (names and order kept) and returns metadata to add
     (live tensors: storage objects over one memory, :mod:`tensorviz.sources.memory`). Rows
-    may carry fields past the ninth for it; the core reads the first nine.
+    may carry fields past the ninth for it; the core reads the first nine. ``copied``, if set,
+    is ``(layout, src)``: row ``i`` with ``src[i] >= 0`` copies row ``src[i]`` of that other
+    Layout's rows (all fields but the name; ``tv.diff``'s second walk of shared tensors), so
+    this Layout's table can be derived from that Layout's (:func:`tensorviz.core.table.derive`).
 
     A Rows is handed to one Layout, which consumes it: when the Layout builds its columns it
     lets the row tuples go (``rows`` becomes empty), so the rows and the columns of 1M views
@@ -69,6 +75,7 @@ class Rows:
         "geometries",
         "unique",
         "finish",
+        "copied",
     )
 
     def __init__(self) -> None:
@@ -83,6 +90,7 @@ class Rows:
         self.geometries: dict[tuple, fp.Geometry] = {}
         self.unique = True
         self.finish: Callable[[Rows], dict] | None = None
+        self.copied: tuple[Any, np.ndarray] | None = None
 
     def finished(self, metadata: dict) -> list[tuple]:
         """The rows after the deferred step, run on the first call; its facts go to ``metadata``.

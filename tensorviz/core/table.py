@@ -25,6 +25,7 @@ from tensorviz.core.rows import Field
 __all__ = [
     "Table",
     "build",
+    "derive",
     "objects",
     "take",
     "slices",
@@ -175,6 +176,105 @@ def build(
     return table
 
 
+def derive(
+    rows: Sequence[tuple],
+    src: np.ndarray,
+    other: Table,
+    geometries: dict,
+    make: Callable[..., fp.Geometry] = fp.geometry,
+) -> Table | None:
+    """What :func:`build` gives for ``rows`` (no labels, no extra storages), where row ``i``
+    with ``src[i] >= 0`` holds the facts of ``other``'s row ``src[i]`` under its own name: the
+    copied rows' facts are gathered from ``other``'s columns, the other rows are built as
+    usual, and storages, geometries and dtypes are numbered by first appearance as
+    :func:`build` numbers them. None when a storage token is not a storage id (build instead).
+
+    >>> a = build([("w", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)], {}, {}, [])
+    >>> rows = [("new", 9, "cpu", 8, ("int8", 1), (8,), (1,), 0, None), ("w2", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)]
+    >>> t = derive(rows, np.array([-1, 0]), a, {})
+    >>> t.tokens, t.sidx.tolist(), t.start.tolist(), [g.shape for g in t.geos], t.dtypes
+    ([9, 7], [0, 1], [0, 8], [(8,), (4,)], [('int8', 1), ('float32', 4)])
+    """
+    if len(other.tokens) and set(map(type, other.tokens)) != {int}:
+        return None
+    fresh = np.flatnonzero(src < 0)
+    new = build([rows[i] for i in fresh.tolist()], geometries, {}, [], make) if fresh.size else None
+    if new is not None and set(map(type, new.tokens)) != {int}:
+        return None
+    parts = [(other, src[src >= 0], src >= 0)] + ([(new, np.arange(fresh.size), src < 0)] if new is not None else [])
+    n = len(src)
+    ids, nbytes, device, gid, did, offset, start = (np.zeros(n, np.int64) for _ in range(7))
+    devices: dict[str, int] = {}  # each value, numbered across both parts
+    geos: dict[tuple, int] = {}
+    dtypes: dict[tuple, int] = {}
+    kept: list[fp.Geometry] = []
+    for t, at, where in parts:
+        s = t.sidx[at]
+        own = {d: devices.setdefault(d, len(devices)) for d in dict.fromkeys(t.devices)}
+        device[where] = np.fromiter(map(own.__getitem__, t.devices), np.int64, len(t.devices))[s]
+        ids[where] = np.array(t.tokens, dtype=np.int64)[s]
+        nbytes[where] = t.nbytes[s]
+        codes = []
+        for g in t.geos:
+            key = (g.shape, g.stride)
+            if key not in geos:
+                geos[key] = len(kept)
+                kept.append(g)
+            codes.append(geos[key])
+        gid[where] = np.array(codes, np.int64)[t.gid[at]]
+        did[where] = np.array([dtypes.setdefault(d, len(dtypes)) for d in t.dtypes], np.int64)[t.did[at]]
+        offset[where], start[where] = t.offset[at], t.start[at]
+    sidx, firsts, tokens = _ranked_ids(ids)
+    gid, geo_order = _by_first(gid)
+    did, dtype_order = _by_first(did)
+    table_geos = [kept[k] for k in geo_order.tolist()]
+    for g in table_geos:
+        geometries.setdefault((g.shape, g.stride), g)
+    names = list(devices)
+    table_dtypes = [list(dtypes)[k] for k in dtype_order.tolist()]
+    itemsize = np.fromiter(map(_ITEMSIZE, table_dtypes), np.int64, len(table_dtypes))[did]
+    reach = np.fromiter((g.reach for g in table_geos), np.int64, len(table_geos))
+    dense = np.fromiter((g.dense for g in table_geos), bool, len(table_geos))
+    exact = np.fromiter((g.exact for g in table_geos), bool, len(table_geos))
+    return Table(
+        sidx=sidx,
+        offset=offset,
+        did=did,
+        dtypes=table_dtypes,
+        itemsize=itemsize,
+        start=start,
+        stop=start + reach[gid] * itemsize,
+        gid=gid,
+        geos=table_geos,
+        dense=dense[gid],
+        exact=exact[gid],
+        tokens=tokens,
+        _keys=None,
+        devices=[names[d] for d in device[firsts].tolist()],
+        labels=[""] * len(tokens),
+        nbytes=nbytes[firsts],
+    )
+
+
+def _by_first(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes renumbered by first appearance, and the old code of each new one."""
+    values, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(firsts)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return rank[inverse.reshape(-1)], values[order]
+
+
+def _ranked_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """Per row its storage index (by first appearance), the first row of each storage and its
+    storage id (numpy's sort)."""
+    _, rows, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    by_row = np.argsort(rows)
+    rank = np.empty_like(by_row)
+    rank[by_row] = np.arange(by_row.size)
+    return rank[inverse.reshape(-1)], rows[by_row], ids[rows[by_row]].tolist()
+
+
 def beyond_int64(table: Table) -> tuple[str, int] | None:
     """The first fact of ``table`` past :data:`BYTE_LIMIT`: ``("view", row)`` for a view whose
     offset or span (or the products that gave them) may have wrapped, ``("storage", index)``
@@ -274,12 +374,7 @@ class _Columns:
             tokens = [t for part in parts for t in (part.tolist() if isinstance(part, np.ndarray) else part)]
             rank, first_rows, distinct = _first_seen(tokens, len(tokens))
             return rank, np.asarray(first_rows, dtype=np.int64), distinct
-        ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        _, rows, inverse = np.unique(ids, return_index=True, return_inverse=True)
-        by_row = np.argsort(rows)
-        rank = np.empty_like(by_row)
-        rank[by_row] = np.arange(by_row.size)
-        return rank[inverse.reshape(-1)], rows[by_row], ids[rows[by_row]].tolist()
+        return _ranked_ids(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
 
 def _int64s(values: Iterable[int], k: int) -> np.ndarray:

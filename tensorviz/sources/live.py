@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from tensorviz.core import limits
@@ -74,6 +75,7 @@ _SPARSE_HINTS = {
     "_mkldnn": "an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
 }
 _DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
+_GIVE_UP = 1024  # look-ups in a row that find nothing before a walk stops looking (tv.diff)
 
 
 def iter_named_values(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -206,8 +208,20 @@ class _Collector:
         self._path: set[int] = set()
         self._left = limits.current().live_names  # names this walk may still take
         shared = SHARED_READS.get()  # within tv.diff: what earlier walks read, and what this one reads
-        self._known = (shared.index() or None) if shared is not None else None
+        self._shared = shared
+        self._reads = shared.read if shared is not None else []
         self._read = shared.read.append if shared is not None else None
+        self._begun = len(self._reads)  # reads made before this walk (by earlier walks)
+        self._end = self._begun  # the earlier walks' reads looked in (0: none, or given up)
+        self._cursor = 0  # the earlier walks' read expected next (see _elsewhere)
+        self._last_miss = -2
+        self._failed = 0  # look-ups in a row that found nothing
+        self._index: dict[int, int] | None = None
+        self._read_at: list[int] = []  # per read of this walk, its row
+        self._copied: list[int] = []  # per row copied from an earlier walk, its read
+        self._copied_at: list[int] = []  # and its row here
+        if shared is not None:
+            shared.walks += 1
 
     # -- walking containers ---------------------------------------------------------------
     def walk(self, obj: Any, prefix: str) -> None:
@@ -250,7 +264,14 @@ class _Collector:
         it); returns None when ``items`` is exhausted.
         """
         pre = f"{prefix}." if prefix else ""
-        dtypes, append, known, read = self._dtypes, self.rows.rows.append, self._known, self._read
+        dtypes, rows, read, reads, end = self._dtypes, self.rows.rows, self._read, self._reads, self._end
+        append, copied, copied_at, read_at = (
+            rows.append,
+            self._copied.append,
+            self._copied_at.append,
+            self._read_at.append,
+        )
+        cursor = self._cursor
         for key, t in items:
             self._left -= 1
             if self._left < 0:  # a Mapping of 10**7 names, or one whose iteration never ends
@@ -263,9 +284,15 @@ class _Collector:
                 self.skipped.append(Skipped(name, t.reason))
                 continue
             if cls is _TENSOR or cls is _PARAMETER:
-                if known is not None and (seen := known.get(id(t))) is not None and seen[0] is t:
-                    append((name, *seen[1][1:]))  # read by an earlier walk of this tv.diff
-                    continue
+                if end:  # an earlier walk of this tv.diff read tensors: this one, maybe
+                    j = cursor if cursor < end and reads[cursor][0] is t else self._elsewhere(t, cursor)
+                    if j >= 0:
+                        copied(j)
+                        copied_at(len(rows))
+                        append((name, *reads[j][1][1:]))
+                        cursor = j + 1
+                        continue
+                    cursor, end = cursor + 1, self._end
                 dt = dtypes.get(t.dtype)
                 # Nested (strided) tensors have no strides: stride() raises and they go the
                 # careful way, like sparse, mkldnn and storage-less tensors (no storage).
@@ -277,16 +304,42 @@ class _Collector:
                         self._add_careful(name, t)
                         continue
                     row = (name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st))
-                    append(row)
                     if read is not None:
                         read((t, row))
+                        read_at(len(rows))
+                    append(row)
                 else:
                     self._add_careful(name, t)
             elif is_container(t):
+                self._cursor = cursor
                 return name, t
             else:
                 self._add_careful(name, t)
+        self._cursor = cursor
         return None
+
+    def _elsewhere(self, t: Any, cursor: int) -> int:
+        """Where an earlier walk read ``t``, found not where the walks' orders put it (-1: not
+        read). A miss right after a hit is a tensor in place of another (a cast, a clone: read
+        afresh, as it is new); a second miss in a row means the orders differ here, and from
+        then on a miss is looked up by ``id`` among the earlier walks' reads, until
+        :data:`_GIVE_UP` look-ups in a row find nothing (reading afresh is always right, only
+        slower)."""
+        if self._index is None:
+            if self._last_miss != cursor - 1:
+                self._last_miss = cursor
+                return -1
+            assert self._shared is not None  # (only walks after a first one look)
+            self._index = self._shared.index()
+        self._last_miss = cursor
+        j = self._index.get(id(t), -1)
+        if 0 <= j < self._end and self._reads[j][0] is t:
+            self._failed = 0
+            return j
+        self._failed += 1
+        if self._failed > _GIVE_UP:  # these tensors are new ones (a state_dict() of detached copies)
+            self._end = 0
+        return -1
 
     def _key_text(self, key: Any) -> str:
         """A non-string key as a name part (1 and "1" would collide, so names may repeat)."""
@@ -352,9 +405,13 @@ class _Collector:
                 f"concrete numbers; analyse real, meta or static-shape fake tensors instead"
             )
         self.rows.geometry(shape, stride)  # fails here, not later, on odd metadata
+        row = (name, ident, value.device, nbytes, dt, shape, stride, offset, None, where)
         if note:
             self.rows.notes[len(self.rows.rows)] = note
-        self.rows.rows.append((name, ident, value.device, nbytes, dt, shape, stride, offset, None, where))
+        elif self._read is not None and (type(value) is _TENSOR or type(value) is _PARAMETER):  # read once per tv.diff
+            self._read((value, row))
+            self._read_at.append(len(self.rows.rows))
+        self.rows.rows.append(row)
         return None
 
     def _dtype(self, t: torch.Tensor) -> tuple[str, int]:
@@ -368,7 +425,17 @@ class _Collector:
         """The Layout of the rows; on first use it keys storage objects over one memory as that
         memory (:func:`tensorviz.sources.memory.finish`)."""
         self.rows.finish = finish
-        return Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
+        layout = Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
+        shared = self._shared
+        if shared is not None and layout._raw is self.rows:  # (no row was dropped as a repeated name)
+            if shared.walks == 1 and not self._begun:  # the first walk: read j is its row read_at[j]
+                shared.first = (layout, np.array(self._read_at, dtype=np.int64))
+            elif shared.walks == 2 and shared.first is not None and self._copied:
+                first, rows_of = shared.first
+                src = np.full(len(self.rows.rows), -1, dtype=np.int64)
+                src[np.array(self._copied_at, dtype=np.int64)] = rows_of[np.array(self._copied, dtype=np.int64)]
+                self.rows.copied = (first, src)
+        return layout
 
 
 def _where(prefix: str) -> str:

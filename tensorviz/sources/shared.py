@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from itertools import count
 from operator import itemgetter
 from typing import Any
 
@@ -14,17 +15,23 @@ __all__ = ["shared_reads", "SharedReads", "SHARED_READS"]
 
 class SharedReads:
     """What the live walks of one :func:`shared_reads` block read: ``(tensor, row)`` per plain
-    tensor, in walk order, and the index of those by ``id(tensor)`` (made when a walk starts)."""
+    tensor, in walk order, and the index of those by ``id(tensor)`` (made when a walk starts).
+
+    ``walks`` counts the walks begun; ``first`` is ``(Layout, row of each read)`` of the first
+    walk, which the second walk's rows copied from it name (``Rows.copied``: the second
+    layout's table is then derived from the first's)."""
 
     def __init__(self) -> None:
         self.read: list[tuple[Any, tuple]] = []
-        self._index: dict[int, tuple[Any, tuple]] = {}
+        self._index: dict[int, int] = {}
         self._indexed = 0
+        self.walks = 0
+        self.first: Any = None
 
-    def index(self) -> dict[int, tuple[Any, tuple]]:
-        """``id(tensor) -> (tensor, row)`` of every tensor read so far."""
+    def index(self) -> dict[int, int]:
+        """``id(tensor) -> its position in read`` of every tensor read so far."""
         fresh = self.read[self._indexed :]
-        self._index.update(zip(map(id, map(itemgetter(0), fresh)), fresh))
+        self._index.update(zip(map(id, map(itemgetter(0), fresh)), count(self._indexed)))
         self._indexed = len(self.read)
         return self._index
 

@@ -14,13 +14,17 @@ import dataclasses
 import gc
 import weakref
 from collections.abc import Iterator, Mapping
+from unittest.mock import patch
 
+import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tensorviz as tv
+from tensorviz.core import layout as layout_module
 from tensorviz.core.diff import LayoutDiff, diff_layouts
+from tensorviz.core.table import Table, derive
 from tensorviz.sources.shared import SHARED_READS, shared_reads
 from tests.helpers.models import tiny_gpt2
 
@@ -29,13 +33,29 @@ def _fields(d: LayoutDiff) -> dict:
     return {f.name: getattr(d, f.name) for f in dataclasses.fields(d) if f.name not in ("layout_a", "layout_b")}
 
 
-def _check(a, b) -> None:
+def _table(layout: tv.Layout) -> dict:
+    """Every column of a layout's table, geometries by their facts (a derived table shares
+    the other side's Geometry objects)."""
+    t = layout._table
+    out = {name: getattr(t, name) for name in Table.__slots__ if name != "_keys"}
+    out["geos"] = [(g.shape, g.stride, g.numel, g.reach, g.footprint, g.dense, g.exact) for g in t.geos]
+    return {k: (v.dtype.str, v.tolist()) if isinstance(v, np.ndarray) else v for k, v in out.items()}
+
+
+def _check(a, b) -> int:
+    """tv.diff(a, b) equals the diff of a and b analysed apart, b's table (derived from a's when
+    b copied rows of a) equals b's table built from its own rows column by column; returns how
+    many tables were derived."""
     alone = diff_layouts(tv.analyze(a), tv.analyze(b))
-    shared = tv.diff(a, b)
+    made = []
+    with patch.object(layout_module, "derive_table", lambda *args: made.append(derive(*args)) or made[-1]):
+        shared = tv.diff(a, b)
     assert _fields(shared) == _fields(alone)
     assert shared.modules(depth=None) == alone.modules(depth=None)
     assert shared.layout_b.views == alone.layout_b.views
+    assert _table(shared.layout_b) == _table(alone.layout_b) and _table(shared.layout_a) == _table(alone.layout_a)
     assert SHARED_READS.get() is None
+    return sum(t is not None for t in made)
 
 
 def _side_a(n: int, seed: int) -> dict[str, torch.Tensor]:
@@ -65,16 +85,40 @@ _EDIT = st.sampled_from(["same", "half", "clone", "drop", "detach"])
     st.integers(0, 10**6),
     st.lists(_EDIT, min_size=40, max_size=40),
     st.sampled_from(["", "module.", "_orig_mod.", "model."]),
+    st.sampled_from(["kept", "reversed", "swapped", "new first"]),
 )
-def test_shared_reads_change_no_answer(n: int, seed: int, edits: list[str], prefix: str) -> None:
+def test_shared_reads_change_no_answer(n: int, seed: int, edits: list[str], prefix: str, order: str) -> None:
+    """Side b holds some of a's tensors, in a's order or not (the walk looks for each where
+    a's order puts it, then by id), and new ones in between."""
     a = _side_a(n, seed)
     b: dict[str, torch.Tensor] = {}
     for (name, t), edit in zip(a.items(), edits):
         if edit == "drop":
             continue
         b[prefix + name] = {"same": t, "half": t.half(), "clone": t.clone(), "detach": t.detach()}[edit]
+    items = list(b.items())
+    if order == "reversed":
+        items.reverse()
+    elif order == "swapped" and len(items) > 2:
+        items[0], items[2] = items[2], items[0]
+    elif order == "new first":
+        items.insert(0, ("new0", torch.zeros(2)))
+    b = dict(items)
     b["new"] = torch.zeros(3)
     _check(a, b)
+
+
+def test_b_table_derived_from_a_equals_its_own() -> None:
+    """b's table is gathered from a's columns for the rows b copied (a wrapped state dict with
+    casts, clones, new dtypes, shared storages and views): column by column what b's own rows
+    give; so too when the second walk gives up looking (over a thousand new tensors in a row)."""
+    a = _side_a(40, 3) | {"i": torch.zeros(3, dtype=torch.int64), "h": torch.zeros(2, dtype=torch.float16)}
+    b = {"module." + k: (t.double() if k.endswith("row") else t) for k, t in a.items()} | {"extra": torch.ones(5)}
+    assert _check(a, b) == 1
+    detached = {"d." + k: t.detach() for k, t in a.items()}
+    for many, derived in ((100, 1), (1100, 0)):  # new tensors after which a's are looked up, or not
+        fresh = {f"new.{i}": torch.zeros(1) for i in range(many)}
+        assert _check(a, detached | fresh | a) == derived
 
 
 def test_a_model_and_its_wrapped_self() -> None:
