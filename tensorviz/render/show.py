@@ -2,7 +2,7 @@
 
 ``show(obj)`` renders the diagram once; its ``_repr_mimebundle_`` carries ``image/png``,
 escaped ``text/html`` (the picture as an inline SVG that fits the output and follows the
-theme, with the PNG for sanitizers, plus a compact table) and ``text/plain`` (the ASCII lane
+theme, with the PNG's pixels for sanitizers, plus a compact table) and ``text/plain`` (the ASCII lane
 map), so a saved notebook still shows the picture in JupyterLab, VS Code and on GitHub.
 
 >>> import torch, tensorviz as tv

@@ -58,7 +58,7 @@ class TensorvizFigure(Figure):
 
 
 def figure_html(fig: Figure, *, alt: str) -> str | None:
-    """``fig`` as an HTML output: its inline SVG (:func:`tensorviz.render.theme.inline_svg`, the PNG kept for
+    """``fig`` as an HTML output: its inline SVG (:func:`tensorviz.render.theme.inline_svg`, the PNG's pixels kept for
     sanitizers) in a box that scrolls sideways below the SVG's minimum width; None when the SVG
     would be larger than :data:`tensorviz.render.theme.SVG_LIMIT` (the PNG is then the picture)."""
     from tensorviz.render.theme import SVG_LIMIT, inline_svg
