@@ -34,6 +34,7 @@ True
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 import re
@@ -174,6 +175,20 @@ def hatch_path_data(hatch: str, *, density: int, size: int) -> str:
     ).decode("ascii")
 
 
+#: A hatch pattern as matplotlib's SVG writer writes it: the 72-unit tile, its fill, its path data.
+_TILE = re.compile(
+    r'(<pattern [^>]*?width=")72(" height=")72(">\s*<rect x="0" y="0" width=")73(" height=")73'
+    r'(" fill="[^"]*"/>\s*<path d=")([^"]*)"'
+)
+
+
+@functools.lru_cache(maxsize=32)
+def _repeat(hatch: str) -> tuple[str, str]:
+    """A shape hatch's path data in matplotlib's 72-unit tile, and in its 24-unit repeat."""
+    big = hatch_path_data(hatch, density=_HATCH_DENSITY, size=_HATCH_TILE)
+    return big, hatch_path_data(hatch, density=_SMALL_DENSITY, size=_SMALL_TILE)
+
+
 def _compact_path(data: str) -> str:
     """SVG path data without the spaces and line breaks matplotlib writes around commands."""
     return re.sub(r" ?([MLQCz]) ?", r"\1", " ".join(data.split()))
@@ -184,15 +199,15 @@ def compact_svg(svg: str, *, hatches: set[str] | frozenset[str] = frozenset()) -
     its 24-unit repeat instead of a 72-unit tile (the ``....`` of expanded views: 255 KB ->
     under 11 KB), path data without spaces around commands, no comments (a label's words, which
     the glyph paths already draw) and no whitespace between tags."""
-    for hatch in sorted(h for h in hatches if set(h) <= _SHAPE_MARKS):
-        big = hatch_path_data(hatch, density=_HATCH_DENSITY, size=_HATCH_TILE)
-        small = hatch_path_data(hatch, density=_SMALL_DENSITY, size=_SMALL_TILE)
-        tile = re.compile(
-            r'(<pattern [^>]*?width=")72(" height=")72(">\s*<rect x="0" y="0" width=")73(" height=")73'
-            r'(" fill="[^"]*"/>\s*<path d=")' + re.escape(big) + '"'
-        )
+    tiles = dict(_repeat(h) for h in hatches if set(h) <= _SHAPE_MARKS)  # 72-unit path data -> 24-unit
+    if tiles:
         n, m = _SMALL_TILE, _SMALL_TILE + 1
-        svg = tile.sub(rf'\g<1>{n}\g<2>{n}\g<3>{m}\g<4>{m}\g<5>{small}"', svg)
+
+        def retile(t: re.Match) -> str:
+            small = tiles.get(t[6])
+            return t[0] if small is None else f'{t[1]}{n}{t[2]}{n}{t[3]}{m}{t[4]}{m}{t[5]}{small}"'
+
+        svg = _TILE.sub(retile, svg)
     svg = re.sub(r"<!--.*?-->", "", svg, flags=re.S)
     svg = re.sub(r'(\sd=")([^"]*)"', lambda p: p[1] + _compact_path(p[2]) + '"', svg)
     # a glyph placed along its text: translate(x 0) is what a <use>'s own x attribute does
