@@ -23,6 +23,7 @@ import json
 from typing import Any
 
 import torch
+from _models import llama_70b_on_meta
 from bench_analyze import synthetic_state_dict
 from bench_diff import other_side
 from bench_savecheck import best_of
@@ -32,14 +33,7 @@ from tensorviz.explorer.compare import ROW_BUDGET, CompareRows
 
 
 def llama70b() -> tuple[Any, dict[str, torch.Tensor]]:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    cfg = LlamaConfig(
-        hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-        num_key_value_heads=8, vocab_size=128256,
-    )  # fmt: skip
-    with torch.device("meta"):
-        model = LlamaForCausalLM(cfg)
+    model = llama_70b_on_meta(torch.float32)
     b = {k: (v.to(torch.bfloat16) if k.startswith("model.layers.40.") else v) for k, v in model.state_dict().items()}
     return model, b
 

@@ -89,17 +89,15 @@ OVERVIEW_MOVES = """([host, n]) => {
   }
   return out;
 }"""
-LLAMA = """\
+LLAMA = f"""\
 import sys, time, torch
 import matplotlib.figure, matplotlib.backends.backend_agg  # once per kernel: not counted below
 import tensorviz as tv
 from tensorviz.explorer.render import Renderer
 from tensorviz.explorer.state import ExplorerState
-from transformers import LlamaConfig, LlamaForCausalLM
-cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8, vocab_size=128256)
-with torch.device("meta"):
-    llama = LlamaForCausalLM(cfg)
+sys.path.insert(0, {str(HERE)!r})
+from _models import llama_70b_on_meta
+llama = llama_70b_on_meta(torch.float32)
 print("BUILT")"""
 LLAMA_EXPLORE = """\
 t0 = time.perf_counter(); ex70 = tv.explore(llama, snapshot=False); t_new = time.perf_counter() - t0
@@ -217,7 +215,10 @@ def first_display(browser, lab: str) -> None:
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.set_default_timeout(300_000)
     open_notebook(page, lab, "llama.ipynb")
-    expect(run_cell(page, 1)).to_contain_text("BUILT")
+    run_cell(page, 1)  # its stdout: the model built (torchao, imported by transformers, writes to stderr)
+    expect(
+        page.locator(".jp-Cell").nth(1).locator('[data-mime-type="application/vnd.jupyter.stdout"]')
+    ).to_contain_text("BUILT")
     page.evaluate(WATCH)
     run_cell(page, 2)
     page.wait_for_function("() => window.__t.drawn")

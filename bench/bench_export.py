@@ -26,21 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository r
 
 def _models(quick: bool):
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from tests.helpers.models import TiedLM
+    from tests.helpers.models import TiedLM, llama_70b_on_meta
 
     yield "tiny tied", TiedLM()
-    cfg = LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
-    with torch.device("meta"):
-        yield "Llama-70B-sized, meta", LlamaForCausalLM(cfg)
+    yield "Llama-70B-sized, meta", llama_70b_on_meta(torch.float32)
     if not quick:
         flat = torch.zeros(4 * 100_000)
         yield "100k slices, one storage", {"flat": flat, **{f"v{i}": flat[4 * i : 4 * i + 4] for i in range(100_000)}}

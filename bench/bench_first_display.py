@@ -25,11 +25,9 @@ BUILD = """\
 import sys, time, torch
 {warm}
 import tensorviz as tv
-from transformers import LlamaConfig, LlamaForCausalLM
-cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8, vocab_size=128256)
-with torch.device("meta"):
-    llama = LlamaForCausalLM(cfg)
+sys.path.insert(0, {here!r})
+from _models import llama_70b_on_meta
+llama = llama_70b_on_meta(torch.float32)
 print("BUILT matplotlib imported:", "matplotlib.figure" in sys.modules)"""
 EXPLORE = """\
 t0 = time.perf_counter(); ex = tv.explore(llama); t1 = time.perf_counter()
@@ -68,7 +66,7 @@ def main() -> None:
         root.mkdir(), side.mkdir()
         runs = [(kind, k) for k in range(2) for kind in KINDS]
         for kind, k in runs:
-            write_notebook(root, f"{kind}{k}.ipynb", [BUILD.format(warm=KINDS[kind]), EXPLORE])
+            write_notebook(root, f"{kind}{k}.ipynb", [BUILD.format(warm=KINDS[kind], here=str(HERE)), EXPLORE])
         with lab_server(root, side, Path(tmp, "logs")) as lab:
             browser = p.chromium.launch(executable_path=chromium(), headless=True, args=CHROME_ARGS)
             print("== Llama-70B-sized on meta, fresh kernel, tv.explore(llama): Shift+Enter -> canvas drawn")

@@ -36,19 +36,11 @@ import tensorviz as tv
 
 def llama_70b():
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _models import llama_70b_on_meta
 
-    cfg = LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-        dtype="bfloat16",
-    )
-    with torch.device("meta"):
-        return LlamaForCausalLM(cfg).to(torch.bfloat16)
+    model = llama_70b_on_meta(torch.bfloat16)
+    model.config.dtype = "bfloat16"  # written to config.json: the checkpoint's dtype, as from_pretrained reads it
+    return model
 
 
 def sparse_checkpoint(model, folder: str, shards: int = 30) -> None:

@@ -64,12 +64,9 @@ def tiny() -> dict[str, torch.Tensor]:
 
 
 def llama70b():
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from _models import llama_70b_on_meta
 
-    cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                      num_key_value_heads=8, vocab_size=128256)  # fmt: skip
-    with torch.device("meta"):
-        return LlamaForCausalLM(cfg)
+    return llama_70b_on_meta(torch.float32)
 
 
 def one_flat(n: int) -> dict[str, torch.Tensor]:

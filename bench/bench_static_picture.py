@@ -11,35 +11,23 @@ of the PNG, the SVG and the HTML output.
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-
-import tensorviz as tv  # noqa: E402
-from tensorviz.plan.diagram import diagram  # noqa: E402
-from tensorviz.render.mpl import to_png  # noqa: E402
-from tensorviz.render.show import static_picture  # noqa: E402
+import tensorviz as tv
+from tensorviz.plan.diagram import diagram
+from tensorviz.render.mpl import to_png
+from tensorviz.render.show import static_picture
 
 
 def cases() -> dict[str, object]:
-    from transformers import LlamaConfig, LlamaForCausalLM
-    from zoo import transformers_model
+    from _models import llama_70b_on_meta  # puts the repository root on sys.path: tests.helpers
+
+    from tests.helpers.zoo import transformers_model
 
     x = torch.rand(8, 10, 50)
-    cfg = LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
-    with torch.device("meta"):
-        llama = LlamaForCausalLM(cfg)
+    llama = llama_70b_on_meta(torch.float32)
     return {"seed": {"a": x, "b": x[2:4], "c": x[:, ::2]}, "gpt2": transformers_model("gpt2"), "llama-70b meta": llama}
 
 

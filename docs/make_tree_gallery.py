@@ -24,19 +24,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def llama_70b() -> torch.nn.Module:
-    """Llama-3-70B's shapes (80 layers, 8192 wide, grouped-query attention) on meta."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    """Llama-3-70B's shapes (80 layers, 8192 wide, grouped-query attention) on meta, bf16."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    from _models import llama_70b_on_meta
 
-    cfg = LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
-    with torch.device("meta"):
-        return LlamaForCausalLM(cfg).to(torch.bfloat16)
+    return llama_70b_on_meta(torch.bfloat16)
 
 
 def tied_lm() -> torch.nn.Module:

@@ -102,7 +102,8 @@ def fake_sharded_tensor() -> Iterator[torch.Tensor]:
 
 def llama_70b_on_meta(dtype: torch.dtype = torch.bfloat16) -> nn.Module:
     """A Llama-3-70B-sized ``LlamaForCausalLM`` on ``meta`` (no memory, nothing downloaded), in ``dtype``;
-    skips the test where transformers is not installed."""
+    skips the test where transformers is not installed. The one definition of this config: the
+    benchmarks and ``docs/make_tree_gallery.py`` use it too (through ``bench/_models.py``)."""
     import pytest
 
     transformers = pytest.importorskip("transformers")
