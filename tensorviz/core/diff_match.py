@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from itertools import count, repeat
-from operator import eq, itemgetter
+from operator import add, eq, itemgetter
 
 import numpy as np
 
@@ -69,6 +69,9 @@ def match_positions(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.
     ([0, 1], [0])
     """
     none = np.zeros(0, np.int64)
+    rule = _whole_side(names_a, names_b)  # every name under one prefix on one side: no name on both
+    if rule is not None:
+        return np.arange(len(names_a)), np.arange(len(names_a)), [rule]
     k = min(len(names_a), len(names_b))
     here = np.fromiter(map(eq, names_a, names_b), bool, k)  # equal names in the same place: one pass
     pos = np.full(len(names_a), -1, dtype=np.int64)
@@ -98,7 +101,7 @@ def match_positions(names_a: Sequence[str], names_b: Sequence[str]) -> tuple[np.
     return pos, left_a[ka], _rules(rest_a, cut_a[ka], code_a[ka], rest_b, cut_b[kb], code_b[kb], ka, kb)
 
 
-def _whole_side(rest_a: list[str], rest_b: list[str]) -> str | None:
+def _whole_side(rest_a: Sequence[str], rest_b: Sequence[str]) -> str | None:
     """The rule, when one side's names left over are the other's, in the same places, each
     under one wrapper prefix ``p`` (a wrapped model's names: the common case), else None.
 
@@ -112,12 +115,10 @@ def _whole_side(rest_a: list[str], rest_b: list[str]) -> str | None:
         p = next((p for p in WRAPPER_PREFIXES if wrapped[0].startswith(p)), None)
         if p is None or plain[0].startswith(WRAPPER_PREFIXES):
             continue
-        if not all(map(str.startswith, wrapped, repeat(p))) or any(
-            map(str.startswith, plain, repeat(WRAPPER_PREFIXES))
-        ):
-            continue
-        if "" not in plain and all(map(eq, plain, map(itemgetter(slice(len(p), None)), wrapped))):
-            return _rule_words(len(plain), (p,) * (side == "a"), (p,) * (side == "b"))
+        # Each pass reads every name (1M names: ~0.1 s of cache misses each), so there are three.
+        if all(map(eq, wrapped, map(add, repeat(p), plain))) and "" not in plain:
+            if not any(map(str.startswith, plain, repeat(WRAPPER_PREFIXES))):
+                return _rule_words(len(plain), (p,) * (side == "a"), (p,) * (side == "b"))
     return None
 
 

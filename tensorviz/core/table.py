@@ -11,7 +11,7 @@ later). The helpers at the end cut name tuples per group the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from itertools import count
+from itertools import count, repeat
 from operator import itemgetter
 from typing import cast
 
@@ -187,7 +187,8 @@ def derive(
     with ``src[i] >= 0`` holds the facts of ``other``'s row ``src[i]`` under its own name: the
     copied rows' facts are gathered from ``other``'s columns, the other rows are built as
     usual, and storages, geometries and dtypes are numbered by first appearance as
-    :func:`build` numbers them. None when a storage token is not a storage id (build instead).
+    :func:`build` numbers them (in O(n): no sort of the rows). None when a storage token is not
+    a storage id (build instead).
 
     >>> a = build([("w", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)], {}, {}, [])
     >>> rows = [("new", 9, "cpu", 8, ("int8", 1), (8,), (1,), 0, None), ("w2", 7, "cpu", 64, ("float32", 4), (4,), (1,), 2, None)]
@@ -195,74 +196,97 @@ def derive(
     >>> t.tokens, t.sidx.tolist(), t.start.tolist(), [g.shape for g in t.geos], t.dtypes
     ([9, 7], [0, 1], [0, 8], [(8,), (4,)], [('int8', 1), ('float32', 4)])
     """
-    if len(other.tokens) and set(map(type, other.tokens)) != {int}:
-        return None
     fresh = np.flatnonzero(src < 0)
-    new = build([rows[i] for i in fresh.tolist()], geometries, {}, [], make) if fresh.size else None
-    if new is not None and set(map(type, new.tokens)) != {int}:
+    new = build([rows[i] for i in fresh.tolist()], geometries, {}, [], make)
+    ids_a, ids_new = _storage_ids(other), _storage_ids(new)
+    if ids_a is None or ids_new is None:
         return None
-    parts = [(other, src[src >= 0], src >= 0)] + ([(new, np.arange(fresh.size), src < 0)] if new is not None else [])
-    n = len(src)
-    ids, nbytes, device, gid, did, offset, start = (np.zeros(n, np.int64) for _ in range(7))
-    devices: dict[str, int] = {}  # each value, numbered across both parts
-    geos: dict[tuple, int] = {}
-    dtypes: dict[tuple, int] = {}
-    kept: list[fp.Geometry] = []
-    for t, at, where in parts:
-        s = t.sidx[at]
-        own = {d: devices.setdefault(d, len(devices)) for d in dict.fromkeys(t.devices)}
-        device[where] = np.fromiter(map(own.__getitem__, t.devices), np.int64, len(t.devices))[s]
-        ids[where] = np.array(t.tokens, dtype=np.int64)[s]
-        nbytes[where] = t.nbytes[s]
-        codes = []
-        for g in t.geos:
-            key = (g.shape, g.stride)
-            if key not in geos:
-                geos[key] = len(kept)
-                kept.append(g)
-            codes.append(geos[key])
-        gid[where] = np.array(codes, np.int64)[t.gid[at]]
-        did[where] = np.array([dtypes.setdefault(d, len(dtypes)) for d in t.dtypes], np.int64)[t.did[at]]
-        offset[where], start[where] = t.offset[at], t.start[at]
-    sidx, firsts, tokens = _ranked_ids(ids)
-    gid, geo_order = _by_first(gid)
-    did, dtype_order = _by_first(did)
-    table_geos = [kept[k] for k in geo_order.tolist()]
-    for g in table_geos:
+    at = other.sidx[np.maximum(src, 0)]  # per row, its storage in other (copied rows)
+    at[fresh] = len(ids_a) + new.sidx  # the others': numbered past other's
+    # One storage id, one storage: a new row's storage that other has too takes other's number.
+    storages, _ = _joint(at, other.tokens, new.tokens)
+    sidx, firsts = _by_first(storages, len(ids_a) + len(ids_new))
+    per_row = _gathered(other, new, src, fresh)
+    geo_codes, k = _joint(
+        per_row["gid"], [(g.shape, g.stride) for g in other.geos], [(g.shape, g.stride) for g in new.geos]
+    )
+    gid, geo_first = _by_first(geo_codes, k)
+    dtype_codes, k = _joint(per_row["did"], other.dtypes, new.dtypes)
+    did, dtype_first = _by_first(dtype_codes, k)
+    geos = list(map((other.geos + new.geos).__getitem__, geo_codes[geo_first].tolist()))
+    dtypes = list(map((other.dtypes + new.dtypes).__getitem__, dtype_codes[dtype_first].tolist()))
+    for g in geos:
         geometries.setdefault((g.shape, g.stride), g)
-    names = list(devices)
-    table_dtypes = [list(dtypes)[k] for k in dtype_order.tolist()]
-    itemsize = np.fromiter(map(_ITEMSIZE, table_dtypes), np.int64, len(table_dtypes))[did]
-    reach = np.fromiter((g.reach for g in table_geos), np.int64, len(table_geos))
-    dense = np.fromiter((g.dense for g in table_geos), bool, len(table_geos))
-    exact = np.fromiter((g.exact for g in table_geos), bool, len(table_geos))
+    storage_of = storages[firsts]
+    tokens = np.concatenate((ids_a, ids_new))[storage_of].tolist()
+    devices = objects(other.devices + new.devices)[storage_of].tolist()
+    itemsize = np.fromiter(map(_ITEMSIZE, dtypes), np.int64, len(dtypes))[did]
+    reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
+    dense = np.fromiter((g.dense for g in geos), bool, len(geos))
+    exact = np.fromiter((g.exact for g in geos), bool, len(geos))
+    start = per_row["start"]
     return Table(
         sidx=sidx,
-        offset=offset,
+        offset=per_row["offset"],
         did=did,
-        dtypes=table_dtypes,
+        dtypes=dtypes,
         itemsize=itemsize,
         start=start,
         stop=start + reach[gid] * itemsize,
         gid=gid,
-        geos=table_geos,
+        geos=geos,
         dense=dense[gid],
         exact=exact[gid],
         tokens=tokens,
         _keys=None,
-        devices=[names[d] for d in device[firsts].tolist()],
+        devices=devices,
         labels=[""] * len(tokens),
-        nbytes=nbytes[firsts],
+        nbytes=np.concatenate((other.nbytes, new.nbytes))[storage_of],
     )
 
 
-def _by_first(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Codes renumbered by first appearance, and the old code of each new one."""
-    values, firsts, inverse = np.unique(codes, return_index=True, return_inverse=True)
-    order = np.argsort(firsts)
-    rank = np.empty_like(order)
+def _storage_ids(t: Table) -> np.ndarray | None:
+    """A table's storage tokens as int64, or None when one is not a storage id."""
+    try:
+        return np.fromiter(t.tokens, np.int64, len(t.tokens))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _gathered(other: Table, new: Table, src: np.ndarray, fresh: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row: offset, start, and gid/did in other's numbering (the new rows' past it)."""
+    take = np.maximum(src, 0)
+    out = {}
+    for name, shift in (("offset", 0), ("start", 0), ("gid", len(other.geos)), ("did", len(other.dtypes))):
+        column = getattr(other, name)[take]
+        column[fresh] = getattr(new, name) + shift
+        out[name] = column
+    return out
+
+
+def _joint(codes: np.ndarray, mine: list, theirs: list) -> tuple[np.ndarray, int]:
+    """Codes over ``mine + theirs`` (``theirs`` numbered past ``mine``) where a value of
+    ``theirs`` equal to one of ``mine`` takes its code; and how many codes there are. One
+    look-up per value of ``mine`` in a dict of ``theirs`` (the few new rows' values)."""
+    alias = np.arange(len(mine) + len(theirs))
+    if theirs:
+        own = {v: len(mine) + k for k, v in enumerate(theirs)}
+        found = np.fromiter(map(own.get, mine, repeat(-1)), np.int64, len(mine))
+        hit = np.flatnonzero(found >= 0)
+        alias[found[hit]] = hit
+    return alias[codes], alias.size
+
+
+def _by_first(codes: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Codes (below ``k``) renumbered by first appearance, and the first row of each new
+    code: O(n + k), no sort of the rows."""
+    first = np.full(k, codes.size, np.int64)
+    np.minimum.at(first, codes, np.arange(codes.size))
+    used = np.flatnonzero(first < codes.size)
+    order = used[np.argsort(first[used])]
+    rank = np.empty(k, np.int64)
     rank[order] = np.arange(order.size)
-    return rank[inverse.reshape(-1)], values[order]
+    return rank[codes], first[order]
 
 
 def _ranked_ids(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
