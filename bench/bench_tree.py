@@ -107,6 +107,30 @@ def main() -> None:
             f"{label.format('row/column'):34s} tree {col['tree']:.4f} s by columns vs {row['tree']:.4f} s by rows "
             f"({col['tree'] / row['tree']:.2f}x); analyze {col['analyze']:.4f} s / {row['analyze']:.4f} s"
         )
+    drawing(args.repeat)
+
+
+def drawing(repeat: int) -> None:
+    """``tv.diagram`` (the plan of the picture: bars, overlap marks) of 64 row vs column slices
+    of a 50k and a 100k x 4,096 weight, overlapping their neighbours (bars drawn per cell past
+    ``DRAW_RUNS`` runs: the 100k case), next to ``analyze``."""
+    import torch
+
+    for rows in (50_000, 100_000):
+        w = torch.empty(rows, 4096, device="meta")
+        cases = {
+            "row": {f"s.{k}": w[k * (rows // 64) : (k + 1) * (rows // 64) + 8] for k in range(64)},
+            "column": {f"s.{k}": w[:, k * 64 : k * 64 + 96] for k in range(64)},
+        }
+        t = {}
+        for by, x in cases.items():
+            t[by] = min(cpu(tv.diagram, lambda x=x: grouped(x)) for _ in range(repeat))
+        column = cases["column"]
+        a = min(cpu(lambda column=column: tv.analyze(column)) for _ in range(repeat))
+        print(
+            f"tv.diagram, 64 overlapping slices of {rows // 1000}k x 4,096: by rows {t['row']:.3f} s, "
+            f"by columns {t['column']:.3f} s ({t['column'] / t['row']:.1f}x; analyze {a:.4f} s)"
+        )
 
 
 if __name__ == "__main__":

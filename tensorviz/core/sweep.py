@@ -24,7 +24,21 @@ import numpy as np
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
 
-__all__ = ["Sweep", "sweep", "RowAxis", "row_axis", "components", "ranked", "same_keys", "min_roots"]
+__all__ = [
+    "Sweep",
+    "sweep",
+    "RowAxis",
+    "row_axis",
+    "RowRuns",
+    "row_overlaps",
+    "row_union",
+    "row_parts",
+    "run_parts",
+    "components",
+    "ranked",
+    "same_keys",
+    "min_roots",
+]
 
 
 @dataclass(frozen=True)
@@ -226,17 +240,17 @@ def _parts(views, rows, period, start, runs_of):
     parts = []
     for w in np.unique(rows.which[mine]).tolist():
         at = mine[rows.which[mine] == w]
-        parts.append(_row_parts(views[at], start[views[at]], rows.count[at], rows.bases[w], period))
+        parts.append(row_parts(views[at], start[views[at]], rows.count[at], rows.bases[w], period))
     rest = np.setdiff1d(np.arange(views.size), mine, assume_unique=True)
     nruns = int(rows.nruns[mine].sum())
     if rest.size:
         runs, owner = runs_of(views[rest])
-        parts.append(_run_parts(runs, owner, period))
+        parts.append(run_parts(runs, owner, period))
         nruns += len(runs)
     return tuple(np.concatenate(c) for c in zip(*parts)), nruns
 
 
-def _row_parts(views, start, count, base, period):
+def row_parts(views, start, count, base, period):
     """Part-runs of views reading ``start + j * period + base`` for ``j < count`` (per view):
     per base run, the piece in the view's first row (rows ``q .. q + count``) and the piece
     wrapping into the next (rows ``q + 1 .. q + count + 1``), as ``(owner, first row, stop
@@ -257,7 +271,7 @@ def _row_parts(views, start, count, base, period):
     )
 
 
-def _run_parts(runs, owner, period):
+def run_parts(runs, owner, period):
     """Part-runs of listed runs ``[a, b)``: the piece in the first row, the whole rows after it,
     the piece in the last row (each present when not empty)."""
     qa, ra = np.divmod(runs[:, 0], period)
@@ -333,6 +347,103 @@ def row_axis(views: np.ndarray, rows: fp.RowForms, start: np.ndarray, runs_of) -
         return None
     lo, up, who, cuts = placed
     return RowAxis(np.stack((lo, up), axis=1), who, period + 1, np.diff(cuts))
+
+
+@dataclass(frozen=True)
+class RowRuns:
+    """A byte set in period space: run ``k`` is ``[a[k], b[k])`` of every row ``r0[k] <= r < r1[k]``
+    of ``period`` bytes (row ``r`` at byte ``r * period``); the runs are disjoint.
+
+    >>> s = RowRuns(np.array([2]), np.array([5]), np.array([1]), np.array([3]), 10)
+    >>> s.listed().tolist(), s.below(np.array([0, 14, 100])).tolist()
+    ([[12, 15], [22, 25]], [0, 2, 6])
+    """
+
+    a: np.ndarray
+    b: np.ndarray
+    r0: np.ndarray
+    r1: np.ndarray
+    period: int
+
+    def listed(self) -> np.ndarray:
+        """Its canonical byte runs, one per run and row (for sets known to be drawn)."""
+        n = self.r1 - self.r0
+        k = np.repeat(np.arange(n.size), n)
+        row = self.r0[k] + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+        return fp.union(np.stack((row * self.period + self.a[k], row * self.period + self.b[k]), axis=1))
+
+    def below(self, x: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+        """Bytes of the set below each ``x`` (per run a division: nothing listed)."""
+        x = np.asarray(x, dtype=np.int64)
+        out = np.zeros(x.shape, dtype=np.int64)
+        step = max(1, chunk // max(1, x.size))
+        for at in range(0, self.a.size, step):
+            a, b = self.a[at : at + step, None], self.b[at : at + step, None]
+            r0, r1 = self.r0[at : at + step, None], self.r1[at : at + step, None]
+            y = x[None, :] - r0 * self.period
+            q = np.clip(np.floor_divide(y, self.period), 0, r1 - r0)  # whole rows below x
+            part = np.where(q < r1 - r0, np.clip(y - q * self.period - a, 0, b - a), 0)
+            out += (q * (b - a) + part).sum(axis=0)
+        return out
+
+
+def row_overlaps(period, owner, k0, k1, ra, rb, budget) -> tuple[RowRuns, dict[int, RowRuns]] | None:
+    """Bytes read by two or more owners of part-runs (see :func:`_row_sweep`), and per owner
+    its bytes another owner also reads, as :class:`RowRuns`; None past ``budget`` placed runs.
+
+    >>> multi, mine = row_overlaps(10, np.array([0, 1]), np.array([0, 2]), np.array([4, 6]),
+    ...                            np.array([0, 2]), np.array([4, 6]), 100)
+    >>> multi.listed().tolist(), sorted(mine)
+    ([[22, 24], [32, 34]], [0, 1])
+    """
+    placed = _place(period, owner, k0, k1, ra, rb, budget)
+    if placed is None:
+        return None
+    lo, up, who, cuts = placed
+    pos = np.concatenate((lo, up))
+    step = np.concatenate((np.ones(lo.size, np.int64), -np.ones(up.size, np.int64)))
+    order = np.lexsort((step, pos))  # a run's end before another's start at one position
+    pos, depth = pos[order], np.cumsum(step[order])
+    two = np.flatnonzero((depth[:-1] >= 2) & (pos[1:] > pos[:-1]))
+    multi = fp.union(np.stack((pos[two], pos[two + 1]), axis=1))  # placed: never across stretches
+    first = np.searchsorted(multi[:, 1], lo, side="right")  # multi runs ending after each run's start
+    last = np.searchsorted(multi[:, 0], up, side="left")
+    n = np.maximum(last - first, 0)
+    k = np.repeat(np.arange(lo.size), n)
+    j = first[k] + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    a, b = np.maximum(lo[k], multi[j, 0]), np.minimum(up[k], multi[j, 1])
+    keep = b > a
+    width = period + 1
+
+    def rows_of(x0: np.ndarray, x1: np.ndarray) -> RowRuns:
+        m = x0 // width
+        return RowRuns(x0 - m * width, x1 - m * width, cuts[m], cuts[m + 1], period)
+
+    mine: dict[int, RowRuns] = {}
+    k, a, b = who[k[keep]], a[keep], b[keep]
+    for o in np.unique(k).tolist():
+        sel = k == o
+        runs = fp.union(np.stack((a[sel], b[sel]), axis=1))
+        mine[o] = rows_of(runs[:, 0], runs[:, 1])
+    return rows_of(multi[:, 0], multi[:, 1]), mine
+
+
+def row_union(period, owner, k0, k1, ra, rb, budget) -> RowRuns | None:
+    """The bytes of part-runs (see :func:`_row_sweep`) as :class:`RowRuns`; None past
+    ``budget`` placed runs.
+
+    >>> u = row_union(10, np.array([0, 1]), np.array([0, 2]), np.array([4, 6]),
+    ...               np.array([0, 2]), np.array([4, 6]), 100)
+    >>> int(u.below(np.array([100]))[0])  # rows 0-1: 4 bytes, rows 2-3: 6, rows 4-5: 4
+    28
+    """
+    placed = _place(period, owner, k0, k1, ra, rb, budget)
+    if placed is None:
+        return None
+    lo, up, _, cuts = placed
+    runs = fp.union(np.stack((lo, up), axis=1))  # placed: never across stretches
+    m = runs[:, 0] // (period + 1)
+    return RowRuns(runs[:, 0] - m * (period + 1), runs[:, 1] - m * (period + 1), cuts[m], cuts[m + 1], period)
 
 
 def _row_sweep(period, hi, owner, k0, k1, ra, rb, budget):

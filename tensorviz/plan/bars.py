@@ -15,6 +15,7 @@ import numpy as np
 
 from tensorviz.core import footprint as fp
 from tensorviz.core import periodic
+from tensorviz.core import sweep as sw
 from tensorviz.core import towers as tw
 from tensorviz.core.records import TensorView
 
@@ -200,7 +201,13 @@ def cell_unread(protos: list[Proto], nbytes: int) -> np.ndarray | None:
     if not drawn:
         return None
     edges = drawn[0].edges
-    read = cell_counts(periodic.Union([_piece(p) for p in protos if not p.empty]), edges)
+    rows = _row_parts_of([p for p in protos if not p.empty])
+    union = sw.row_union(*rows) if rows is not None else None
+    read = (
+        np.diff(union.below(edges))
+        if union is not None
+        else cell_counts(periodic.Union([_piece(p) for p in protos if not p.empty]), edges)
+    )
     return _clip_runs(cell_runs(edges, read < np.diff(edges)), 0, nbytes)
 
 
@@ -256,10 +263,13 @@ def mark_overlaps(protos: list[Proto]) -> np.ndarray:
     Returns the bytes read by two or more protos (the union of those overlaps)."""
     if len(protos) < 2:
         return fp.EMPTY
-    if any(p.cell for p in protos):
-        return _mark_cell_overlaps(protos)
     if len(protos) <= 64 and all(p.dense or p.empty for p in protos):
         return _mark_dense_overlaps(protos)  # the common case (ties, slices), without numpy overhead
+    multi = _mark_row_overlaps(protos)
+    if multi is not None:
+        return multi
+    if any(p.cell for p in protos):
+        return _mark_cell_overlaps(protos)
     dense = [p for p in protos if p.dense]
     other = [p for p in protos if not p.dense and len(p.runs)]
     spans = np.array([(p.start, p.stop) for p in dense], dtype=np.int64).reshape(-1, 2)
@@ -272,6 +282,81 @@ def mark_overlaps(protos: list[Proto]) -> np.ndarray:
         if p.start < multi[-1, 1] and p.stop > multi[0, 0]:
             p.overlap = _intersect(p.runs, multi)
     return multi
+
+
+def _mark_row_overlaps(protos: list[Proto]) -> np.ndarray | None:
+    """Overlaps in period space (:func:`~tensorviz.core.sweep.row_overlaps`) where the bars
+    are mostly rows of one period (column slices): the bytes read by two or more bars and each
+    bar's share of them, exact, without sorting every run of every bar (nor a union per bar
+    for bars drawn per cell). Listed where a bar drawn per cell has no row form or the rows
+    would cost more than the runs (None)."""
+    live = [p for p in protos if not p.empty]
+    rows = _row_parts_of(live)
+    if rows is None:
+        return None
+    period, owner, k0, k1, ra, rb, nruns = rows
+    found = sw.row_overlaps(period, owner, k0, k1, ra, rb, nruns)
+    if found is None:
+        return None
+    multi, mine = found
+    cells = next((p.edges for p in protos if p.cell), None)
+    for i, share in mine.items():
+        p = live[i]
+        if cells is None:
+            p.overlap = share.listed()
+        else:
+            p.overlap = _clip_runs(cell_runs(cells, np.diff(share.below(cells)) > 0), p.start, p.stop)
+    return multi.listed() if cells is None else cell_runs(cells, np.diff(multi.below(cells)) > 0)
+
+
+def _row_parts_of(live: list[Proto]) -> tuple | None:
+    """The part-runs (see :func:`~tensorviz.core.sweep.row_parts`) of non-empty bars at the
+    period whose one-view bars list the most runs, ``(period, owner, k0, k1, ra, rb, runs
+    listing them would take)``; None under :data:`~tensorviz.core.sweep.PERIOD_MIN_RUNS` runs,
+    or where a bar drawn per cell is not rows of that period."""
+    forms = [_row_form(p) for p in live]
+    periods: dict[int, int] = {}
+    for f in forms:
+        if f is not None:
+            periods[f[0]] = periods.get(f[0], 0) + f[1] * len(f[3])
+    if not periods or max(periods.values()) < sw.PERIOD_MIN_RUNS:
+        return None
+    period = max(periods, key=lambda q: periods[q])
+    parts, nruns = [], 0
+    for i, (p, f) in enumerate(zip(live, forms)):
+        if f is not None and f[0] == period:
+            parts.append(sw.row_parts(np.array([i]), np.array([f[2]]), np.array([f[1]]), f[3], period))
+            nruns += f[1] * len(f[3])
+        elif p.cell:
+            return None  # a footprint too long to list, not in rows of this period
+        else:
+            parts.append(sw.run_parts(p.runs, np.full(len(p.runs), i), period))
+            nruns += len(p.runs)
+    owner, k0, k1, ra, rb = (np.concatenate(c) for c in zip(*parts))
+    return period, owner, k0, k1, ra, rb, nruns
+
+
+def _row_form(p: Proto) -> tuple[int, int, int, np.ndarray] | None:
+    """``(period, count, start, base)`` (bytes) where a one-view bar's exact footprint is
+    ``count`` copies of ``base`` at ``start + j * period``; None otherwise."""
+    v = p.views[0]
+    if len(p.views) > 1 or p.dense or not v.exact or not v.itemsize:
+        return None
+    if p.cell:
+        t = p.piece
+        if isinstance(t, tw.Tower) and isinstance(t.base, np.ndarray):
+            return t.period, t.count, t.start, t.base
+        if not isinstance(t, np.ndarray):
+            return None
+    runs = np.asarray(p.piece if p.cell else p.runs)
+    if len(runs) < 2:
+        return None
+    rel = (runs - v.start) // v.itemsize
+    form = tw.row_form(v.shape, v.stride, rel, (v.stop - v.start) // v.itemsize)
+    if form is None:
+        return None
+    base, period, count = form
+    return period * v.itemsize, count, v.start, base * v.itemsize
 
 
 def _piece(p: Proto) -> object:

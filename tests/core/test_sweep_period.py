@@ -223,7 +223,7 @@ def test_towers_beside_rows_and_the_listing_fallback(case, explicit):
 # -- exact values --------------------------------------------------------------------------------
 def test_a_run_wrapping_the_period_is_split_into_two_rows():
     # view: 3 rows of bytes [7, 12) at period 10 -> [7, 10) on rows 0-2 and [0, 2) on rows 1-3
-    owner, k0, k1, a, b = sw._row_parts(np.array([5]), np.array([7]), np.array([3]), np.array([[0, 5]]), 10)
+    owner, k0, k1, a, b = sw.row_parts(np.array([5]), np.array([7]), np.array([3]), np.array([[0, 5]]), 10)
     assert [owner.tolist(), k0.tolist(), k1.tolist(), a.tolist(), b.tolist()] == [
         [5, 5],
         [0, 1],
@@ -232,7 +232,7 @@ def test_a_run_wrapping_the_period_is_split_into_two_rows():
         [10, 2],
     ]
     # listed runs: within a row, across three rows (head, whole middle row, tail)
-    owner, k0, k1, a, b = sw._run_parts(np.array([[3, 6], [8, 34]]), np.array([1, 2]), 10)
+    owner, k0, k1, a, b = sw.run_parts(np.array([[3, 6], [8, 34]]), np.array([1, 2]), 10)
     got = sorted(zip(owner.tolist(), k0.tolist(), k1.tolist(), a.tolist(), b.tolist()))
     assert got == [(1, 0, 1, 3, 6), (2, 0, 1, 8, 10), (2, 1, 3, 0, 10), (2, 3, 4, 0, 4)]
 
