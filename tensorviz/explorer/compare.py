@@ -238,6 +238,18 @@ class CompareRows:
         i = self._by_key.get(key)
         return None if i is None else self._row(i)
 
+    def note(self, key: str) -> str:
+        """One line about the match in b of the view of a ``key`` (the model map's hover adds it):
+        ``in b: module.w · Δ dtype · → renamed``, ``in b: w · no change``, or only in a; "" when
+        no row has it."""
+        r = self.row(key)
+        if r is None or r.name_a is None:
+            return ""
+        if r.name_b is None:
+            return "in b: — only in a (no tensor of b matches it by name or rule)"
+        marks = " · ".join(f"{glyph} {words}" for _, glyph, words, _ in MARKS if r.marks & _BIT[words])
+        return f"in b: {elide(terminal(r.name_b), _PARTNER)} · {marks or 'no change'}"
+
     def lookup(self, keys: list[str]) -> dict[str, Any]:
         """The rows of ``keys`` (a-names; a key without a row is left out) in the wire form of
         :meth:`CompareSection.wire`: what the browser asks for when a view of a is hovered whose

@@ -105,6 +105,8 @@ class MapView {
     const total = this.cells[0][3] || 1;
     out.push(`${formatBytes(c[3])} counted here (${(100 * c[3] / total).toFixed(1)}% of the map)`);
     if (c[4]) out.push(`${formatBytes(c[4])} more read here, counted under another name (tied: hatched)`);
+    const note = (this.model.get("notes") || {})[c[0]];  // compare mode: its match in b
+    if (note) out.push(note);
     if (c[0]) out.push(this.layout.kids[k].length ? "click: open it and show its tensors" : "click: show it in the diagram");
     return out;
   }

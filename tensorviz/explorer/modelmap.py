@@ -15,6 +15,7 @@ its diagram to that module and opens the map there).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anywidget
@@ -111,10 +112,13 @@ class ModelMap(anywidget.AnyWidget):
     colors = traitlets.List(list(PALETTE)).tag(sync=True)  # the diagram's palette: one per top-level part
     units = traitlets.List([[name, size] for name, size in TO_TIB]).tag(sync=True)  # core/units.py's table
     picked: traitlets.List = traitlets.List().tag(sync=True)  # [path, click count] of the last click in the browser
+    # compare mode: per tensor cell drawn, a line about its match in b (the hover adds it)
+    notes: traitlets.Dict = traitlets.Dict().tag(sync=True)
 
     def __init__(self, tree: ModelTree, **kwargs: Any):
         super().__init__(**kwargs)
         self.tree = tree
+        self.note_of: Callable[[str], str] | None = None
         self.add_class("tvz-map")
         modules.watch(self, _ENTRY)
         self.focus("")
@@ -126,8 +130,20 @@ class ModelMap(anywidget.AnyWidget):
             path = path.rpartition(".")[0]
             node = self.tree.find(path) if path else self.tree.root
         self.cells = map_cells(self.tree, path)
+        self._send_notes()
         where = elide(terminal(path), _NAME_CAP) if path else "the whole model"
         self.caption = (
             f"model map: {where} · {byte_text(node.nbytes)} counted once, {format_count(node.numel)} elements · "
             f"area = bytes; hatched = bytes read here but counted under another name (a tie) · click a module to open it"
         )
+
+    def set_notes(self, note_of: Callable[[str], str] | None) -> None:
+        """Compare mode: ``note_of(name)`` is the line a tensor cell's hover adds about its match
+        in b (:meth:`tensorviz.explorer.compare.CompareRows.note`); None: not comparing."""
+        self.note_of = note_of
+        self._send_notes()
+
+    def _send_notes(self) -> None:
+        note_of, tree = self.note_of, self.tree
+        tensors = (c[0] for c in self.cells if c[0] and (node := tree.find(c[0])) is not None and node.is_tensor)
+        self.notes = {} if note_of is None else {path: note_of(path) for path in tensors}

@@ -174,8 +174,17 @@ class Explorer(ExplorerControls, W.VBox):
         if compare is not None and not isinstance(compare, LayoutDiff):
             compare = diff_layouts(self.tensor_layout, as_layout(compare))
         self.compare_rows = None if compare is None else CompareRows(compare)
-        if hasattr(self, "canvas"):  # built: the hover of a's views asks it for rows not sent
-            self.canvas.compare_lookup = None if self.compare_rows is None else self.compare_rows.lookup
+        self._compare_to_panes()
+
+    def _compare_to_panes(self) -> None:
+        """The panes that show a's views hover with b's side: the canvas asks for rows not sent,
+        the model map's tensor cells get a line each."""
+        rows = self.compare_rows
+        if hasattr(self, "canvas"):
+            self.canvas.compare_lookup = None if rows is None else rows.lookup
+        model_map = getattr(self, "model_map", None)  # none before _add_tree_panel, or for flat names
+        if model_map is not None:
+            model_map.set_notes(None if rows is None else rows.note)
 
     def _add_stand_in_rule(self) -> None:
         """The hidden ``<style>`` that hides this explorer's stand-in while its canvas is drawn
@@ -211,6 +220,7 @@ class Explorer(ExplorerControls, W.VBox):
         self.tree_panel.observe(self._on_module, names="selected")
         self.model_map = ModelMap(self.tree_panel.tree)
         self.model_map.observe(self._on_map, names="picked")
+        self._compare_to_panes()
         self.modules_pane = W.Accordion(children=[self.tree_panel], selected_index=None)
         count = self.tree_panel.tree.count()
         self.modules_pane.set_title(0, f"modules: list and search ({count:,} modules and tensors)")

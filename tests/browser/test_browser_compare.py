@@ -268,6 +268,12 @@ def test_compare_with_a_path_typed(lab, page, theme, width):
     expect(ex.locator(".tvz-cv > .tvz-tip")).to_contain_text("dtype   float32                  ≠ float16")
     pg.mouse.move(5, 5)
     ex.screenshot(path=str(SHOTS / f"compare_with_{_stem(theme)}_{width}.png"))
+    ex.locator(".tvz-mv canvas").scroll_into_view_if_needed()  # the model map's tensor cells say b's side too
+    cell = ex.locator(".tvz-mv").evaluate("el => el.tvz.cell('head.weight')")
+    pg.mouse.move(cell["x"], cell["y"])
+    expect(ex.locator(".tvz-mv-tip")).to_contain_text("in b: head.weight · ≢ tie lost · Δ dtype")
+    ex.locator(".tvz-mv").screenshot(path=str(SHOTS / f"compare_with_map_{_stem(theme)}_{width}.png"))
+    pg.mouse.move(5, 5)
     path.fill("bad<b>.safetensors")
     path.press("Enter")
     expect(note).to_have_text(

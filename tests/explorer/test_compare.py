@@ -337,9 +337,14 @@ def test_compare_with_a_path_typed(tmp_path):
     assert ex.compare_note.value == f'<span class="tvz-muted">comparing with {b_path}</span>'
     assert sent["summary"] == "3 tensors in a, 4 in b, 3 matched · only in b 1, tie lost 2, dtype 1 · differ"
     assert ex.compare_stop.layout.display is None
+    assert ex.model_map.notes == {  # the model map's tensor cells: a line about b each
+        "emb.weight": "in b: emb.weight · ≢ tie lost",
+        "head.weight": "in b: head.weight · ≢ tie lost · Δ dtype",
+        "mid.bias": "in b: mid.bias · no change",
+    }
     ex.compare_stop.click()
     assert ex.compare_rows is None and "compare" not in ex.canvas.payload and ex.compare_note.value == ""
-    assert ex.canvas.compare_lookup is None
+    assert ex.canvas.compare_lookup is None and ex.model_map.notes == {}
     ex.compare_button.click()  # the same path again, by the button
     assert _rows(ex.compare_rows.section()) == _FILE_ROWS
 
@@ -382,8 +387,14 @@ def test_compare_choices_in_a_dropdown(tmp_path):
         ("head.weight", "module.head.weight", ("renamed",), 160, 160),
         ("mid.bias", "module.mid.bias", ("renamed",), 12, 12),
     ]
+    assert ex.model_map.notes["emb.weight"] == "in b: module.emb.weight · → renamed"
     ex.compare_choice.value = "file"
     assert _rows(ex.compare_rows.section()) == _FILE_ROWS
+    ex.model_map.focus("mid")  # a focus keeps the notes of the cells drawn
+    assert ex.model_map.notes == {"mid.bias": "in b: mid.bias · no change"}
+    assert CompareRows(tv.diff({"x.a": torch.zeros(1)}, {})).note("x.a") == (
+        "in b: — only in a (no tensor of b matches it by name or rule)"
+    )
     with pytest.raises(TypeError, match="compare_choices must map names"):
         tv.explore(a, compare_choices=[renamed], snapshot=False)
 
