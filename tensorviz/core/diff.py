@@ -248,7 +248,8 @@ def _diff(a: Layout, b: Layout) -> LayoutDiff:
     back[ib] = ia
     only_a = tuple(names_a[i] for i in np.flatnonzero(pos < 0).tolist())
     only_b = tuple(names_b[j] for j in np.flatnonzero(back < 0).tolist())
-    ca, cb = _Columns(a), _Columns(b)
+    devices: dict[str, int] = {}
+    ca, cb = _Columns(a, devices), _Columns(b, devices)
     return LayoutDiff(
         source_a=a.source,
         source_b=b.source,
@@ -300,15 +301,14 @@ def global_tensors(layout: Layout) -> Layout:
 class _Columns:
     """Per view of one layout: the comparable facts as numpy columns (no records)."""
 
-    def __init__(self, layout: Layout) -> None:
+    def __init__(self, layout: Layout, devices: dict[str, int]) -> None:
         t = layout._table
         self.table = t
         self.did, self.gid, self.sidx, self.offset = t.did, t.gid, t.sidx, t.offset
         numel = np.fromiter((g.numel for g in t.geos), np.int64, len(t.geos))
         self.nbytes = numel[t.gid] * t.itemsize if len(t.gid) else np.zeros(0, np.int64)
-        values: dict[str, int] = {}
-        device = _codes(t.devices, values)
-        self.file = np.array([d in _NO_DEVICE for d in values], dtype=bool)[device]
+        self.device = _codes(t.devices, devices)  # per storage; ``devices`` numbers both sides' alike
+        self.file = np.array([d in _NO_DEVICE for d in devices], dtype=bool)[self.device]
         whole = whole_files(layout) if self.file.any() else frozenset()
         self.packed = np.zeros(len(t.devices), dtype=bool)
         if whole:  # a few files: a key per storage is cheap
@@ -318,7 +318,7 @@ class _Columns:
         """Per distinct value (geometry shape/stride, dtype, device): a code shared across sides."""
         t = self.table
         if kind == "device":
-            return _codes(t.devices, values)
+            return self.device  # (numbered when made)
         if kind == "dtype":
             return _codes([d[0] for d in t.dtypes], values)
         return _codes([getattr(g, kind) for g in t.geos], values)
