@@ -11,7 +11,6 @@ storage, the listing fallback, towers next to rows.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -84,23 +83,12 @@ def byte_mask(t: torch.Tensor, nbytes: int) -> np.ndarray:
 
 
 def oracle(views: dict[str, torch.Tensor], nbytes: int) -> tuple[list[tuple[str, ...]], int]:
-    """Overlap groups (by comparing every pair, ordered by first member) and covered bytes."""
-    names, masks = list(views), [byte_mask(t, nbytes) for t in views.values()]
-    parent = list(range(len(names)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for i, j in itertools.combinations(range(len(names)), 2):
-        if (masks[i] & masks[j]).any():
-            parent[max(find(i), find(j))] = min(find(i), find(j))
-    groups: dict[int, list[str]] = {}
-    for i, name in enumerate(names):
-        groups.setdefault(find(i), []).append(name)
+    """Overlap groups (``test_oracle``'s all-pairs union-find over the masks' byte sets) and
+    covered bytes."""
+    masks = [byte_mask(t, nbytes) for t in views.values()]
+    facts = [{"name": n, "storage": 0, "bytes": set(np.flatnonzero(m).tolist())} for n, m in zip(views, masks)]
     covered = np.logical_or.reduce(masks) if masks else np.zeros(nbytes, dtype=bool)
-    return [tuple(g) for _, g in sorted(groups.items())], int(covered.sum())
+    return test_oracle.oracle_groups(facts, "overlap"), int(covered.sum())
 
 
 # -- random row views -----------------------------------------------------------------------------
