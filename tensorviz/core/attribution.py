@@ -7,6 +7,12 @@ per node the lowest rank (and the set of readers, as a bit mask, for groups of a
 pushes them down to the pieces. ``O(R log R)`` numpy work for ``R`` runs, never a pair of
 footprints compared, never a union grown run set by run set.
 
+Groups of more than 64 exact footprints (a flat ZeRO/FSDP1 buffer and its 100k views, an overlap
+chain) go the same way without masks (:func:`_big`): a member's partners are every member
+reading one of its pieces (from the listed (piece, reader) pairs), its first earlier partner
+the least first reader over its pieces (a range minimum) -- exact, where the group as a whole
+used to stand in for both. Groups with towers or inexact footprints go one by one.
+
 >>> own, partners = first_reader([np.array([[0, 8]]), np.array([[4, 12]]), np.array([[20, 24]])])
 >>> own.tolist(), partners
 ([8, 4, 4], [(1,), (0,), ()])
@@ -148,6 +154,36 @@ class Painted:
 
 
 @dataclass(frozen=True)
+class Big:
+    """The overlap groups of more than 64 exact footprints (no towers), attributed in one numpy
+    pass without bit masks (:func:`_big`): group ``g`` is ``groups[g]`` of the layout's overlap
+    groups, its members the views ``members[first[g] : first[g] + size[g]]`` (source order).
+    The groups lie side by side on one byte axis cut into elementary pieces: per piece its
+    ``length`` and its first reader ``reader`` (a member index; -1 for a gap). ``piece`` and
+    ``member``: every (piece, member reading it) pair, by piece -- None where there would be
+    more than :data:`BIG_PAIRS` of them."""
+
+    groups: np.ndarray
+    members: np.ndarray
+    first: np.ndarray
+    size: np.ndarray
+    reader: np.ndarray
+    length: np.ndarray
+    piece: np.ndarray | None
+    member: np.ndarray | None
+
+
+#: The most byte runs a big group's footprints may have to be attributed in columns (64 column
+#: slices of a 50k-row weight have 3.2M: the one-by-one path measures them as towers).
+BIG_RUNS = 1 << 20
+
+#: The most (piece, reader) pairs the big groups list for exact partners and shared bytes;
+#: past it a big group's partners are the whole group (:class:`Others`) and the tree counts
+#: its shared bytes name by name.
+BIG_PAIRS = 1 << 23
+
+
+@dataclass(frozen=True)
 class Attribution:
     """Who owns which bytes (see :func:`owners`)."""
 
@@ -157,7 +193,8 @@ class Attribution:
     counted: ByName  # per name not owning all it reads, (relation, first earlier partner)
     distinct: Callable[[list[str]], int]  # the distinct bytes of some names of one group
     painted: Painted | None  # the groups attributed in one numpy pass, as columns
-    rest: list[int]  # the groups attributed one by one (big groups, towers)
+    rest: list[int]  # the groups attributed one by one (towers, inexact footprints)
+    big: Big | None = None  # the groups of more than 64 exact footprints, as columns
 
 
 def attribution(layout: LayoutLike) -> tuple[list[int], Sequence[tuple[str, ...]], Mapping, Mapping, Callable]:
@@ -180,8 +217,12 @@ def owners(layout: LayoutLike) -> Attribution:
     partners, counted = ByName(), ByName()
     runs: dict[str, _Runs] = {}
     owned: list[int] | np.ndarray
+    partners.pos = counted.pos = pos
+    partners.names = counted.names = layout.names
     painted = _painted(layout, rows, sizes, pos, own, partners, counted)
-    rest = np.setdiff1d(np.arange(len(groups)), painted.groups if painted is not None else []).tolist()
+    big = _big(layout, rows, sizes, own, partners, counted)
+    done = [x.groups for x in (painted, big) if x is not None]
+    rest = np.setdiff1d(np.arange(len(groups)), np.concatenate(done) if done else []).tolist()
     axes: dict[str, sw.RowAxis] = {}  # a rest group's names -> its footprints in period space
     for g in rest:
         names = groups[g]
@@ -190,13 +231,10 @@ def owners(layout: LayoutLike) -> Attribution:
             owned, near = _rows_first(axis, rows[groups.first[g] : groups.first[g] + int(sizes[g])])
             axes.update(dict.fromkeys(names, axis))
 
-            head = pos[names[0]]  # a group past 64 names: every name's first earlier partner
-            inter = _rows_shared(axis, head)
-
-            def relation(a: str, b: str, axis: sw.RowAxis = axis, head: int = head, inter: dict = inter) -> str:
+            def relation(a: str, b: str, axis: sw.RowAxis = axis) -> str:
                 na, nb = layout[a].footprint_nbytes, layout[b].footprint_nbytes
-                both = inter[pos[a]] if pos[b] == head else na + nb - _rows_union(axis, np.array([pos[a], pos[b]]))
-                return nbytes_relation(both, na, nb)
+                both = _rows_union(axis, np.array([pos[a], pos[b]]))
+                return nbytes_relation(na + nb - both, na, nb)
 
             _attribute(layout, names, owned, near, pos, own, partners, counted, relation)
             continue
@@ -208,6 +246,8 @@ def owners(layout: LayoutLike) -> Attribution:
         else:
             runs.update(zip(names, map(_Runs, pieces)))
             owned, near = _small_first([runs[n] for n in names])
+        if (near is None or len(names) > 64) and not any(map(periodic.is_periodic, pieces)):
+            near = _exact_partners(pieces)  # listed runs: every partner, however big the group
         _attribute(layout, names, owned, near, pos, own, partners, counted)
 
     def distinct(inside: list[str]) -> int:
@@ -223,7 +263,7 @@ def owners(layout: LayoutLike) -> Attribution:
             return union.total
         return layout.union_nbytes(inside)
 
-    return Attribution(own, groups, partners, counted, distinct, painted, rest)
+    return Attribution(own, groups, partners, counted, distinct, painted, rest, big)
 
 
 def _attribute(layout, names, owned, near, pos, own, partners, counted, relation=None) -> None:
@@ -231,7 +271,7 @@ def _attribute(layout, names, owned, near, pos, own, partners, counted, relation
     related by ``relation``, the layout's own by default)."""
     for name, o in zip(names, owned):
         own[pos[name]] = int(o)
-    if near is None or len(names) > 64:
+    if near is None or len(near) != len(names):  # too many to list: the rest of the group
         partners.update({n: Others(names, k) for k, n in enumerate(names)})
     else:
         partners.update({n: tuple(names[j] for j in near[k]) for k, n in enumerate(names)})
@@ -268,28 +308,11 @@ def _rows_first(axis: sw.RowAxis, views: np.ndarray) -> tuple[np.ndarray, list |
     order = np.argsort(rank, kind="stable")
     cuts = np.searchsorted(rank[order], np.arange(views.size + 1))
     runs = axis.runs[order]
-    return first_reader([runs[a:b] for a, b in zip(cuts[:-1], cuts[1:])], scale=axis.scale)
-
-
-def _rows_shared(axis: sw.RowAxis, head: int) -> dict[int, int]:
-    """Per view of an axis, the bytes it shares with view ``head`` (one pass: each run's bytes
-    inside ``head``'s runs, from their running sums)."""
-    mine = fp.union(axis.runs[axis.owner == head])
-    if not len(mine):
-        return dict.fromkeys(np.unique(axis.owner).tolist(), 0)
-    before = np.r_[0, np.cumsum((mine[:, 1] - mine[:, 0]) * axis.scale(mine[:, 0]))]
-
-    def below(x: np.ndarray) -> np.ndarray:  # head's bytes (as storage bytes) below axis positions x
-        k = np.searchsorted(mine[:, 1], x, side="right")  # head's runs wholly below x
-        at = np.minimum(k, len(mine) - 1)
-        inside = np.where(k < len(mine), np.clip(x - mine[at, 0], 0, None) * axis.scale(mine[at, 0]), 0)
-        return before[k] + inside
-
-    each = below(axis.runs[:, 1]) - below(axis.runs[:, 0])
-    views, at = np.unique(axis.owner, return_inverse=True)
-    sums = np.zeros(views.size, dtype=np.int64)
-    np.add.at(sums, at.reshape(-1), each)
-    return dict(zip(views.tolist(), sums.tolist()))
+    pieces = [runs[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+    owned, near = first_reader(pieces, scale=axis.scale)
+    if near is None:  # past 64 names: partners from the (piece, reader) pairs in period space
+        near = _exact_partners(pieces)
+    return owned, near
 
 
 def _rows_union(axis: sw.RowAxis, views: np.ndarray) -> int:
@@ -398,11 +421,8 @@ def _painted(
     member = np.full(len(names), -1, dtype=np.int64)
     member[members] = np.arange(members.size)
     painted = Painted(np.flatnonzero(ok), members, mfirst, size, key_g, key_m, length)
-    partners.painted = _Partners(names, members, mfirst[gid], near)
-    counted.painted = _counted(t, names, painted, gid, rank, near, own)
-    partners.pos = counted.pos = pos
-    partners.names = counted.names = names
-    partners.member = counted.member = member
+    partners.add(member, _Partners(names, members, mfirst[gid], near))
+    counted.add(member, _counted(t, names, painted, gid, rank, near, own))
     return painted
 
 
@@ -443,6 +463,193 @@ def _laid_out(t, members: np.ndarray, mfirst: np.ndarray, size: np.ndarray, gid:
         return per_sorted[np.searchsorted(at_sorted, x, side="right") - 1]
 
     return np.concatenate(runs), np.concatenate(whose), base, scale
+
+
+def _big(
+    layout: LayoutLike, rows: np.ndarray, sizes: np.ndarray, own: list, partners: ByName, counted: ByName
+) -> Big | None:
+    """First reader wins for every group of more than 64 exact footprints (not towers) in one
+    numpy pass: the groups side by side on one byte axis, each elementary piece's first reader
+    the least member index over the runs covering it (:func:`_paint`, a segment tree). A
+    member's first earlier partner is the least first reader over its pieces (a range minimum);
+    its partners, every member reading one of its pieces. Fills ``own``, ``partners`` and
+    ``counted`` as the one-by-one path would, with exact partners."""
+    t = getattr(layout, "_table", None)
+    if t is None or not sizes.size:
+        return None
+    first = np.cumsum(sizes) - sizes
+    tower = np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid[rows]]
+    fine = t.exact[rows] & ~tower & (t.stop[rows] > t.start[rows])
+    nruns = np.fromiter((1 if g.runs is None else len(g.runs) for g in t.geos), np.int64, len(t.geos))[t.gid[rows]]
+    total = np.add.reduceat(nruns, first)
+    ok = np.logical_and.reduceat(fine, first) & (sizes > 64) & (total <= BIG_RUNS)
+    for g in np.flatnonzero(ok & (total >= sw.PERIOD_MIN_RUNS)).tolist():  # rows of one period: swept
+        if _axis_of(t, rows[first[g] : first[g] + sizes[g]]) is not None:  # in period space, one by one
+            ok[g] = False
+    if not ok.any():
+        return None
+    members, size = rows[np.repeat(ok, sizes)], sizes[ok]
+    mfirst = np.cumsum(size) - size
+    gid = np.repeat(np.arange(size.size), size)
+    start, stop = t.start[members], t.stop[members]
+    lo = np.minimum.reduceat(start, mfirst)
+    span = np.maximum.reduceat(stop, mfirst) - lo
+    base = np.cumsum(span) - span
+    runs, who = fp.byte_runs_many(t.geos, t.gid[members], start, t.itemsize[members], np.arange(members.size))
+    edges, at = _ranked((runs + (base - lo)[gid[who], None]).ravel())
+    a, b = at[0::2], at[1::2]
+    reader = _paint(a, b, who, edges.size - 1, np.minimum, _NONE)
+    length = np.diff(edges)
+    read = reader != _NONE
+    owned = np.bincount(reader[read], weights=length[read], minlength=members.size).astype(np.int64)
+    for p, o in zip(members.tolist(), owned.tolist()):
+        own[p] = o
+    earliest = np.full(members.size, _NONE, dtype=np.int64)
+    np.minimum.at(earliest, who, _range_min(reader, a, b))
+    view_member = np.full(len(layout.names), -1, dtype=np.int64)
+    view_member[members] = np.arange(members.size)
+    counted.add(view_member, _big_counted(layout, t, members, earliest, owned))
+    piece, member = _pairs(a, b, who)
+    reader = np.where(read, reader, -1)
+    if piece is None or member is None:
+        partners.add(view_member, _BigOthers(layout.names, members, mfirst, gid))
+    else:
+        partners.add(view_member, _BigPartners(layout.names, members, piece, member, a, b, who, length.size))
+    return Big(np.flatnonzero(ok), members, mfirst, size, reader, length, piece, member)
+
+
+def _exact_partners(pieces: Sequence[np.ndarray]) -> list[tuple[int, ...]] | None:
+    """Per footprint (canonical byte runs), the indices of the others sharing a byte with it;
+    None past :data:`BIG_PAIRS` (piece, reader) pairs."""
+    k = len(pieces)
+    sizes = np.fromiter((len(p) for p in pieces), np.int64, k)
+    who = np.repeat(np.arange(k, dtype=np.int64), sizes)
+    edges, at = _ranked(np.concatenate(pieces).ravel() if k else np.zeros(0, np.int64))
+    a, b = at[0::2], at[1::2]
+    piece, member = _pairs(a, b, who)
+    if piece is None or member is None:
+        return None
+    find = _BigPartners(range(k), np.arange(k), piece, member, a, b, who, max(edges.size - 1, 0))
+    return [find(i) for i in range(k)]
+
+
+def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per range ``[lo, hi)`` (non-empty), the least of ``values`` over it: a segment tree,
+    every range walked up at once (``O((m + R) log m)``, ``O(m)`` memory)."""
+    size = 1 << max(int(values.size - 1).bit_length(), 0)
+    tree = np.full(2 * size, _NONE, dtype=np.int64)
+    tree[size : size + values.size] = values
+    level = size // 2
+    while level >= 1:
+        parents = np.arange(level, 2 * level)
+        tree[parents] = np.minimum(tree[2 * parents], tree[2 * parents + 1])
+        level //= 2
+    out = np.full(lo.size, _NONE, dtype=np.int64)
+    left, right, at = lo + size, hi + size, np.arange(lo.size)
+    while at.size:
+        odd = (left & 1) == 1
+        np.minimum.at(out, at[odd], tree[left[odd]])
+        left = left + odd
+        odd = (right & 1) == 1
+        right = right - odd
+        np.minimum.at(out, at[odd], tree[right[odd]])
+        left, right = left >> 1, right >> 1
+        keep = left < right
+        left, right, at = left[keep], right[keep], at[keep]
+    return out
+
+
+def _pairs(a: np.ndarray, b: np.ndarray, who: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Every (piece, member) pair of the runs (run ``r`` covers pieces ``a[r]..b[r]-1``),
+    sorted by piece; ``(None, None)`` past :data:`BIG_PAIRS`."""
+    count = b - a
+    total = int(count.sum())
+    if total > BIG_PAIRS:
+        return None, None
+    offset = np.repeat(a - (np.cumsum(count) - count), count)
+    piece = np.arange(total, dtype=np.int64) + offset
+    member = np.repeat(who, count)
+    order = np.argsort(piece, kind="stable")
+    return piece[order], member[order]
+
+
+def _big_counted(layout: LayoutLike, t: Any, members: np.ndarray, earliest: np.ndarray, owned: np.ndarray) -> _Counted:
+    """``(relation, first earlier partner)`` of the big groups' members owning less than they
+    read: identical and two gap-free blocks from the columns (as
+    :func:`~tensorviz.core.relations.record_relation` settles them), any other pair by the layout."""
+    idx = np.arange(members.size)
+    fpn = _footprints(t)[members]
+    k = np.flatnonzero((earliest < idx) & (owned < fpn))
+    slot = np.full(members.size, -1, dtype=np.int64)
+    slot[k] = np.arange(k.size)
+    va, vb = members[k], members[earliest[k]]
+    same = (t.start[va] == t.start[vb]) & (t.gid[va] == t.gid[vb]) & (t.did[va] == t.did[vb])
+    dense = t.dense[va] & t.dense[vb]
+    inter = np.minimum(t.stop[va], t.stop[vb]) - np.maximum(t.start[va], t.start[vb])
+    na, nb = fpn[k], fpn[earliest[k]]
+    words = np.select(
+        [same, dense & (inter == na) & (inter == nb), dense & (inter == nb), dense & (inter == na), dense],
+        [0, 1, 2, 3, 4],
+        -1,
+    )
+    names = layout.names
+    for j in np.flatnonzero(words < 0).tolist():  # footprints with gaps: the layout measures them
+        words[j] = _RELATIONS.index(layout.relation(names[int(va[j])], names[int(vb[j])]))
+    return _Counted(names, slot, words, vb)
+
+
+class _BigPartners:
+    """Big-group member ``k``'s partners: the members reading one of its pieces, in source
+    order, made when asked for."""
+
+    def __init__(
+        self,
+        names: Sequence[Any],
+        members: np.ndarray,
+        piece: np.ndarray,
+        member: np.ndarray,
+        a: np.ndarray,
+        b: np.ndarray,
+        who: np.ndarray,
+        npieces: int,
+    ) -> None:
+        self.names, self.members, self.member, self.a, self.b = names, members, member, a, b
+        self.cuts = np.searchsorted(piece, np.arange(npieces + 1))  # piece p's pairs: cuts[p]..cuts[p+1]
+        self.runs = np.argsort(who, kind="stable")  # each member's runs, together
+        self.run_cuts = np.searchsorted(who[self.runs], np.arange(members.size + 1))
+
+    def __call__(self, k: int) -> tuple[Any, ...]:
+        runs = self.runs[self.run_cuts[k] : self.run_cuts[k + 1]]
+        lo, hi = self.cuts[self.a[runs]], self.cuts[self.b[runs]]
+        count = hi - lo
+        at = np.arange(int(count.sum())) + np.repeat(lo - (np.cumsum(count) - count), count)
+        near = _distinct(self.member[at])
+        names, members = self.names, self.members
+        return tuple(names[members[j]] for j in near.tolist() if j != k)
+
+    def keys(self) -> range:
+        return range(self.members.size)
+
+
+class _BigOthers:
+    """Big-group member ``k``'s partners where the pairs were too many to list: the rest of its
+    group (:class:`Others`)."""
+
+    def __init__(self, names: Sequence[str], members: np.ndarray, mfirst: np.ndarray, gid: np.ndarray) -> None:
+        self.names, self.members, self.mfirst, self.gid = names, members, mfirst, gid
+        self.groups: dict[int, tuple[str, ...]] = {}
+
+    def __call__(self, k: int) -> Others:
+        g = int(self.gid[k])
+        lo = int(self.mfirst[g])
+        group = self.groups.get(g)
+        if group is None:
+            hi = int(self.mfirst[g + 1]) if g + 1 < self.mfirst.size else self.members.size
+            group = self.groups[g] = tuple(self.names[j] for j in self.members[lo:hi].tolist())
+        return Others(group, k - lo)
+
+    def keys(self) -> range:
+        return range(self.members.size)
 
 
 def _sum_by(g: np.ndarray, m: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -515,15 +722,19 @@ _RELATIONS = ("identical", "same-bytes", "contains", "within", "overlaps")
 
 class ByName(Mapping):
     """``name -> value`` for the names of the overlap groups: a dict for the groups attributed
-    one by one, the painted groups' values made from their columns on first read (no tuple
-    per name for 100k names up front). Reads like a dict."""
+    one by one, the column-attributed groups' values (painted, big) made from their columns on
+    first read (no tuple per name for 100k names up front). Reads like a dict."""
 
     def __init__(self) -> None:
         self.known: dict = {}
-        self.painted: Callable[[int], Any] | None = None
+        self.sources: list[tuple[np.ndarray, Any]] = []  # (per view its member index or -1, values)
         self.pos: Mapping[str, int] = {}
-        self.member = np.zeros(0, dtype=np.int64)  # per view, its painted member index or -1
         self.names: Sequence[str] = ()
+
+    def add(self, member: np.ndarray, values: Any) -> None:
+        """Values made on read: ``values(k)`` for member ``k`` (``member``: per view, its member
+        index or -1), None where a member has none; ``values.keys()`` the members that have one."""
+        self.sources.append((member, values))
 
     def __setitem__(self, name: str, value: Any) -> None:
         self.known[name] = value
@@ -534,23 +745,25 @@ class ByName(Mapping):
     def __getitem__(self, name: str) -> Any:
         if name in self.known:
             return self.known[name]
-        i = self.pos.get(name) if self.painted is not None else None
-        k = int(self.member[i]) if i is not None else -1
-        value = self.painted(k) if k >= 0 and self.painted is not None else None
-        if value is None:
-            raise KeyError(name)
-        return value
+        i = self.pos.get(name) if self.sources else None
+        for member, values in self.sources if i is not None else ():
+            k = int(member[i])
+            if k >= 0:
+                value = values(k)
+                if value is not None:
+                    return value
+        raise KeyError(name)
 
     def __iter__(self) -> Iterator[str]:
         yield from self.known
-        if self.painted is not None:
-            views = np.empty(int(self.member.max()) + 1, dtype=np.int64)
-            views[self.member[self.member >= 0]] = np.flatnonzero(self.member >= 0)
-            for k in self.painted.keys():  # type: ignore[attr-defined]
+        for member, values in self.sources:
+            views = np.empty(int(member.max()) + 1, dtype=np.int64)
+            views[member[member >= 0]] = np.flatnonzero(member >= 0)
+            for k in values.keys():
                 yield self.names[int(views[k])]
 
     def __len__(self) -> int:
-        return len(self.known) + (len(self.painted.keys()) if self.painted is not None else 0)  # type: ignore[attr-defined]
+        return len(self.known) + sum(len(values.keys()) for _, values in self.sources)
 
 
 def _counted(

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tensorviz.core import hooks
-from tensorviz.core.attribution import Attribution, Others, Painted, owners
+from tensorviz.core.attribution import BIG_PAIRS, Attribution, Big, Others, Painted, owners
 from tensorviz.core.categories import TRAINING_ROLES, category_bytes, category_words, optimizer_name, role
 from tensorviz.core.keepalive import storages_kept_alive
 from tensorviz.core.names import elide, shown, terminal
@@ -234,13 +234,56 @@ def _shared_bytes(a: Attribution, store: _Store) -> np.ndarray:
     pt = a.painted
     if pt is not None and pt.members.size:
         _painted_shared(pt, store, shared)
-    rest = [a.groups[g] for g in a.rest]
+    big, by_name = a.big, list(a.rest)
+    if big is not None and not _big_shared(big, store, shared):
+        by_name += big.groups.tolist()  # too many (piece, reader) pairs to list: name by name
+    rest = [a.groups[g] for g in sorted(by_name)]
     if rest:
         pos = store.leaf
         owned = {n: a.own[pos[n]] for names in rest for n in names}
         for path, nbytes in _shared_per_prefix(rest, owned, a.distinct).items():
             shared[store.ids[path]] += nbytes
     return shared
+
+
+def _big_shared(big: Big, store: _Store, shared: np.ndarray) -> bool:
+    """Adds to ``shared`` the big groups' shared bytes (:func:`_shared_per_prefix`, per piece):
+    a piece counts once for every node holding one of its readers but not its first reader.
+    False (nothing added) when the (piece, node) pairs would be too many to list."""
+    if big.piece is None or big.member is None:
+        return False
+    if big.piece.size * int(store.level.max(initial=0) + 1) > BIG_PAIRS:
+        return False
+    n = len(store.paths)
+    node, piece = store.leaves[big.members[big.member]], big.piece
+    held = _up_keys(node, piece, store.parent, n)
+    read = big.reader >= 0
+    first = _up_keys(store.leaves[big.members[big.reader[read]]], np.flatnonzero(read), store.parent, n)
+    held = held[~_sorted_in(held, first)]
+    np.add.at(shared, held % n, big.length[held // n])
+    return True
+
+
+def _up_keys(node: np.ndarray, piece: np.ndarray, parent: np.ndarray, n: int) -> np.ndarray:
+    """The distinct keys ``piece * n + node`` of every node and each of its ancestors (root
+    included), sorted."""
+    keys = [_distinct_keys(piece * n + node)]
+    while keys[-1].size:
+        up = parent[keys[-1] % n]
+        ok = up >= 0
+        keys.append(_distinct_keys((keys[-1] // n)[ok] * n + up[ok]))
+    return _distinct_keys(np.concatenate(keys))
+
+
+def _distinct_keys(a: np.ndarray) -> np.ndarray:
+    a = np.sort(a)
+    return a[np.r_[True, a[1:] != a[:-1]]] if a.size else a
+
+
+def _sorted_in(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per value of ``a``, whether it is in the sorted distinct array ``b``."""
+    at = np.minimum(np.searchsorted(b, a), max(b.size - 1, 0))
+    return b[at] == a if b.size else np.zeros(a.size, dtype=bool)
 
 
 def _painted_shared(pt: Painted, store: _Store, shared: np.ndarray) -> None:

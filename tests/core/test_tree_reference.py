@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 from torch import nn
@@ -89,7 +89,7 @@ def attribution(layout) -> tuple[list[int], dict[str, tuple], dict[str, tuple], 
         if len(members) < 2:
             continue
         for i in members:
-            near = [j for j in members if j != i] if len(members) > 64 else [j for j in members if j in meets[i]]
+            near = [j for j in members if j in meets[i]]  # exact, however big the group
             partners[views[i].name] = tuple(views[j].name for j in near)
             earlier = next((j for j in near if j < i), None)
             if earlier is not None and own[i] < views[i].footprint_nbytes:
@@ -410,3 +410,70 @@ def test_llama_on_meta():
     )
     with torch.device("meta"):
         assert_same_tree(tv.analyze(transformers.LlamaForCausalLM(cfg)))
+
+
+# -- overlap groups of more than 64 names (attributed in columns, partners exact) ----------------
+
+
+@st.composite
+def big_groups(draw):
+    """About 80 views, mostly over a first storage of at most 96 bytes read whole by one of
+    them (so they form one overlap group of more than 64 names), some over a second one,
+    under names of one to three parts: gap-free blocks (chains, nested and tied blocks),
+    strided views, now and then an empty one; the whole-storage view at a random place."""
+    sizes = draw(st.lists(st.integers(16, 96), min_size=2, max_size=2))
+    storages = [torch.empty(n, dtype=torch.uint8) for n in sizes]
+    spec = st.tuples(st.integers(0, 95), st.integers(0, 95), st.integers(0, 11), st.integers(0, 8))
+    specs = draw(st.lists(spec, min_size=78, max_size=84))
+    spine = draw(st.integers(0, len(specs)))
+    out: dict[str, object] = {}
+    for i, (x, y, kind, where) in enumerate(specs):
+        if i == spine:
+            out["whole"] = storages[0][:]
+        s = 1 if kind == 11 else 0
+        a = x % sizes[s]
+        b = a if kind == 10 else a + 1 + y % (sizes[s] - a)
+        prefix = [PARTS[where % len(PARTS)]] * (where // len(PARTS) + where % 2)
+        out[".".join([*prefix, f"v{i}"])] = storages[s][a : b : 2 + kind % 2] if kind < 3 else storages[s][a:b]
+    if spine == len(specs):
+        out["whole"] = storages[0][:]
+    on_first = sum(1 for t in out.values() if t.untyped_storage().data_ptr() == storages[0].data_ptr() and t.numel())
+    for k in range(max(0, 66 - on_first)):  # enough names on the first storage for a group past 64
+        out[f"pad{k}"] = storages[0][k % sizes[0] :][:2]
+    return storages, out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(big_groups())
+def test_groups_past_64_names_equal_the_reference(case):
+    _, views = case
+    layout = tv.analyze(views)
+    assert any(len(g) > 64 for g in layout.shared("overlap"))
+    assert_same_tree(layout)
+
+
+def test_a_chain_of_100_names_counts_each_under_its_neighbour():
+    buf = torch.zeros(100 * 32 + 32)
+    layout = tv.analyze({f"p{i}": buf[i * 32 : i * 32 + 64] for i in range(100)})
+    tree = layout.tree()
+    p5 = tree.find("p5")
+    assert (p5.counted_in, p5.partners, p5.nbytes, p5.shared_nbytes) == (("overlaps", "p4"), ("p4", "p6"), 128, 128)
+    assert tree.find("p0").partners == ("p1",) and tree.find("p99").partners == ("p98",)
+    assert tree.root.nbytes == (100 * 32 + 32) * 4
+    assert_same_tree(layout)
+
+
+def test_past_the_pair_budget_partners_are_the_group_and_bytes_stay_exact(monkeypatch):
+    import tensorviz.core.attribution as attribution_module
+    import tensorviz.core.tree as tree_module
+
+    monkeypatch.setattr(attribution_module, "BIG_PAIRS", 10)
+    monkeypatch.setattr(tree_module, "BIG_PAIRS", 10)
+    buf = torch.zeros(70 * 8 + 8)
+    views = {f"m{i % 3}.p{i}": buf[i * 8 : i * 8 + 16] for i in range(70)}
+    layout = tv.analyze(views)
+    got, want = layout.tree(), reference_tree(layout)
+    for g, w in zip(got.nodes(), want.nodes()):
+        assert (g.path, g.nbytes, g.shared_nbytes, g.counted_in) == (w.path, w.nbytes, w.shared_nbytes, w.counted_in)
+    p5 = got.find("m2.p5")
+    assert len(p5.partners) == 69 and "m0.p0" in p5.partners  # the whole group, not only m1.p4 and m0.p6
