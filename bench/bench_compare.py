@@ -3,8 +3,9 @@
 Prints (best CPU time of ``--repeat`` interleaved runs each, seconds and ratios, and payload bytes):
 
 The compare section alone (``section``: ``CompareRows(d).section().wire()`` of a ready diff: the
-rows aligned and marked, the rows sent made and put on the wire) is timed too. Run it with
-another tree's tensorviz on ``PYTHONPATH`` for a before/after of the same measures.
+rows aligned and marked, the rows sent made and put on the wire) is timed too. For a
+before/after of the same measures, run this script from a copy of each tree (``bench/_models.py``
+puts the script's own repository first on ``sys.path``, ahead of ``PYTHONPATH``).
 
 * llama70b -- a 70B-sized Llama on the meta device (725 tensors) against its state dict with
   layer 40 cast to bfloat16: ``tv.explore(model, compare=b)`` next to ``tv.explore(model)`` and

@@ -231,10 +231,13 @@ def owners(layout: LayoutLike) -> Attribution:
             owned, near = _rows_first(axis, rows[groups.first[g] : groups.first[g] + int(sizes[g])])
             axes.update(dict.fromkeys(names, axis))
 
-            def relation(a: str, b: str, axis: sw.RowAxis = axis) -> str:
+            head = pos[names[0]]  # a group past 64 names: every name's first earlier partner
+            inter = _rows_shared(axis, head)
+
+            def relation(a: str, b: str, axis: sw.RowAxis = axis, head: int = head, inter: dict = inter) -> str:
                 na, nb = layout[a].footprint_nbytes, layout[b].footprint_nbytes
-                both = _rows_union(axis, np.array([pos[a], pos[b]]))
-                return nbytes_relation(na + nb - both, na, nb)
+                both = inter[pos[a]] if pos[b] == head else na + nb - _rows_union(axis, np.array([pos[a], pos[b]]))
+                return nbytes_relation(both, na, nb)
 
             _attribute(layout, names, owned, near, pos, own, partners, counted, relation)
             continue
@@ -313,6 +316,27 @@ def _rows_first(axis: sw.RowAxis, views: np.ndarray) -> tuple[np.ndarray, list |
     if near is None:  # past 64 names: partners from the (piece, reader) pairs in period space
         near = _exact_partners(pieces)
     return owned, near
+
+
+def _rows_shared(axis: sw.RowAxis, head: int) -> dict[int, int]:
+    """Per view of an axis, the bytes it shares with view ``head`` (one pass: each run's bytes
+    inside ``head``'s runs, from their running sums)."""
+    mine = fp.union(axis.runs[axis.owner == head])
+    if not len(mine):
+        return dict.fromkeys(np.unique(axis.owner).tolist(), 0)
+    before = np.r_[0, np.cumsum((mine[:, 1] - mine[:, 0]) * axis.scale(mine[:, 0]))]
+
+    def below(x: np.ndarray) -> np.ndarray:  # head's bytes (as storage bytes) below axis positions x
+        k = np.searchsorted(mine[:, 1], x, side="right")  # head's runs wholly below x
+        at = np.minimum(k, len(mine) - 1)
+        inside = np.where(k < len(mine), np.clip(x - mine[at, 0], 0, None) * axis.scale(mine[at, 0]), 0)
+        return before[k] + inside
+
+    each = below(axis.runs[:, 1]) - below(axis.runs[:, 0])
+    views, at = np.unique(axis.owner, return_inverse=True)
+    sums = np.zeros(views.size, dtype=np.int64)
+    np.add.at(sums, at.reshape(-1), each)
+    return dict(zip(views.tolist(), sums.tolist()))
 
 
 def _rows_union(axis: sw.RowAxis, views: np.ndarray) -> int:

@@ -366,11 +366,27 @@ class RowRuns:
     period: int
 
     def listed(self) -> np.ndarray:
-        """Its canonical byte runs, one per run and row (for sets known to be drawn)."""
-        n = self.r1 - self.r0
-        k = np.repeat(np.arange(n.size), n)
-        row = self.r0[k] + np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
-        return fp.union(np.stack((row * self.period + self.a[k], row * self.period + self.b[k]), axis=1))
+        """Its canonical byte runs, one per run and row (for sets known to be drawn). The sets
+        made here hold one stretch of rows per distinct ``(r0, r1)``, stretches apart: listed
+        row after row they come sorted, and only runs abutting across a row's end merge."""
+        if self.a.size == 0:
+            return fp.EMPTY
+        order = np.lexsort((self.a, self.r0))
+        a, b, r0, r1 = self.a[order], self.b[order], self.r0[order], self.r1[order]
+        cut = np.flatnonzero(np.r_[True, (r0[1:] != r0[:-1]) | (r1[1:] != r1[:-1]), True])
+        starts, stops = [], []
+        for i, j in zip(cut[:-1].tolist(), cut[1:].tolist()):  # one stretch of rows at a time
+            rows = np.arange(r0[i], r1[i], dtype=np.int64)[:, None] * self.period
+            starts.append((rows + a[None, i:j]).ravel())
+            stops.append((rows + b[None, i:j]).ravel())
+        lo, hi = np.concatenate(starts), np.concatenate(stops)
+        if lo.size > 1 and not bool(np.all(lo[1:] >= hi[:-1])):  # row ranges that interleave
+            return fp.union(np.stack((lo, hi), axis=1))
+        first = np.flatnonzero(np.r_[True, lo[1:] > hi[:-1]])  # sorted and disjoint: merge where they abut
+        last = np.r_[first[1:] - 1, lo.size - 1]
+        out = np.stack((lo[first], hi[last]), axis=1)
+        out.flags.writeable = False
+        return out
 
     def below(self, x: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
         """Bytes of the set below each ``x`` (per run a division: nothing listed)."""

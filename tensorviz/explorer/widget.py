@@ -113,7 +113,10 @@ class Explorer(ExplorerControls, W.VBox):
     and ``diagram`` describe what is shown now (``png`` is the static picture of that state,
     derived from the same plan); ``tensor_layout`` is the analysed
     :class:`~tensorviz.core.layout.Layout` (``layout`` is the ipywidgets CSS layout);
-    ``last_error``/``last_traceback`` keep the latest callback failure.
+    ``last_error``/``last_traceback`` keep the latest callback failure. Compare mode:
+    ``compare_rows`` (None when not comparing), :meth:`compare_with`, and the "compare with…"
+    row ``compare_box`` (``compare_path``, ``compare_choice``, ``compare_button``,
+    ``compare_stop``, ``compare_note``: :mod:`tensorviz.explorer.comparepane`).
     """
 
     children: Any  # ipywidgets' trait (ipywidgets has no type information)

@@ -279,13 +279,19 @@ class _Collector:
             if type(key) is not str:
                 key = self._key_text(key)
             name = pre + key
+            if cursor < end and (seen := reads[cursor])[0] is t:  # read by an earlier walk of this tv.diff
+                copied(cursor)  # (a read tensor is plain: no need to look at t itself)
+                copied_at(len(rows))
+                append((name, *seen[1][1:]))
+                cursor += 1
+                continue
             cls = type(t)
             if cls is Unreadable:
                 self.skipped.append(Skipped(name, t.reason))
                 continue
             if cls is _TENSOR or cls is _PARAMETER:
-                if end:  # an earlier walk of this tv.diff read tensors: this one, maybe
-                    j = cursor if cursor < end and reads[cursor][0] is t else self._elsewhere(t, cursor)
+                if end:  # read by an earlier walk elsewhere, maybe
+                    j = self._elsewhere(t, cursor)
                     if j >= 0:
                         copied(j)
                         copied_at(len(rows))

@@ -359,3 +359,13 @@ def test_overlapping_column_slices_at_different_rows_own_exactly():
         want.append(4 * (rows * cols - earlier * min(32, cols)))
     assert [n.nbytes for n in (tree.find(f"w.{k}") for k in range(64))] == want
     assert tree.root.nbytes == sum(want)
+
+
+def test_row_runs_list_row_after_row_merging_across_row_ends():
+    # stretch rows 0-2: [6, 10) and [0, 2) -> each row's tail abuts the next row's head
+    s = sw.RowRuns(np.array([0, 6]), np.array([2, 10]), np.array([0, 0]), np.array([3, 3]), 10)
+    assert s.listed().tolist() == [[0, 2], [6, 12], [16, 22], [26, 30]]
+    assert s.below(np.array([0, 7, 30, 99])).tolist() == [0, 3, 18, 18]
+    # row ranges that interleave (not made by the sweep): still canonical
+    s = sw.RowRuns(np.array([0, 5]), np.array([3, 8]), np.array([0, 1]), np.array([3, 2]), 10)
+    assert s.listed().tolist() == [[0, 3], [10, 13], [15, 18], [20, 23]]

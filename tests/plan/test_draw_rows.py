@@ -51,17 +51,18 @@ def drawn(views: dict[str, torch.Tensor]) -> list:
 
 
 @SETTINGS
-@given(row_views(), st.sampled_from([None, 4]))
-def test_marks_equal_the_listing_path_and_the_oracle(case, draw_runs):
-    """With ``draw_runs`` 4 every bar of more runs is drawn per cell (cells of 7 bytes)."""
+@given(row_views(), st.sampled_from([None, 4]), st.sampled_from([None, 3]))
+def test_marks_equal_the_listing_path_and_the_oracle(case, draw_runs, explicit):
+    """With ``draw_runs`` 4 every bar of more runs is drawn per cell (cells of 7 bytes); with
+    ``explicit`` 3 footprints of more runs are towers (a bar drawn per cell from its tower)."""
     nbytes, views = case
     old_runs, old_cells = bars.DRAW_RUNS, bars.DRAW_CELLS
     try:
         if draw_runs is not None:
             bars.DRAW_RUNS, bars.DRAW_CELLS = draw_runs, -(-nbytes // 7)
-        with listing():
+        with paths(min_runs=1 << 62, explicit=explicit):  # the listing path
             want = drawn(views)
-        with paths():
+        with paths(explicit=explicit):
             got = drawn(views)
     finally:
         bars.DRAW_RUNS, bars.DRAW_CELLS = old_runs, old_cells

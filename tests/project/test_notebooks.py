@@ -31,7 +31,8 @@ def _errors(nb) -> list[str]:
 
 
 def _html_pictures(nb) -> int:
-    """Outputs whose text/html fallback embeds the PNG (what GitHub and untrusted views show)."""
+    """Outputs whose text/html fallback embeds the picture (the PNG, or its pixels as lossless WebP):
+    what untrusted views and sanitizers show."""
     html = (out.get("data", {}).get("text/html", "") for out in _outputs(nb))
     return sum("data:image/png;base64," in h or "data:image/webp;base64," in h for h in html)
 
