@@ -15,8 +15,10 @@ unusual takes the careful path, which turns every problem into a :class:`Skipped
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -217,7 +219,6 @@ class _Collector:
         self._last_miss = -2
         self._failed = 0  # look-ups in a row that found nothing
         self._index: dict[int, int] | None = None
-        self._read_at: list[int] = []  # per read of this walk, its row
         self._copied: list[int] = []  # per row copied from an earlier walk, its read
         self._copied_at: list[int] = []  # and its row here
         if shared is not None:
@@ -265,12 +266,7 @@ class _Collector:
         """
         pre = f"{prefix}." if prefix else ""
         dtypes, rows, read, reads, end = self._dtypes, self.rows.rows, self._read, self._reads, self._end
-        append, copied, copied_at, read_at = (
-            rows.append,
-            self._copied.append,
-            self._copied_at.append,
-            self._read_at.append,
-        )
+        append, copied, copied_at = rows.append, self._copied.append, self._copied_at.append
         cursor = self._cursor
         for key, t in items:
             self._left -= 1
@@ -310,10 +306,9 @@ class _Collector:
                         self._add_careful(name, t)
                         continue
                     row = (name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st))
+                    append(row)
                     if read is not None:
                         read((t, row))
-                        read_at(len(rows))
-                    append(row)
                 else:
                     self._add_careful(name, t)
             elif is_container(t):
@@ -414,10 +409,9 @@ class _Collector:
         row = (name, ident, value.device, nbytes, dt, shape, stride, offset, None, where)
         if note:
             self.rows.notes[len(self.rows.rows)] = note
-        elif self._read is not None and (type(value) is _TENSOR or type(value) is _PARAMETER):  # read once per tv.diff
-            self._read((value, row))
-            self._read_at.append(len(self.rows.rows))
         self.rows.rows.append(row)
+        if not note and self._read is not None and (type(value) is _TENSOR or type(value) is _PARAMETER):
+            self._read((value, row))  # read once per tv.diff
         return None
 
     def _dtype(self, t: torch.Tensor) -> tuple[str, int]:
@@ -434,14 +428,26 @@ class _Collector:
         layout = Layout._from_rows(self.rows, self.skipped, source=source, metadata=metadata)
         shared = self._shared
         if shared is not None and layout._raw is self.rows:  # (no row was dropped as a repeated name)
-            if shared.walks == 1 and not self._begun:  # the first walk: read j is its row read_at[j]
-                shared.first = (layout, np.array(self._read_at, dtype=np.int64))
+            if shared.walks == 1 and not self._begun:  # the first walk: read j is its row rows_of[j]
+                rows_of = _rows_of(self.rows.rows, self._reads)
+                shared.first = (layout, rows_of) if rows_of is not None else None
             elif shared.walks == 2 and shared.first is not None and self._copied:
                 first, rows_of = shared.first
                 src = np.full(len(self.rows.rows), -1, dtype=np.int64)
                 src[np.array(self._copied_at, dtype=np.int64)] = rows_of[np.array(self._copied, dtype=np.int64)]
                 self.rows.copied = (first, src)
         return layout
+
+
+def _rows_of(rows: list[tuple], reads: list[tuple[Any, tuple]]) -> np.ndarray | None:
+    """Per read (``(tensor, row)``, in walk order), the position of its row in ``rows``: every
+    row is a read (the common case: one per row), or found by identity; None when a read's row
+    is no longer there (a training checkpoint's rows are renamed after the walk)."""
+    if len(rows) == len(reads) and all(map(operator.is_, rows, map(itemgetter(1), reads))):
+        return np.arange(len(rows))
+    where = {id(row): k for k, row in enumerate(rows)}
+    found = [where.get(id(row), -1) for _, row in reads]
+    return np.array(found, dtype=np.int64) if -1 not in found else None
 
 
 def _where(prefix: str) -> str:

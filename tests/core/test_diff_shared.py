@@ -108,6 +108,10 @@ def test_shared_reads_change_no_answer(n: int, seed: int, edits: list[str], pref
     _check(a, b)
 
 
+class _Sub(torch.Tensor):
+    """A tensor subclass read as a plain view (no dispatch of its own) but not shared."""
+
+
 def test_b_table_derived_from_a_equals_its_own() -> None:
     """b's table is gathered from a's columns for the rows b copied (a wrapped state dict with
     casts, clones, new dtypes, shared storages and views): column by column what b's own rows
@@ -115,6 +119,8 @@ def test_b_table_derived_from_a_equals_its_own() -> None:
     a = _side_a(40, 3) | {"i": torch.zeros(3, dtype=torch.int64), "h": torch.zeros(2, dtype=torch.float16)}
     b = {"module." + k: (t.double() if k.endswith("row") else t) for k, t in a.items()} | {"extra": torch.ones(5)}
     assert _check(a, b) == 1
+    sub = {"sub": torch.zeros(2).as_subclass(_Sub)}  # a row that is no read: rows found by identity
+    assert _check(sub | a, {"module.sub": sub["sub"]} | b) == 1
     detached = {"d." + k: t.detach() for k, t in a.items()}
     for many, derived in ((100, 1), (1100, 0)):  # new tensors after which a's are looked up, or not
         fresh = {f"new.{i}": torch.zeros(1) for i in range(many)}
