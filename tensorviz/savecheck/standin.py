@@ -90,6 +90,7 @@ class StandIn:
         "_numel",
         "_elsize",
         "_contig",
+        "_flat",
     )
     layout = torch.strided
     is_sparse = False
@@ -115,6 +116,7 @@ class StandIn:
         self._numel = math.prod(self.shape)  # asked of every tensor by every saver: found once
         self._elsize = _itemsize(dtype)
         self._contig = -1  # row-major contiguity, found on first ask
+        self._flat: StandIn | None = None  # view(-1), made once (each helper call asks again)
 
     @classmethod
     def _same(cls, like: StandIn, shape: torch.Size, stride: tuple[int, ...], offset: int, numel: int) -> StandIn:
@@ -123,7 +125,7 @@ class StandIn:
         out = object.__new__(cls)
         out.dtype, out.device, out.shape, out._stride, out._offset = like.dtype, like.device, shape, stride, offset
         out._storage, out.source, out.requires_grad, out._reach = like._storage, like.source, False, -1
-        out._numel, out._elsize, out._contig = numel, like._elsize, -1
+        out._numel, out._elsize, out._contig, out._flat = numel, like._elsize, -1, None
         return out
 
     # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
@@ -221,7 +223,9 @@ class StandIn:
     def view(self, *args: Any) -> StandIn:
         n = self._numel
         if args in _FLAT and n > 1 and self.is_contiguous():  # torch's answer, no twin
-            return StandIn._same(self, torch.Size((n,)), (1,), self._offset, n)
+            if self._flat is None:  # immutable: one flat view serves every call
+                self._flat = StandIn._same(self, torch.Size((n,)), (1,), self._offset, n)
+            return self._flat
         return self._derived(self._twin().view(*args))
 
     def reshape(self, *args: Any) -> StandIn:
