@@ -164,9 +164,15 @@ def pieces_of(layout: Layout) -> dict[str, tuple[str, ...]]:
     """Each logical tensor stored in pieces that is not itself a name of the layout (a tensor
     subclass's name) -> the names of its pieces, in layout order."""
     out: dict[str, list[str]] = {}
-    for v in layout.views:
-        if v.piece is not None and v.piece.of != v.name:
-            out.setdefault(v.piece.of, []).append(v.name)
+    raw = getattr(layout, "_raw", None)
+    if raw is not None:  # the rows that are pieces, without a record for every view
+        names = layout.names
+        found = [(names[i], raw.pieces[i]) for i in sorted(raw.pieces)]
+    else:
+        found = [(v.name, v.piece) for v in layout.views if v.piece is not None]
+    for name, piece in found:
+        if piece.of != name:
+            out.setdefault(piece.of, []).append(name)
     return {of: tuple(names) for of, names in out.items() if of not in layout}
 
 
