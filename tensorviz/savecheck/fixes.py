@@ -16,6 +16,7 @@ dtype on one storage). The test-suite executes every fix and checks a bit-exact 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
 from typing import Any
@@ -334,14 +335,19 @@ def _copy_steps(
         )
         load.append(f"state_dict[{v.name!r}] = state_dict[{v.name!r}].expand{v.shape}")
         return
-    why = (
-        f"reads {format_bytes(v.footprint_nbytes)} of a {format_bytes(storage_nbytes)} storage: write only those"
-        if v.footprint_nbytes < storage_nbytes
-        else "its own storage"
-    )
     if not contiguous.get(v.name, v.is_contiguous):
         why = "non-contiguous: a packed copy"
+    elif v.footprint_nbytes < storage_nbytes:
+        why = f"reads {_bytes_text(v.footprint_nbytes)} of a {_bytes_text(storage_nbytes)} storage: write only those"
+    else:
+        why = "its own storage"
     save.append(_clone_line(v, contiguous, why))
+
+
+@functools.lru_cache(maxsize=1024)
+def _bytes_text(n: int) -> str:
+    """:func:`format_bytes` of a byte count, remembered (a fix plan of 100k copies names a few sizes)."""
+    return format_bytes(n)
 
 
 def _torch_steps(st, views: list[TensorView], contiguous: dict[str, bool], save: list[str], load: list[str]) -> None:

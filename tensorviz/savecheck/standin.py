@@ -91,6 +91,7 @@ class StandIn:
         "_elsize",
         "_contig",
         "_flat",
+        "_last",
     )
     layout = torch.strided
     is_sparse = False
@@ -117,6 +118,7 @@ class StandIn:
         self._elsize = _itemsize(dtype)
         self._contig = -1  # row-major contiguity, found on first ask
         self._flat: StandIn | None = None  # view(-1), made once (each helper call asks again)
+        self._last: StandIn | None = None  # [-1] of a 1-d stand-in, made once (as view(-1))
 
     @classmethod
     def _same(cls, like: StandIn, shape: torch.Size, stride: tuple[int, ...], offset: int, numel: int) -> StandIn:
@@ -125,7 +127,7 @@ class StandIn:
         out = object.__new__(cls)
         out.dtype, out.device, out.shape, out._stride, out._offset = like.dtype, like.device, shape, stride, offset
         out._storage, out.source, out.requires_grad, out._reach = like._storage, like.source, False, -1
-        out._numel, out._elsize, out._contig, out._flat = numel, like._elsize, -1, None
+        out._numel, out._elsize, out._contig, out._flat, out._last = numel, like._elsize, -1, None, None
         return out
 
     # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
@@ -237,8 +239,13 @@ class StandIn:
 
     def __getitem__(self, index: Any) -> StandIn:
         if type(index) is int and len(self.shape) == 1 and -self.shape[0] <= index < self.shape[0]:
+            if index == -1 and self._last is not None:
+                return self._last
             at = self._offset + (index % self.shape[0]) * self._stride[0]  # one element, as torch picks it
-            return StandIn._same(self, _SCALAR, (), at, 1)
+            one = StandIn._same(self, _SCALAR, (), at, 1)
+            if index == -1:  # safetensors' _end_ptr: view(-1)[-1], in each helper call
+                self._last = one
+            return one
         return self._derived(self._twin()[index])
 
     def detach(self) -> StandIn:
