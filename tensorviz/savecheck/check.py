@@ -351,7 +351,12 @@ def _evaluate(saver: str, s: Subject) -> Verdict:
 def _storage_of(s: Subject) -> dict[str, Any]:
     """Each name of the subject's layout -> its storage key (made once per check)."""
     if s.storage_of is None:
-        s.storage_of = {v.name: v.storage for v in s.layout.views}
+        t = getattr(s.layout, "_table", None)
+        if t is not None:  # a view's storage is its table key: no record per view
+            keys = t.keys
+            s.storage_of = dict(zip(s.layout.names, map(keys.__getitem__, t.sidx.tolist())))
+        else:
+            s.storage_of = {v.name: v.storage for v in s.layout.views}
     return s.storage_of
 
 
@@ -368,10 +373,13 @@ def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
     saver of one check gets the same names)."""
     key = frozenset(given)
     if key not in s.sub_layouts:
-        pieces = _pieces(s)
-        names = [p for n in given for p in pieces.get(n, (n,)) if p in s.layout]
-        whole = len(names) == len(s.layout.views)
-        s.sub_layouts[key] = s.layout if whole else _sub(s.layout, names)
+        pieces, layout = _pieces(s), s.layout
+        if not pieces and len(key) == len(layout) and key == frozenset(layout.names):  # every name: no walk
+            s.sub_layouts[key] = layout
+            return layout
+        names = [p for n in given for p in pieces.get(n, (n,)) if p in layout]
+        whole = len(names) == len(layout)
+        s.sub_layouts[key] = layout if whole else _sub(layout, names)
     return s.sub_layouts[key]
 
 
