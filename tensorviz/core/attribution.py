@@ -641,14 +641,36 @@ class _BigPartners:
         self.cuts = np.searchsorted(piece, np.arange(npieces + 1))  # piece p's pairs: cuts[p]..cuts[p+1]
         self.runs = np.argsort(who, kind="stable")  # each member's runs, together
         self.run_cuts = np.searchsorted(who[self.runs], np.arange(members.size + 1))
+        self.table: tuple[np.ndarray, np.ndarray] | None | bool = False  # every member's partners, once
+
+    def _every(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every member's partners as one sorted column with a cut per member, from the pairs
+        of readers of each piece -- None when those would pass :data:`BIG_PAIRS` (a piece read
+        by thousands): then each member's are found when asked."""
+        count = np.diff(self.cuts)
+        total = int((count * count).sum())
+        if total > BIG_PAIRS:
+            return None
+        rep = np.repeat(count, count)  # per (piece, reader) pair: how many readers its piece has
+        left = np.repeat(self.member, rep)
+        first = np.repeat(np.repeat(self.cuts[:-1], count), rep)
+        right = self.member[first + np.arange(total) - np.repeat(np.cumsum(rep) - rep, rep)]
+        n = self.members.size
+        key = _distinct((left * n + right)[left != right])
+        return key % n, np.searchsorted(key // n, np.arange(n + 1))
 
     def __call__(self, k: int) -> tuple[Any, ...]:
+        if self.table is False:
+            self.table = self._every()
+        names, members = self.names, self.members
+        if isinstance(self.table, tuple):
+            near, cut = self.table
+            return tuple(names[members[j]] for j in near[cut[k] : cut[k + 1]].tolist())
         runs = self.runs[self.run_cuts[k] : self.run_cuts[k + 1]]
         lo, hi = self.cuts[self.a[runs]], self.cuts[self.b[runs]]
         count = hi - lo
         at = np.arange(int(count.sum())) + np.repeat(lo - (np.cumsum(count) - count), count)
         near = _distinct(self.member[at])
-        names, members = self.names, self.members
         return tuple(names[members[j]] for j in near.tolist() if j != k)
 
     def keys(self) -> range:

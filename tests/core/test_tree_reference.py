@@ -477,3 +477,17 @@ def test_past_the_pair_budget_partners_are_the_group_and_bytes_stay_exact(monkey
         assert (g.path, g.nbytes, g.shared_nbytes, g.counted_in) == (w.path, w.nbytes, w.shared_nbytes, w.counted_in)
     p5 = got.find("m2.p5")
     assert len(p5.partners) == 69 and "m0.p0" in p5.partners  # the whole group, not only m1.p4 and m0.p6
+
+
+def test_partners_found_per_name_when_every_pair_would_pass_the_budget(monkeypatch):
+    """(piece, reader) pairs within the budget, but every member's partners at once past it:
+    each member's partners are found when read, and equal the reference's."""
+    import tensorviz.core.attribution as attribution_module
+    import tensorviz.core.tree as tree_module
+
+    monkeypatch.setattr(attribution_module, "BIG_PAIRS", 200)
+    monkeypatch.setattr(tree_module, "BIG_PAIRS", 200)
+    buf = torch.zeros(70 * 8 + 8)
+    layout = tv.analyze({f"m{i % 3}.p{i}": buf[i * 8 : i * 8 + 16] for i in range(70)})  # 140 pairs, 278 at once
+    assert_same_tree(layout)
+    assert layout.tree().find("m2.p5").partners == ("m1.p4", "m0.p6")
