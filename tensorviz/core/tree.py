@@ -72,7 +72,10 @@ class Node:
     elsewhere.
     ``kind`` is the module's class name when known, else ``"parameter"``, ``"buffer"``,
     ``"buffer (not saved)"``, ``"tensor"`` or ``"skipped"`` for a name, ``""`` for a plain prefix.
-    For a tensor, ``partners`` are the names whose bytes intersect its own and ``counted_in`` is
+    For a tensor, ``partners`` are the names whose bytes intersect its own (exact in groups of
+    any size; the rest of its overlap group stands in only past
+    :data:`~tensorviz.core.attribution.BIG_PAIRS` reader pairs, or for a group of more than 64
+    names with towers) and ``counted_in`` is
     ``(relation, name)`` of the earlier name that owns (some of) its bytes, e.g.
     ``("identical", "embed.weight")`` for a tied weight, or ``()``.
     ``piece`` is set on a logical tensor stored in pieces (a torchao weight, a GPTQ ``qweight``
