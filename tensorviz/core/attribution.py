@@ -416,10 +416,8 @@ def _painted(
     t = getattr(layout, "_table", None)
     if t is None or not sizes.size:
         return None
-    first = np.cumsum(sizes) - sizes
-    tower = np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid[rows]]
-    fine = t.exact[rows] & ~tower & (t.stop[rows] > t.start[rows])
-    ok = np.logical_and.reduceat(fine, first) & (sizes <= 64)
+    first, fine = _listed_groups(t, rows, sizes)
+    ok = fine & (sizes <= 64)
     if not ok.any():
         return None
     keep = np.repeat(ok, sizes)
@@ -489,6 +487,16 @@ def _laid_out(t, members: np.ndarray, mfirst: np.ndarray, size: np.ndarray, gid:
     return np.concatenate(runs), np.concatenate(whose), base, scale
 
 
+def _listed_groups(t: Any, rows: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's first member (``rows`` holds the groups one after another, ``sizes`` long)
+    and whether all its footprints are exact, non-empty listed runs (no tower): the groups the
+    column passes (:func:`_painted`, :func:`_big`) can attribute."""
+    first = np.cumsum(sizes) - sizes
+    tower = np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid[rows]]
+    fine = t.exact[rows] & ~tower & (t.stop[rows] > t.start[rows])
+    return first, np.logical_and.reduceat(fine, first)
+
+
 def _big(
     layout: LayoutLike, rows: np.ndarray, sizes: np.ndarray, own: list, partners: ByName, counted: ByName
 ) -> Big | None:
@@ -501,12 +509,10 @@ def _big(
     t = getattr(layout, "_table", None)
     if t is None or not sizes.size:
         return None
-    first = np.cumsum(sizes) - sizes
-    tower = np.fromiter((g.tower is not None for g in t.geos), bool, len(t.geos))[t.gid[rows]]
-    fine = t.exact[rows] & ~tower & (t.stop[rows] > t.start[rows])
+    first, fine = _listed_groups(t, rows, sizes)
     nruns = np.fromiter((1 if g.runs is None else len(g.runs) for g in t.geos), np.int64, len(t.geos))[t.gid[rows]]
     total = np.add.reduceat(nruns, first)
-    ok = np.logical_and.reduceat(fine, first) & (sizes > 64) & (total <= BIG_RUNS)
+    ok = fine & (sizes > 64) & (total <= BIG_RUNS)
     for g in np.flatnonzero(ok & (total >= sw.PERIOD_MIN_RUNS)).tolist():  # rows of one period: swept
         if _axis_of(t, rows[first[g] : first[g] + sizes[g]]) is not None:  # in period space, one by one
             ok[g] = False

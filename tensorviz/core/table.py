@@ -149,29 +149,10 @@ def build(
     itemsize = np.fromiter(map(_ITEMSIZE, dtypes), np.int64, len(dtypes))[did]
     offset = c.column("offset")
     start = np.where(c.column("given"), c.column("start"), offset * itemsize)
-    reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
-    dense = np.fromiter((g.dense for g in geos), bool, len(geos))
-    exact = np.fromiter((g.exact for g in geos), bool, len(geos))
     tokens += [e[0] for e in extra]  # a key tuple stands for itself
     devices += [e[1] for e in extra]
-    table = Table(
-        sidx=sidx,
-        offset=offset,
-        did=did,
-        dtypes=dtypes,
-        itemsize=itemsize,
-        start=start,
-        stop=start + reach[gid] * itemsize,
-        gid=gid,
-        geos=geos,
-        dense=dense[gid],
-        exact=exact[gid],
-        tokens=tokens,
-        _keys=None,
-        devices=devices,
-        labels=None,
-        nbytes=np.concatenate((nbytes, np.array([e[2] for e in extra], dtype=np.int64))) if extra else nbytes,
-    )
+    nbytes = np.concatenate((nbytes, np.array([e[2] for e in extra], dtype=np.int64))) if extra else nbytes
+    table = _assemble(sidx, offset, did, dtypes, itemsize, start, gid, geos, tokens, devices, nbytes)
     table.labels = [labels.get(k, "") for k in table.keys] if labels else [""] * len(tokens)
     return table
 
@@ -221,13 +202,35 @@ def derive(
     tokens = np.concatenate((ids_a, ids_new))[storage_of].tolist()
     devices = objects(other.devices + new.devices)[storage_of].tolist()
     itemsize = np.fromiter(map(_ITEMSIZE, dtypes), np.int64, len(dtypes))[did]
+    nbytes = np.concatenate((other.nbytes, new.nbytes))[storage_of]
+    table = _assemble(
+        sidx, per_row["offset"], did, dtypes, itemsize, per_row["start"], gid, geos, tokens, devices, nbytes
+    )
+    table.labels = [""] * len(tokens)
+    return table
+
+
+def _assemble(
+    sidx: np.ndarray,
+    offset: np.ndarray,
+    did: np.ndarray,
+    dtypes: list,
+    itemsize: np.ndarray,
+    start: np.ndarray,
+    gid: np.ndarray,
+    geos: list[fp.Geometry],
+    tokens: list,
+    devices: list[str],
+    nbytes: np.ndarray,
+) -> Table:
+    """The Table of these columns, each view's stop, density and exactness read from its
+    Geometry (``labels`` are left for the caller)."""
     reach = np.fromiter((g.reach for g in geos), np.int64, len(geos))
     dense = np.fromiter((g.dense for g in geos), bool, len(geos))
     exact = np.fromiter((g.exact for g in geos), bool, len(geos))
-    start = per_row["start"]
     return Table(
         sidx=sidx,
-        offset=per_row["offset"],
+        offset=offset,
         did=did,
         dtypes=dtypes,
         itemsize=itemsize,
@@ -240,8 +243,8 @@ def derive(
         tokens=tokens,
         _keys=None,
         devices=devices,
-        labels=[""] * len(tokens),
-        nbytes=np.concatenate((other.nbytes, new.nbytes))[storage_of],
+        labels=None,
+        nbytes=nbytes,
     )
 
 
