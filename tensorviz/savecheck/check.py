@@ -56,7 +56,8 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> tuple[tuple[Verdict, ...], S
     no tensor or module any more)."""
     subject = _subject(obj)
     verdicts = []
-    token = sv.CHECK_MEMO.set({})
+    memo: dict = {}
+    token = sv.CHECK_MEMO.set(memo)
     try:
         for saver in wanted:
             why_not = _not_run(SAVER_RULES[saver], subject)
@@ -65,6 +66,7 @@ def run_check(obj: Any, wanted: tuple[str, ...]) -> tuple[tuple[Verdict, ...], S
                 continue
             verdicts.append(_evaluate(saver, subject))
     finally:
+        memo.clear()  # a kept exception's traceback holds this frame: a cycle through every stand-in
         sv.CHECK_MEMO.reset(token)
     subject.real_state_dict = subject.pretrained = subject.peft = None
     return tuple(attach_fixes(verdicts, subject)), subject

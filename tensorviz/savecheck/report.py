@@ -62,17 +62,22 @@ def save_check(obj: Any, *, savers: Iterable[str] | None = None) -> SaveReport:
     """
     wanted = _wanted(savers)
     with gc_paused():  # thousands of stand-ins and records: no collector pass over the caller's heap
-        verdicts, subject = run_check(obj, wanted)
-        asked = savers is not None
-        return SaveReport(
-            source=subject.source,
-            verdicts=verdicts,
-            versions=versions(),
-            unique_nbytes=acc.unique_nbytes(subject.layout),
-            ties=subject.ties,
-            notes=tuple(subject.notes) + acc.bound_notes(subject.layout),
-            not_run=tuple((k, why) for k, why in subject.not_run if asked or " is not installed: " in why),
-        )
+        return _report(obj, wanted, asked=savers is not None)
+
+
+def _report(obj: Any, wanted: tuple[str, ...], asked: bool) -> SaveReport:
+    """The report of one check. The subject (stand-ins, layout, records) is freed when this
+    returns, while the collector is still paused: none of it waits for a collector pass."""
+    verdicts, subject = run_check(obj, wanted)
+    return SaveReport(
+        source=subject.source,
+        verdicts=verdicts,
+        versions=versions(),
+        unique_nbytes=acc.unique_nbytes(subject.layout),
+        ties=subject.ties,
+        notes=tuple(subject.notes) + acc.bound_notes(subject.layout),
+        not_run=tuple((k, why) for k, why in subject.not_run if asked or " is not installed: " in why),
+    )
 
 
 @dataclass(frozen=True)

@@ -191,7 +191,10 @@ def memoised(kind: str, sd: dict[str, Any], extra: Any, compute: Any) -> Any:
             memo[key] = (None, e, values)
     value, error, _ = memo[key]
     if error is not None:
-        raise error
+        try:
+            raise error
+        finally:  # this frame joins the error's traceback: a local kept here would hold it in a cycle
+            error = None
     return value
 
 
