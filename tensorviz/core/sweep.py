@@ -549,10 +549,12 @@ def components(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = labels.size
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    order = np.lexsort((np.arange(n), labels))
+    order = np.argsort(labels, kind="stable")  # members of a label in index order
     sl = labels[order]
     starts = np.flatnonzero(np.r_[True, sl[1:] != sl[:-1]])
     firsts = order[starts]
+    if (firsts[1:] > firsts[:-1]).all():  # labels already number groups by first member
+        return order, np.r_[starts, n]
     size = np.diff(np.r_[starts, n])
     # Rank groups by first member, then lay each group's members out in that rank order.
     rank = np.empty(starts.size, dtype=np.int64)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tensorviz.core import footprint as fp
 from tensorviz.core import table as _table
@@ -168,6 +170,20 @@ def test_components_orders_groups_by_first_member():
     assert order.tolist() == [] and bounds.tolist() == [0]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-3, 12), max_size=40), st.booleans())
+def test_components_matches_grouping_by_hand(values: list[int], presorted: bool) -> None:
+    """Against a dict of members per label, groups in order of first member: random labels, and
+    labels that already number groups by first member (the fast path, no reordering)."""
+    labels = np.array(sorted(values) if presorted else values, dtype=np.int64)
+    by_label: dict[int, list[int]] = {}
+    for i, v in enumerate(labels.tolist()):
+        by_label.setdefault(v, []).append(i)
+    order, bounds = components(labels)
+    assert [order[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:])] == list(by_label.values())
+    assert bounds[0] == 0 and bounds[-1] == labels.size
+
+
 def test_ranked_matches_components_for_first_appearance_labels():
     labels = np.array([0, 1, 0, 2, 1, 3, 3, 0])
     order, bounds = ranked(labels)
@@ -215,8 +231,8 @@ def test_byte_runs_many_equals_each_views_own_runs():
     owner = np.array([10, 11, 12, 13, 14, 15])
     runs, who = fp.byte_runs_many(geos, gid, start, itemsize, owner)
     got = {int(o): runs[who == o].tolist() for o in owner}
-    for g, st, it, o in zip(gid, start, itemsize, owner):
-        assert got[int(o)] == geos[g].byte_runs(int(st), int(it)).tolist()
+    for g, s0, it, o in zip(gid, start, itemsize, owner):
+        assert got[int(o)] == geos[g].byte_runs(int(s0), int(it)).tolist()
     assert got[14] == [] and got[13] == [[40, 48]]
     empty = fp.byte_runs_many(geos, *(np.zeros(0, dtype=np.int64),) * 4)
     assert empty[0].shape == (0, 2) and empty[1].tolist() == []
