@@ -154,6 +154,7 @@ class CanvasView {
     this.compare = new CompareView($(".tvz-cmp"), {
       select: (keys) => this.select(keys), tip: (e, text) => this.placeTip(e, text),
       ask: (names) => this.model.send({ kind: "compare_rows", names }),  // rows not sent, for the hover of a's views
+      wait: (ms) => setTimeout(() => this.retip(), ms + 20),  // no answer by then: the hover says so
     });
     this.root.tvz = this.hooks();
     this.load();
@@ -420,8 +421,11 @@ class CanvasView {
 
   // The kernel's answer to a compare-mode hover (CompareView.receive): the hover shown again.
   onMessage(msg, buffers) {
-    if (msg.kind === "compare_rows" && this.compare.receive(msg, buffers) && this.tipAt && this.tip.style.display !== "none") this.showTip(...this.tipAt);
+    if (msg.kind === "compare_rows" && this.compare.receive(msg, buffers)) this.retip();
   }
+
+  // The hover shown again where it is (it may have news from the kernel, or of its silence).
+  retip() { if (this.tipAt && this.tip.style.display !== "none") this.showTip(...this.tipAt); }
 
   onLeave() { this.tip.style.display = "none"; if (this.hover >= 0) { this.hover = -1; this.schedule(); } }
 

@@ -7,6 +7,9 @@ import { column, lines, unframe, formatBytes, fitName, fitText, clipName } from 
 import { inkOn } from "./treemap.js";
 
 export const ROW_H = 20, HEAD_H = 20, ROWS_SHOWN = 14;
+// How long a hover waits for the kernel's answer about a row not sent before saying none came
+// (a notebook saved with its widgets and opened without a kernel never answers).
+export const ASK_PATIENCE_MS = 5000;
 
 // The section (its frame unframed by its own column names) decoded for drawing.
 export function decodeCompare(sent) {
@@ -128,13 +131,17 @@ export function factLines(c, i) {
 // The lines a view of a's hover adds in compare mode (the lanes' bars and labels): for `names`
 // (the a-names a bar draws: one, or a tie's), what b holds. `find(name)` gives the row of an
 // a-name as [section, row], null when the kernel said no row has it, undefined while unknown
-// (not sent: the caller asks the kernel). The first name gets its matched view's facts beside
+// (not sent: the caller asks the kernel), "silent" when asked and unanswered for ASK_PATIENCE_MS. The first name gets its matched view's facts beside
 // its own ("≠" where they differ; "only in a" when nothing of b matches); the others a line each.
 export function matchTooltip(names, find) {
   const out = [];
   names.slice(0, 4).forEach((name, k) => {
     const hit = find(name), head = k ? `${clipName(name, 80)} → ` : "in b: ";
     if (hit === undefined) { out.push(`${head}asking the kernel…`); return; }
+    if (hit === "silent") {
+      out.push(`${head}no answer from the kernel (busy, or not running: a saved page holds only the rows it was sent)`);
+      return;
+    }
     if (hit === null) { out.push(`${head}— (not in the comparison: the name filter hides its row)`); return; }
     const [c, i] = hit;
     if (!(c.side[i] & 2)) { out.push(`${head}— only in a (no tensor of b matches it by name or rule)`); return; }
@@ -182,14 +189,16 @@ const HTML = `<div class="tvz-cmp-head"><b class="tvz-cmp-summary"></b><span cla
 
 export class CompareView {
   // `el`: the (hidden) container; `on.select(keys)`: set the explorer's selection; `on.tip(e,
-  // lines)`: the canvas's tooltip beside a mouse event (null hides it).
+  // lines)`: the canvas's tooltip beside a mouse event (null hides it); `on.ask(names)`: ask the
+  // kernel for rows not sent; `on.wait(ms)`: show the hover again after `ms` (its asks unanswered).
   constructor(el, on) {
     this.el = el; this.on = on; this.c = null; this.hover = -1; this.cursor = -1; this.selected = new Set();
+    this.asked = new Map(); this.askedAt = new Map(); this.now = () => performance.now();
     this.theme = null; this.width = 600; this.patterns = new Map();
   }
 
   update(sent, theme, selected, revision = 0) {
-    this.theme = theme; this.selected = selected; this.asked = new Map(); this.revision = revision;
+    this.theme = theme; this.selected = selected; this.asked = new Map(); this.askedAt = new Map(); this.revision = revision;
     if (!sent || !sent.frame) { this.el.hidden = true; this.c = null; return; }
     if (!this.canvas) this.build();
     this.c = decodeCompare(sent); this.el.hidden = false; this.hover = -1;
@@ -237,19 +246,20 @@ export class CompareView {
   }
 
   // The lines a hover on a's views `names` adds (matchTooltip): from the rows sent, else from
-  // the kernel, asked once per name (`on.ask(names)`; its answer comes to `receive`); [] when
-  // not comparing.
+  // the kernel, asked once per name (`on.ask(names)`; its answer comes to `receive`), "silent"
+  // once unanswered for ASK_PATIENCE_MS (`on.wait` shows the hover again then); [] when not comparing.
   matchLines(names) {
-    const c = this.c, unknown = [];
+    const c = this.c, unknown = [], now = this.now();
     if (!c || !names.length) return [];
     const find = (name) => {
       const i = c.rowOf.get(name);
       if (i !== undefined && c.side[i] & 1) return [c, i];
-      if (!this.asked.has(name)) { this.asked.set(name, undefined); unknown.push(name); }
-      return this.asked.get(name);
+      if (!this.asked.has(name)) { this.asked.set(name, undefined); this.askedAt.set(name, now); unknown.push(name); }
+      const hit = this.asked.get(name);
+      return hit === undefined && now - this.askedAt.get(name) >= ASK_PATIENCE_MS ? "silent" : hit;
     };
     const out = matchTooltip(names, find);
-    if (unknown.length) this.on.ask(unknown);
+    if (unknown.length) { this.on.ask(unknown); this.on.wait?.(ASK_PATIENCE_MS); }
     return out;
   }
 

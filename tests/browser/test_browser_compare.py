@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.helpers.labserver import SHOTS, lab_server, open_notebook, run_all, set_theme, write_notebook
+from tests.helpers.labserver import SHOTS, TOKEN, lab_server, open_notebook, run_all, set_theme, write_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -90,6 +90,7 @@ def lab(tmp_path_factory):
     write_notebook(root, "small.ipynb", [SMALL])
     write_notebook(root, "llama.ipynb", [LLAMA])
     write_notebook(root, "lanes.ipynb", [LANES, ZOOMED])
+    write_notebook(root, "silent.ipynb", [LANES, ZOOMED])
     write_notebook(root, "pick.ipynb", [PICK])
     with lab_server(root, side, SHOTS) as url:
         yield url
@@ -238,6 +239,43 @@ def test_hover_on_a_lane_shows_the_matched_view_in_b(lab, page, theme, width):
     assert not pg.errors, pg.errors
     if theme != "JupyterLab Light":
         set_theme(lab, "JupyterLab Light")
+
+
+def _shut_down_kernel_of(lab: str, path: str) -> None:
+    """Shut down the kernel of the notebook at ``path`` (the server's REST API), as when a
+    notebook saved with its widgets is opened with no kernel to answer."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{lab}/api/sessions?token={TOKEN}", timeout=10) as r:
+        kernel = next(s["kernel"]["id"] for s in json.load(r) if s["path"].endswith(path))
+    req = urllib.request.Request(f"{lab}/api/kernels/{kernel}?token={TOKEN}", method="DELETE")
+    urllib.request.urlopen(req, timeout=30).close()
+
+
+def test_hover_says_when_the_kernel_does_not_answer(lab, page):
+    """A row not sent, hovered once the kernel is gone: "asking the kernel…", then, after
+    ASK_PATIENCE_MS (5 s) with no answer, that none came -- not "asking" for ever."""
+    from playwright.sync_api import expect
+
+    pg = page
+    pg.set_viewport_size({"width": 1400, "height": 1800})
+    open_notebook(pg, lab, "silent.ipynb")
+    run_all(pg)
+    explorers = pg.locator(".jp-OutputArea-output .tvz-explorer")
+    expect(explorers.nth(1).locator(".tvz-cmp-summary")).to_contain_text("matched", timeout=180_000)
+    zoomed = explorers.nth(1)
+    tip = zoomed.locator(".tvz-cv > .tvz-tip")
+    _hover_bar(pg, zoomed, "s.2999")  # the kernel is there: it answers
+    expect(tip).to_contain_text("in b: s.2999\nno change\n")
+    _shut_down_kernel_of(lab, "silent.ipynb")
+    _hover_bar(pg, zoomed, "s.3001")
+    expect(tip).to_contain_text("in b: asking the kernel…")
+    expect(tip).to_contain_text(
+        "in b: no answer from the kernel (busy, or not running: a saved page holds only the rows it was sent)",
+        timeout=15_000,
+    )
+    pg.screenshot(path=str(SHOTS / "compare_lane_no_kernel.png"))
+    assert not pg.errors, pg.errors
 
 
 @pytest.mark.parametrize("theme", ["JupyterLab Light", "JupyterLab Dark"])

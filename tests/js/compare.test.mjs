@@ -4,7 +4,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   decodeCompare, rowKey, rowMarks, markText, rowLabel, pairTitle, rowAt, rowColumns, barLength, moveCursor, pairTooltip,
-  legendEntries, hatchLines, nextMarked, matchTooltip, factLines, ROW_H,
+  legendEntries, hatchLines, nextMarked, matchTooltip, factLines, ROW_H, CompareView, ASK_PATIENCE_MS,
 } from "../../tensorviz/explorer/compare.js";
 import { py } from "./vocab.mjs";
 
@@ -115,6 +115,25 @@ test("matchTooltip: a row not sent is asked for (undefined), one the kernel has 
     "v → module.v · ≢ tie lost · → renamed", "x → — only in a (no tensor of b matches it by name or rule)",
     "w → module.w · ≢ tie lost · Δ dtype · → renamed", "… 2 more names on this bar: hover their rows above",
   ]);
+});
+
+test("matchLines: a row asked of the kernel and not answered in ASK_PATIENCE_MS says so; a late answer still shows", () => {
+  const c = decodeCompare(section(TIED)), asks = [], waits = [];
+  const view = new CompareView(null, { ask: (names) => asks.push(names), wait: (ms) => waits.push(ms) });
+  let clock = 1000;
+  view.c = c; view.now = () => clock;
+  assert.deepEqual(view.matchLines(["gone"]), ["in b: asking the kernel…"]);
+  assert.deepEqual([asks, waits], [[["gone"]], [ASK_PATIENCE_MS]]);
+  clock += ASK_PATIENCE_MS - 1;
+  assert.deepEqual(view.matchLines(["gone"]), ["in b: asking the kernel…"]);
+  clock += 1;
+  const silent = "in b: no answer from the kernel (busy, or not running: a saved page holds only the rows it was sent)";
+  assert.deepEqual(view.matchLines(["gone"]), [silent]);
+  assert.deepEqual(view.matchLines(["w", "gone"]).slice(-1), [silent.replace("in b: ", "gone → ")]);
+  assert.equal(asks.length, 1);  // asked once per name, never again
+  view.asked.set("gone", null);  // the kernel's answer, however late
+  assert.deepEqual(view.matchLines(["gone"]), ["in b: — (not in the comparison: the name filter hides its row)"]);
+  assert.deepEqual(view.matchLines(["w"]).slice(0, 1), ["in b: module.w"]);  // a row sent needs no kernel
 });
 
 test("big sizes are shown exactly in the hover", () => {
