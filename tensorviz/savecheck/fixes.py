@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -110,7 +111,9 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
     if not save_lines and not fixes:
         return [], ["tensorviz has no code fix for this case"]
     if save_lines:
-        fixes.append(_plan_fix(v, s, problem, save_lines, load_lines, cost))
+        if ("title", key) not in s.memo:  # the plan's steps, read once for every saver it serves
+            s.memo["title", key] = _Reading().read("\n".join(save_lines).splitlines())
+        fixes.append(_plan_fix(v, s, problem, s.memo[key], s.memo["title", key]))
     return fixes, []
 
 
@@ -120,7 +123,9 @@ def _facts(s: Any) -> tuple[list[str], bool, list[str]]:
     if "fix facts" not in s.memo:
         layout = s.layout
         given = [n for n in s.standins if n in layout]
-        meta = any(layout[n].device == "meta" for n in given)
+        # a view's device is its storage's: with no storage on meta, no record per name is needed
+        on_meta = any(st.device == "meta" for st in layout.storages)
+        meta = on_meta and any(layout[n].device == "meta" for n in given)
         freed = [n for n, t in s.standins.items() if isinstance(t, StandIn) and t.is_freed()]
         s.memo["fix facts"] = (given, meta, freed)
     return s.memo["fix facts"]
@@ -149,10 +154,13 @@ def _problem(v: Verdict) -> str:
     return f"{v.saver} " + "; ".join(parts)
 
 
-def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: str) -> Fix:
+def _plan_fix(v: Verdict, s: Any, problem: str, plan: tuple, steps: _Reading) -> Fix:
+    """The fix for one saver from the plan (``plan_lines``) and what its save lines do (``steps``)."""
+    save_lines, load_lines, cost = plan
     imports, call = _SAVE[v.saver]
     base = "model.state_dict()" if s.kind == "module" else "state_dict"
-    save = "\n".join(["import torch", imports, "", f"fixed = dict({base})", *save_lines, call])
+    head = "\n".join(["import torch", imports, "", f"fixed = dict({base})"])
+    save = "\n".join([head, *save_lines, call])
     load_head = _LOAD.get(v.saver, _LOAD_SAFETENSORS)
     needs_helper = any("_view_of(" in line for line in load_lines)
     load = "\n".join(["import torch", load_head, *([_HELPER] if needs_helper else []), *load_lines])
@@ -164,7 +172,15 @@ def _plan_fix(v: Verdict, s: Any, problem: str, save_lines, load_lines, cost: st
         )
     path = {"torch.save": "model.pt", "transformers.save_pretrained": "saved_model"}.get(v.saver, "model.safetensors")
     save = _tidy(save)
-    return Fix(problem, save, load, note=cost, path=path, title=fix_title(save))
+    return Fix(problem, save, load, note=cost, path=path, title=_title(save, head, steps, call))
+
+
+def _title(save: str, head: str, steps: _Reading, call: str) -> str:
+    """:func:`fix_title` of ``save`` (``head``, the plan's lines, ``call``, tidied), the plan's
+    lines read once (``steps``): tidying drops only empty lines, which say nothing."""
+    if steps.stateful:  # an import or a call among the plan's lines: read the code in full
+        return fix_title(save)
+    return _Reading().read(head.splitlines()).add(steps).read(call.splitlines()).title()
 
 
 def fix_title(save_code: str) -> str:
@@ -177,29 +193,73 @@ def fix_title(save_code: str) -> str:
     >>> fix_title("fixed = dict(sd)\ndel fixed['v']\nfixed['w'] = fixed['w'].clone()\nsave_file(fixed, path)")
     'leave out v (rebuilt after loading); write w as its own copy; then save_file'
     """
-    dropped: list[re.Match] = []  # names are unquoted only for the few the title shows
-    copied: list[re.Match] = []
-    expanded: list[re.Match] = []
-    call, origin = "", {}
-    for line in save_code.splitlines():
-        if m := _IMPORT(line):
-            for part in m.group(2).split(","):
-                name, _, alias = part.strip().partition(" as ")
-                origin[alias or name] = f"{m.group(1)}.{name}"
-        elif m := _DELETE(line):
-            dropped.append(m)
-        elif m := _ASSIGN(line):
-            (expanded if m.group(3) else copied).append(m)
-        elif (func := _call(line)) is not None:
-            call = origin.get(func, func) if func == "save" else func  # a bare save(): say whose
-    parts = []
-    if dropped:
-        parts.append(f"leave out {_few_named(dropped)} (rebuilt after loading)")
-    if copied:
-        parts.append(f"write {_few_named(copied)} as {'its own copy' if len(copied) == 1 else 'their own copies'}")
-    if expanded:
-        parts.append(f"write {_few_named(expanded)} un-expanded (expanded again after loading)")
-    return "; ".join(parts + ([f"then {call}"] if call else []))
+    return _Reading().read(save_code.splitlines()).title()
+
+
+class _Reading:
+    """What :func:`fix_title` has read so far: per kind of step, the first matches (names are
+    unquoted only for the few the title shows) and how many; the save call; imported names.
+
+    A plan's lines are read once (:meth:`block`) for every saver's code that holds them: the
+    title of ``head + plan + tail`` is that of reading the three in turn, since a plan's lines
+    only add steps (a block holding an import or a call is not summed up: read in full)."""
+
+    __slots__ = ("steps", "counts", "call", "origin", "stateful")
+
+    def __init__(self) -> None:
+        self.steps: dict[str, list[re.Match]] = {"dropped": [], "copied": [], "expanded": []}
+        self.counts = dict.fromkeys(self.steps, 0)
+        self.call, self.stateful = "", False
+        self.origin: dict[str, str] = {}
+
+    def read(self, lines: Iterable[str]) -> _Reading:
+        for line in lines:
+            if m := _IMPORT(line):
+                self.stateful = True
+                for part in m.group(2).split(","):
+                    name, _, alias = part.strip().partition(" as ")
+                    self.origin[alias or name] = f"{m.group(1)}.{name}"
+            elif m := _DELETE(line):
+                self._step("dropped", m)
+            elif m := _ASSIGN(line):
+                self._step("expanded" if m.group(3) else "copied", m)
+            elif (func := _call(line)) is not None:
+                self.stateful = True
+                self.call = self.origin.get(func, func) if func == "save" else func  # a bare save(): say whose
+        return self
+
+    def _step(self, kind: str, m: re.Match) -> None:
+        self.counts[kind] += 1
+        if len(self.steps[kind]) < _SHOWN:
+            self.steps[kind].append(m)
+
+    def add(self, block: _Reading) -> _Reading:
+        """Add the steps of a block read alone (one with no import or call: see :attr:`stateful`)."""
+        assert not block.stateful, "a block with an import or a call is read in full"
+        for kind, matches in block.steps.items():
+            self.counts[kind] += block.counts[kind]
+            self.steps[kind] = (self.steps[kind] + matches)[:_SHOWN]
+        return self
+
+    def title(self) -> str:
+        parts, counts = [], self.counts
+        if counts["dropped"]:
+            parts.append(f"leave out {self._few('dropped')} (rebuilt after loading)")
+        if counts["copied"]:
+            own = "its own copy" if counts["copied"] == 1 else "their own copies"
+            parts.append(f"write {self._few('copied')} as {own}")
+        if counts["expanded"]:
+            parts.append(f"write {self._few('expanded')} un-expanded (expanded again after loading)")
+        return "; ".join(parts + ([f"then {self.call}"] if self.call else []))
+
+    def _few(self, kind: str) -> str:
+        """:func:`_few` of the names the first matches quote (group 1, a ``repr``)."""
+        more = [""] * max(self.counts[kind] - _SHOWN, 0)
+        return _few([_unrepr(m.group(1)) for m in self.steps[kind]] + more, _SHOWN)
+
+
+#: Names a title shows per kind of step.
+_SHOWN = 3
 
 
 # A quoted literal as an unrolled loop (``[^'\\]*`` runs as one greedy step): matching stays fast
@@ -232,11 +292,6 @@ def _call(line: str) -> str | None:
     return None
 
 
-def _few_named(matches: list[re.Match], limit: int = 3) -> str:
-    """:func:`_few` of the names the matches quote (group 1, a ``repr``)."""
-    return _few([_unrepr(m.group(1)) for m in matches[:limit]] + [""] * max(len(matches) - limit, 0), limit)
-
-
 def _few(names: list[str], limit: int = 3) -> str:
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
@@ -261,6 +316,8 @@ def plan_lines(
     load: list[str] = []
     dup = 0
     members: dict[Any, list[TensorView]] = {}
+    if 2 * len(names) > len(layout):  # most records needed: made in one pass over the table, not one by one
+        _ = layout.views
     for v in map(layout.__getitem__, names):
         members.setdefault(v.storage, []).append(v)
     for key, views in members.items():

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from tensorviz.core import periodic
 from tensorviz.core.attribution import meeting_pairs
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import StorageInfo, TensorView
+from tensorviz.core.records import Storage, StorageInfo, TensorView
 from tensorviz.savecheck.savers import common as sv
 from tensorviz.savecheck.standin import StandIn
 from tensorviz.savecheck.subject import Subject
@@ -31,15 +33,17 @@ def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
 def _anchor_misfires(run: sv.Run, sub: Layout, s: Subject, name: str, positions: tuple) -> list[Misfire]:
     """Where the groups of the library's sharing check disagree with the exact overlap groups."""
     order, overlap, comp = positions
+    storage_at = sub.view_spans().storage  # each view's storage index: no record per name
     out: list[Misfire] = []
     for group in run.anchor or ():
         if len(group) < 2:
             continue  # one name: nothing the library could call shared
-        names = _in_order(order, group)
-        if len(names) < 2:
+        at = _places(order, group)
+        if len(at) < 2:
             continue
-        keys = {sub[n].storage for n in names}
-        if len(keys) > 1:
+        names = _named(sub, at)
+        nkeys = len(np.unique(storage_at[at]))
+        if nkeys > 1:
             why = (
                 "meta tensors all report address 0, so only their size tells them apart"
                 if all(sub[n].device == "meta" for n in names)
@@ -49,7 +53,7 @@ def _anchor_misfires(run: sv.Run, sub: Layout, s: Subject, name: str, positions:
                 Misfire(
                     names,
                     f"{name} puts them on one storage",
-                    f"{len(keys)} different storages ({why}); they share no byte",
+                    f"{nkeys} different storages ({why}); they share no byte",
                 )
             )
             continue
@@ -78,9 +82,18 @@ def _singletons(names) -> list[tuple[str]]:
     return [(n,) for n in names]
 
 
-def _in_order(order: dict[str, int], group) -> tuple[str, ...]:
-    """The names of ``group`` that ``order`` knows, in that order."""
-    return tuple(sorted((n for n in group if n in order), key=order.__getitem__))
+def _places(order: dict[str, int], group) -> np.ndarray:
+    """The places (``order``'s) of the names of ``group`` that ``order`` knows, ascending: that
+    order's names as positions, sorted in numpy (a group may hold 100k names)."""
+    at = np.fromiter(map(order.get, group, itertools.repeat(-1)), dtype=np.int64, count=len(group))
+    at = at[at >= 0]
+    at.sort()
+    return at
+
+
+def _named(sub: Layout, at: np.ndarray) -> tuple[str, ...]:
+    """The names of ``sub`` at places ``at``."""
+    return tuple(map(sub.names.__getitem__, at.tolist()))
 
 
 def _missed(run: sv.Run, sub: Layout, name: str, memo: dict) -> list[Misfire]:
@@ -171,8 +184,8 @@ def _refusal_misfires(run: sv.Run, sub: Layout, order: dict[str, int]) -> list[M
         return []
     out = []
     for group in run.anchor:
-        names = _in_order(order, group)
-        if not names or f"{sorted(names)[0]!r}" not in run.error[1]:
+        names = _named(sub, _places(order, group))
+        if not names or f"{min(names)!r}" not in run.error[1]:
             continue
         st = sub.storage(names[0])
         reads = "; ".join(
@@ -184,13 +197,22 @@ def _refusal_misfires(run: sv.Run, sub: Layout, order: dict[str, int]) -> list[M
             )
             for n in names[:4]
         )
-        shared = len(sub_layout(sub, names).shared("overlap")) > 0
+        shared = _any_shared(sub, names, st)
         what = "they share bytes" if shared else ("nothing here is shared" if len(names) == 1 else "they share no byte")
         out.append(
             Misfire(names, "save_model finds no name covering the whole storage and refuses", f"{what}; {reads}")
         )
         break
     return out
+
+
+def _any_shared(sub: Layout, names: tuple[str, ...], st: Storage) -> bool:
+    """Whether two of ``names`` share a byte. When they are every view of storage ``st``, the
+    layout's own overlap groups on ``st`` say it (overlap never crosses storages, so a layout of
+    just these views groups them the same): no layout is built for 100k names."""
+    if len(names) == len(st.names) and set(names) == set(st.names):
+        return any(g.storage == st.key for g in sub.shared("overlap"))
+    return len(sub_layout(sub, names).shared("overlap")) > 0
 
 
 def _flattens(s: StandIn) -> bool:

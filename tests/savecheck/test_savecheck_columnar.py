@@ -1,0 +1,92 @@
+"""The save check's column paths (numpy over the layout's table, one answer per storage) against
+the per-name answers they replace, on random views of a few buffers."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensorviz as tv
+from tensorviz.savecheck import fixes
+from tensorviz.savecheck import misfires as mf
+
+# A view: (buffer, start, length, step) over one of three 1-D buffers of 48 floats, or a whole one.
+_VIEW = st.tuples(st.integers(0, 2), st.integers(0, 40), st.integers(0, 12), st.integers(1, 3)) | st.tuples(
+    st.integers(0, 2), st.just(0), st.just(48), st.just(1)
+)
+
+
+def _state_dict(views: list[tuple[int, int, int, int]]) -> dict[str, torch.Tensor]:
+    bufs = [torch.zeros(48) for _ in range(3)]
+    return {f"v{i}": bufs[b][start : start + length * step : step] for i, (b, start, length, step) in enumerate(views)}
+
+
+def _per_name_order(order: dict[str, int], group) -> tuple[str, ...]:
+    """The per-name answer: the known names of ``group``, sorted by place."""
+    return tuple(sorted((n for n in group if n in order), key=order.__getitem__))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_VIEW, min_size=1, max_size=12), st.data())
+def test_places_and_storage_count_agree_with_the_per_name_answers(views, data):
+    layout = tv.analyze(_state_dict(views))
+    order = {n: i for i, n in enumerate(layout.names)}
+    group = set(data.draw(st.lists(st.sampled_from([*layout.names, "unknown", "v99"]), max_size=14)))
+    at = mf._places(order, group)
+    names = mf._named(layout, at)
+    assert names == _per_name_order(order, group)
+    assert len(np.unique(layout.view_spans().storage[at])) == len({layout[n].storage for n in names})
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_VIEW, min_size=1, max_size=12), st.data())
+def test_any_shared_agrees_with_a_layout_of_just_those_names(views, data):
+    layout = tv.analyze(_state_dict(views))
+    for storage in layout.storages:
+        every = tuple(storage.names)
+        some = tuple(n for n in every if data.draw(st.booleans()))
+        for names in (every, some):
+            if not names:
+                continue
+            want = len(mf.sub_layout(layout, names).shared("overlap")) > 0
+            assert mf._any_shared(layout, names, storage) == want, (names, views)
+
+
+def test_refusal_misfire_names_the_chain_and_says_it_shares_bytes():
+    """An overlap chain (view i reads floats [4i, 4i + 8)): save_model refuses the one group, and
+    the misfire, found from the layout's own overlap groups, says they share bytes."""
+    buf = torch.zeros(4 * 6 + 4)
+    sd = {f"p{i}": buf[4 * i : 4 * i + 8] for i in range(6)}
+    v = tv.save_check(sd)["safetensors.save_model"]
+    assert v.outcome == "raises"
+    [m] = [m for m in v.misfires if m.library.startswith("save_model finds no name")]
+    assert m.names == tuple(sd)
+    assert m.tensorviz == (
+        "they share bytes; p0 reads 32 of its storage's 112 B; p1 reads 32 of its storage's 112 B; "
+        "p2 reads 32 of its storage's 112 B; p3 reads 32 of its storage's 112 B"
+    )
+
+
+_NAME = st.lists(
+    st.sampled_from(["a", "b", "'", '"', "\\", "\n", "\r", "\x0b", "\u2028", " ", "#", "\nfrom x import save"])
+    | st.sampled_from(["\nsave(fixed, path)", "\ndel fixed['z']", "\nfixed['a'] = fixed['a'].clone()"]),
+    max_size=4,
+).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_NAME, _VIEW), min_size=1, max_size=6, unique_by=lambda nv: nv[0]))
+def test_fix_titles_read_once_per_plan_agree_with_reading_the_whole_code(named):
+    """The title of each saver's fix comes from the plan's lines read once; it is the title read
+    from that saver's whole code, whatever the names (quotes, line breaks, code-like names)."""
+    sd = _state_dict([view for _, view in named])
+    sd = {name: sd[f"v{i}"] for i, (name, _) in enumerate(named)}
+    seen = 0
+    for verdict in tv.save_check(sd):
+        for fix in verdict.fixes:
+            if fix.save_code.startswith("import torch"):  # a plan's code (not "use save_model")
+                assert fix.title == fixes.fix_title(fix.save_code)
+                seen += 1
+    assert seen or all(not v.fixes for v in tv.save_check(sd))
