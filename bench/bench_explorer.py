@@ -76,7 +76,7 @@ import sys
 sys.path.insert(0, {str(HERE)!r})
 import tensorviz as tv
 from bench_scale import many_small
-ov = tv.explore(many_small(125_000), snapshot=False)
+ov = tv.explore(many_small(125_000), all_storages=True, snapshot=False)  # every storage: the overview (a model opens on a few)
 ov"""
 # In the page: mouse moves over the overview's cells, the handler's time each (hit test + tooltip).
 OVERVIEW_MOVES = """([host, n]) => {
