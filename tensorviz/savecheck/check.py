@@ -388,7 +388,9 @@ def _given_layout(s: Subject, given: tuple[str, ...]) -> Layout:
 def _subclass_notes(saver: str, run: sv.Run, s: Subject) -> list[str]:
     """Why a saver refused a tensor subclass (its storage has no address), or how torch.save
     writes one (its inner tensors' storages, whole); the first subclass named."""
-    subs = [v for v in s.standins.values() if isinstance(v, SubclassStandIn) and v.name in run.given]
+    if "subclasses" not in s.memo:  # the same stand-ins for every saver: looked for once
+        s.memo["subclasses"] = [v for v in s.standins.values() if isinstance(v, SubclassStandIn)]
+    subs = [v for v in s.memo["subclasses"] if v.name in run.given]
     if not subs:
         return []
     first, more = subs[0], f" (and {len(subs) - 1} more)" if len(subs) > 1 else ""
@@ -484,9 +486,20 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
         lost_nbytes=b.lost,
         duplicated_nbytes=b.duplicated,
         unreferenced_nbytes=b.unreferenced,
-        anchor=None if run.anchor is None else tuple(tuple(sorted(g)) for g in run.anchor if len(g) > 1),
+        anchor=_anchor_groups(run, s),
         anchor_name=run.anchor_name,
         misfires=tuple(_misfires(run, sub, s)),
         logs=tuple(run.logs),
         notes=tuple(notes),
     )
+
+
+def _anchor_groups(run: sv.Run, s: Subject) -> tuple[tuple[str, ...], ...] | None:
+    """The groups of two or more names the library's sharing check reported, each sorted: once
+    per answer (the savers handed the same tensors share the library's one answer)."""
+    if run.anchor is None:
+        return None
+    key = ("anchor groups", id(run.anchor))
+    if key not in s.memo:  # the entry keeps the answer alive: its id is not reused during the check
+        s.memo[key] = (tuple(tuple(sorted(g)) for g in run.anchor if len(g) > 1), run.anchor)
+    return s.memo[key][0]

@@ -122,7 +122,8 @@ def _facts(s: Any) -> tuple[list[str], bool, list[str]]:
     was freed: the same for every verdict of one check, so found once (``s.memo``)."""
     if "fix facts" not in s.memo:
         layout = s.layout
-        given = [n for n in s.standins if n in layout]
+        known = set(layout.names)  # one set, not a layout lookup per name
+        given = [n for n in s.standins if n in known]
         # a view's device is its storage's: with no storage on meta, no record per name is needed
         on_meta = any(st.device == "meta" for st in layout.storages)
         meta = on_meta and any(layout[n].device == "meta" for n in given)
@@ -383,7 +384,9 @@ def _clone_line(v: TensorView, contiguous: dict[str, bool], why: str) -> str:
 def _copy_steps(
     v: TensorView, storage_nbytes: int, contiguous: dict[str, bool], save: list[str], load: list[str]
 ) -> None:
-    expanded = [i for i, (size, st) in enumerate(zip(v.shape, v.stride)) if st == 0 and size > 1]
+    expanded = (
+        [i for i, (size, st) in enumerate(zip(v.shape, v.stride)) if st == 0 and size > 1] if 0 in v.stride else ()
+    )
     if expanded:
         index = ", ".join("0:1" if i in expanded else ":" for i in range(len(v.shape)))
         save.append(

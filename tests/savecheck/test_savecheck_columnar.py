@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorviz as tv
-from tensorviz.savecheck import fixes
+from tensorviz.savecheck import fixes, standin
 from tensorviz.savecheck import misfires as mf
 
 # A view: (buffer, start, length, step) over one of three 1-D buffers of 48 floats, or a whole one.
@@ -90,3 +90,23 @@ def test_fix_titles_read_once_per_plan_agree_with_reading_the_whole_code(named):
                 assert fix.title == fixes.fix_title(fix.save_code)
                 seen += 1
     assert seen or all(not v.fixes for v in tv.save_check(sd))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 9)), max_size=3),
+    st.integers(0, 5),
+    st.sampled_from([torch.float32, torch.bfloat16, torch.int8, torch.bool, torch.complex64]),
+    st.booleans(),
+)
+def test_stand_ins_filled_in_directly_equal_those_made_by_init(dims, offset, dtype, parameter):
+    """from_tensor fills a stand-in's slots from the tensor's own answers, as StandIn() would."""
+    shape, stride = tuple(d[0] for d in dims), tuple(d[1] for d in dims)
+    t = torch.zeros(200, dtype=dtype).as_strided(shape, stride, offset)
+    if parameter:
+        t = torch.nn.Parameter(t, requires_grad=False)
+    got = standin.from_tensor("t", t, {})
+    want = standin.StandIn(t.dtype, t.device, t.shape, t.stride(), int(t.storage_offset()), got._storage, "t")
+    slots = standin.StandIn.__slots__
+    assert [getattr(got, k) for k in slots] == [getattr(want, k) for k in slots]
+    assert [type(getattr(got, k)) for k in slots] == [type(getattr(want, k)) for k in slots]
