@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -250,6 +251,13 @@ class CompareRows:
         marks = " · ".join(f"{glyph} {words}" for _, glyph, words, _ in MARKS if r.marks & _BIT[words])
         return f"in b: {elide(terminal(r.name_b), _PARTNER)} · {marks or 'no change'}"
 
+    def list_tags(self, names: Sequence[str]) -> list[str]:
+        """Per a-name, what changed for the tensor list, in words: ``≢ tie lost · Δ dtype``,
+        ``− only in a``; "" where nothing changed but the name (a rename is every name of a
+        wrapped model: the rows say it) or where no row has the name."""
+        marks, by_key = self._aligned[1], self._by_key
+        return [_tag(int(marks[r])) if (r := by_key.get(n)) is not None else "" for n in names]
+
     def lookup(self, keys: list[str]) -> dict[str, Any]:
         """The rows of ``keys`` (a-names; a key without a row is left out) in the wire form of
         :meth:`CompareSection.wire`: what the browser asks for when a view of a is hovered whose
@@ -344,6 +352,11 @@ def _sparse_marks(d: LayoutDiff, c: DiffColumns) -> list[tuple[np.ndarray, int]]
     if d.moved:
         out.append((np.array([pos_a[m.name] for m in d.moved]), _BIT["moved to another file"]))
     return out
+
+
+def _tag(marks: int) -> str:
+    """A row's marks in words with their glyphs, the rename left out (see :meth:`CompareRows.list_tags`)."""
+    return " · ".join(f"{glyph} {words}" for _, glyph, words, _ in MARKS if marks & _BIT[words] and words != "renamed")
 
 
 def summary_line(d: LayoutDiff, counts: tuple[int, ...]) -> str:

@@ -280,7 +280,7 @@ class ExplorerControls:
         listed = names[:LIST_CAP]
         extra = tuple(n for n in selected if n not in set(listed))
         with _unobserved(self.tensor_list, self._on_list):  # new options first clear its value
-            options = _listed(listed + extra)
+            options = _listed(listed + extra, self._list_tags(listed + extra))
             if tuple(self.tensor_list.options) != tuple(options):
                 self.tensor_list.options = options
                 self.tensor_list.rows = max(2, min(9, len(listed + extra)))  # no empty box under a few names
@@ -293,6 +293,10 @@ class ExplorerControls:
             if more > 0
             else ""
         )
+
+    def _list_tags(self, names: tuple[str, ...]) -> list[str] | None:
+        """Per listed name, a tag shown after it (the compare mode: what changed); None: none."""
+        return None
 
     def _details_html(self, selected: tuple[str, ...]) -> str:
         """The details pane of ``selected`` (the compare mode shows both sides instead)."""
@@ -314,11 +318,14 @@ def _label(text: str) -> W.HTML:
     return W.HTML(html.escape(text), layout=W.Layout(width="60px", margin="0 0 0 6px"))
 
 
-def _listed(names: tuple[str, ...]) -> tuple[str, ...] | list[tuple[str, str]]:
+def _listed(names: tuple[str, ...], tags: list[str] | None = None) -> tuple[str, ...] | list[tuple[str, str]]:
     """The tensor list's options: the names, or (shown, name) pairs when some name is very long
     or unsafe (elided and escaped as the text outputs show names, :func:`tensorviz.core.names.
-    shown`; ipywidgets takes pairs only when every option is one)."""
+    shown`; ipywidgets takes pairs only when every option is one), or carries a tag (``tags``,
+    one per name: "" for none) after a dash."""
     labels = [elide(terminal(n), NAME_SHOWN) for n in names]
+    if tags is not None:
+        labels = [f"{label}  — {tag}" if tag else label for label, tag in zip(labels, tags)]
     return names if all(a == n for a, n in zip(labels, names)) else list(zip(labels, names))
 
 

@@ -333,6 +333,10 @@ class Explorer(ExplorerControls, W.VBox):
             return
         self._say(f"{state.describe()} · {how}")
 
+    def _list_tags(self, names: tuple[str, ...]) -> list[str] | None:
+        """In compare mode, what changed for each listed name (``CompareRows.list_tags``)."""
+        return None if self.compare_rows is None else self.compare_rows.list_tags(names)
+
     def _details_html(self, selected: tuple[str, ...]) -> str:
         """The details pane: the selected views, or in compare mode both sides of each selected row."""
         if self.compare_rows is not None:

@@ -139,6 +139,31 @@ def test_rows_marks_and_bytes(case, tmp_path):
     assert sent["counts"] == [sum(w in words for _, _, words, _, _ in expected) for _, _, w, _ in MARKS]
 
 
+def test_the_tensor_list_says_what_changed():
+    """In compare mode each listed name carries its row's marks in words (the rename left out:
+    it is on every name of a wrapped model); stopping the comparison takes them away."""
+    emb = torch.zeros(64, 16)
+    a = {"embed.weight": emb, "lm_head.weight": emb, "x\x1b[31m": torch.zeros(3), "y": torch.zeros(2)}
+    b = {"module.embed.weight": emb.half(), "module.lm_head.weight": emb.clone(), "module.y": torch.zeros(2)}
+    ex = tv.explore(a, compare=b, expand_simple=True, snapshot=False)
+    assert ex.tensor_list.options == (
+        ("embed.weight  — ≢ tie lost · Δ dtype", "embed.weight"),
+        ("lm_head.weight  — ≢ tie lost", "lm_head.weight"),
+        ("x\\x1b[31m  — − only in a", "x\x1b[31m"),
+        ("y", "y"),
+    )
+    glyph = {w: g for _, g, w, _ in MARKS}
+    rows = {r.key: r.words for r in ex.compare_rows.section().rows}
+    for label, name in ex.tensor_list.options:  # the same words as the rows, from the marks
+        words = [w for w in rows[name] if w != "renamed"]
+        assert label.endswith(" · ".join(f"{glyph[w]} {w}" for w in words)) and (" — " in label) == bool(words)
+    ex.canvas.selected = ["lm_head.weight"]
+    assert ex.tensor_list.value == ("lm_head.weight",)
+    ex.compare_with(None)
+    assert [label for label, _ in ex.tensor_list.options] == ["embed.weight", "lm_head.weight", "x\\x1b[31m", "y"]
+    assert ex.tensor_list.value == ("lm_head.weight",)
+
+
 def test_ties_lost_are_the_data_ptr_sharing_that_went(tmp_path):
     """The rows marked 'tie lost' after a real save and reload are exactly the names that shared
     a data_ptr (and span) before and no longer do after (brute force over the tensors)."""
