@@ -20,7 +20,9 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from tensorviz.core.layout import Layout
 from tensorviz.core.records import TensorView
@@ -316,20 +318,17 @@ def plan_lines(
     save: list[str] = []
     load: list[str] = []
     dup = 0
-    members: dict[Any, list[TensorView]] = {}
-    if 2 * len(names) > len(layout):  # most records needed: made in one pass over the table, not one by one
-        _ = layout.views
-    for v in map(layout.__getitem__, names):
-        members.setdefault(v.storage, []).append(v)
-    for key, views in members.items():
-        st = layout.storage(key)
-        group = [v.name for v in views]
+    members = [(layout.storage(s), group, at) for s, group, at in _storage_members(layout, names)]
+    keeps = [None if mode == "torch" else _keeper(layout, st, group, contiguous) for st, group, _ in members]
+    _made_if_most(
+        layout, [g for (_, g, _), k in zip(members, keeps) if mode == "torch" or (k is not None and len(g) > 1)]
+    )
+    for (st, group, at), keep in zip(members, keeps):
         if mode == "torch":
-            _torch_steps(st, views, contiguous, save, load)
+            _torch_steps(st, list(map(layout.__getitem__, group)), contiguous, save, load)
             continue
-        keep = _keeper(st, views, contiguous)
-        if keep is not None and (len(views) > 1):
-            for v in views:
+        if keep is not None and (len(group) > 1):
+            for v in map(layout.__getitem__, group):
                 if v.name == keep.name:
                     continue
                 if mode == "clone":
@@ -338,19 +337,70 @@ def plan_lines(
                     save.append(f"del fixed[{v.name!r}]  # {_why_drop(layout, v, keep)}: rebuilt after loading")
                     load.append(f"state_dict[{v.name!r}] = {_restore(v, keep)}")
         elif keep is None:
-            if mode == "clone" and len(views) == 1:
+            if mode == "clone" and len(group) == 1:
                 continue  # one name on its storage: transformers writes it as it is
-            dup += _overlap_bytes(layout, group, st)
-            for v in views:
-                _copy_steps(v, st.nbytes, contiguous, save, load)
+            copies = _copied(layout, group, at)
+            dup += _overlap_bytes(layout, group, st, copies)
+            for c in copies:
+                _copy_steps(c, st.nbytes, contiguous, save, load)
     note = f"the copies overlap: {format_bytes(dup)} written twice" if dup else ""
     return save, load, note
 
 
-def _keeper(st, views: list[TensorView], contiguous: dict[str, bool]) -> TensorView | None:
-    for v in views:
-        if v.name in st.complete_names and contiguous.get(v.name, v.is_contiguous) and v.nbytes == st.nbytes:
-            return v
+def _storage_members(layout: Layout, names: list[str]) -> list[tuple[int, list[str], list[int]]]:
+    """Per storage the names are on (in order of first appearance): its index, those names and
+    their positions in the layout, in the order given -- read from the layout's storage column
+    (no record per name)."""
+    every = list(layout.names)
+    at = range(len(every)) if names == every else list(map(layout.position, names))
+    storage_at = layout.view_spans().storage
+    members: dict[int, tuple[list[str], list[int]]] = {}
+    for name, i, s in zip(names, at, storage_at[np.asarray(at, dtype=np.int64)].tolist()):
+        group = members.get(s)
+        if group is None:
+            group = members[s] = ([], [])
+        group[0].append(name)
+        group[1].append(i)
+    return [(s, group, where) for s, (group, where) in members.items()]
+
+
+def _made_if_most(layout: Layout, groups: list[list[str]]) -> None:
+    """When the groups whose records the plan reads hold most of the layout's views, make every
+    record in one pass over the table (``layout.views``: 0.14 s for 100k, not 0.43 s one by one)."""
+    if 2 * sum(map(len, groups)) > len(layout):
+        _ = layout.views
+
+
+class _Copied(NamedTuple):
+    """What a view's copy step reads of it (its record's fields of the same names)."""
+
+    name: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    is_contiguous: bool
+    footprint_nbytes: int
+
+
+def _copied(layout: Layout, names: list[str], at: list[int]) -> list[_Copied]:
+    """The copy steps' facts of the views ``names`` at positions ``at``, from their geometries
+    (as their records hold them: ``tensorviz.core.records.view_record``), not from records."""
+    t = layout._table
+    index = np.asarray(at, dtype=np.int64)
+    geos, dtypes = t.geos, t.dtypes
+    return [
+        _Copied(name, (g := geos[gid]).shape, g.stride, g.contiguous, g.footprint * dtypes[d][1])
+        for name, gid, d in zip(names, t.gid[index].tolist(), t.did[index].tolist())
+    ]
+
+
+def _keeper(layout: Layout, st, group: list[str], contiguous: dict[str, bool]) -> TensorView | None:
+    """The first of ``group`` that is complete, contiguous and as large as the storage."""
+    complete = set(st.complete_names)
+    for name in group if complete else ():
+        if name in complete:
+            v = layout[name]
+            if contiguous.get(v.name, v.is_contiguous) and v.nbytes == st.nbytes:
+                return v
     return None
 
 
@@ -376,13 +426,13 @@ def _restore(v: TensorView, keep: TensorView) -> str:
     )
 
 
-def _clone_line(v: TensorView, contiguous: dict[str, bool], why: str) -> str:
+def _clone_line(v: TensorView | _Copied, contiguous: dict[str, bool], why: str) -> str:
     fmt = "" if contiguous.get(v.name, v.is_contiguous) else "memory_format=torch.contiguous_format"
     return f"fixed[{v.name!r}] = fixed[{v.name!r}].clone({fmt})  # {why}"
 
 
 def _copy_steps(
-    v: TensorView, storage_nbytes: int, contiguous: dict[str, bool], save: list[str], load: list[str]
+    v: TensorView | _Copied, storage_nbytes: int, contiguous: dict[str, bool], save: list[str], load: list[str]
 ) -> None:
     expanded = (
         [i for i, (size, st) in enumerate(zip(v.shape, v.stride)) if st == 0 and size > 1] if 0 in v.stride else ()
@@ -423,10 +473,10 @@ def _torch_steps(st, views: list[TensorView], contiguous: dict[str, bool], save:
             )
 
 
-def _overlap_bytes(layout: Layout, names: list[str], st: Any) -> int:
-    """Bytes the copies of ``names`` (all on storage ``st``) write more than once."""
+def _overlap_bytes(layout: Layout, names: list[str], st: Any, copies: list[_Copied]) -> int:
+    """Bytes the copies of ``names`` (all on storage ``st``; ``copies`` their facts) write more than once."""
     if not names:
         return 0
     every = st.exact and len(names) == len(st.names) and set(names) == set(st.names)
     union = st.covered_nbytes if every else layout.union_nbytes(names)  # the storage's coverage is known
-    return sum(layout[n].footprint_nbytes for n in names) - union
+    return sum(c.footprint_nbytes for c in copies) - union

@@ -110,3 +110,68 @@ def test_stand_ins_filled_in_directly_equal_those_made_by_init(dims, offset, dty
     slots = standin.StandIn.__slots__
     assert [getattr(got, k) for k in slots] == [getattr(want, k) for k in slots]
     assert [type(getattr(got, k)) for k in slots] == [type(getattr(want, k)) for k in slots]
+
+
+def _per_record_plan(layout, names, contiguous, mode):
+    """plan_lines as it read one record per name (the oracle for the column path)."""
+    save, load, dup, members = [], [], 0, {}
+    for v in map(layout.__getitem__, names):
+        members.setdefault(v.storage, []).append(v)
+    for key, views in members.items():
+        st = layout.storage(key)
+        if mode == "torch":
+            fixes._torch_steps(st, views, contiguous, save, load)
+            continue
+        keep = next(
+            (
+                v
+                for v in views
+                if v.name in st.complete_names and contiguous.get(v.name, v.is_contiguous) and v.nbytes == st.nbytes
+            ),
+            None,
+        )
+        if keep is not None and len(views) > 1:
+            for v in views:
+                if v.name == keep.name:
+                    continue
+                if mode == "clone":
+                    save.append(fixes._clone_line(v, contiguous, f"shares {keep.name}'s storage: its own copy"))
+                else:
+                    why = fixes._why_drop(layout, v, keep)
+                    save.append(f"del fixed[{v.name!r}]  # {why}: rebuilt after loading")
+                    load.append(f"state_dict[{v.name!r}] = {fixes._restore(v, keep)}")
+        elif keep is None:
+            if mode == "clone" and len(views) == 1:
+                continue
+            group = [v.name for v in views]
+            every = st.exact and len(group) == len(st.names) and set(group) == set(st.names)
+            union = st.covered_nbytes if every else layout.union_nbytes(group)
+            dup += sum(v.footprint_nbytes for v in views) - union
+            for v in views:
+                fixes._copy_steps(v, st.nbytes, contiguous, save, load)
+    return save, load, f"the copies overlap: {fixes.format_bytes(dup)} written twice" if dup else ""
+
+
+_SHAPED = st.sampled_from(["flat", "expand", "t", "bytes", "double"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(_VIEW, _SHAPED), min_size=1, max_size=10), st.data())
+def test_plan_lines_from_columns_agree_with_the_per_record_plan(views, data):
+    sd = _state_dict([view for view, _ in views])
+    for i, (_, how) in enumerate(views):  # expanded, transposed, reinterpreted and wide views too
+        t = sd[f"v{i}"]
+        if how == "expand" and t.numel():
+            sd[f"v{i}"] = t[:1].expand(3, 1)
+        elif how == "t" and t.numel() >= 4:
+            sd[f"v{i}"] = t[: t.numel() // 2 * 2].view(2, -1).t()
+        elif how == "bytes" and t.is_contiguous() and t.stride() == (1,):
+            sd[f"v{i}"] = t.view(torch.uint8)
+        elif how == "double" and t.stride() == (1,) and t.numel() % 2 == 0 and t.storage_offset() % 2 == 0:
+            sd[f"v{i}"] = t.view(torch.float64)
+    layout = tv.analyze(sd)
+    every = list(layout.names)
+    names = data.draw(st.sampled_from([every, every[::-1], every[::2]]))
+    contiguous = {n: sd[n].is_contiguous() for n in names if data.draw(st.booleans())}
+    for mode in ("single", "clone", "torch"):
+        assert fixes.plan_lines(layout, names, contiguous, mode) == _per_record_plan(layout, names, contiguous, mode)
