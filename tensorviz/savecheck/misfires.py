@@ -210,7 +210,7 @@ def _any_shared(sub: Layout, names: tuple[str, ...], st: Storage) -> bool:
     """Whether two of ``names`` share a byte. When they are every view of storage ``st``, the
     layout's own overlap groups on ``st`` say it (overlap never crosses storages, so a layout of
     just these views groups them the same): no layout is built for 100k names."""
-    if len(names) == len(st.names) and set(names) == set(st.names):
+    if names == st.names or (len(names) == len(st.names) and set(names) == set(st.names)):
         return any(g.storage == st.key for g in sub.shared("overlap"))
     return len(sub_layout(sub, names).shared("overlap")) > 0
 

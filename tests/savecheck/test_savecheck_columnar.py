@@ -175,3 +175,29 @@ def test_plan_lines_from_columns_agree_with_the_per_record_plan(views, data):
     contiguous = {n: sd[n].is_contiguous() for n in names if data.draw(st.booleans())}
     for mode in ("single", "clone", "torch"):
         assert fixes.plan_lines(layout, names, contiguous, mode) == _per_record_plan(layout, names, contiguous, mode)
+
+
+def _whole_first_sentence(message: str) -> str:
+    first = " ".join(message.split()).split(". ")[0].rstrip(".")
+    return first[:139] + "…" if len(first) > 140 else first
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "bc", ".", ". ", " ", "\n", "\t", ".\n", "..", "x" * 30]), max_size=60), st.data()
+)
+def test_first_sentence_from_a_prefix_is_that_of_the_whole_message(parts, data):
+    message = "".join(parts)
+    head = data.draw(st.integers(1, 400))
+    assert fixes._first_sentence(message, head) == _whole_first_sentence(message)
+
+
+def test_first_sentence_of_dots_past_the_prefix():
+    for message in (
+        "a" * 100 + "." * 300 + " b",
+        "a" * 200 + ". b",
+        "a" * 100 + ". b" + "c" * 500,
+        " \n" * 300 + "x. y",
+    ):
+        for head in (50, 120, 150, 250):
+            assert fixes._first_sentence(message, head) == _whole_first_sentence(message)
