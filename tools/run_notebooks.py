@@ -2,10 +2,10 @@
 
 Each notebook runs top to bottom in a fresh kernel of this environment, with ``notebooks/`` as the
 working directory; widget state is stored so JupyterLab and GitHub show the pictures with no kernel.
-Re-running an unchanged notebook rewrites it byte for byte but for two things: no per-cell
-timestamps, a fixed hash seed in the kernel, and widget model ids renamed in a fixed order (see
-:func:`stable_widget_ids`); yet matplotlib salts each SVG's clip-path ids at random (so that two
-pictures in one page never share an id), and a library's own log lines carry their time.
+Re-running an unchanged notebook keeps it the same (no per-cell timestamps, a fixed hash seed in
+the kernel, widget model ids renamed in a fixed order: see :func:`stable_widget_ids`) except in two
+places: matplotlib salts each SVG's clip-path ids at random (so that two pictures in one page never
+share an id), and a library's own log lines carry their time.
 
     python tools/build_notebooks.py        # after editing tools/notebook_src/
     python tools/run_notebooks.py [NOTEBOOK ...]
