@@ -113,9 +113,9 @@ def _fixes(v: Verdict, s: Any, by: dict[str, Verdict]) -> tuple[list[Fix], list[
     if not save_lines and not fixes:
         return [], ["tensorviz has no code fix for this case"]
     if save_lines:
-        if ("title", key) not in s.memo:  # the plan's steps, read once for every saver it serves
-            s.memo["title", key] = _Reading().read("\n".join(save_lines).splitlines())
-        fixes.append(_plan_fix(v, s, problem, s.memo[key], s.memo["title", key]))
+        if ("text", key) not in s.memo:  # the plan's text, made once for every saver it serves
+            s.memo["text", key] = _plan_text(save_lines, load_lines)
+        fixes.append(_plan_fix(v, s, problem, cost, s.memo["text", key]))
     return fixes, []
 
 
@@ -171,16 +171,35 @@ def _cut(first: str) -> str:
     return first[:139] + "…" if len(first) > 140 else first
 
 
-def _plan_fix(v: Verdict, s: Any, problem: str, plan: tuple, steps: _Reading) -> Fix:
-    """The fix for one saver from the plan (``plan_lines``) and what its save lines do (``steps``)."""
-    save_lines, load_lines, cost = plan
+class _PlanText(NamedTuple):
+    """A plan's lines as text, made once for every saver the plan serves."""
+
+    save: str  # the save lines, one a line
+    load: tuple[str, ...]  # the load lines, joined (none when there are none)
+    steps: _Reading  # what the save lines do (for the title)
+    tidy: bool  # no empty line among the save lines: tidying the code leaves them as they are
+    helper: bool  # a load line calls _view_of
+
+
+def _plan_text(save_lines: list[str], load_lines: list[str]) -> _PlanText:
+    block = "\n".join(save_lines)
+    tidy = bool(block) and "\n\n" not in block and not block.startswith("\n") and not block.endswith("\n")
+    load = ("\n".join(load_lines),) if load_lines else ()
+    helper = any("_view_of(" in line for line in load_lines)
+    return _PlanText(block, load, _Reading().read(block.splitlines()), tidy, helper)
+
+
+def _plan_fix(v: Verdict, s: Any, problem: str, cost: str, text: _PlanText) -> Fix:
+    """The fix for one saver from a plan's text (:func:`_plan_text`) and its note (``cost``)."""
     imports, call = _SAVE[v.saver]
     base = "model.state_dict()" if s.kind == "module" else "state_dict"
     head = "\n".join(["import torch", imports, "", f"fixed = dict({base})"])
-    save = "\n".join([head, *save_lines, call])
+    if text.tidy:  # only the head and call can hold empty lines to fold: the plan's are left as they are
+        save = "\n".join([_tidy(head), text.save, _tidy(call)])
+    else:
+        save = _tidy("\n".join([head, text.save, call]))
     load_head = _LOAD.get(v.saver, _LOAD_SAFETENSORS)
-    needs_helper = any("_view_of(" in line for line in load_lines)
-    load = "\n".join(["import torch", load_head, *([_HELPER] if needs_helper else []), *load_lines])
+    load = "\n".join(["import torch", load_head, *([_HELPER] if text.helper else []), *text.load])
     if s.kind == "module" and v.saver != "transformers.save_pretrained":
         load += "\nmodel.load_state_dict(state_dict)"
     if v.saver == "safetensors.save_model":
@@ -188,8 +207,7 @@ def _plan_fix(v: Verdict, s: Any, problem: str, plan: tuple, steps: _Reading) ->
             x for x in ("save_model refuses this model as it is: the prepared dict goes to save_file", cost) if x
         )
     path = {"torch.save": "model.pt", "transformers.save_pretrained": "saved_model"}.get(v.saver, "model.safetensors")
-    save = _tidy(save)
-    return Fix(problem, save, load, note=cost, path=path, title=_title(save, head, steps, call))
+    return Fix(problem, save, load, note=cost, path=path, title=_title(save, head, text.steps, call))
 
 
 def _title(save: str, head: str, steps: _Reading, call: str) -> str:

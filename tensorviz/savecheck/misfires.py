@@ -23,25 +23,41 @@ def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
     name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
     if run.anchor_error is not None:
         out.extend(_view_misfires(run, sub, s, name))
-    out.extend(_refusal_misfires(run, sub, order))
+    placed = _Placed(sub, order)
+    out.extend(_refusal_misfires(run, sub, placed))
     key = ("anchor misfires", id(run.anchor), id(sub), name)  # savers sharing one library answer
     if key not in s.memo:  # the entry keeps the answer alive: its id is not reused during the check
-        s.memo[key] = (_anchor_misfires(run, sub, s, name, (order, overlap, comp)), run.anchor)
+        s.memo[key] = (_anchor_misfires(run, sub, s, name, (placed, overlap, comp)), run.anchor)
     return out + s.memo[key][0]
+
+
+class _Placed:
+    """Each library group's known names in ``sub``'s order, with their places (:func:`_places`),
+    found once for both kinds of misfire (a group may hold 100k names)."""
+
+    def __init__(self, sub: Layout, order: dict[str, int]) -> None:
+        self.sub, self.order = sub, order
+        self.found: dict[int, tuple[tuple[str, ...], np.ndarray, object]] = {}
+
+    def __call__(self, group) -> tuple[tuple[str, ...], np.ndarray]:
+        hit = self.found.get(id(group))
+        if hit is None:  # the entry keeps the group alive: its id is not reused meanwhile
+            at = _places(self.order, group)
+            hit = self.found[id(group)] = (_named(self.sub, at), at, group)
+        return hit[0], hit[1]
 
 
 def _anchor_misfires(run: sv.Run, sub: Layout, s: Subject, name: str, positions: tuple) -> list[Misfire]:
     """Where the groups of the library's sharing check disagree with the exact overlap groups."""
-    order, overlap, comp = positions
+    placed, overlap, comp = positions
     storage_at = sub.view_spans().storage  # each view's storage index: no record per name
     out: list[Misfire] = []
     for group in run.anchor or ():
         if len(group) < 2:
             continue  # one name: nothing the library could call shared
-        at = _places(order, group)
+        names, at = placed(group)
         if len(at) < 2:
             continue
-        names = _named(sub, at)
         nkeys = len(np.unique(storage_at[at]))
         if nkeys > 1:
             why = (
@@ -178,13 +194,13 @@ def _view_misfires(run: sv.Run, sub: Layout, s: Subject, name: str) -> list[Misf
     return out
 
 
-def _refusal_misfires(run: sv.Run, sub: Layout, order: dict[str, int]) -> list[Misfire]:
+def _refusal_misfires(run: sv.Run, sub: Layout, placed: _Placed) -> list[Misfire]:
     """save_model refuses a group with no "complete" name; say when nothing was shared at all."""
     if run.error is None or "no suitable name to keep" not in run.error[1] or not run.anchor:
         return []
     out = []
     for group in run.anchor:
-        names = _named(sub, _places(order, group))
+        names = placed(group)[0]
         if not names or f"{min(names)!r}" not in run.error[1]:
             continue
         st = sub.storage(names[0])

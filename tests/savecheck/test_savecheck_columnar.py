@@ -201,3 +201,38 @@ def test_first_sentence_of_dots_past_the_prefix():
     ):
         for head in (50, 120, 150, 250):
             assert fixes._first_sentence(message, head) == _whole_first_sentence(message)
+
+
+_LINE = st.lists(st.sampled_from(["a", "\n", "\r", " ", "del fixed['x']", "_view_of(", ""]), max_size=4).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_LINE, min_size=1, max_size=5),
+    st.lists(_LINE, max_size=3),
+    st.sampled_from(["safetensors.save_file", "safetensors.save_model", "torch.save", "transformers.save_pretrained"]),
+    st.sampled_from(["module", "mapping"]),
+)
+def test_fix_code_from_a_plan_text_made_once_is_the_code_made_whole(save_lines, load_lines, saver, kind):
+    """A plan's lines are joined once; each saver's code is then what joining and tidying it
+    whole gave (empty lines folded, wherever they are)."""
+    from types import SimpleNamespace
+
+    fix = fixes._plan_fix(
+        SimpleNamespace(saver=saver), SimpleNamespace(kind=kind), "p", "", fixes._plan_text(save_lines, load_lines)
+    )
+    imports, call = fixes._SAVE[saver]
+    base = "model.state_dict()" if kind == "module" else "state_dict"
+    save = fixes._tidy("\n".join(["import torch", imports, "", f"fixed = dict({base})", *save_lines, call]))
+    helper = any("_view_of(" in line for line in load_lines)
+    load = "\n".join(
+        [
+            "import torch",
+            fixes._LOAD.get(saver, fixes._LOAD_SAFETENSORS),
+            *([fixes._HELPER] if helper else []),
+            *load_lines,
+        ]
+    )
+    if kind == "module" and saver != "transformers.save_pretrained":
+        load += "\nmodel.load_state_dict(state_dict)"
+    assert (fix.save_code, fix.load_code, fix.title) == (save, load, fixes.fix_title(save))
