@@ -223,6 +223,8 @@ class StandIn:
         )
 
     def view(self, *args: Any) -> StandIn:
+        if self._flat is not None and args in _FLAT:  # made below, once: what every later call returns
+            return self._flat
         n = self._numel
         if args in _FLAT and n > 1 and self.is_contiguous():  # torch's answer, no twin
             if self._flat is None:  # immutable: one flat view serves every call
@@ -238,6 +240,8 @@ class StandIn:
         return self._derived(out)
 
     def __getitem__(self, index: Any) -> StandIn:
+        if type(index) is int and index == -1 and self._last is not None:  # made below, once
+            return self._last
         if type(index) is int and len(self.shape) == 1 and -self.shape[0] <= index < self.shape[0]:
             if index == -1 and self._last is not None:
                 return self._last

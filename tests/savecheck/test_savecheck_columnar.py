@@ -236,3 +236,48 @@ def test_fix_code_from_a_plan_text_made_once_is_the_code_made_whole(save_lines, 
     if kind == "module" and saver != "transformers.save_pretrained":
         load += "\nmodel.load_state_dict(state_dict)"
     assert (fix.save_code, fix.load_code, fix.title) == (save, load, fixes.fix_title(save))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 9)), max_size=3),
+    st.integers(0, 5),
+    st.lists(st.sampled_from([-1, 0, 1, -2, 5, -1.0]), max_size=4),
+)
+def test_stand_in_flat_view_and_last_element_answer_alike_on_every_call(dims, offset, indices):
+    """view(-1) and [-1] are answered from the first call's stand-in afterwards (safetensors asks
+    for them in every helper call): each call still answers as torch does, or raises as it does."""
+    shape, stride = tuple(d[0] for d in dims), tuple(d[1] for d in dims)
+    t = torch.zeros(200).as_strided(shape, stride, offset)
+    s = standin.from_tensor("t", t, {})
+    for _ in range(3):
+        for args in ((-1,), ((-1,),), (t.numel(),)):
+            try:
+                flat = t.view(*args)
+            except RuntimeError:
+                try:
+                    s.view(*args)
+                except RuntimeError:
+                    continue
+                raise AssertionError(f"view{args} did not raise") from None
+            got = s.view(*args)
+            assert (tuple(got.shape), got.stride(), got.storage_offset()) == (
+                tuple(flat.shape),
+                flat.stride(),
+                flat.storage_offset(),
+            )
+            for index in indices:
+                try:
+                    one = flat[index]
+                except (IndexError, TypeError) as err:
+                    try:
+                        got[index]
+                    except type(err):
+                        continue
+                    raise AssertionError(f"[{index!r}] did not raise") from None
+                item = got[index]
+                assert (tuple(item.shape), item.storage_offset(), item.data_ptr()) == (
+                    tuple(one.shape),
+                    one.storage_offset(),
+                    one.data_ptr(),
+                )
