@@ -248,15 +248,15 @@ class _Reading:
         self.origin: dict[str, str] = {}
 
     def read(self, lines: Iterable[str]) -> _Reading:
-        for line in lines:
-            if m := _IMPORT(line):
+        for line in lines:  # each pattern starts with its own words: a line is tried only where they are
+            if line.startswith("from ") and (m := _IMPORT(line)):
                 self.stateful = True
                 for part in m.group(2).split(","):
                     name, _, alias = part.strip().partition(" as ")
                     self.origin[alias or name] = f"{m.group(1)}.{name}"
-            elif m := _DELETE(line):
+            elif line.startswith("del fixed[") and (m := _DELETE(line)):
                 self._step("dropped", m)
-            elif m := _ASSIGN(line):
+            elif line.startswith("fixed[") and (m := _ASSIGN(line)):
                 self._step("expanded" if m.group(3) else "copied", m)
             elif (func := _call(line)) is not None:
                 self.stateful = True

@@ -199,7 +199,9 @@ class StandIn:
             if self.nelement() == 0:
                 self._reach = 0
             else:
-                last = self._offset + sum((size - 1) * st for size, st in zip(self.shape, self._stride))
+                last = self._offset
+                for size, st in zip(self.shape, self._stride):  # a loop: no generator per stand-in
+                    last += (size - 1) * st
                 self._reach = (last + 1) * self.element_size()
         return self._reach
 
@@ -306,6 +308,10 @@ def _copy_of(s: StandIn, shape: tuple[int, ...]) -> StandIn:
     return StandIn(s.dtype, s.device, shape, tuple(reversed(stride)), 0, storage, name)
 
 
+#: ``str(device)`` per device (equal devices print alike): asked for every tensor of a check.
+_DEVICE_NAMES: dict[torch.device, str] = {}
+
+
 def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
     """A stand-in answering like ``t`` (real addresses; nothing of ``t`` is kept).
 
@@ -313,7 +319,10 @@ def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
     storage share one stand-in storage, as they do in torch.
     """
     device = t.device
-    key = (str(device), torch._C._storage_id(t))  # type: ignore[attr-defined]  # torch's stubs omit it
+    where = _DEVICE_NAMES.get(device)
+    if where is None:
+        where = _DEVICE_NAMES[device] = str(device)
+    key = (where, torch._C._storage_id(t))  # type: ignore[attr-defined]  # torch's stubs omit it
     st = storages.get(key)
     if st is None:
         raw = t.untyped_storage()

@@ -110,6 +110,8 @@ def test_stand_ins_filled_in_directly_equal_those_made_by_init(dims, offset, dty
     slots = standin.StandIn.__slots__
     assert [getattr(got, k) for k in slots] == [getattr(want, k) for k in slots]
     assert [type(getattr(got, k)) for k in slots] == [type(getattr(want, k)) for k in slots]
+    last = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    assert got.reach_nbytes() == (0 if t.numel() == 0 else (last + 1) * t.element_size())
 
 
 def _per_record_plan(layout, names, contiguous, mode):
