@@ -23,7 +23,7 @@ def misfires(run: sv.Run, sub: Layout, s: Subject) -> list[Misfire]:
     name = run.anchor_name.rsplit(".", 1)[-1] or "its check"
     if run.anchor_error is not None:
         out.extend(_view_misfires(run, sub, s, name))
-    placed = _Placed(sub, order)
+    placed = s.memo.setdefault(("placed", id(sub)), _Placed(sub, order))  # every saver's groups, placed once
     out.extend(_refusal_misfires(run, sub, placed))
     key = ("anchor misfires", id(run.anchor), id(sub), name)  # savers sharing one library answer
     if key not in s.memo:  # the entry keeps the answer alive: its id is not reused during the check
@@ -117,10 +117,15 @@ def _missed(run: sv.Run, sub: Layout, name: str, memo: dict) -> list[Misfire]:
     group, one pair wherever its bytes are read under two of the library's groups
     (:func:`~tensorviz.core.attribution.meeting_pairs`, ``O(n log n)``; never every pair).
     ``memo`` (the check's) keeps each group's footprints for the next saver's check."""
-    where = {n: i for i, grp in enumerate(run.anchor or ()) for n in grp}
+    anchor = run.anchor or ()
+    where: dict | None = None  # each name's library group: made only when one group cannot settle it
     out = []
     for g in sub.shared("overlap"):
         names = g.names
+        if len(anchor) == 1 and isinstance(anchor[0], (set, frozenset)) and anchor[0].issuperset(names):
+            continue  # the library's one group holds them all: nothing missed
+        if where is None:
+            where = {n: i for i, grp in enumerate(anchor) for n in grp}
         ids = [where.get(n, ("alone", n)) for n in names]
         if all(i == ids[0] for i in ids):
             continue  # one group of the library's: nothing missed
