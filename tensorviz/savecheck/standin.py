@@ -124,10 +124,29 @@ class StandIn:
     def _same(cls, like: StandIn, shape: torch.Size, stride: tuple[int, ...], offset: int, numel: int) -> StandIn:
         """A stand-in of ``like``'s dtype, device, storage and source with this geometry, made
         without the checks of ``__init__`` (the library's hot loops ask for a view per tensor)."""
+        return cls._filled(
+            like.dtype, like.device, shape, stride, offset, like._storage, like.source, numel, like._elsize
+        )
+
+    @classmethod
+    def _filled(
+        cls,
+        dtype: torch.dtype,
+        device: torch.device,
+        shape: torch.Size,
+        stride: tuple[int, ...],
+        offset: int,
+        storage: StorageStandIn,
+        source: str,
+        numel: int,
+        elsize: int,
+    ) -> StandIn:
+        """Every field ``__init__`` sets, given as ``__init__`` would make it (a Size, a tuple of
+        ints, the element count and size): the one place besides ``__init__`` that fills a stand-in."""
         out = object.__new__(cls)
-        out.dtype, out.device, out.shape, out._stride, out._offset = like.dtype, like.device, shape, stride, offset
-        out._storage, out.source, out.requires_grad, out._reach = like._storage, like.source, False, -1
-        out._numel, out._elsize, out._contig, out._flat, out._last = numel, like._elsize, -1, None, None
+        out.dtype, out.device, out.shape, out._stride, out._offset = dtype, device, shape, stride, offset
+        out._storage, out.source, out.requires_grad, out._reach = storage, source, False, -1
+        out._numel, out._elsize, out._contig, out._flat, out._last = numel, elsize, -1, None, None
         return out
 
     # isinstance(stand_in, torch.Tensor) -> True: the savers' type checks then treat it as a tensor.
@@ -229,8 +248,7 @@ class StandIn:
             return self._flat
         n = self._numel
         if args in _FLAT and n > 1 and self.is_contiguous():  # torch's answer, no twin
-            if self._flat is None:  # immutable: one flat view serves every call
-                self._flat = StandIn._same(self, torch.Size((n,)), (1,), self._offset, n)
+            self._flat = StandIn._same(self, torch.Size((n,)), (1,), self._offset, n)  # immutable: serves every call
             return self._flat
         return self._derived(self._twin().view(*args))
 
@@ -245,8 +263,6 @@ class StandIn:
         if type(index) is int and index == -1 and self._last is not None:  # made below, once
             return self._last
         if type(index) is int and len(self.shape) == 1 and -self.shape[0] <= index < self.shape[0]:
-            if index == -1 and self._last is not None:
-                return self._last
             at = self._offset + (index % self.shape[0]) * self._stride[0]  # one element, as torch picks it
             one = StandIn._same(self, _SCALAR, (), at, 1)
             if index == -1:  # safetensors' _end_ptr: view(-1)[-1], in each helper call
@@ -328,14 +344,10 @@ def from_tensor(name: str, t: torch.Tensor, storages: dict) -> StandIn:
         raw = t.untyped_storage()
         st = storages[key] = StorageStandIn(raw.data_ptr(), raw.nbytes(), device, key)
     # a plain tensor's shape and stride are already what __init__ makes of them (a Size, a
-    # tuple of ints): filled in directly, as in StandIn._same (100k per check)
-    out = object.__new__(StandIn)
+    # tuple of ints): filled in directly (100k per check)
     dtype, shape = t.dtype, t.shape
-    out.dtype, out.device, out.shape, out._stride = dtype, device, shape, t.stride()
-    out._offset = int(t.storage_offset())
-    out._storage, out.source, out.requires_grad, out._reach = st, name, False, -1
-    out._numel, out._elsize, out._contig, out._flat, out._last = math.prod(shape), _itemsize(dtype), -1, None, None
-    return out
+    offset = int(t.storage_offset())
+    return StandIn._filled(dtype, device, shape, t.stride(), offset, st, name, math.prod(shape), _itemsize(dtype))
 
 
 def from_meta(t: torch.Tensor, storage: StorageStandIn | None, device: torch.device, source: str) -> StandIn:
