@@ -131,8 +131,9 @@ export function factLines(c, i) {
 // The lines a view of a's hover adds in compare mode (the lanes' bars and labels): for `names`
 // (the a-names a bar draws: one, or a tie's), what b holds. `find(name)` gives the row of an
 // a-name as [section, row], null when the kernel said no row has it, undefined while unknown
-// (not sent: the caller asks the kernel), "silent" when asked and unanswered for ASK_PATIENCE_MS. The first name gets its matched view's facts beside
-// its own ("≠" where they differ; "only in a" when nothing of b matches); the others a line each.
+// (not sent: the caller asks the kernel), "silent" when asked and unanswered for ASK_PATIENCE_MS.
+// The first name gets its matched view's facts beside its own ("≠" where they differ; "only in
+// a" when nothing of b matches); the others a line each.
 export function matchTooltip(names, find) {
   const out = [];
   names.slice(0, 4).forEach((name, k) => {

@@ -248,8 +248,7 @@ class CompareRows:
             return ""
         if r.name_b is None:
             return "in b: — only in a (no tensor of b matches it by name or rule)"
-        marks = " · ".join(f"{glyph} {words}" for _, glyph, words, _ in MARKS if r.marks & _BIT[words])
-        return f"in b: {elide(terminal(r.name_b), _PARTNER)} · {marks or 'no change'}"
+        return f"in b: {elide(terminal(r.name_b), _PARTNER)} · {_tag(r.marks, keep_rename=True) or 'no change'}"
 
     def list_tags(self, names: Sequence[str]) -> list[str]:
         """Per a-name, what changed for the tensor list, in words: ``≢ tie lost · Δ dtype``,
@@ -354,9 +353,14 @@ def _sparse_marks(d: LayoutDiff, c: DiffColumns) -> list[tuple[np.ndarray, int]]
     return out
 
 
-def _tag(marks: int) -> str:
-    """A row's marks in words with their glyphs, the rename left out (see :meth:`CompareRows.list_tags`)."""
-    return " · ".join(f"{glyph} {words}" for _, glyph, words, _ in MARKS if marks & _BIT[words] and words != "renamed")
+def _tag(marks: int, keep_rename: bool = False) -> str:
+    """A row's marks in words with their glyphs (``≢ tie lost · Δ dtype``); the rename left out
+    unless ``keep_rename`` (the tensor list leaves it out, :meth:`CompareRows.note` keeps it)."""
+    return " · ".join(
+        f"{glyph} {words}"
+        for _, glyph, words, _ in MARKS
+        if marks & _BIT[words] and (keep_rename or words != "renamed")
+    )
 
 
 def summary_line(d: LayoutDiff, counts: tuple[int, ...]) -> str:

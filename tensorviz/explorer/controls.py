@@ -278,12 +278,13 @@ class ExplorerControls:
         selected = tuple(self.canvas.selected)
         names = self._drawn_order
         listed = names[:LIST_CAP]
-        extra = tuple(n for n in selected if n not in set(listed))
+        known = set(listed)
+        shown = listed + tuple(n for n in selected if n not in known)
         with _unobserved(self.tensor_list, self._on_list):  # new options first clear its value
-            options = _listed(listed + extra, self._list_tags(listed + extra))
+            options = _listed(shown, self._list_tags(shown))
             if tuple(self.tensor_list.options) != tuple(options):
                 self.tensor_list.options = options
-                self.tensor_list.rows = max(2, min(9, len(listed + extra)))  # no empty box under a few names
+                self.tensor_list.rows = max(2, min(9, len(shown)))  # no empty box under a few names
             self.tensor_list.value = selected
         self.details.value = self._details_html(selected)
         more = len(names) - len(listed)

@@ -162,8 +162,8 @@ def _first_sentence(message: str, head: int = 4096) -> str:
         end = part.find(". ")
         if end >= 0:  # the first ". " of the whole lies in the prefix
             return _cut(part[:end].rstrip("."))
-        if len(part.rstrip(".")) > 140:  # the sentence runs on past 140 characters (and no "." strips it back)
-            return part[:139] + "…"
+        if len(first := part.rstrip(".")) > 140:  # the sentence runs on past 140 characters
+            return _cut(first)
     return _cut(" ".join(message.split()).split(". ")[0].rstrip("."))
 
 
@@ -235,7 +235,7 @@ class _Reading:
     """What :func:`fix_title` has read so far: per kind of step, the first matches (names are
     unquoted only for the few the title shows) and how many; the save call; imported names.
 
-    A plan's lines are read once (:meth:`block`) for every saver's code that holds them: the
+    A plan's lines are read once (then :meth:`add`-ed) for every saver's code that holds them: the
     title of ``head + plan + tail`` is that of reading the three in turn, since a plan's lines
     only add steps (a block holding an import or a call is not summed up: read in full)."""
 
