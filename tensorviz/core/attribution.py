@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -647,8 +648,8 @@ class _BigPartners:
         self.cuts = np.searchsorted(piece, np.arange(npieces + 1))  # piece p's pairs: cuts[p]..cuts[p+1]
         self.runs = np.argsort(who, kind="stable")  # each member's runs, together
         self.run_cuts = np.searchsorted(who[self.runs], np.arange(members.size + 1))
-        self.table: tuple[np.ndarray, np.ndarray] | None | bool = False  # every member's partners, once
 
+    @cached_property
     def _every(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Every member's partners as one sorted column with a cut per member, from the pairs
         of readers of each piece -- None when those would pass :data:`BIG_PAIRS` (a piece read
@@ -666,11 +667,9 @@ class _BigPartners:
         return key % n, np.searchsorted(key // n, np.arange(n + 1))
 
     def __call__(self, k: int) -> tuple[Any, ...]:
-        if self.table is False:
-            self.table = self._every()
         names, members = self.names, self.members
-        if isinstance(self.table, tuple):
-            near, cut = self.table
+        if self._every is not None:  # every member's partners, made on the first ask
+            near, cut = self._every
             return tuple(names[members[j]] for j in near[cut[k] : cut[k + 1]].tolist())
         runs = self.runs[self.run_cuts[k] : self.run_cuts[k + 1]]
         lo, hi = self.cuts[self.a[runs]], self.cuts[self.b[runs]]
