@@ -221,6 +221,7 @@ class _Collector:
         self._index: dict[int, int] | None = None
         self._copied: list[int] = []  # per row copied from an earlier walk, its read
         self._copied_at: list[int] = []  # and its row here
+        self._known: dict[int, tuple] | None = None  # storage id -> an earlier walk's row (see _elsewhere)
         if shared is not None:
             shared.walks += 1
 
@@ -267,7 +268,7 @@ class _Collector:
         pre = f"{prefix}." if prefix else ""
         dtypes, rows, read, reads, end = self._dtypes, self.rows.rows, self._read, self._reads, self._end
         append, copied, copied_at = rows.append, self._copied.append, self._copied_at.append
-        cursor = self._cursor
+        cursor, known = self._cursor, self._known
         for key, t in items:
             self._left -= 1
             if self._left < 0:  # a Mapping of 10**7 names, or one whose iteration never ends
@@ -294,7 +295,7 @@ class _Collector:
                         append((name, *reads[j][1][1:]))
                         cursor = j + 1
                         continue
-                    cursor, end = cursor + 1, self._end
+                    cursor, end, known = cursor + 1, self._end, self._known
                 dt = dtypes.get(t.dtype)
                 # Nested (strided) tensors have no strides: stride() raises and they go the
                 # careful way, like sparse, mkldnn and storage-less tensors (no storage).
@@ -305,7 +306,11 @@ class _Collector:
                     except Exception:  # noqa: BLE001 - the careful path says what went wrong
                         self._add_careful(name, t)
                         continue
-                    row = (name, st._cdata, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st))
+                    ident = st._cdata
+                    if known is not None and (had := known.get(ident)) is not None:  # its storage was read
+                        row = (name, ident, had[2], had[3], dt, shape, stride, offset, None, had[9])
+                    else:
+                        row = (name, ident, st.device, st.nbytes(), dt, shape, stride, offset, None, address(st))
                     append(row)
                     if read is not None:
                         read((t, row))
@@ -338,7 +343,9 @@ class _Collector:
             self._failed = 0
             return j
         self._failed += 1
-        if self._failed > _GIVE_UP:  # these tensors are new ones (a state_dict() of detached copies)
+        if self._failed > _GIVE_UP:  # these tensors are new ones (a state_dict() of detached copies),
+            assert self._shared is not None
+            self._known = self._shared.storages(self._end)  # over storages read before, maybe
             self._end = 0
         return -1
 

@@ -64,7 +64,7 @@ def address(st: Any) -> int:
     memory, as they are (a write through one shows in the other); else ``data_ptr()``. torch
     maps a file from its first byte, so the map's offset in the file is 0. A private
     (copy-on-write) map reports no file name and keeps its own address."""
-    name = st.filename
+    name = st._get_filename()  # (what the ``filename`` property returns, without its Python frame)
     if name is None:
         return st.data_ptr()
     try:

@@ -21,12 +21,15 @@ class SharedReads:
     walk, which the second walk's rows copied from it name (``Rows.copied``: the second
     layout's table is then derived from the first's)."""
 
+    __slots__ = ("read", "_index", "_indexed", "walks", "first", "_storages")
+
     def __init__(self) -> None:
         self.read: list[tuple[Any, tuple]] = []
         self._index: dict[int, int] = {}
         self._indexed = 0
         self.walks = 0
         self.first: Any = None
+        self._storages: dict[int, tuple] | None = None
 
     def index(self) -> dict[int, int]:
         """``id(tensor) -> its position in read`` of every tensor read so far."""
@@ -34,6 +37,16 @@ class SharedReads:
         self._index.update(zip(map(id, map(itemgetter(0), fresh)), count(self._indexed)))
         self._indexed = len(self.read)
         return self._index
+
+    def storages(self, upto: int) -> dict[int, tuple]:
+        """``storage id -> a row that read it`` over the first ``upto`` reads: what a later
+        walk meeting new tensor objects over storages read before (a ``state_dict()``'s
+        detached copies, a model and its state dict) takes for each storage's device, size
+        and address instead of reading them again. Every read tensor is held until the block
+        ends, so a storage id here names one live storage throughout."""
+        if self._storages is None:
+            self._storages = {row[1]: row for _, row in self.read[:upto]}
+        return self._storages
 
 
 #: Set by :func:`shared_reads` while its block runs.

@@ -127,6 +127,26 @@ def test_b_table_derived_from_a_equals_its_own() -> None:
         assert _check(a, detached | fresh | a) == derived
 
 
+def test_new_objects_over_storages_read_before_take_their_facts() -> None:
+    """b's tensors are new objects over a's storages (a ``state_dict()``'s detached copies):
+    once the walk stops looking them up by identity, each storage a read before gives its
+    device, size and address (not read again), and the diff still equals the diff of the two
+    analysed apart, the storage facts of a new storage (a cast) read as usual."""
+    from tensorviz.sources import live
+
+    a = _side_a(900, 5)  # over 1,024 tensors
+    b = {k: (t.half() if k == "l.899.w" else t.detach()) for k, t in a.items()}  # the cast comes late
+    _check(a, b)
+    calls: list[int] = []
+    real = live.address
+    with patch.object(live, "address", lambda st: calls.append(1) or real(st)):
+        d = tv.diff(a, b)
+    # a's reads, b's reads up to the walk's giving up (its first miss and _GIVE_UP look-ups), the cast's storage
+    assert list(a).index("l.899.w") > live._GIVE_UP + 1
+    assert len(calls) == len(a) + (1 + live._GIVE_UP) + 1
+    assert [(c.name, c.field) for c in d.changed] == [("l.899.w", "dtype"), ("l.899.w", "nbytes")]
+
+
 def test_a_model_and_its_wrapped_self() -> None:
     model = tiny_gpt2()
     wrapped = torch.nn.ModuleDict({"module": model})
