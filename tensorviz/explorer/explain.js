@@ -4,6 +4,8 @@
 // view with the shape, stride and offset typed in, on the same storage, and flags strides that
 // leave it. Pure geometry first (tested by `node --test tests/js/` against Python's plan), the
 // DOM and canvas code after, in render().
+import { themeColors, resolveColor } from "./theme.js";
+import { contrast } from "./treemap.js";
 
 export const ROW_CELLS = 24;
 export const GAP_CELLS = 8;
@@ -160,6 +162,14 @@ const CSS = `.tvx-wrap{font:12px var(--jp-ui-font-family,sans-serif);color:var(-
 .tvx-info{font:12px var(--jp-code-font-family,monospace);min-height:1.4em;margin:2px 0}
 .tvx-flag{color:#cc3311;font-weight:bold}`;
 
+// The panel's ink from JupyterLab's theme colours (theme.js: text and labels that read on the
+// page, dark themes too): a view's own colour for its name where it reads on the background
+// (3:1), else the text colour.
+export function panelInk(theme) {
+  const reads = (c) => /^#[0-9a-f]{6}$/i.test(c) && contrast(c, theme.background) >= 3;
+  return { text: theme.text, muted: theme.muted, name: (c) => (reads(c) ? c : theme.text) };
+}
+
 function colorFor(rank, n) {
   const t = n > 1 ? rank / (n - 1) : 0.5;
   return `hsl(${Math.round(250 - 230 * t)}, 70%, 80%)`;
@@ -197,18 +207,19 @@ const cellFill = (f, c) => (c >= f.limit ? "#f4b6a8" : f.read.has(c) ? f.tint(c)
 // Everything but the hover: drawn once per geometry into an offscreen canvas.
 function drawBase(g, st) {
   const { panel, views, f } = st;
-  g.textBaseline = "middle"; g.textAlign = "left"; g.font = "bold 13px sans-serif"; g.fillStyle = "#111";
+  const ink = st.ink;
+  g.textBaseline = "middle"; g.textAlign = "left"; g.font = "bold 13px sans-serif"; g.fillStyle = ink.text;
   const past = [...panel.strips.keys()].some((c) => c >= f.limit);
   g.fillText(st.title + (past ? " — red cells lie past the storage's end" : ""), 4, 12);
-  g.textAlign = "right"; g.font = "10px sans-serif"; g.fillStyle = "#555";
+  g.textAlign = "right"; g.font = "10px sans-serif"; g.fillStyle = ink.muted;
   for (const [y, c] of panel.labels) g.fillText(`cell ${c}`, panel.strips.get(c)[0] - 4, y);
   for (const [c, rect] of panel.strips) paintCell(g, rect, cellFill(f, c), String(c), false, "11px sans-serif");
   views.forEach((v, k) => {
     const grid = panel.grids[k];
-    g.textAlign = "left"; g.fillStyle = v.color; g.font = "bold 12px sans-serif";
+    g.textAlign = "left"; g.fillStyle = ink.name(v.color); g.font = "bold 12px sans-serif";
     const part = v.shown ? `  showing ${v.shown}` : "";
     g.fillText(`${v.name}${k === st.edited ? " (playground)" : ""}${part}`, grid.at[0], grid.at[1] - 40, 270);
-    g.font = "11px monospace"; g.fillStyle = st.flagged && k === st.edited ? "#cc3311" : "#333";
+    g.font = "11px monospace"; g.fillStyle = st.flagged && k === st.edited ? "#cc3311" : ink.text;
     g.fillText(`shape (${v.shape.join(", ")}) stride (${v.stride.join(", ")}) offset ${v.offset}`, grid.at[0], grid.at[1] - 24, 270);
     g.fillText(v.formula, grid.at[0], grid.at[1] - 10);
     grid.rects.forEach((rect, e) => paintCell(g, rect, cellFill(f, f.firsts[k][e]), String(f.firsts[k][e]), false, "10px sans-serif"));
@@ -257,7 +268,13 @@ function mountStrip(model, plan, strip, si, el) {
   }
   wrap.append(bar, canvas, info, flag);
   el.append(wrap);
-  let views = strip.views.map((v) => ({ ...v })), st = null;
+  let views = strip.views.map((v) => ({ ...v })), st = null, ink = null;
+  // The theme's ink, read where the panel is on the page (before that nothing resolves: the
+  // light fallbacks until it is); true once read there.
+  const readInk = () => {
+    ink = panelInk(themeColors((name) => (wrap.isConnected ? resolveColor(wrap, name) : null)));
+    return wrap.isConnected;
+  };
   views.forEach((v, k) => { const o = document.createElement("option"); o.value = k; o.textContent = v.name; pick.append(o); });
   const fill = () => { const v = views[+pick.value]; fields.shape.value = v.shape.join(", "); fields.stride.value = v.stride.join(", "); fields.offset.value = String(v.offset); };
 
@@ -270,7 +287,7 @@ function mountStrip(model, plan, strip, si, el) {
     canvas.width = width * dpr; canvas.height = panel.height * dpr;
     canvas.style.width = `${width}px`; canvas.style.height = `${panel.height}px`;
     const title = stripTitle(strip, views, segments), f = facts(views, strip, panel);
-    st = { panel, views, strip, title, f, hover: null, flagged, edited, g: canvas.getContext("2d"), dpr };
+    st = { panel, views, strip, title, f, hover: null, flagged, edited, g: canvas.getContext("2d"), dpr, ink };
     st.base = document.createElement("canvas");
     st.base.width = canvas.width; st.base.height = canvas.height;
     const bg = st.base.getContext("2d");
@@ -326,8 +343,15 @@ function mountStrip(model, plan, strip, si, el) {
     hoverAt,
     lastHoverMs: 0,
   };
-  fill(); rebuild();
-  return () => { canvas.tvx = null; };
+  readInk(); fill(); rebuild();
+  const settle = (frames) => {  // drawn before it was on the page: redraw in the theme once it is
+    if (readInk()) rebuild(st.flagged, st.edited);
+    else if (frames > 0) requestAnimationFrame(() => settle(frames - 1));
+  };
+  if (!wrap.isConnected) requestAnimationFrame(() => settle(60));
+  const themed = new MutationObserver(() => { readInk(); rebuild(st.flagged, st.edited); });
+  themed.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
+  return () => { themed.disconnect(); canvas.tvx = null; };
 }
 
 export default { render };

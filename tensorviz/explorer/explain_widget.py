@@ -30,6 +30,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 import traitlets
 
 from tensorviz.core.names import elide, terminal
+from tensorviz.explorer import modules
 from tensorviz.plan.explain import MAX_CELLS, MAX_ELEMENTS, ExplainPlan, Strip
 
 __all__ = ["ExplainWidget", "explain_widget", "plan_payload", "ESM"]
@@ -83,7 +84,7 @@ class ExplainWidget(anywidget.AnyWidget):
     into the stride playground (``{"view", "shape", "stride", "offset", "leaves", "outside"}``).
     """
 
-    _esm = ESM
+    _esm = modules.linked(ESM.name)  # its imports (theme.js, treemap.js) linked: see .modules
     plan = traitlets.Dict().tag(sync=True)
     playground = traitlets.Dict().tag(sync=True)
 

@@ -19,6 +19,7 @@ pytest.importorskip("anywidget")
 
 import tensorviz as tv  # noqa: E402
 from tensorviz.explorer.explain_widget import ESM  # noqa: E402
+from tensorviz.explorer.modules import linked  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(180)]
 
@@ -31,7 +32,7 @@ def page(widget, width: int = 900) -> str:
 const T = {{ plan: {json.dumps(widget.plan)}, playground: {{}} }};
 window.synced = [];
 const model = {{ get: (k) => T[k], set(k, v) {{ T[k] = v; window.synced.push([k, v]); }}, save_changes() {{}}, on() {{}}, off() {{}} }};
-const mod = await import(URL.createObjectURL(new Blob([{json.dumps(ESM.read_text(encoding="utf-8"))}], {{ type: "text/javascript" }})));
+const mod = await import(URL.createObjectURL(new Blob([{json.dumps(linked(ESM.name))}], {{ type: "text/javascript" }})));
 mod.default.render({{ model, el: document.getElementById("host") }});
 window.ready = true;
 </script></body></html>"""

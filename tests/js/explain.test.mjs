@@ -4,8 +4,9 @@ import test from "node:test";
 import assert from "node:assert/strict";
 import {
   addresses, unravel, firstCells, readCells, stripWindow, cellSlots, readersOf, formulaAt, parseInts,
-  checkGeometry, layoutPanel, hitPanel, ROW_CELLS,
+  checkGeometry, layoutPanel, hitPanel, panelInk, ROW_CELLS,
 } from "../../tensorviz/explorer/explain.js";
+import { themeColors, parseColor } from "../../tensorviz/explorer/theme.js";
 
 test("addresses are offset + index · stride in row-major order", () => {
   assert.deepEqual(addresses([3, 4], [4, 1], 0), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
@@ -65,4 +66,15 @@ test("hit testing finds the cell and the element drawn where they are laid out",
   const [gx, gy, gw, gh] = panel.grids[0].rects[5];
   assert.deepEqual(hitPanel(panel, gx + gw / 2, gy + gh / 2), { kind: "element", view: 0, element: 5 });
   assert.equal(hitPanel(panel, 1, 1), null);
+});
+
+test("the panel's ink reads on light and dark themes; a view's colour where it reads, else the text's", () => {
+  const vars = (o) => (name) => (o[name] ? parseColor(o[name]) : null);
+  const light = panelInk(themeColors(() => null));  // not on the page yet: the light fallbacks
+  assert.deepEqual([light.text, light.muted, light.name("#222222"), light.name("#66ccee")], ["#212121", "#616161", "#222222", "#212121"]);
+  const dark = panelInk(themeColors(vars({ "--jp-layout-color0": "#111111", "--jp-ui-font-color1": "rgba(255, 255, 255, 1)",
+    "--jp-layout-color2": "#424242", "--jp-ui-font-color2": "rgba(255, 255, 255, 0.54)" })));
+  assert.deepEqual([dark.text, dark.muted, dark.name("#222222"), dark.name("#66ccee"), dark.name("#aa3377")],
+    ["#ffffff", "#929292", "#ffffff", "#66ccee", "#aa3377"]);  // #aa3377 on #111111: 3.1:1
+  assert.equal(dark.name("hsl(10, 70%, 80%)"), "#ffffff");  // not a colour it can check: the text's
 });
