@@ -182,6 +182,11 @@ class CompareRows:
         self._sections: dict[str, CompareSection] = {}
         self._layouts: tuple[Layout, Layout] = (diff.layout_a, diff.layout_b)
 
+    @property
+    def layouts(self) -> tuple[Layout, Layout]:
+        """The two layouts compared, a's and b's."""
+        return self._layouts
+
     @cached_property
     def _aligned(self) -> tuple[DiffColumns, np.ndarray]:
         """The rows (the static side by side's order: :func:`tensorviz.render.diff.diff_columns`)
@@ -238,6 +243,21 @@ class CompareRows:
         """The row of ``key`` (an a-name, or a name only in b), sent or not; None when no row has it."""
         i = self._by_key.get(key)
         return None if i is None else self._row(i)
+
+    def side_names(self, keys: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The names on each side of the rows of ``keys`` (a key without a row is left out),
+        in the order of ``keys``: what the explain pane draws, a's views and b's.
+
+        >>> import torch, tensorviz as tv
+        >>> w = torch.zeros(2)
+        >>> CompareRows(tv.diff({"w": w, "x": w}, {"module.w": w, "y": w})).side_names(["w", "x", "y", "z"])
+        (('w', 'x'), ('module.w', 'y'))
+        """
+        rows = [r for r in map(self.row, dict.fromkeys(keys)) if r is not None]
+        return (
+            tuple(r.name_a for r in rows if r.name_a is not None),
+            tuple(r.name_b for r in rows if r.name_b is not None),
+        )
 
     def note(self, key: str) -> str:
         """One line about the match in b of the view of a ``key`` (the model map's hover adds it):

@@ -166,8 +166,10 @@ class ExplorerControls:
         # picture, shown where the interactive one cannot be drawn.
         self.explain_live = W.VBox([])
         self.explain_picture = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto", display="none"))
+        # In the compare mode, b's side below a's: its heading and message, then its panel.
+        self.explain_b = W.VBox([])
         body = W.VBox(
-            [self.explain_message, self.explain_live, self.explain_picture],
+            [self.explain_message, self.explain_live, self.explain_picture, self.explain_b],
             layout=W.Layout(max_height="640px", overflow="auto"),
         )
         self.explain_pane = W.Accordion(children=[body], selected_index=None)

@@ -174,6 +174,19 @@ def explain_png(layout: Layout, names: tuple[str, ...]) -> tuple[str, bytes | No
     )
 
 
+def explain_side(layout: Layout, names: tuple[str, ...], side: str, source: str) -> tuple[str, bytes | None, Any]:
+    """The compare mode's explain pane for one side (``side``: "a" or "b", read from
+    ``source``): (message HTML under a heading naming the side, PNG or None, the interactive
+    panel or None). With no view of the selection on this side it says so, and draws nothing."""
+    from tensorviz.core.names import elide, terminal
+
+    heading = f'<div class="tvz-side"><b>{side}</b> · {html.escape(elide(terminal(str(source)), 120))}</div>'
+    if not names:
+        return heading + f'<span class="tvz-muted">No view of the selection is in {side}.</span>', None, None
+    message, png = explain_png(layout, names)
+    return heading + message, png, explain_live(layout, names, png)
+
+
 def explain_plan_of(layout: Layout, names: tuple[str, ...]) -> Any:
     """The teaching panel's plan of some views of a layout, from metadata alone (no tensors),
     its strips numbered as the explorer numbers storages.

@@ -52,6 +52,7 @@ from tensorviz.explorer.render import (  # noqa: E402,F401
     explain_figure,
     explain_live,
     explain_png,
+    explain_side,
     sub_layout,
 )
 from tensorviz.explorer.state import (
@@ -284,12 +285,26 @@ class Explorer(ExplorerControls, W.VBox):
         self.explain_pane.selected_index = 0
 
     def _explain(self) -> None:
-        names = tuple(n for n in self.selected if n in self.tensor_layout)  # compare mode: a's names
-        message, png = explain_png(self.tensor_layout, names)
+        """The explain pane of the selection; in the compare mode a's views, then b's (the
+        matched names and the names only in b), each under a heading naming its side."""
+        rows = self.compare_rows
+        if rows is None:
+            names = tuple(n for n in self.selected if n in self.tensor_layout)
+            message, png = explain_png(self.tensor_layout, names)
+            live = explain_live(self.tensor_layout, names, png)
+            self.explain_b.children = ()
+        elif not self.selected:
+            message, png, live = explain_png(self.tensor_layout, ())[0], None, None
+            self.explain_b.children = ()
+        else:
+            (names, names_b), d = rows.side_names(self.selected), rows.diff
+            message, png, live = explain_side(self.tensor_layout, names, "a", d.source_a)
+            message_b, png_b, live_b = explain_side(rows.layouts[1], names_b, "b", d.source_b)
+            shown_b = live_b if live_b is not None or png_b is None else W.Image(value=png_b, format="png")
+            self.explain_b.children = (W.HTML(message_b),) + (() if shown_b is None else (shown_b,))
         self.explain_message.value = message
         if png is not None:
             self.explain_picture.value = png
-        live = explain_live(self.tensor_layout, names, png)
         self.explain_live.children = () if live is None else (live,)
         self.explain_picture.layout.display = None if png is not None and live is None else "none"
 

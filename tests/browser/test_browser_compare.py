@@ -161,6 +161,16 @@ def test_compare_hover_select_keyboard(lab, page, theme, width):
     details = ex.locator(".tvz-details")
     expect(details).to_contain_text("lm_head.weight: tie lost, renamed")
     expect(details).to_contain_text("tied with embed.weight")
+    # the explain pane draws both sides of the selected pair, each under a heading naming it
+    ex.get_by_role("button", name="explain selected").click()
+    pane = ex.locator(".tvz-explain")
+    sides = pane.locator(".tvz-side")
+    expect(sides).to_have_count(2)
+    expect(sides.nth(0)).to_have_text("a · dict")
+    expect(sides.nth(1)).to_have_text("b · dict")
+    expect(pane).to_contain_text("How each element of module.lm_head.weight maps")
+    expect(pane.locator(".tvx-canvas")).to_have_count(2)
+    pane.screenshot(path=str(SHOTS / f"compare_explain_{_stem(theme)}_{width}.png"))
     # the keyboard: Tab to the rows, End, Enter selects the last row (only in b)
     pg.mouse.move(5, 5)
     ex.get_by_role("button", name="stop comparing").focus()  # the "compare with…" row's last: the last control above

@@ -240,6 +240,45 @@ def test_the_filter_and_the_selection_of_a_pair():
     assert ex.selected == []
 
 
+def _strips(panel) -> list[tuple[int, int, list[tuple[str, str]]]]:
+    return [(s["storage"], s["nbytes"], [(v["name"], v["dtype"]) for v in s["views"]]) for s in panel.plan["strips"]]
+
+
+def test_explain_draws_both_sides_of_the_selection():
+    """In the compare mode the explain pane draws a's views of the selection, then b's (the
+    matched names, the names only in b), each under a heading naming its side and source: the
+    tie a had (one strip, both names) beside b's two storages."""
+    w = torch.zeros(4, 4)
+    ex = tv.explore(
+        {"w": w, "v": w, "x": torch.zeros(3)},
+        compare={"module.w": w.half(), "module.v": w.clone(), "module.y<b>": torch.zeros(2)},
+        snapshot=False,
+    )
+    ex.explain_button.click()
+    assert "Select one or more tensors" in ex.explain_message.value and ex.explain_b.children == ()
+    ex.selected = ["w", "v"]  # the open pane follows the selection
+    (live_a,) = ex.explain_live.children
+    heading_b, live_b = ex.explain_b.children
+    assert ex.explain_message.value.startswith('<div class="tvz-side"><b>a</b> · dict</div>')
+    assert heading_b.value.startswith('<div class="tvz-side"><b>b</b> · dict</div>')
+    assert "module.w, module.v maps" in heading_b.value
+    assert _strips(live_a) == [(0, 64, [("w", "float32"), ("v", "float32")])]
+    assert _strips(live_b) == [(0, 32, [("module.w", "float16")]), (1, 64, [("module.v", "float32")])]
+    ex.selected = ["module.y<b>", "x"]  # a name only in b and one only in a
+    assert _strips(ex.explain_live.children[0]) == [(1, 12, [("x", "float32")])]
+    heading_b, live_b = ex.explain_b.children
+    assert "module.y&lt;b&gt; maps" in heading_b.value and "<b>" not in heading_b.value.split("</div>")[1]
+    assert _strips(live_b) == [(2, 8, [("module.y<b>", "float32")])]
+    ex.selected = ["module.y<b>"]
+    assert ex.explain_message.value.endswith("No view of the selection is in a.</span>")
+    assert ex.explain_live.children == () and ex.explain_picture.layout.display == "none"
+    ex.compare_with(None)  # comparing no more: one side, no heading
+    ex.expand_box.value = True  # (x alone in its storage is folded otherwise)
+    ex.selected = ["x"]
+    assert ex.explain_b.children == () and ex.explain_message.value.startswith('<span class="tvz-muted">How each')
+    assert ex.last_error is None
+
+
 def test_hostile_names_are_escaped_everywhere():
     bad = "evil<script>\u202e\n.w"
     ex = tv.explore({bad: torch.zeros(2)}, compare={bad: torch.zeros(2).half()}, snapshot=False)
