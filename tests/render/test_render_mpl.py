@@ -223,6 +223,19 @@ def test_unreferenced_layer_and_label():
     assert texts(fig, "run-label") == ["unreferenced 800 B"]
 
 
+def test_unreferenced_run_label_drawn_per_cell_is_a_bound(monkeypatch):
+    """Drawn per cell, an "unreferenced" run is cells holding an unread byte: its label says
+    "≤" its length; the storage's label keeps the exact count."""
+    from tensorviz.plan import bars
+
+    monkeypatch.setattr(bars, "DRAW_RUNS", 4)  # x[::2] lists 500 runs: drawn per cell
+    monkeypatch.setattr(bars, "DRAW_CELLS", 10)  # of 100 bytes, each half read
+    fig = render(diagram({"even": torch.zeros(1000, dtype=torch.uint8)[::2]}))
+    assert xranges(fig, "unreferenced") == [(0.0, 1000.0)]
+    assert texts(fig, "run-label") == ["unreferenced ≤ 1000 B"]
+    assert texts(fig, "lane-label")[0] == "storage #0 · 1000 B\n500 B unreferenced"
+
+
 def test_file_header_layer_label_and_legend(tmp_path):
     from tests.plan.test_diagram import gappy_safetensors
 

@@ -166,7 +166,10 @@ def label_storage_runs(d: Diagram, ax: Axes) -> None:
         y = block.lanes[0]
         if d.lanes[y].kind != "storage":
             continue
-        for word, runs in (("header", block.header), ("unreferenced", block.unreferenced)):
+        # Drawn per cell, a run of "unreferenced" is cells holding an unread byte: its length
+        # bounds the bytes no view reads in it (the storage's label gives the exact total).
+        bound = " ≤" if any(d.bars[i].cell for i in block.bars) else ""
+        for word, runs in (("header", block.header), ("unreferenced" + bound, block.unreferenced)):
             for a, b in runs.tolist():
                 a, b = max(a, lo), min(b, hi)
                 text = f"{word} {format_bytes(b - a)}"
