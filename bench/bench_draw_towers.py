@@ -2,7 +2,9 @@
 
 The two cases of issue 22's drawing cliff (see ``bench_towers.py``): ``evenodd`` (``x[::2]``,
 ``x[1::2]`` of 32 MiB) and ``rows`` (``x[:, :2**23:2]``, ``x[:, 1:2**23:2]`` of a 4 x 2**24 uint8
-matrix). Each case runs in a fresh interpreter so its peak memory is its own; prints the CPU
+matrix); and ``slices``: 800 slices of 1,000 floats of a 16 MB storage beside a 3-d strided view
+of it (37 x 100 x 100, stride 100,003 / 997 / 3: drawn per cell, 10,000 runs a row), whose
+overlap marks count bytes per cell (``RowRuns.below``). Each case runs in a fresh interpreter so its peak memory is its own; prints the CPU
 seconds of ``tv.analyze`` (the peer) and of ``tv.show`` on that layout (plan, render, PNG, HTML),
 their ratio, the peak RSS above the process after building the tensors, and the drawn runs of
 the largest bar. ``--src DIR`` runs another checkout's tensorviz (the numbers before a change);
@@ -20,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CASES = ("evenodd", "rows")
+CASES = ("evenodd", "rows", "slices")
 
 CHILD = r"""
 import json, resource, sys, time
@@ -32,9 +34,13 @@ n = 1 << 24
 if case == "evenodd":
     x = torch.zeros(2 * n, dtype=torch.uint8)
     views = {"even": x[::2], "odd": x[1::2]}
-else:
+elif case == "rows":
     x = torch.zeros(4, n, dtype=torch.uint8)
     views = {"a": x[:, : n // 2 : 2], "b": x[:, 1 : n // 2 : 2]}
+else:
+    x = torch.zeros(4_000_000)
+    views = {f"s{i}": x[i * 1000 : (i + 1) * 1000] for i in range(800)}
+    views["odd"] = x.as_strided((37, 100, 100), (100_003, 997, 3))
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.process_time()
 layout = tv.analyze(views)

@@ -190,6 +190,10 @@ def _refine(members, towers, sidx, start, base, nbytes, feeds, labels, covered, 
 #: Runs a storage's views must list at one period before that storage is swept in period space.
 PERIOD_MIN_RUNS = 1 << 12
 
+#: Most runs (one per row of each run of a :class:`RowRuns`) its ``below`` lists to count bytes
+#: (two sorted int64 columns, 256 MiB at most); past it, a division per run and position.
+BELOW_LISTED = 1 << 24
+
 
 def _by_period(listed, towered_storages, sidx, start, nbytes, feeds, covered, a, b) -> np.ndarray:
     """Sweep in period space the storages (holding no tower) whose listed views have at least
@@ -389,8 +393,39 @@ class RowRuns:
         return out
 
     def below(self, x: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
-        """Bytes of the set below each ``x`` (per run a division: nothing listed)."""
+        """Bytes of the set below each ``x``: from its runs one per row, sorted, where listing
+        them costs less than a division per run and ``x`` (and fits :data:`BELOW_LISTED`);
+        else per run a division (nothing listed: a tower of millions of rows)."""
         x = np.asarray(x, dtype=np.int64)
+        rows = int((self.r1 - self.r0).sum()) if self.a.size else 0
+        if rows <= BELOW_LISTED and rows < self.a.size * x.size:
+            out = self._below_listed(x, rows)
+            if out is not None:
+                return out
+        return self._below_divided(x, chunk)
+
+    def _below_listed(self, x: np.ndarray, rows: int) -> np.ndarray | None:
+        """``below`` from every run's row copy: the bytes below ``x`` are, over the runs,
+        ``(x - lo)+ - (x - hi)+``: two sorted columns, their prefix sums and a binary search
+        each (exact in int64: None when the sums could pass it)."""
+        per = self.r1 - self.r0
+        k = np.repeat(np.arange(self.a.size), per)
+        r = self.r0[k] + (np.arange(rows) - np.repeat(np.cumsum(per) - per, per))
+        lo, hi = self.a[k] + r * self.period, self.b[k] + r * self.period
+        if not rows:
+            return np.zeros(x.shape, dtype=np.int64)
+        base = int(lo.min())
+        reach = max(int(hi.max()), int(x.max()) if x.size else base) - base
+        if reach * (rows + 1) >= 1 << 62:
+            return None
+        lo, hi = np.sort(lo - base), np.sort(hi - base)
+        y = np.clip(x - base, 0, reach)
+        sum_lo, sum_hi = np.r_[0, np.cumsum(lo)], np.r_[0, np.cumsum(hi)]
+        i, j = np.searchsorted(lo, y, side="right"), np.searchsorted(hi, y, side="right")
+        return (i * y - sum_lo[i]) - (j * y - sum_hi[j])
+
+    def _below_divided(self, x: np.ndarray, chunk: int) -> np.ndarray:
+        """``below`` by a division per run and ``x`` (in chunks of ``chunk`` products)."""
         out = np.zeros(x.shape, dtype=np.int64)
         step = max(1, chunk // max(1, x.size))
         for at in range(0, self.a.size, step):

@@ -304,9 +304,22 @@ def _mark_row_overlaps(protos: list[Proto]) -> np.ndarray | None:
         p = live[i]
         if cells is None:
             p.overlap = share.listed()
-        else:
-            p.overlap = _clip_runs(cell_runs(cells, np.diff(share.below(cells)) > 0), p.start, p.stop)
+        else:  # counted in the cells of the bar's own span: a share lies within it
+            mine_cells = _cells_over(cells, p.start, p.stop)
+            p.overlap = _clip_runs(cell_runs(mine_cells, np.diff(share.below(mine_cells)) > 0), p.start, p.stop)
     return multi.listed() if cells is None else cell_runs(cells, np.diff(multi.below(cells)) > 0)
+
+
+def _cells_over(edges: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """The edges of the cells that hold a byte of ``[lo, hi)``: one count per cell of a bar's
+    span instead of per cell of the storage's window (bars x cells, 20 s for 800 slices of a
+    storage a strided view is drawn per cell of).
+
+    >>> _cells_over(np.array([0, 4, 8, 12, 16]), 5, 9).tolist()
+    [4, 8, 12]
+    """
+    first = max(0, int(np.searchsorted(edges, lo, side="right")) - 1)
+    return edges[first : int(np.searchsorted(edges, hi, side="left")) + 1]
 
 
 def _row_parts_of(live: list[Proto]) -> tuple | None:

@@ -369,3 +369,44 @@ def test_row_runs_list_row_after_row_merging_across_row_ends():
     # row ranges that interleave (not made by the sweep): still canonical
     s = sw.RowRuns(np.array([0, 5]), np.array([3, 8]), np.array([0, 1]), np.array([3, 2]), 10)
     assert s.listed().tolist() == [[0, 3], [10, 13], [15, 18], [20, 23]]
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 1), st.floats(0, 1), st.integers(0, 6), st.integers(0, 5)), max_size=12),
+    st.integers(1, 64),
+    st.lists(st.integers(-20, 700), max_size=40),
+)
+def test_row_runs_below_listed_equals_divided_and_the_byte_count(entries, period, xs):
+    """``RowRuns.below`` from the runs listed row by row (prefix sums and a binary search) gives
+    what the division per run gives, and what counting the bytes one by one gives (runs within
+    a row: ``0 <= a < b <= period``)."""
+    a = np.array([int(e[0] * (period - 1)) for e in entries], dtype=np.int64)
+    b = a + 1 + np.array([int(e[1] * (period - 1 - int(e[0] * (period - 1)))) for e in entries], dtype=np.int64)
+    r0 = np.array([e[2] for e in entries], dtype=np.int64)
+    r1 = r0 + np.array([e[3] for e in entries], dtype=np.int64)
+    s = sw.RowRuns(a, b, r0, r1, period)
+    x = np.sort(np.array(xs, dtype=np.int64))
+    rows = int((r1 - r0).sum())
+    divided = s._below_divided(x, 1 << 22)
+    listed = s._below_listed(x, rows)
+    assert listed is not None and listed.tolist() == divided.tolist()
+    count = [
+        sum(
+            max(0, min(int(v), int(lo) + r * period + int(hi - lo)) - (int(lo) + r * period))
+            for lo, hi, q0, q1 in zip(a, b, r0, r1)
+            for r in range(int(q0), int(q1))
+        )
+        for v in x
+    ]
+    assert divided.tolist() == count
+    assert s.below(x).tolist() == count
+
+
+def test_row_runs_below_of_a_tower_past_the_listing_budget_divides(monkeypatch):
+    """Past :data:`~tensorviz.core.sweep.BELOW_LISTED` rows nothing is listed (a tower of millions of
+    rows): the division answers, and the two agree under the budget."""
+    s = sw.RowRuns(np.array([0, 6]), np.array([2, 10]), np.array([0, 0]), np.array([3, 3]), 10)
+    x = np.array([0, 7, 30, 99])
+    monkeypatch.setattr(sw.RowRuns, "_below_listed", lambda *args: pytest.fail("listed past the budget"))
+    monkeypatch.setattr(sw, "BELOW_LISTED", 5)
+    assert s.below(x).tolist() == [0, 3, 18, 18]
