@@ -166,7 +166,10 @@ class LayoutDiff:
     span groups of two or more names on one side whose matched names are not one span group
     on the other (in a's names for lost, b's for gained); ``sharing_lost``/``sharing_gained``
     the same for overlap groups; ``dtypes_a``/``dtypes_b`` totals per dtype; ``moved`` the
-    tensors in another file (both sides files); ``content`` what the bytes say, when read.
+    tensors in another file (both sides files); ``content`` what the bytes say, when read;
+    ``not_compared`` the values a side holds that could not be analysed (``(side, name,
+    reason)``: a sparse tensor, a name repeated, a container holding itself), which nothing
+    above compares -- ``same`` speaks of the tensors compared, and the summary says so.
     """
 
     source_a: str
@@ -184,6 +187,7 @@ class LayoutDiff:
     moved: tuple[Moved, ...]
     renamed: _Deferred[tuple[tuple[str, str], ...]] = _Deferred(())
     content: ContentDiff | None = None
+    not_compared: tuple[tuple[str, str, str], ...] = ()
     layout_a: Layout | None = field(default=None, repr=False)
     layout_b: Layout | None = field(default=None, repr=False)
 
@@ -265,6 +269,7 @@ def _diff(a: Layout, b: Layout) -> LayoutDiff:
         dtypes_a=_dtype_totals(ca, a),
         dtypes_b=_dtype_totals(cb, b),
         moved=_moved(ca, cb, ia, ib, names_a),
+        not_compared=tuple((side, s.name, s.reason) for side, x in (("a", a), ("b", b)) for s in x.skipped),
         layout_a=a,
         layout_b=b,
     )

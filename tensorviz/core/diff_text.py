@@ -20,7 +20,7 @@ from tensorviz.core.diff_modules import DiffLike
 from tensorviz.core.names import elide, terminal
 from tensorviz.core.units import format_bytes
 
-__all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections"]
+__all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections", "verdict"]
 
 JSON_SCHEMA = "tensorviz.diff"
 JSON_VERSION = 1
@@ -112,6 +112,7 @@ def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
             )
         )
         out.append(("not read", [(name, f"{side}: {why}") for side, name, why in c.unread]))
+    out.append(("not compared (could not be analysed)", [(n, f"{side}: {why}") for side, n, why in d.not_compared]))
     return [(title, fold(items)) for title, items in out if items]
 
 
@@ -175,8 +176,21 @@ def diff_text(d: DiffLike, width: int = 80, limit: int = 8) -> str:
         lines.append(
             f"content: {len(c.identical)} identical, {len(c.different)} differ ({format_bytes(c.hashed_nbytes)} hashed)"
         )
-    lines.append("same" if d.same else "differ")
+    lines.append(verdict(d))
     return "\n".join(lines)
+
+
+def verdict(d: DiffLike) -> str:
+    """``same`` or ``differ``; with values not compared, ``same`` says it is of the rest.
+
+    >>> import torch, tensorviz as tv
+    >>> verdict(tv.diff({"w": torch.zeros(2).to_sparse()}, {}))
+    'same, of the tensors compared (1 value not compared)'
+    """
+    if not d.same:
+        return "differ"
+    n = len(d.not_compared)
+    return f"same, of the tensors compared ({n} value{'s' * (n != 1)} not compared)" if n else "same"
 
 
 def _section_lines(title: str, items: list[tuple[str, str, int]], width: int, limit: int) -> list[str]:
@@ -243,10 +257,9 @@ def _signed(n: int) -> str:
 def diff_html(d: DiffLike, limit: int = 200) -> str:
     """Escaped static HTML (no JavaScript): the counts, then each section in a ``<details>``."""
     esc = lambda s: html.escape(terminal(str(s)))  # noqa: E731
-    verdict = "same" if d.same else "differ"
     parts = [
         '<div class="tv-diff">',
-        f"<p><b>{verdict}</b>: a = <code>{esc(d.source_a)}</code>, b = <code>{esc(d.source_b)}</code>; {esc(_counts(d))}</p>",
+        f"<p><b>{esc(verdict(d))}</b>: a = <code>{esc(d.source_a)}</code>, b = <code>{esc(d.source_b)}</code>; {esc(_counts(d))}</p>",
     ]
     parts += [f"<p>names matched by rule: {esc(r)}</p>" for r in d.rules]
     for title, items in sections(d):
@@ -287,6 +300,7 @@ def diff_json(d: DiffLike) -> dict[str, Any]:
         "dtypes_a": [asdict(t) for t in d.dtypes_a],
         "dtypes_b": [asdict(t) for t in d.dtypes_b],
         "moved": [asdict(m) for m in d.moved],
+        "not_compared": [{"side": side, "name": n, "reason": why} for side, n, why in d.not_compared],
     }
     if d.content is not None:
         c = d.content

@@ -392,6 +392,8 @@ def summary_line(d: LayoutDiff, counts: tuple[int, ...]) -> str:
     parts = [f"{na:,} tensors in a, {nb:,} in b, {d.matched:,} matched{renamed}"]
     marks = [f"{w} {n:,}" for (_, _, w, _), n in zip(MARKS, counts) if n and w != "renamed"]
     parts.append(", ".join(marks) if marks else "no field, tie or sharing changed")
+    if d.not_compared:
+        parts.append(f"{len(d.not_compared):,} not compared")
     parts.append("same" if d.same else "differ")
     return " · ".join(parts)
 

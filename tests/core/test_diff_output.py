@@ -58,6 +58,38 @@ def test_same_layouts_say_so() -> None:
     assert d.same and str(d).splitlines()[-1] == "same" and "<b>same</b>" in d._repr_html_()
 
 
+def test_values_not_analysed_are_said_not_compared() -> None:
+    """A value a side holds that cannot be analysed (a sparse tensor, a name repeated, a
+    container holding itself) is listed with its side and reason in the text, the HTML and the
+    JSON; "same" then says it is of the tensors compared."""
+    w = torch.zeros(4)
+    cyclic: dict = {"0": w}
+    cyclic["self"] = cyclic
+    d = tv.diff({0: w, "0": w.clone(), "s<b>": torch.zeros(3).to_sparse()}, cyclic)
+    assert d.same and d.not_compared == (  # as each side lists them: read in the walk, then repeated
+        ("a", "s<b>", d.layout_a.skipped[0].reason),
+        ("a", "0", "duplicate name: an earlier value already has this name"),
+        ("b", "self", d.layout_b.skipped[0].reason),
+    )
+    assert d.layout_a.skipped[0].reason.startswith("sparse_coo tensor")
+    lines = str(d).splitlines()
+    assert lines[3] == "not compared (could not be analysed) (3):"
+    assert lines[6] == "  0  a: duplicate name: an earlier value already has this name"
+    assert lines[-1] == "same, of the tensors compared (3 values not compared)"
+    html = d._repr_html_()
+    assert "<b>same, of the tensors compared (3 values not compared)</b>" in html
+    assert "<code>s&lt;b&gt;</code>" in html and "s<b>" not in html
+    doc = json.loads(json.dumps(d.to_json()))
+    assert doc["not_compared"][1] == {
+        "side": "a",
+        "name": "0",
+        "reason": "duplicate name: an earlier value already has this name",
+    }
+    assert [(x["side"], x["name"]) for x in doc["not_compared"]] == [("a", "s<b>"), ("a", "0"), ("b", "self")]
+    plain = tv.diff({"w": w}, {"w": w})
+    assert plain.not_compared == () and str(plain).splitlines()[-1] == "same" and plain.to_json()["not_compared"] == []
+
+
 def test_json_is_plain_and_complete() -> None:
     w = torch.zeros(4)
     d = tv.diff({"a": w, "b": w}, {"a": w.clone(), "b": w.clone(), "c": w})

@@ -279,6 +279,14 @@ def test_explain_draws_both_sides_of_the_selection():
     assert ex.last_error is None
 
 
+def test_the_summary_counts_values_not_compared():
+    w = torch.zeros(4)
+    ex = tv.explore({"w": w, "s": torch.zeros(3).to_sparse()}, compare={"w": w}, snapshot=False)
+    assert ex.canvas.payload["compare"]["summary"] == (
+        "1 tensors in a, 1 in b, 1 matched · no field, tie or sharing changed · 1 not compared · same"
+    )
+
+
 def test_hostile_names_are_escaped_everywhere():
     bad = "evil<script>\u202e\n.w"
     ex = tv.explore({bad: torch.zeros(2)}, compare={bad: torch.zeros(2).half()}, snapshot=False)
