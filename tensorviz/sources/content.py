@@ -174,7 +174,9 @@ def _tensor_chunks(t: Any) -> Iterator[memoryview]:
 def _bytes(t: Any) -> memoryview:
     import torch
 
-    c = t.reshape(-1).cpu().contiguous()
+    # A conjugate or negative view holds its values' bytes unconjugated / unnegated: resolved
+    # here, a chunk at a time, its logical bytes are what torch.equal compares.
+    c = t.reshape(-1).cpu().resolve_conj().resolve_neg().contiguous()
     if not c.numel():
         return memoryview(b"")
     if c.stride(0) != 1:  # one element: contiguous whatever its stride, which view(uint8) refuses

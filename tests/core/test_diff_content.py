@@ -118,6 +118,24 @@ def test_non_contiguous_views_hash_their_logical_bytes(tmp_path, small_chunks) -
     assert tv.diff(live, flipped, content=True).content.different == ("t",)
 
 
+def test_conjugate_and_negative_views_hash_their_values(tmp_path, small_chunks) -> None:
+    """A conjugate view (``x.conj()``) or a negative one holds its values' bytes unconjugated /
+    unnegated: its logical bytes are hashed, as a file saved from it holds them (content=True
+    raised on both before)."""
+    from safetensors.torch import save_file
+
+    z = torch.complex(torch.arange(40.0), torch.arange(40.0) + 1).reshape(4, 10)
+    live = {"conj": z.conj(), "conj_t": z.t().conj(), "neg": torch.arange(1.0, 9.0)._neg_view()}
+    assert live["conj"].is_conj() and live["neg"].is_neg()
+    path = str(tmp_path / "v.safetensors")
+    save_file({k: v.resolve_conj().resolve_neg().contiguous() for k, v in live.items()}, path)
+    d = tv.diff(live, path, content=True)
+    assert sorted(d.content.identical) == sorted(live) and d.content.different == () and d.content.unread == ()
+    _check_against_torch(d, live, path)
+    plain = {"conj": z, "conj_t": z.t(), "neg": torch.arange(1.0, 9.0)}  # the bytes under the views
+    assert sorted(tv.diff(live, plain, content=True).content.different) == sorted(live)
+
+
 def test_sharded_folder_against_the_model(tmp_path, small_chunks) -> None:
     from tests.helpers.models import tiny_gpt2
 
