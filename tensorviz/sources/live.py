@@ -77,6 +77,8 @@ _SPARSE_HINTS = {
     "_mkldnn": "an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
 }
 _DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
+#: The note on a conjugate view (``z.conj()`` of a complex tensor: the conj bit set, no copy).
+CONJ_NOTE = "conjugate view: its bytes hold the values unconjugated (torch conjugates on read; raw bytes do not)"
 _GIVE_UP = 1024  # look-ups in a row that find nothing before a walk stops looking (tv.diff)
 
 
@@ -207,6 +209,7 @@ class _Collector:
         self.rows = Rows()
         self.skipped: list[Skipped] = []
         self._dtypes: dict[torch.dtype, tuple[str, int]] = {}
+        self._complex: dict[torch.dtype, tuple[str, int]] = {}  # (kept off the fast path: see _dtype)
         self._path: set[int] = set()
         self._left = limits.current().live_names  # names this walk may still take
         shared = SHARED_READS.get()  # within tv.diff: what earlier walks read, and what this one reads
@@ -413,6 +416,8 @@ class _Collector:
                 f"concrete numbers; analyse real, meta or static-shape fake tensors instead"
             )
         self.rows.geometry(shape, stride)  # fails here, not later, on odd metadata
+        if value.is_conj():
+            note = f"{note}; {CONJ_NOTE}" if note else CONJ_NOTE
         row = (name, ident, value.device, nbytes, dt, shape, stride, offset, None, where)
         if note:
             self.rows.notes[len(self.rows.rows)] = note
@@ -422,10 +427,12 @@ class _Collector:
         return None
 
     def _dtype(self, t: torch.Tensor) -> tuple[str, int]:
-        """(name, itemsize) of an analysable dtype, remembered for the fast path."""
-        dt = self._dtypes.get(t.dtype)
+        """(name, itemsize) of an analysable dtype, remembered for the fast path -- but for a
+        complex dtype, whose tensors keep going the careful way (a conjugate view is noted)."""
+        dt = self._dtypes.get(t.dtype) or self._complex.get(t.dtype)
         if dt is None:
-            dt = self._dtypes[t.dtype] = (str(t.dtype).removeprefix("torch."), t.element_size())
+            dt = (str(t.dtype).removeprefix("torch."), t.element_size())
+            (self._complex if t.is_complex() else self._dtypes)[t.dtype] = dt
         return dt
 
     def layout(self, source: str, metadata: dict | None = None) -> Layout:

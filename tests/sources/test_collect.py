@@ -187,6 +187,26 @@ def test_meta_tensors_share_storages_only_when_they_really_do():
     assert layout.storages[0].device == "meta" and layout.storages[0].nbytes == 160
 
 
+def test_a_conjugate_view_is_noted():
+    """``z.conj()`` reads z's bytes (one span group) but conjugates them on read: its note
+    says so; a complex tensor without the conj bit has none (complex tensors go the careful way)."""
+    from tensorviz.sources.live import CONJ_NOTE
+
+    z = torch.complex(torch.arange(4.0), torch.arange(4.0) + 1)
+    m = torch.nn.Module()
+    m.register_buffer("z", z)
+    m.register_buffer("c", z.conj())
+    m.register_buffer("k", torch.zeros(3, dtype=torch.complex128).conj())
+    layout = tv.analyze(m)
+    assert [(v.name, v.note, v.dtype) for v in layout.views] == [
+        ("z", "", "complex64"),
+        ("c", CONJ_NOTE, "complex64"),
+        ("k", CONJ_NOTE, "complex128"),
+    ]
+    assert [sorted(g.names) for g in layout.groups("span")] == [["c", "z"], ["k"]]
+    assert layout["c"].storage == layout["z"].storage and (layout["c"].start, layout["c"].stop) == (0, 32)
+
+
 def test_dtensor_local_shard_is_analysed_and_noted():
     with fake_sharded_tensor() as d:
         layout = tv.analyze({"d": d, "plain": torch.zeros(2)})
