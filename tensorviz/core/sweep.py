@@ -190,9 +190,10 @@ def _refine(members, towers, sidx, start, base, nbytes, feeds, labels, covered, 
 #: Runs a storage's views must list at one period before that storage is swept in period space.
 PERIOD_MIN_RUNS = 1 << 12
 
-#: Most runs (one per row of each run of a :class:`RowRuns`) its ``below`` lists to count bytes
-#: (two sorted int64 columns, 256 MiB at most); past it, a division per run and position.
-BELOW_LISTED = 1 << 24
+#: Most runs (one per row of each run of a :class:`RowRuns`) its ``below`` lists to count bytes:
+#: about eight int64 columns of that length live at once (128 MiB at most, within the memory
+#: budget); past it, a division per run and position, in bounded chunks.
+BELOW_LISTED = 1 << 21
 
 
 def _by_period(listed, towered_storages, sidx, start, nbytes, feeds, covered, a, b) -> np.ndarray:
