@@ -33,7 +33,7 @@ import numpy as np
 
 from tensorviz.core.diff_match import WRAPPER_PREFIXES, match_names, match_positions
 from tensorviz.core.diff_modules import ModuleBytes
-from tensorviz.core.records import GroupBy
+from tensorviz.core.records import CONJ_NOTE, GroupBy
 from tensorviz.core.rows import gc_paused
 from tensorviz.core.table import take
 from tensorviz.core.text import whole_files
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 #: Fields a matched pair is compared on, in the order changes are listed.
-FIELDS = ("shape", "dtype", "stride", "offset", "device", "nbytes")
+FIELDS = ("shape", "dtype", "conjugate", "stride", "offset", "device", "nbytes")
 
 
 #: Storage devices that are no device: a file's bytes, a DCP checkpoint's global tensors.
@@ -315,6 +315,8 @@ class _Columns:
         self.device = _codes(t.devices, devices)  # per storage; ``devices`` numbers both sides' alike
         self.file = np.array([d in _NO_DEVICE for d in devices], dtype=bool)[self.device]
         whole = whole_files(layout) if self.file.any() else frozenset()
+        self.conj = np.zeros(len(t.gid), dtype=bool)  # a conjugate view (z.conj(): its note says so)
+        self.conj[layout.noted(CONJ_NOTE)] = True
         self.packed = np.zeros(len(t.devices), dtype=bool)
         if whole:  # a few files: a key per storage is cheap
             self.packed[:] = [t.key(s) in whole for s in range(len(t.devices))]
@@ -336,6 +338,8 @@ class _Columns:
             return t.dtypes[t.did[i]][0]
         if kind == "device":
             return t.devices[t.sidx[i]]
+        if kind == "conjugate":
+            return bool(self.conj[i])
         return int(self.offset[i] if kind == "offset" else self.nbytes[i])
 
 
@@ -361,6 +365,7 @@ def _changes(ca: _Columns, cb: _Columns, ia: np.ndarray, ib: np.ndarray, names_a
     differs["device"] &= ~(ca.file[ca.sidx[ia]] | cb.file[cb.sidx[ib]])
     differs["offset"] = (ca.offset[ia] != cb.offset[ib]) & ~(ca.packed[ca.sidx[ia]] | cb.packed[cb.sidx[ib]])
     differs["nbytes"] = ca.nbytes[ia] != cb.nbytes[ib]
+    differs["conjugate"] = ca.conj[ia] != cb.conj[ib]
     found = []
     for f, kind in enumerate(FIELDS):
         for k in np.flatnonzero(differs[kind]).tolist():

@@ -137,7 +137,10 @@ def _changed_items(d: DiffLike) -> list[tuple[str, str]]:
     """One item per changed name: its fields' changes joined (``dtype float32 → bfloat16, ...``)."""
     per: dict[str, list[str]] = {}
     for c in d.changed:
-        per.setdefault(c.name, []).append(f"{c.field} {_value(c.a)} → {_value(c.b)}")
+        text = f"{c.field} {_value(c.a)} → {_value(c.b)}"
+        if c.field == "conjugate":  # z.conj() on one side, its values plain on the other
+            text = "a conjugate view in a, plain in b" if c.a else "plain in a, a conjugate view in b"
+        per.setdefault(c.name, []).append(text)
     return [(name, ", ".join(texts)) for name, texts in per.items()]
 
 

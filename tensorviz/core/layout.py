@@ -276,6 +276,14 @@ class Layout:
             records[i] = v
         return v
 
+    def noted(self, text: str) -> np.ndarray:
+        """The views (by index, ascending) whose note contains ``text`` (notes are few: a
+        pass over them, not over the views)."""
+        raw = self._raw
+        raw.finished(self._metadata)  # the source's deferred step may add notes
+        found = sorted(i for i, note in raw.notes.items() if text in note)
+        return np.array(found, dtype=np.int64)
+
     @property
     def skipped(self) -> tuple[Skipped, ...]:
         return self._skipped

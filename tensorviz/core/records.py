@@ -18,6 +18,7 @@ from tensorviz.core.facts import GgufFacts, OnnxFacts, QuantizationFacts, Remote
 from tensorviz.core.units import format_bytes
 
 __all__ = [
+    "CONJ_NOTE",
     "LayoutLike",
     "SourceFacts",
     "SOURCE_KEYS",
@@ -36,6 +37,10 @@ __all__ = [
     "Logical",
     "Piece",
 ]
+
+#: The note on a conjugate view (``z.conj()`` of a complex tensor: the conj bit set, no copy);
+#: the live walk writes it, ``tv.diff`` compares it as the field "conjugate".
+CONJ_NOTE = "conjugate view: its bytes hold the values unconjugated (torch conjugates on read; raw bytes do not)"
 
 GroupBy = Literal["storage", "span", "overlap"]
 GROUPINGS: tuple[GroupBy, ...] = ("storage", "span", "overlap")

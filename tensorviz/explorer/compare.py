@@ -51,6 +51,7 @@ MARKS: tuple[tuple[str, str, str, str], ...] = (
     ("tie gained", "≡", "tie gained", "#8e5cc7"),
     ("shape", "Δ", "shape", "#e6a23c"),
     ("dtype", "Δ", "dtype", "#e6a23c"),
+    ("conjugate", "Δ", "conjugate", "#e6a23c"),
     ("stride", "Δ", "stride", "#e6a23c"),
     ("offset", "Δ", "offset", "#e6a23c"),
     ("device", "Δ", "device", "#e6a23c"),

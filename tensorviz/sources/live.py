@@ -27,7 +27,7 @@ import torch
 from tensorviz.core import limits
 from tensorviz.core.layout import Layout
 from tensorviz.core.names import elide, terminal
-from tensorviz.core.records import Piece, Skipped, record
+from tensorviz.core.records import CONJ_NOTE, Piece, Skipped, record
 from tensorviz.core.rows import Rows, gc_paused
 from tensorviz.sources.bnb import tag_bitsandbytes
 from tensorviz.sources.distributed.fsdp_units import local_record
@@ -77,8 +77,7 @@ _SPARSE_HINTS = {
     "_mkldnn": "an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
 }
 _DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
-#: The note on a conjugate view (``z.conj()`` of a complex tensor: the conj bit set, no copy).
-CONJ_NOTE = "conjugate view: its bytes hold the values unconjugated (torch conjugates on read; raw bytes do not)"
+
 _GIVE_UP = 1024  # look-ups in a row that find nothing before a walk stops looking (tv.diff)
 
 

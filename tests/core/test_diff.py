@@ -263,6 +263,28 @@ def test_changes_are_listed_in_a_order_then_field_order() -> None:
     )
 
 
+def test_a_conjugate_view_against_its_values_is_a_changed_field(tmp_path) -> None:
+    """z.conj() reads z's bytes and conjugates them: against a plain tensor of the same
+    values the metadata differs in the field "conjugate" only, either way round. Against the
+    file save_file writes of it too: the file holds the raw bytes (z's), which content=True
+    finds different from z.conj()'s values."""
+    from safetensors.torch import save_file
+
+    z = torch.complex(torch.arange(4.0), torch.arange(4.0) + 1)
+    live = {"c": z.conj(), "plain": z.clone()}
+    d = tv.diff(live, {"c": z.conj().resolve_conj(), "plain": z.clone()})
+    assert d.changed == (Change("c", "conjugate", True, False),)
+    assert "  c  a conjugate view in a, plain in b" in str(d).splitlines()
+    assert d.to_json()["changed"] == [{"name": "c", "field": "conjugate", "a": True, "b": False}]
+    back = tv.diff({"c": z.clone()}, {"c": z.clone().conj()})
+    assert back.changed == (Change("c", "conjugate", False, True),)
+    assert "  c  plain in a, a conjugate view in b" in str(back).splitlines()
+    path = str(tmp_path / "c.safetensors")
+    save_file({"c": live["c"]}, path)  # safetensors writes the storage's bytes: z, not z.conj()
+    saved = tv.diff({"c": live["c"]}, path, content=True)
+    assert saved.changed == (Change("c", "conjugate", True, False),) and saved.content.different == ("c",)
+
+
 def test_match_names_prefers_exact_names() -> None:
     pos, renamed, rules = match_names(["w", "module.w", "module.v"], ["w", "v"])
     assert pos.tolist() == [0, -1, 1]

@@ -287,6 +287,13 @@ def test_the_summary_counts_values_not_compared():
     )
 
 
+def test_a_conjugate_view_is_marked():
+    z = torch.complex(torch.arange(4.0), torch.arange(4.0) + 1)
+    ex = tv.explore({"c": z.conj()}, compare={"c": z.conj().resolve_conj()}, snapshot=False)
+    assert ex.canvas.payload["compare"]["summary"] == "1 tensors in a, 1 in b, 1 matched · conjugate 1 · differ"
+    assert ex.compare_rows.row("c").words == ("conjugate",)
+
+
 def test_hostile_names_are_escaped_everywhere():
     bad = "evil<script>\u202e\n.w"
     ex = tv.explore({bad: torch.zeros(2)}, compare={bad: torch.zeros(2).half()}, snapshot=False)

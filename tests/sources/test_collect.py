@@ -190,7 +190,7 @@ def test_meta_tensors_share_storages_only_when_they_really_do():
 def test_a_conjugate_view_is_noted():
     """``z.conj()`` reads z's bytes (one span group) but conjugates them on read: its note
     says so; a complex tensor without the conj bit has none (complex tensors go the careful way)."""
-    from tensorviz.sources.live import CONJ_NOTE
+    from tensorviz.core.records import CONJ_NOTE
 
     z = torch.complex(torch.arange(4.0), torch.arange(4.0) + 1)
     m = torch.nn.Module()
