@@ -44,11 +44,13 @@ class Bytes:
 
 
 def written_names(
-    run: sv.Run, storage_of: dict[str, Any], pieces: dict[str, tuple[str, ...]]
+    run: sv.Run, storage_of: dict[str, Any], pieces: dict[str, tuple[str, ...]], wrong: frozenset[str] = frozenset()
 ) -> tuple[list[str], list[str], dict[Any, list[str]]]:
     """Names written, names written as copies, and per storage the given names they read from
     (``storage_of`` maps each name of the layout to its storage key; ``pieces`` a tensor
-    subclass's name to its inner tensors' names: writing the subclass writes them)."""
+    subclass's name to its inner tensors' names: writing the subclass writes them). A name of
+    ``wrong`` is written but its values do not come back (a conjugate view's raw bytes): it
+    restores none of its storage's bytes."""
     kept: list[str] = []
     cloned: list[str] = []
     sources: dict[Any, list[str]] = collections.defaultdict(list)
@@ -57,7 +59,8 @@ def written_names(
         kept.append(name)
         if copied:
             cloned.append(name)
-        _add_source(sources, storage_of, pieces, src)
+        if src not in wrong:
+            _add_source(sources, storage_of, pieces, src)
     for src in (*run.carried, *run.ignored):  # written under another name, or rebuilt by the model
         _add_source(sources, storage_of, pieces, src)
     return kept, cloned, sources

@@ -23,7 +23,7 @@ import torch
 from tensorviz.core.keepalive import kept_alive_lines
 from tensorviz.core.keywords import EXTRA_OF
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import StorageInfo, TensorView
+from tensorviz.core.records import CONJ_NOTE, StorageInfo, TensorView
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck.fixes import attach_fixes
@@ -456,7 +456,8 @@ def _broken_tie_loss(saver: str, run: sv.Run, s: Subject, sub: Layout) -> tuple[
 
 def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Verdict:
     sub = _given_layout(s, run.given)
-    kept, cloned, sources = acc.written_names(run, _storage_of(s), _pieces(s))
+    conj = _conjugates(saver, sub)
+    kept, cloned, sources = acc.written_names(run, _storage_of(s), _pieces(s), conj)
     b = acc.byte_counts(saver, run, sub, sources)
     reload_lost, reload_notes = _broken_tie_loss(saver, run, s, sub)
     b.lost += reload_lost
@@ -465,6 +466,13 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
     if unknown:
         run.notes.append(acc.UNKNOWN_WRITTEN.format(names=", ".join(unknown[:3])))
     run.notes.extend(_subclass_notes(saver, run, s))
+    written_conj = [n for n in run.written if n in conj]
+    if written_conj and run.error is None:
+        run.notes.append(
+            f"{', '.join(written_conj[:3])}{' and more' if len(written_conj) > 3 else ''}: a conjugate view "
+            f"(z.conj()): the file gets its storage's bytes, the values unconjugated, and loads them as "
+            f"plain values, so it comes back conjugated; write z.conj().resolve_conj() (a copy) instead"
+        )
     bounds = acc.inexact_names(sub)  # figures only bounds: no outcome from them, and a note says so
     problems = acc.problems(run, b, inexact=bool(bounds))
     notes = list(run.notes) + ([acc.INEXACT.format(names=", ".join(bounds[:3]))] if bounds else [])
@@ -502,6 +510,15 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
         logs=tuple(run.logs),
         notes=tuple(notes),
     )
+
+
+def _conjugates(saver: str, sub: Layout) -> frozenset[str]:
+    """The given names that are conjugate views, where the saver writes raw bytes (all but
+    torch.save, which pickles the conj bit): their values do not come back."""
+    if saver == "torch.save":
+        return frozenset()
+    names = sub.names
+    return frozenset(names[i] for i in sub.noted(CONJ_NOTE).tolist())
 
 
 def _anchor_groups(run: sv.Run, s: Subject) -> tuple[tuple[str, ...], ...] | None:

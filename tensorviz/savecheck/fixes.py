@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import TensorView
+from tensorviz.core.records import CONJ_NOTE, TensorView
 from tensorviz.core.relations import record_relation
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.standin import StandIn
@@ -350,8 +350,11 @@ def plan_lines(
     save: list[str] = []
     load: list[str] = []
     dup = 0
+    # Conjugate views (z.conj()): a raw-bytes saver would write their values unconjugated, so
+    # none is kept as it is; each is rebuilt from a plain keeper with .conj(), or copied.
+    conj = frozenset() if mode == "torch" else frozenset(layout.names[i] for i in layout.noted(CONJ_NOTE).tolist())
     members = [(layout.storage(s), group, at) for s, group, at in _storage_members(layout, names)]
-    keeps = [None if mode == "torch" else _keeper(layout, st, group, contiguous) for st, group, _ in members]
+    keeps = [None if mode == "torch" else _keeper(layout, st, group, contiguous, conj) for st, group, _ in members]
     _made_if_most(
         layout, [g for (_, g, _), k in zip(members, keeps) if mode == "torch" or (k is not None and len(g) > 1)]
     )
@@ -367,14 +370,17 @@ def plan_lines(
                     save.append(_clone_line(v, contiguous, f"shares {keep.name}'s storage: its own copy"))
                 else:
                     save.append(f"del fixed[{v.name!r}]  # {_why_drop(layout, v, keep)}: rebuilt after loading")
-                    load.append(f"state_dict[{v.name!r}] = {_restore(v, keep)}")
+                    load.append(f"state_dict[{v.name!r}] = {_restore(v, keep)}{'.conj()' * (v.name in conj)}")
         elif keep is None:
-            if mode == "clone" and len(group) == 1:
+            if mode == "clone" and len(group) == 1 and group[0] not in conj:
                 continue  # one name on its storage: transformers writes it as it is
             copies = _copied(layout, group, at)
             dup += _overlap_bytes(layout, group, st, copies)
             for c in copies:
-                _copy_steps(c, st.nbytes, contiguous, save, load)
+                if c.name in conj:  # a copy holds the values (clone resolves the conj bit)
+                    save.append(_clone_line(c, contiguous, "a conjugate view: a copy holds its values"))
+                else:
+                    _copy_steps(c, st.nbytes, contiguous, save, load)
     note = f"the copies overlap: {format_bytes(dup)} written twice" if dup else ""
     return save, load, note
 
@@ -425,11 +431,14 @@ def _copied(layout: Layout, names: list[str], at: list[int]) -> list[_Copied]:
     ]
 
 
-def _keeper(layout: Layout, st, group: list[str], contiguous: dict[str, bool]) -> TensorView | None:
-    """The first of ``group`` that is complete, contiguous and as large as the storage."""
+def _keeper(
+    layout: Layout, st, group: list[str], contiguous: dict[str, bool], conj: frozenset[str] = frozenset()
+) -> TensorView | None:
+    """The first of ``group`` that is complete, contiguous and as large as the storage, and no
+    conjugate view (``conj``)."""
     complete = set(st.complete_names)
     for name in group if complete else ():
-        if name in complete:
+        if name in complete and name not in conj:
             v = layout[name]
             if contiguous.get(v.name, v.is_contiguous) and v.nbytes == st.nbytes:
                 return v
@@ -437,6 +446,8 @@ def _keeper(layout: Layout, st, group: list[str], contiguous: dict[str, bool]) -
 
 
 def _why_drop(layout: Layout, v: TensorView, keep: TensorView) -> str:
+    if CONJ_NOTE in v.note:
+        return f"{keep.name}'s bytes as a conjugate view"
     if v.is_empty:
         return f"empty (reads no byte of {keep.name}'s storage)"
     rel = record_relation(v, keep) or layout.relation(v.name, keep.name)

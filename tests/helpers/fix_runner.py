@@ -67,7 +67,7 @@ def _state(obj: Any) -> dict[str, torch.Tensor]:
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    flat = t.detach().contiguous().reshape(-1)
+    flat = t.detach().resolve_conj().contiguous().reshape(-1)  # a conjugate view: its values
     return flat.view(torch.uint8) if t.numel() else flat
 
 

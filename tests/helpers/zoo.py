@@ -220,6 +220,21 @@ class FuncEnsemble(nn.Module):
             self.register_parameter(f"member{i}", nn.Parameter(self.weight.data[i]))
 
 
+class ComplexRotary(nn.Module):
+    """Complex buffers, as a state-space or rotary model keeps them: a table and its
+    conjugate kept as a conjugate view of it (``z.conj()``: the same bytes, the conj bit set),
+    and a conjugate view nothing else reads. Savers writing raw bytes (safetensors) write a
+    conjugate view's values unconjugated."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        z = torch.complex(torch.randn(8), torch.randn(8))
+        self.register_buffer("rot", z)
+        self.register_buffer("rot_conj", z.conj())
+        self.register_buffer("kernel", torch.complex(torch.randn(6), torch.randn(6)).conj())
+
+
 def compiled_resnet() -> nn.Module:
     """``torch.compile`` of the ResNet block (an OptimizedModule: names under ``_orig_mod.``)."""
     return torch.compile(ResNetBlock())
@@ -282,6 +297,7 @@ MODULES: dict[str, Callable[[], nn.Module]] = {
     "squeeze_excite_tied": SqueezeExcite,
     "param_subclass": ParamSubclass,
     "func_ensemble": FuncEnsemble,
+    "complex_rotary": ComplexRotary,
     "compiled_resnet": compiled_resnet,
     **DIFFUSERS,
 }

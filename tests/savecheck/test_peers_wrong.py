@@ -63,6 +63,34 @@ def test_safetensors_refuses_a_flat_buffer_and_its_views(tmp_path):
     assert [g.names for g in tv.analyze(m).shared("overlap")] == [("flat", "p0", "p1", "p2")]
 
 
+def test_safetensors_writes_a_conjugate_views_bytes_unconjugated(tmp_path):
+    """save_file of z.conj() writes z's bytes and loads them as plain values: it comes back as
+    z, silently. tv.save_check says so (48 B lost, a note), torch.save keeps the conj bit, and
+    the suggested fix (a copy) comes back as z.conj()'s values."""
+    from safetensors.torch import load_file, save_file
+
+    z = torch.complex(torch.randn(6), torch.randn(6))
+    sd = {"kernel": z.conj(), "w": torch.randn(3)}
+    report = tv.save_check(sd)
+    v = _verdict(report, "safetensors.save_file")
+    assert (v.outcome, v.lost_nbytes, v.kept) == ("drops data", 48, ("kernel", "w"))
+    assert any(n.startswith("kernel: a conjugate view (z.conj()): the file gets its storage's bytes") for n in v.notes)
+    save_file(sd, str(tmp_path / "raw.safetensors"))
+    back = load_file(str(tmp_path / "raw.safetensors"))
+    assert torch.equal(back["kernel"], z) and not torch.equal(back["kernel"], sd["kernel"])  # reality: z
+    t = _verdict(report, "torch.save")
+    assert (t.outcome, t.lost_nbytes) == ("ok", 0)
+    torch.save(sd, tmp_path / "a.pt")
+    assert torch.equal(torch.load(tmp_path / "a.pt", weights_only=True)["kernel"], sd["kernel"])
+    (fix,) = v.fixes
+    assert "fixed['kernel'] = fixed['kernel'].clone()  # a conjugate view: a copy holds its values" in fix.code("p")
+    ns: dict = {"state_dict": sd}
+    exec(fix.code(str(tmp_path / "fixed.safetensors")), ns)  # noqa: S102 - the suggested fix, run
+    loaded: dict = {"path": str(tmp_path / "fixed.safetensors")}
+    exec(fix.load_code, loaded)  # noqa: S102
+    assert torch.equal(loaded["state_dict"]["kernel"], sd["kernel"].resolve_conj())
+
+
 def test_id_tensor_storage_calls_two_empty_tensors_one_so_accelerate_drops_a_name(tmp_path):
     from accelerate.utils import save
     from safetensors.torch import load_file
