@@ -409,12 +409,12 @@ class RowRuns:
         """``below`` from every run's row copy: the bytes below ``x`` are, over the runs,
         ``(x - lo)+ - (x - hi)+``: two sorted columns, their prefix sums and a binary search
         each (exact in int64: None when the sums could pass it)."""
+        if not rows:
+            return np.zeros(x.shape, dtype=np.int64)
         per = self.r1 - self.r0
         k = np.repeat(np.arange(self.a.size), per)
         r = self.r0[k] + (np.arange(rows) - np.repeat(np.cumsum(per) - per, per))
         lo, hi = self.a[k] + r * self.period, self.b[k] + r * self.period
-        if not rows:
-            return np.zeros(x.shape, dtype=np.int64)
         base = int(lo.min())
         reach = max(int(hi.max()), int(x.max()) if x.size else base) - base
         if reach * (rows + 1) >= 1 << 62:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tensorviz.core.layout import Layout
+from tensorviz.core.records import CONJ_NOTE
 from tensorviz.savecheck.outcomes import OUTCOMES
 from tensorviz.savecheck.savers import common as sv
 from tensorviz.savecheck.standin import Opaque, StandIn
@@ -41,6 +42,13 @@ class Bytes:
     @property
     def duplicated(self) -> int:
         return max(self.written - self.distinct, 0)
+
+
+def conjugate_names(layout: Layout) -> frozenset[str]:
+    """The names of ``layout`` that are conjugate views (``z.conj()``): a saver of raw bytes
+    writes their values unconjugated (:data:`~tensorviz.core.records.CONJ_NOTE`)."""
+    names = layout.names
+    return frozenset(names[i] for i in layout.noted(CONJ_NOTE).tolist())
 
 
 def written_names(

@@ -23,7 +23,7 @@ import torch
 from tensorviz.core.keepalive import kept_alive_lines
 from tensorviz.core.keywords import EXTRA_OF
 from tensorviz.core.layout import Layout
-from tensorviz.core.records import CONJ_NOTE, StorageInfo, TensorView
+from tensorviz.core.records import StorageInfo, TensorView
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck import accounting as acc
 from tensorviz.savecheck.fixes import attach_fixes
@@ -515,10 +515,7 @@ def _verdict(saver: str, call: str, library: str, run: sv.Run, s: Subject) -> Ve
 def _conjugates(saver: str, sub: Layout) -> frozenset[str]:
     """The given names that are conjugate views, where the saver writes raw bytes (all but
     torch.save, which pickles the conj bit): their values do not come back."""
-    if saver == "torch.save":
-        return frozenset()
-    names = sub.names
-    return frozenset(names[i] for i in sub.noted(CONJ_NOTE).tolist())
+    return frozenset() if saver == "torch.save" else acc.conjugate_names(sub)
 
 
 def _anchor_groups(run: sv.Run, s: Subject) -> tuple[tuple[str, ...], ...] | None:

@@ -28,6 +28,7 @@ from tensorviz.core.layout import Layout
 from tensorviz.core.records import CONJ_NOTE, TensorView
 from tensorviz.core.relations import record_relation
 from tensorviz.core.units import format_bytes
+from tensorviz.savecheck.accounting import conjugate_names
 from tensorviz.savecheck.standin import StandIn
 from tensorviz.savecheck.verdicts import Fix, Verdict
 
@@ -352,7 +353,7 @@ def plan_lines(
     dup = 0
     # Conjugate views (z.conj()): a raw-bytes saver would write their values unconjugated, so
     # none is kept as it is; each is rebuilt from a plain keeper with .conj(), or copied.
-    conj = frozenset() if mode == "torch" else frozenset(layout.names[i] for i in layout.noted(CONJ_NOTE).tolist())
+    conj = frozenset() if mode == "torch" else conjugate_names(layout)
     members = [(layout.storage(s), group, at) for s, group, at in _storage_members(layout, names)]
     keeps = [None if mode == "torch" else _keeper(layout, st, group, contiguous, conj) for st, group, _ in members]
     _made_if_most(

@@ -77,7 +77,6 @@ _SPARSE_HINTS = {
     "_mkldnn": "an opaque MKL-DNN tensor has no storage tensorviz can read; analyse t.to_dense()",
 }
 _DTENSOR_NOTE = "DTensor: only this rank's local shard is shown"
-
 _GIVE_UP = 1024  # look-ups in a row that find nothing before a walk stops looking (tv.diff)
 
 
