@@ -130,6 +130,8 @@ def run(rank: int, world: int, out: str, port: int, what: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         (save if what == "save" else load)(rank, world, out)
+        open(os.path.join(out, f"done.{what}{world}.rank{rank}"), "w").close()  # this rank's results are written
+        dist.barrier()  # no rank starts tearing gloo down while another still talks to it
     finally:
         dist.destroy_process_group()
 

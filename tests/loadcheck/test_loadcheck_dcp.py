@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +21,8 @@ import torch
 from torch import nn
 
 import tensorviz as tv
-from tests.helpers import env, script
 from tests.helpers.dcp_load_worker import Recording, full
+from tests.helpers.dist_runs import run_ranks
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
 
@@ -54,14 +53,7 @@ def _nan(sd: dict, **changes: Any) -> dict:
 def _two_ranks(tmp: str) -> str:
     """A checkpoint written by 2 gloo ranks (w and b sharded by rows), once per test session."""
     out = os.path.join(tmp, "two")
-    proc = subprocess.run(
-        [*script("dcp_load_worker"), "save", "2", out],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks("dcp_load_worker", ["save", "2", out], out, 2, "done.save2", timeout=300)
     return os.path.join(out, "ckpt")
 
 
@@ -202,14 +194,7 @@ def test_two_ranks_saved_loaded_into_four(tmp_path) -> None:
     """4 gloo ranks, w sharded by columns: every rank predicts its own reads, then really loads."""
     folder = _two_ranks(str(tmp_path))
     out = os.path.dirname(folder)
-    proc = subprocess.run(
-        [*script("dcp_load_worker"), "load", "4", out],
-        capture_output=True,
-        text=True,
-        timeout=400,
-        env=env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_ranks("dcp_load_worker", ["load", "4", out], out, 4, "done.load4", timeout=400)
     docs = [json.load(open(os.path.join(out, f"load4.rank{r}.json"))) for r in range(4)]
     for rank, doc in enumerate(docs):
         assert doc["predicted"] == doc["real"] and not doc["raises"], rank
