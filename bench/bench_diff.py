@@ -4,8 +4,9 @@ Prints (best CPU time of ``--repeat`` interleaved runs each, seconds and ratios)
 
 * state dicts -- ``tv.diff(a, b)`` of two synthetic state dicts of ``--n`` tensors (and of
   ``--big`` tensors), next to ``tv.analyze(a)`` of one side (goal: diff <= 2.5x one analyze,
-  linear in tensors). Side b is side a with 1 % of the tensors cast to float16, 1 % of the ties
-  broken (cloned) and every name under a ``module.`` prefix: all of the diff's work is done.
+  linear in tensors), and ``print`` of each (the words a user reads). Side b is side a with 1 %
+  of the tensors cast to float16, 1 % of the ties broken (cloned) and every name under a
+  ``module.`` prefix: all of the diff's work is done.
   b holds most of a's tensor objects (as a wrapped model does), so ``tv.diff`` reads those once
   (``tensorviz.sources.shared``); a third row gives b as fresh (detached) tensors, where nothing is
   shared. Also: ``analyze(a)`` with its table built (the work ``analyze`` defers and any answer does),
@@ -125,6 +126,8 @@ def state_dicts(n: int, repeat: int) -> None:
         ("analyze", lambda: tv.analyze(a)),
         ("analyze+table", lambda: tv.analyze(a)._table),
         ("compare", lambda: diff_layouts(la, lb)),
+        ("print diff", lambda: str(tv.diff(a, b))),
+        ("print analyze", lambda: str(tv.analyze(a))),
     ]
     t = best_of(rows, repeat)
     d = tv.diff(a, b)
@@ -142,6 +145,10 @@ def state_dicts(n: int, repeat: int) -> None:
         f"    with b's tensors fresh objects (detached: nothing read once for both sides): "
         f"diff {t['diff, fresh objects']:6.3f} ({t['diff, fresh objects'] / t['analyze']:5.2f}x analyze); "
         f"the floor of any such diff {t['floor']:6.3f} ({t['floor'] / t['analyze']:5.2f}x analyze)"
+    )
+    print(
+        f"    print(tv.diff(a, b)) {t['print diff']:6.3f} ({t['print diff'] / t['print analyze']:4.2f}x "
+        f"print(tv.analyze(a)) {t['print analyze']:6.3f})"
     )
 
 

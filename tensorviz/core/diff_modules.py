@@ -16,16 +16,20 @@ matched pair counts under a's name), so a renamed wrapper does not read as every
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import compress, count
+from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from tensorviz.core.attribution import attribution
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
 
-__all__ = ["module_bytes", "owned_bytes", "ModuleBytes", "DiffLike"]
+__all__ = ["module_bytes", "prefix_totals", "owned_bytes", "ModuleBytes", "DiffLike"]
 
 
 class DiffLike(Protocol):
@@ -103,22 +107,48 @@ def module_bytes(d: DiffLike, depth: int | None = 2) -> tuple[ModuleBytes, ...]:
     a, b = d.layout_a, d.layout_b
     if a is None or b is None:
         return ()
-    in_a = {nb: na for na, nb in d.renamed}
-    totals: dict[str, list[int]] = {}
-    _add(totals, a.names, owned_bytes(a), 0, depth)
-    _add(totals, (in_a.get(n, n) for n in b.names), owned_bytes(b), 1, depth)
-    moved = [ModuleBytes(p, ab[0], ab[1]) for p, ab in totals.items() if ab[0] != ab[1]]
+    in_a = dict(zip(map(_SECOND, d.renamed), map(_FIRST, d.renamed)))
+    ta = prefix_totals(a.names, owned_bytes(a), depth)
+    tb = prefix_totals(list(map(in_a.get, b.names, b.names)), owned_bytes(b), depth)
+    moved = [ModuleBytes(p, n, tb.get(p, 0)) for p, n in ta.items() if tb.get(p, 0) != n]
+    moved += [ModuleBytes(p, 0, n) for p, n in tb.items() if n and p not in ta]
     moved.sort(key=lambda m: (-abs(m.delta), m.path))
     return tuple(moved)
 
 
-def _add(totals: dict[str, list[int]], names: Iterable[str], own: list[int], side: int, depth: int | None) -> None:
-    for name, n in zip(names, own):
-        parts = name.split(".")
-        last = len(parts) if depth is None else min(depth, len(parts))
-        for k in range(1, last + 1):
-            path = ".".join(parts[:k])
-            entry = totals.get(path)
-            if entry is None:
-                entry = totals[path] = [0, 0]
-            entry[side] += n
+def prefix_totals(names: Sequence[str], own: Sequence[int], depth: int | None) -> dict[str, int]:
+    """Per prefix of the dotted ``names`` (whole parts, down to ``depth`` of them; None for
+    all), the sum of ``own`` over the names under it (a name is under itself). Exact in int64.
+
+    Level by level from the names up: each level's distinct paths are numbered in one dict
+    pass, their sums added by numpy, and their parents cut by ``str.rpartition`` (C-level
+    passes; Python only per distinct path kept), so 100k names take milliseconds.
+
+    >>> prefix_totals(["a.0.w", "a.1.w", "a", "b.w"], [4, 6, 1, 2], 2)
+    {'a': 11, 'b.w': 2, 'a.0': 4, 'a.1': 6, 'b': 2}
+    """
+    totals: dict[str, int] = {}
+    paths, values = list(names), np.asarray(own, dtype=np.int64)
+    while paths:
+        first: dict[str, int] = {}
+        at = np.fromiter(map(first.setdefault, paths, count()), np.int64, len(paths))
+        rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
+        sums = np.zeros(len(first), dtype=np.int64)
+        np.add.at(sums, rank, values)
+        distinct = list(first)
+        if depth is None:
+            keep = np.ones(len(distinct), dtype=bool)
+        else:
+            keep = np.fromiter(map(_DOTS, distinct), np.int64, len(distinct)) < depth
+        level = dict(zip(compress(distinct, keep.tolist()), sums[keep].tolist()))
+        for p in level.keys() & totals.keys():  # a name that is also another name's prefix
+            level[p] += totals[p]
+        totals.update(level)
+        cut = list(map(_PARENT, distinct))
+        up = np.fromiter(map(bool, map(_SEP, cut)), bool, len(cut))
+        paths, values = list(map(_FIRST, compress(cut, up.tolist()))), sums[up]
+    return totals
+
+
+_FIRST, _SECOND, _SEP = itemgetter(0), itemgetter(1), itemgetter(1)
+_PARENT, _DOTS = methodcaller("rpartition", "."), methodcaller("count", ".")

@@ -14,10 +14,15 @@ import html
 import re
 from collections.abc import Iterable
 from dataclasses import asdict
+from itertools import count, repeat
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from tensorviz.core.diff_modules import DiffLike
-from tensorviz.core.names import elide, terminal
+from tensorviz.core.names import elide, elide_name, terminal
+from tensorviz.core.table import objects
 from tensorviz.core.units import format_bytes
 
 __all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections", "verdict"]
@@ -26,49 +31,59 @@ JSON_SCHEMA = "tensorviz.diff"
 JSON_VERSION = 1
 #: Lines the listed sections share (each gets at most ``limit``, at least 2), so print(d) fits a screen.
 _BODY_LINES = 48
-_NUMBER = re.compile(r"(?<=\.)(\d+)(?=\.|$)|^(\d+)(?=\.|$)")
+#: A numbered part of a dotted name (a whole part of digits); ``split`` keeps it, between the text around it.
+_NUMBER = re.compile(r"((?:(?<=\.)|^)\d+(?=\.|$))")
 
 
 def fold(items: Iterable[tuple[str, str]], least: int = 3) -> list[tuple[str, str, int]]:
     """``(name, tail)`` items with names that differ only in their numbered parts and share a
     tail folded into one ``(pattern, tail, count)`` (``least`` or more of them), first-seen order.
 
+    Built for 100k names in C-level passes: one ``re.split`` per name (the text around the
+    numbers at even places, the numbers at odd ones), a dict numbers the runs by first
+    appearance, numpy orders the members, and Python runs once per run.
+
     >>> fold([(f"layers.{i}.w", "dtype") for i in range(4)] + [("head", "x")])
     [('layers.{0…3}.w', 'dtype', 4), ('head', 'x', 1)]
     """
-    runs: dict[tuple[str, str], list] = {}
-    for name, tail in items:
-        numbers = [m.group(0) for m in _NUMBER.finditer(name)]
-        key = (_NUMBER.sub("#", name), tail) if numbers else (name, tail)
-        runs.setdefault(key, []).append((name, numbers))
+    items = list(items)
+    names, tails = list(map(_FIRST, items)), list(map(_SECOND, items))
+    splits = list(map(_NUMBER.split, names))
+    first: dict[tuple[tuple[str, ...], str], int] = {}
+    at = np.fromiter(map(first.setdefault, zip(map(tuple, map(_TEXTS, splits)), tails), count()), np.int64, len(items))
+    if len(first) == len(items) or not items:  # nothing to fold
+        return list(zip(names, tails, repeat(1)))
+    rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
+    order = np.argsort(rank, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=len(first))))).tolist()
+    parts = objects(splits)[order]
     out: list[tuple[str, str, int]] = []
-    for (pattern, tail), members in runs.items():
-        if len(members) < least:
-            out.extend((name, tail, 1) for name, _ in members)
+    for (texts, tail), a, b in zip(first, bounds[:-1], bounds[1:]):
+        if b - a < least:
+            out.extend((names[i], tail, 1) for i in order[a:b].tolist())
             continue
-        first = members[0][1]
-        parts = pattern.split("#")
-        shown = [
-            _range([m[1][k] for m in members]) if any(m[1][k] != first[k] for m in members) else first[k]
-            for k in range(len(first))
-        ]
-        text = "".join(p + v for p, v in zip(parts, shown)) + parts[-1]
-        out.append((text, tail, len(members)))
+        columns = list(zip(*parts[a:b].tolist()))[1::2]  # per numbered part, its value in every member
+        shown = [col[0] if col.count(col[0]) == len(col) else _range(col) for col in columns]
+        out.append(("".join(t + v for t, v in zip(texts, shown)) + texts[-1], tail, b - a))
     return out
 
 
+_FIRST, _SECOND, _TEXTS = itemgetter(0), itemgetter(1), itemgetter(slice(None, None, 2))
+
+
 def _renamed_as(a: str, b: str) -> str:
-    """``b`` with the end it shares with ``a`` (at a dot) written ``…``: ``module.…``."""
-    k = 0
-    while k < min(len(a), len(b)) and a[-1 - k] == b[-1 - k]:
-        k += 1
-    if k == len(a) and (len(b) == k or b[-k - 1] == "."):
-        return b[: len(b) - k] + "…"
+    """``b`` with the end it shares with ``a`` (at a dot) written ``…``: ``module.…``.
+
+    >>> _renamed_as("layers.0.w", "module.layers.0.w"), _renamed_as("w", "wrapped.v"), _renamed_as("a.w", "xa.w")
+    ('module.…', 'wrapped.v', 'xa.w')
+    """
+    if b.endswith(a) and (len(b) == len(a) or b[-len(a) - 1] == "."):
+        return b[: len(b) - len(a)] + "…"
     return b
 
 
-def _range(values: list[str]) -> str:
-    values = sorted(set(values), key=int)
+def _range(column: Iterable[str]) -> str:
+    values = sorted(set(column), key=int)
     nums = [int(v) for v in values]
     if nums == list(range(nums[0], nums[0] + len(nums))):
         return f"{{{nums[0]}…{nums[-1]}}}"
@@ -76,14 +91,28 @@ def _range(values: list[str]) -> str:
     return f"{{{shown}{',…' if len(values) > 4 else ''}}}"
 
 
+#: A group of more names is written by its first few and a count (its JSON lists every name).
+_GROUP_SHOWN = 4
+
+
 def _group_text(group: frozenset[str], order: dict[str, int]) -> str:
-    return " = ".join(sorted(group, key=lambda n: order.get(n, len(order))))
+    """The group's names in source order, joined by " = "; a big group's first few and a count.
+
+    >>> _group_text(frozenset(f"h.{i}" for i in range(6)), {f"h.{i}": i for i in range(6)})
+    'h.0 = h.1 = h.2 = … (6 names)'
+    """
+    try:
+        names = sorted(group, key=order.__getitem__)
+    except KeyError:  # a name the layout does not hold (none here): it goes last
+        names = sorted(group, key=lambda n: order.get(n, len(order)))
+    if len(names) > _GROUP_SHOWN:
+        return " = ".join(names[: _GROUP_SHOWN - 1]) + f" = … ({len(names)} names)"
+    return " = ".join(names)
 
 
 def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
     """The listed sections of the summary: ``(title, folded lines)``, non-empty ones only."""
-    oa = {n: i for i, n in enumerate(d.layout_a.names)} if d.layout_a is not None else {}
-    ob = {n: i for i, n in enumerate(d.layout_b.names)} if d.layout_b is not None else {}
+    oa, ob = _positions(d.layout_a), _positions(d.layout_b)
     ties = {g for g in d.ties_lost} | {g for g in d.ties_gained}
     out = [
         ("only in a", _only(d.only_a, d.layout_a)),
@@ -114,6 +143,11 @@ def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
         out.append(("not read", [(name, f"{side}: {why}") for side, name, why in c.unread]))
     out.append(("not compared (could not be analysed)", [(n, f"{side}: {why}") for side, n, why in d.not_compared]))
     return [(title, fold(items)) for title, items in out if items]
+
+
+def _positions(layout: Any) -> dict[str, int]:
+    """Name -> place in ``layout`` (one C-level pass), or nothing without a layout."""
+    return {} if layout is None else dict(zip(layout.names, range(len(layout))))
 
 
 def _only(names: tuple[str, ...], layout: object) -> list[tuple[str, str]]:
@@ -151,12 +185,30 @@ def _value(v: Any) -> str:
 
 
 def _line(name: str, tail: str, count: int, width: int) -> str:
-    """``  name  tail  (count×)`` in ``width`` columns; when both do not fit, the tail goes on a
-    second line, indented, and each is elided in the middle to fit."""
-    name, tail = terminal(name) + (f"  ({count}×)" if count > 1 else ""), terminal(tail)
-    if len(name) + len(tail) + 4 <= width:
-        return f"  {name}  {tail}".rstrip()
-    return f"  {elide(name, width - 2)}\n      {elide(tail, width - 6)}"
+    """``  name  tail  (count×)`` in ``width`` columns. When both do not fit, the tail goes on a
+    line of its own, indented, and a group of names (``a = b = c``) puts each name on a line of
+    its own; a name still too long is cut at its dots (:func:`~tensorviz.core.names.elide_name`,
+    as every picture cuts it), a tail in the middle.
+
+    >>> print(_line("layers.{0…31}.qkv.weight = layers.{0…31}.q.weight", "", 32, 40))
+      layers.{0…31}.qkv.weight =
+        layers.{0…31}.q.weight  (32×)
+    >>> print(_line("model.layers.{0…31}.self_attn.q_proj.weight", "dtype float32 → bfloat16", 32, 40))
+      model.….self_attn.q_proj.weight  (32×)
+          dtype float32 → bfloat16
+    """
+    name, tail = terminal(name), terminal(tail)
+    times = f"  ({count}×)" if count > 1 else ""
+    if len(name) + len(times) + len(tail) + 4 <= width:
+        return f"  {name}{times}  {tail}".rstrip()
+    members = name.split(" = ")
+    lines = []
+    for k, member in enumerate(members):
+        indent, end = ("  " if k == 0 else "    "), (" =" if k < len(members) - 1 else times)
+        lines.append(indent + elide_name(member, max(1, width - len(indent) - len(end))) + end)
+    if tail:
+        lines.append(f"      {elide(tail, width - 6)}")
+    return "\n".join(lines)
 
 
 def diff_text(d: DiffLike, width: int = 80, limit: int = 8) -> str:

@@ -208,3 +208,20 @@ def test_a_buffer_state_dict_leaves_out_is_said_so(tmp_path) -> None:
     d = tv.diff(model, path)
     assert d.only_a == ("inv_freq",)
     assert "  inv_freq  buffer, not in state_dict()" in str(d).splitlines()
+
+
+def test_a_long_group_takes_a_line_per_name_and_no_line_is_blank() -> None:
+    """A tie of three long names: each on its own line (cut at dots only when still too long),
+    never a middle cut of the joined group, never a line of spaces where no tail is."""
+    w = torch.zeros(8)
+    names = ["model.encoder.layers.0.attention.self.query_key_value.weight", "model.decoder.embed_tokens.weight"]
+    a = {names[0]: w, names[1]: w, "x" * 90: w}
+    b = {names[0]: w, names[1]: w.clone(), "x" * 90: w.clone()}
+    lines = str(tv.diff(a, b)).splitlines()
+    at = lines.index("ties lost (tied in a, not in b) (1):")
+    assert lines[at + 1 : at + 4] == [
+        "  model.encoder.layers.0.attention.self.query_key_value.weight =",
+        "    model.decoder.embed_tokens.weight =",
+        "    " + "x" * 37 + "…" + "x" * 38,
+    ]
+    assert all(line.strip() for line in lines) and max(map(len, lines)) <= 80

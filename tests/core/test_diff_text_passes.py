@@ -1,0 +1,106 @@
+"""The diff's words at scale: the C-level passes that fold names, cut renamed names and total
+bytes per module give exactly what their plain definitions (kept here, as they were written
+first) give, on names hypothesis draws; and print(d) of 100k renamed tensors is a screen."""
+
+from __future__ import annotations
+
+import re
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensorviz as tv
+from tensorviz.core.diff_modules import prefix_totals
+from tensorviz.core.diff_text import _range, _renamed_as, fold
+
+_PLAIN_NUMBER = re.compile(r"(?<=\.)(\d+)(?=\.|$)|^(\d+)(?=\.|$)")
+
+
+def plain_fold(items: list[tuple[str, str]], least: int = 3) -> list[tuple[str, str, int]]:
+    """fold as first written: a regex per name, numbers replaced by '#' (names here hold no '#')."""
+    runs: dict[tuple[str, str], list] = {}
+    for name, tail in items:
+        numbers = [m.group(0) for m in _PLAIN_NUMBER.finditer(name)]
+        key = (_PLAIN_NUMBER.sub("#", name), tail) if numbers else (name, tail)
+        runs.setdefault(key, []).append((name, numbers))
+    out = []
+    for (pattern, tail), members in runs.items():
+        if len(members) < least:
+            out.extend((name, tail, 1) for name, _ in members)
+            continue
+        first = members[0][1]
+        parts = pattern.split("#")
+        shown = [
+            _range([m[1][k] for m in members]) if any(m[1][k] != first[k] for m in members) else first[k]
+            for k in range(len(first))
+        ]
+        out.append(("".join(p + v for p, v in zip(parts, shown)) + parts[-1], tail, len(members)))
+    return out
+
+
+def plain_renamed_as(a: str, b: str) -> str:
+    k = 0
+    while k < min(len(a), len(b)) and a[-1 - k] == b[-1 - k]:
+        k += 1
+    if k == len(a) and (len(b) == k or b[-k - 1] == "."):
+        return b[: len(b) - k] + "…"
+    return b
+
+
+def plain_totals(names: list[str], own: list[int], depth: int | None) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for name, n in zip(names, own):
+        parts = name.split(".")
+        for k in range(1, (len(parts) if depth is None else min(depth, len(parts))) + 1):
+            path = ".".join(parts[:k])
+            totals[path] = totals.get(path, 0) + n
+    return totals
+
+
+part = st.one_of(
+    st.sampled_from(["layers", "h", "w", "0", "1", "12", "007", "x1", "", "a.b"]), st.integers(0, 40).map(str)
+)
+names = st.lists(part, min_size=1, max_size=5).map(".".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(names, st.sampled_from(["", "t", "dtype a → b"])), max_size=40), st.integers(1, 4))
+def test_fold_is_the_plain_fold(items: list[tuple[str, str]], least: int) -> None:
+    assert fold(items, least) == plain_fold(items, least)
+
+
+def test_fold_does_not_take_a_hash_sign_for_a_number() -> None:
+    """The plain fold keyed names by '#' in place of numbers: 'a.#.w' folded with 'a.1.w'."""
+    assert fold([("a.#.w", ""), ("a.1.w", ""), ("a.2.w", "")]) == [("a.#.w", "", 1), ("a.1.w", "", 1), ("a.2.w", "", 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(names, st.sampled_from(["", "module.", "_orig_mod.module.", "x", "base_model.model."]), names)
+def test_renamed_as_is_the_plain_cut(a: str, prefix: str, other: str) -> None:
+    assert _renamed_as(a, prefix + a) == plain_renamed_as(a, prefix + a)
+    assert _renamed_as(a, other) == plain_renamed_as(a, other)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(names, st.integers(0, 1 << 61)), max_size=30, unique_by=lambda x: x[0]),
+    st.one_of(st.none(), st.integers(1, 4)),
+)
+def test_prefix_totals_are_the_plain_totals(named: list[tuple[str, int]], depth: int | None) -> None:
+    ns, own = [n for n, _ in named], [v for _, v in named]
+    assert prefix_totals(ns, own, depth) == plain_totals(ns, own, depth)
+
+
+def test_print_of_100k_renamed_tensors_is_one_screen() -> None:
+    """Every name renamed by one rule, 1 % cast: the renames, changes and module totals fold."""
+    w = torch.zeros(2)
+    a = {f"layers.{i}.{p}": w[:1] if p == "w" else w for i in range(25_000) for p in ("w", "b", "q", "k")}
+    b = {"module." + k: (v.half() if k.endswith(".q") and int(k.split(".")[1]) % 100 == 0 else v) for k, v in a.items()}
+    lines = str(tv.diff(a, b)).splitlines()
+    assert max(map(len, lines)) <= 80 and len(lines) <= 40
+    assert "  layers.{0…24999}.w  (25000×)  → module.…" in lines
+    assert "  layers.{0,100,200,300,…}.q  (250×)  dtype float32 → float16, nbytes 8 → 4" in lines
+    assert "  layers.0.b = layers.0.q = layers.0.k = … (75000 names)" in lines  # b, q, k: one tie in a
+    assert "  layers.0.q  0 B → 4 B (+4 B)" in lines  # a cast q owns bytes of its own in b
+    assert "  layers.{100,200,300,400,…}  (249×)  0 B → 4 B (+4 B)" in lines
