@@ -63,6 +63,9 @@ CELLS = [
     `lm_head.weight` *is* `transformer.wte.weight`: one parameter, two names.
     """),
     code("""
+    import logging
+    for quiet in ("torchao", "torch.utils._pytree"):   # import-time notes of a CPU-only torchao
+        logging.getLogger(quiet).setLevel(logging.ERROR)
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
     hf_logging.set_verbosity_error()

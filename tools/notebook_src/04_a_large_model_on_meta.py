@@ -16,7 +16,10 @@ CELLS = [
     """),
     code("""
     %matplotlib inline
+    import logging
     import torch
+    for quiet in ("torchao", "torch.utils._pytree"):   # import-time notes of a CPU-only torchao
+        logging.getLogger(quiet).setLevel(logging.ERROR)
     from transformers import LlamaConfig, LlamaForCausalLM
     import tensorviz as tv
 
