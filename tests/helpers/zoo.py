@@ -10,6 +10,7 @@ keywords an architecture needs to stay consistent.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import warnings
 from collections.abc import Callable
@@ -235,6 +236,49 @@ class ComplexRotary(nn.Module):
         self.register_buffer("kernel", torch.complex(torch.randn(6), torch.randn(6)).conj())
 
 
+@functools.cache
+def complex_pretrained() -> type:
+    """:class:`ComplexRotary` as a transformers model (a config class and a ``PreTrainedModel``
+    of its own), so ``save_pretrained`` and ``from_pretrained`` meet complex buffers and
+    conjugate views; ``conj_copy`` keeps the table's conjugate as a view of it (transformers
+    then refuses the shared pair), else only the lone conjugate view ``kernel``."""
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    class ComplexRotaryConfig(PretrainedConfig):
+        model_type = "tensorviz-complex-rotary"
+
+        def __init__(self, conj_copy: bool = True, **kwargs: Any) -> None:
+            self.conj_copy = conj_copy
+            super().__init__(**kwargs)
+
+    class ComplexRotaryModel(PreTrainedModel):
+        config_class = ComplexRotaryConfig
+        base_model_prefix = "rotary"
+
+        def __init__(self, config: ComplexRotaryConfig) -> None:
+            super().__init__(config)
+            self.lin = nn.Linear(4, 4)
+            z = torch.complex(torch.randn(8), torch.randn(8))
+            self.register_buffer("rot", z)
+            if config.conj_copy:
+                self.register_buffer("rot_conj", z.conj())
+            self.register_buffer("kernel", torch.complex(torch.randn(6), torch.randn(6)).conj())
+            self.post_init()
+
+        def _init_weights(self, module: nn.Module) -> None:  # the weights are the zoo's noise (build)
+            pass
+
+    return ComplexRotaryModel
+
+
+def _complex_pretrained(conj_copy: bool) -> Callable[[], nn.Module]:
+    def make() -> nn.Module:
+        cls = complex_pretrained()
+        return cls(cls.config_class(conj_copy=conj_copy))
+
+    return make
+
+
 def compiled_resnet() -> nn.Module:
     """``torch.compile`` of the ResNet block (an OptimizedModule: names under ``_orig_mod.``)."""
     return torch.compile(ResNetBlock())
@@ -290,6 +334,12 @@ DIFFUSERS: dict[str, Callable[[], nn.Module]] = {
     ),
 }
 
+#: transformers models of the zoo's own classes (save_pretrained applies; not an architecture of transformers).
+PRETRAINED: dict[str, Callable[[], nn.Module]] = {
+    "hf_complex_rotary": _complex_pretrained(conj_copy=True),
+    "hf_complex_kernel": _complex_pretrained(conj_copy=False),
+}
+
 MODULES: dict[str, Callable[[], nn.Module]] = {
     "tv_resnet_block": ResNetBlock,
     "timm_vit": TimmViT,
@@ -299,6 +349,7 @@ MODULES: dict[str, Callable[[], nn.Module]] = {
     "func_ensemble": FuncEnsemble,
     "complex_rotary": ComplexRotary,
     "compiled_resnet": compiled_resnet,
+    **PRETRAINED,
     **DIFFUSERS,
 }
 

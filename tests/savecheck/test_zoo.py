@@ -46,7 +46,7 @@ def _report(name: str):
 
 
 def _cells() -> list[tuple[str, str]]:
-    hf = set(zoo.ARCHITECTURES)
+    hf = set(zoo.ARCHITECTURES) | set(zoo.PRETRAINED)
     savers = [s for s in SAVERS if s != "peft.save_pretrained"]  # PeftModels: tests/savecheck/test_savecheck_peft.py
     return [(m, s) for m in zoo.ZOO for s in savers if s != "transformers.save_pretrained" or m in hf]
 
