@@ -29,6 +29,7 @@ from tensorviz.core.records import CONJ_NOTE, TensorView
 from tensorviz.core.relations import record_relation
 from tensorviz.core.units import format_bytes
 from tensorviz.savecheck.accounting import conjugate_names
+from tensorviz.savecheck.loops import fold_statements, instance, loop_values
 from tensorviz.savecheck.standin import StandIn
 from tensorviz.savecheck.verdicts import Fix, Verdict
 
@@ -183,9 +184,11 @@ class _PlanText(NamedTuple):
 
 
 def _plan_text(save_lines: list[str], load_lines: list[str]) -> _PlanText:
-    block = "\n".join(save_lines)
+    """The plan's code (statements repeated over layers written as loops: :mod:`.loops`) and
+    its steps, read from the statements one by one."""
+    block = "\n".join(fold_statements(save_lines))
     tidy = bool(block) and "\n\n" not in block and not block.startswith("\n") and not block.endswith("\n")
-    load = ("\n".join(load_lines),) if load_lines else ()
+    load = ("\n".join(fold_statements(load_lines)),) if load_lines else ()
     helper = any("_view_of(" in line for line in load_lines)
     return _PlanText(block, load, _Reading().read(block.splitlines()), tidy, helper)
 
@@ -249,20 +252,52 @@ class _Reading:
         self.origin: dict[str, str] = {}
 
     def read(self, lines: Iterable[str]) -> _Reading:
-        for line in lines:  # each pattern starts with its own words: a line is tried only where they are
-            if line.startswith("from ") and (m := _IMPORT(line)):
+        lines = list(lines)
+        k = 0
+        while k < len(lines):
+            line = lines[k]
+            if line.startswith("for i in "):  # a loop of the plan's statements (tensorviz.savecheck.loops)
+                k = self._loop(lines, k)
+                continue
+            if line.startswith("from ") and (m := _IMPORT(line)):  # each pattern starts with its own words
                 self.stateful = True
                 for part in m.group(2).split(","):
                     name, _, alias = part.strip().partition(" as ")
                     self.origin[alias or name] = f"{m.group(1)}.{name}"
-            elif line.startswith("del fixed[") and (m := _DELETE(line)):
-                self._step("dropped", m)
-            elif line.startswith("fixed[") and (m := _ASSIGN(line)):
-                self._step("expanded" if m.group(3) else "copied", m)
+            elif (step := _step_of(line)) is not None:
+                self._step(*step)
             elif (func := _call(line)) is not None:
                 self.stateful = True
                 self.call = self.origin.get(func, func) if func == "save" else func  # a bare save(): say whose
+            k += 1
         return self
+
+    def _loop(self, lines: list[str], k: int) -> int:
+        """Read the loop whose head starts at line ``k`` as it runs (each number, then each
+        statement), counting each statement once per number; the line after it."""
+        head = lines[k]
+        while not head.endswith(":") and k + 1 < len(lines):  # a wrapped literal
+            k += 1
+            head += " " + lines[k].strip()
+        body = []
+        while k + 1 < len(lines) and lines[k + 1].startswith("    "):
+            k += 1
+            body.append(lines[k])
+        values = loop_values(head)
+        if not values:  # no loop tensorviz writes: read in full elsewhere
+            self.stateful = True
+            return k + 1
+        kinds = [step[0] if (step := _step_of(instance(b, values[0]))) else None for b in body]
+        for i in values:
+            if all(len(self.steps[kind]) >= _SHOWN for kind in kinds if kind):
+                break
+            for b, kind in zip(body, kinds):
+                if kind and len(self.steps[kind]) < _SHOWN:
+                    self.steps[kind].append(_step_of(instance(b, i))[1])  # type: ignore[index]
+        for kind in kinds:
+            if kind:
+                self.counts[kind] += len(values)
+        return k + 1
 
     def _step(self, kind: str, m: re.Match) -> None:
         self.counts[kind] += 1
@@ -305,6 +340,15 @@ _IMPORT = re.compile(r"^from ([\w.]+) import (.+)$").match
 _DELETE = re.compile(rf"^del fixed\[{_LIT}\]").match
 _ASSIGN = re.compile(rf"^fixed\[{_LIT}\] = fixed\[{_LIT}\](\[[^\]]*\])?\.clone\(").match
 _CALL = re.compile(r"^[A-Za-z_][\w.]*(\(\))?(\.[A-Za-z_]\w*)*\(.*\)$").match
+
+
+def _step_of(line: str) -> tuple[str, re.Match] | None:
+    """``(kind of step, its match)`` of a plan's statement: a name left out or copied."""
+    if line.startswith("del fixed[") and (m := _DELETE(line)):
+        return "dropped", m
+    if line.startswith("fixed[") and (m := _ASSIGN(line)):
+        return ("expanded" if m.group(3) else "copied"), m
+    return None
 
 
 def _unrepr(literal: str) -> str:
