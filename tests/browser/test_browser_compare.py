@@ -13,6 +13,7 @@ import json
 import pytest
 
 from tests.helpers.labserver import SHOTS, TOKEN, lab_server, open_notebook, run_all, set_theme, write_notebook
+from tests.helpers.models import LLAMA_70B_CONFIG
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -73,15 +74,14 @@ import torch
 import tensorviz as tv
 from transformers import LlamaConfig, LlamaForCausalLM
 
-cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8, vocab_size=128256)
+cfg = LlamaConfig({LLAMA_70B_CONFIG})
 with torch.device("meta"):
     llama = LlamaForCausalLM(cfg)
 b = {k: (v.to(torch.bfloat16) if k.startswith("model.layers.40.") else v) for k, v in llama.state_dict().items()}
 t0 = time.perf_counter()
 ex70 = tv.explore(llama, compare=b, snapshot=False)
 print(json.dumps({"explore_s": round(time.perf_counter() - t0, 2), "payload_bytes": ex70.payload_nbytes}))
-ex70"""
+ex70""".replace("{LLAMA_70B_CONFIG}", LLAMA_70B_CONFIG)
 
 
 @pytest.fixture(scope="module")

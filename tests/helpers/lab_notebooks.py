@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.helpers.models import LLAMA_70B_CONFIG
+
 __all__ = ["TINY", "BIG", "LLAMA", "FREED", "SEED", "GPT2", "LLAMA_TIED", "EXPLAIN"]
 
 TINY = '''\
@@ -44,12 +46,11 @@ import torch
 import tensorviz as tv
 from transformers import LlamaConfig, LlamaForCausalLM
 
-cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8, vocab_size=128256)
+cfg = LlamaConfig({LLAMA_70B_CONFIG})
 with torch.device("meta"):
     llama = LlamaForCausalLM(cfg)
 ex70 = tv.explore(llama, snapshot=False)
-ex70"""
+ex70""".replace("{LLAMA_70B_CONFIG}", LLAMA_70B_CONFIG)
 
 FREED = """\
 import torch
@@ -94,12 +95,11 @@ import torch
 import tensorviz as tv
 from transformers import LlamaConfig, LlamaForCausalLM
 
-cfg = LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64,
-                  num_key_value_heads=8, vocab_size=128256, tie_word_embeddings=True)
+cfg = LlamaConfig({LLAMA_70B_CONFIG}, tie_word_embeddings=True)
 with torch.device("meta"):
     llama = LlamaForCausalLM(cfg)
 ex70 = tv.explore(llama, snapshot=False, all_storages=True, expand_simple=True)
-ex70"""
+ex70""".replace("{LLAMA_70B_CONFIG}", LLAMA_70B_CONFIG)
 
 EXPLAIN = """\
 import torch

@@ -100,20 +100,27 @@ def fake_sharded_tensor() -> Iterator[torch.Tensor]:
         dist.destroy_process_group()
 
 
+#: The Llama-3-70B-sized config's keywords: the one definition (:func:`llama_70b_on_meta`, the
+#: benchmarks and ``docs/make_tree_gallery.py`` through ``bench/_models.py``, and the cells the
+#: browser tests type: :data:`LLAMA_70B_CONFIG`).
+LLAMA_70B = {
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+}
+#: The same as the keywords a notebook cell passes to ``LlamaConfig(...)``.
+LLAMA_70B_CONFIG = ", ".join(f"{k}={v}" for k, v in LLAMA_70B.items())
+
+
 def llama_70b_on_meta(dtype: torch.dtype = torch.bfloat16) -> nn.Module:
     """A Llama-3-70B-sized ``LlamaForCausalLM`` on ``meta`` (no memory, nothing downloaded), in ``dtype``;
-    skips the test where transformers is not installed. The one definition of this config: the
-    benchmarks and ``docs/make_tree_gallery.py`` use it too (through ``bench/_models.py``)."""
+    skips the test where transformers is not installed (config: :data:`LLAMA_70B`)."""
     import pytest
 
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(
-        hidden_size=8192,
-        intermediate_size=28672,
-        num_hidden_layers=80,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
+    cfg = transformers.LlamaConfig(**LLAMA_70B)
     with torch.device("meta"):
         return transformers.LlamaForCausalLM(cfg).to(dtype)
