@@ -279,7 +279,7 @@ def global_tensors(layout: Layout) -> Layout:
     """A DCP checkpoint's layout as the tensors it saves (one view per global tensor, named by
     its FQN, contiguous in a storage of its own), which is what a model's names compare with;
     any other layout as it is. The global shape is where the saved chunks end."""
-    if layout.metadata.get("format") != "dcp":
+    if layout.facts.format != "dcp":
         return layout
     from tensorviz.core import footprint as fp
     from tensorviz.core.layout import Layout as _Layout
@@ -287,7 +287,7 @@ def global_tensors(layout: Layout) -> Layout:
 
     shapes: dict[str, list[int]] = {}
     dtypes: dict[str, tuple[str, int]] = {}
-    for chunk, info in layout.metadata.get("chunks", {}).items():
+    for chunk, info in layout.facts.chunks.items():
         fqn = chunk[: chunk.rindex("[")]
         ends = [o + n for o, n in zip(info["offsets"], info["sizes"])]
         shapes[fqn] = [max(x, y) for x, y in zip(shapes.get(fqn, ends), ends)]

@@ -16,13 +16,16 @@ from collections.abc import Iterable
 from dataclasses import asdict
 from itertools import count, repeat
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tensorviz.core.diff_modules import DiffLike
 from tensorviz.core.names import elide, elide_name, terminal
 from tensorviz.core.table import objects
+
+if TYPE_CHECKING:
+    from tensorviz.core.layout import Layout
 from tensorviz.core.units import format_bytes
 
 __all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections", "verdict"]
@@ -150,11 +153,10 @@ def _positions(layout: Any) -> dict[str, int]:
     return {} if layout is None else dict(zip(layout.names, range(len(layout))))
 
 
-def _only(names: tuple[str, ...], layout: object) -> list[tuple[str, str]]:
+def _only(names: tuple[str, ...], layout: Layout | None) -> list[tuple[str, str]]:
     """Names on one side, a buffer that ``state_dict()`` leaves out said so (a checkpoint never
     holds it: no cause for alarm)."""
-    mods = layout.metadata.get("modules") if layout is not None else None  # type: ignore[attr-defined]
-    unsaved = set(mods.get("not_saved", ())) if isinstance(mods, dict) else set()
+    unsaved = set(layout.facts.modules.get("not_saved", ())) if layout is not None else set()
     return [(n, "buffer, not in state_dict()" if n in unsaved else "") for n in names]
 
 

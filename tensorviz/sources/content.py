@@ -64,7 +64,7 @@ def compare_content(d: LayoutDiff, a: Any, b: Any, *, progress: bool | None = No
 def _readers(obj: Any, layout: Layout, side: str, unread: list) -> dict[str, Reader]:
     """Per name of ``layout``, a function streaming its logical bytes; names that cannot be read
     go to ``unread`` as ``(side, name, reason)``."""
-    if layout.metadata.get("format") == "dcp":
+    if layout.facts.format == "dcp":
         why = "a DCP checkpoint's chunks are not read (compare after loading it into a model)"
         unread.extend((side, n, why) for n in layout.names)
         return {}
