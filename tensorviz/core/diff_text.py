@@ -35,7 +35,7 @@ JSON_VERSION = 1
 #: Lines the listed sections share (each gets at most ``limit``, at least 2), so print(d) fits a screen.
 _BODY_LINES = 48
 #: A numbered part of a dotted name (a whole part of digits); ``split`` keeps it, between the text around it.
-_NUMBER = re.compile(r"((?:(?<=\.)|^)\d+(?=\.|$))")
+_NUMBER = re.compile(r"((?:(?<=\.)|^)[0-9]+(?=\.|$))")
 
 
 def fold(items: Iterable[tuple[str, str]], least: int = 3) -> list[tuple[str, str, int]]:

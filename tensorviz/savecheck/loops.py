@@ -19,8 +19,9 @@ import textwrap
 
 __all__ = ["fold_statements", "loop_values", "instance"]
 
-#: A numbered part of a dotted name, between two dots (``.12.``).
-_NUMBERED = re.compile(r"(?<=\.)(\d+)(?=\.)")
+#: A numbered part of a dotted name, between two dots (``.12.``): ASCII digits only (``int("٣")``
+#: is 3, and ``f"{i}"`` would write ``3``).
+_NUMBERED = re.compile(r"(?<=\.)([0-9]+)(?=\.)")
 #: A statement whose strings are all plain dotted names, then its comment (if any).
 _FOLDABLE = re.compile(r"^(?:[^'\"#{}\\]|'[\w.]*')*(?:  # [^{}\\]*)?$")
 #: A string literal that holds the loop variable (made an f-string), and that f-string.

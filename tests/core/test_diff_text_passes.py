@@ -14,7 +14,7 @@ import tensorviz as tv
 from tensorviz.core.diff_modules import prefix_totals
 from tensorviz.core.diff_text import _range, _renamed_as, fold
 
-_PLAIN_NUMBER = re.compile(r"(?<=\.)(\d+)(?=\.|$)|^(\d+)(?=\.|$)")
+_PLAIN_NUMBER = re.compile(r"(?<=\.)([0-9]+)(?=\.|$)|^([0-9]+)(?=\.|$)")
 
 
 def plain_fold(items: list[tuple[str, str]], least: int = 3) -> list[tuple[str, str, int]]:

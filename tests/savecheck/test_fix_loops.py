@@ -21,6 +21,7 @@ KINDS = [
     "d['odd{{x}}.{i}.w'] = 1",
     "d['a\\\\b.{i}.w'] = 2",
     "d['h.{i}.0.w'] = 3",
+    "d['h.\u0663.{i}.w'] = 4",  # an Arabic-Indic digit: a name part, not a layer number
 ]
 
 
@@ -63,6 +64,8 @@ def test_loops_over_ranges_gaps_and_lists() -> None:
     ]
     padded = [line.format(i=i) for i in ("007", "008", "009")]
     assert fold_statements(padded) == padded  # f"{i}" would write 7, not 007
+    indic = [f"del d['h.{d}.q']" for d in "\u0661\u0662\u0663"]  # int() reads them, f"{i}" would not write them
+    assert fold_statements(indic) == indic
     cross = ["d['h.1.x'] = d['h.2.w']", "d['h.2.x'] = d['h.3.w']", "d['h.3.x'] = d['h.4.w']"]
     assert fold_statements(cross) == cross
 
