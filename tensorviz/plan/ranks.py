@@ -24,7 +24,7 @@ __all__ = ["SHARD_BYS", "is_sharded", "mesh_dims", "shard_grouping", "shard_ordi
 #: Groupings that colour shards (besides ``"mesh:<dimension name>"``).
 SHARD_BYS = ("rank",)
 
-_SAVER = re.compile(r"^__(\d+)_\d+\.distcp$")
+_SAVER = re.compile(r"^__(\d+)_\d+\.distcp$", re.ASCII)
 
 
 def is_sharded(layout: Layout) -> bool:

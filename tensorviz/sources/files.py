@@ -201,7 +201,7 @@ def _analyze_folder(path: str, variant: str | None = None) -> Layout:
     )
 
 
-_SPLIT = re.compile(r"^(.*)-\d{5}-of-(\d{5})\.gguf$")  # llama.cpp's gguf-split shards
+_SPLIT = re.compile(r"^(.*)-\d{5}-of-(\d{5})\.gguf$", re.ASCII)  # llama.cpp's gguf-split shards
 
 
 def _other_format_files(path: str, files: list[str]) -> list[str]:
@@ -222,7 +222,7 @@ def _other_format_files(path: str, files: list[str]) -> list[str]:
 
 
 # accelerate's save_state (optimizer.bin, optimizer_1.bin), transformers' Trainer (optimizer.pt)
-_OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.(bin|pt)$")
+_OPTIMIZER_FILE = re.compile(r"^optimizer(_\d+)?\.(bin|pt)$", re.ASCII)
 
 
 def _training_folder(path: str, group: list[str], files: list[str], extra: Mapping[str, Any]) -> Layout:

@@ -199,3 +199,21 @@ def test_overview_labels_elide_a_very_long_name():
     assert first == f"#0 {names.elide('a' * 10_000 + 'z' * 10_000, 100)} · {format_bytes(4000)} · simple"
     assert first.startswith("#0 " + "a" * 49 + "…" + "z" * 50 + " ·")
     assert second == f"#1 {'b' * 30}\u202e · {format_bytes(3600)} · simple"  # short names whole (renderers escape)
+
+
+def test_file_names_with_non_ascii_digits_are_not_numbered_files() -> None:
+    """File-name patterns read numbers with int(), which takes any Unicode digit: a file named
+    with Arabic-Indic digits is no DeepSpeed rank, DCP saver, GGUF split or optimizer shard."""
+    from tensorviz.plan.ranks import _SAVER
+    from tensorviz.sources.files import _OPTIMIZER_FILE, _SPLIT
+    from tensorviz.sources.formats.zero_optim import ZERO_FILE
+
+    three = "\u0663"
+    cases = [
+        (ZERO_FILE, "zero_pp_rank_3_mp_rank_00_optim_states.pt", f"zero_pp_rank_{three}_mp_rank_00_optim_states.pt"),
+        (_SAVER, "__3_0.distcp", f"__{three}_0.distcp"),
+        (_SPLIT, "m-00001-of-00003.gguf", f"m-0000{three}-of-00003.gguf"),
+        (_OPTIMIZER_FILE, "optimizer_3.pt", f"optimizer_{three}.pt"),
+    ]
+    for pattern, ascii_name, indic_name in cases:
+        assert pattern.match(ascii_name) and not pattern.match(indic_name), pattern.pattern

@@ -53,7 +53,7 @@ DEEPSPEED_RECORDS = frozenset(
     }
 )
 #: ``[bf16_]zero_pp_rank_<R>_mp_rank_<MP>_optim_states.pt``
-ZERO_FILE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$")
+ZERO_FILE = re.compile(r"^(?:bf16_)?zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt$", re.ASCII)
 
 #: torch's legacy storage classes (how ``torch.save`` names a storage's dtype): (dtype, itemsize)
 _STORAGES = {
