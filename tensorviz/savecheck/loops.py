@@ -60,18 +60,24 @@ def fold_statements(lines: list[str], least: int = 3) -> list[str]:
     for t in templates:
         if t is not None:
             numbers.setdefault(t[0], []).append(t[1])
-    loops: dict[tuple[int, ...], list[str]] = {}  # the numbers -> the statements looped over them
+    loops: dict[tuple[int, ...], int] = {}  # the numbers -> their loop
+    statements: list[list[str]] = []  # per loop, the statements looped over its numbers
+    looped: dict[str, int] = {}  # statement -> its loop
     for template, given in numbers.items():
         values = tuple(sorted(set(map(int, given))))
         if len(values) >= max(least, 2) and not _padded(given):
-            loops.setdefault(values, []).append(template)
-    looped = {template: values for values, group in loops.items() for template in group}
+            k = loops.setdefault(values, len(loops))
+            if k == len(statements):
+                statements.append([])
+            statements[k].append(template)
+            looped[template] = k
+    heads = {k: list(values) for values, k in loops.items()}
     out: list[str] = []
     for line, t in zip(lines, templates):
-        if t is None or t[0] not in looped:
+        if t is None or (k := looped.get(t[0], -1)) < 0:
             out.append(line)
-        elif (values := looped[t[0]]) in loops:
-            out += _loop(loops.pop(values), list(values))
+        elif k in heads:  # the loop's first statement: the whole loop goes here
+            out += _loop(statements[k], heads.pop(k))
     return out
 
 
