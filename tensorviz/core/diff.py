@@ -170,6 +170,9 @@ class LayoutDiff:
     ``not_compared`` the values a side holds that could not be analysed (``(side, name,
     reason)``: a sparse tensor, a name repeated, a container holding itself), which nothing
     above compares -- ``same`` speaks of the tensors compared, and the summary says so.
+    ``matches``: per name of ``layout_a`` (in its order), the position of its match among
+    ``layout_b``'s names, or -1 (the matching itself, which the pictures and the module totals
+    read instead of matching names again).
     """
 
     source_a: str
@@ -190,6 +193,7 @@ class LayoutDiff:
     not_compared: tuple[tuple[str, str, str], ...] = ()
     layout_a: Layout | None = field(default=None, repr=False)
     layout_b: Layout | None = field(default=None, repr=False)
+    matches: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def same(self) -> bool:
@@ -272,6 +276,7 @@ def _diff(a: Layout, b: Layout) -> LayoutDiff:
         not_compared=tuple((side, s.name, s.reason) for side, x in (("a", a), ("b", b)) for s in x.skipped),
         layout_a=a,
         layout_b=b,
+        matches=pos,
     )
 
 

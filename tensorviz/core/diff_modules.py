@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from tensorviz.core.attribution import attribution
+from tensorviz.core.table import take
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
@@ -74,6 +75,8 @@ class DiffLike(Protocol):
     @property
     def layout_b(self) -> Layout | None: ...
     @property
+    def matches(self) -> np.ndarray | None: ...
+    @property
     def same(self) -> bool: ...
     @property
     def matched(self) -> int: ...
@@ -103,20 +106,38 @@ def owned_bytes(layout: Layout) -> list[int]:
 
 def module_bytes(d: DiffLike, depth: int | None = 2) -> tuple[ModuleBytes, ...]:
     """Per prefix (down to ``depth`` levels; None for all) whose bytes differ between the sides:
-    ``ModuleBytes(path, a, b)``, largest change first, then by path."""
+    ``ModuleBytes(path, a, b)``, largest change first, then by path.
+
+    A prefix's bytes differ exactly where the bytes its names own differ: b's totals are a's
+    plus the sum of the per-name changes (a matched name's bytes on b less those on a, a name
+    only in b, less a name only in a), so side b's prefixes are summed only over the names
+    whose bytes changed (``d.matches`` aligns the sides)."""
     a, b = d.layout_a, d.layout_b
     if a is None or b is None:
         return ()
-    in_a = dict(zip(map(_SECOND, d.renamed), map(_FIRST, d.renamed)))
-    ta = prefix_totals(a.names, owned_bytes(a), depth)
-    tb = prefix_totals(list(map(in_a.get, b.names, b.names)), owned_bytes(b), depth)
-    moved = [ModuleBytes(p, n, tb.get(p, 0)) for p, n in ta.items() if tb.get(p, 0) != n]
-    moved += [ModuleBytes(p, 0, n) for p, n in tb.items() if n and p not in ta]
+    own_a = np.asarray(owned_bytes(a), dtype=np.int64)
+    own_b = np.asarray(owned_bytes(b), dtype=np.int64)
+    to_b = d.matches
+    assert to_b is not None  # (tv.diff's diffs hold their matching)
+    hit = np.flatnonzero(to_b >= 0)
+    change = own_b[to_b[hit]] - own_a[hit]
+    moved_a = np.concatenate((hit[change != 0], np.flatnonzero(to_b < 0)))  # rows of a whose bytes changed
+    delta_a = np.concatenate((change[change != 0], -own_a[to_b < 0]))
+    from_b = np.ones(len(own_b), dtype=bool)
+    from_b[to_b[hit]] = False  # rows of b matched by none of a: their bytes are new
+    new_b = np.flatnonzero(from_b & (own_b != 0))
+    names = take(a.names, moved_a) + take(b.names, new_b)
+    delta = prefix_totals(names, np.concatenate((delta_a, own_b[new_b])), depth)
+    changed = {p: v for p, v in delta.items() if v}
+    if not changed:
+        return ()
+    totals = prefix_totals(a.names, own_a, depth)
+    moved = [ModuleBytes(p, totals.get(p, 0), totals.get(p, 0) + v) for p, v in changed.items()]
     moved.sort(key=lambda m: (-abs(m.delta), m.path))
     return tuple(moved)
 
 
-def prefix_totals(names: Sequence[str], own: Sequence[int], depth: int | None) -> dict[str, int]:
+def prefix_totals(names: Sequence[str], own: Sequence[int] | np.ndarray, depth: int | None) -> dict[str, int]:
     """Per prefix of the dotted ``names`` (whole parts, down to ``depth`` of them; None for
     all), the sum of ``own`` over the names under it (a name is under itself). Exact in int64.
 

@@ -119,14 +119,12 @@ def diff_columns(d: LayoutDiff) -> DiffColumns:
     na = len(names_a)
     pos_a, pos_b = dict(zip(names_a, range(na))), dict(zip(names_b, range(len(names_b))))
     positions = lambda names, pos: np.fromiter(map(pos.__getitem__, names), np.int64, len(names))  # noqa: E731
-    ib = np.fromiter((pos_b.get(n, -1) for n in names_a), np.int64, na)  # exact names match first
-    only_a, only_b = positions(d.only_a, pos_a), positions(d.only_b, pos_b)
+    assert d.matches is not None  # (the diff's own matching: exact names first, then by rule)
+    ib = d.matches.copy()
+    only_a, only_b = np.flatnonzero(ib < 0), positions(d.only_b, pos_b)
     renamed = np.zeros(na + len(only_b), dtype=bool)
     if d.renamed:
-        ra = positions([x for x, _ in d.renamed], pos_a)
-        ib[ra] = positions([y for _, y in d.renamed], pos_b)
-        renamed[ra] = True
-    ib[only_a] = -1
+        renamed[positions([x for x, _ in d.renamed], pos_a)] = True
     a = np.concatenate([np.arange(na, dtype=np.int64), np.full(len(only_b), -1, dtype=np.int64)])
     b = np.concatenate([ib, only_b])
     kind = np.zeros(len(a), dtype=np.uint8)

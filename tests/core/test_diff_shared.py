@@ -30,7 +30,10 @@ from tests.helpers.models import tiny_gpt2
 
 
 def _fields(d: LayoutDiff) -> dict:
-    return {f.name: getattr(d, f.name) for f in dataclasses.fields(d) if f.name not in ("layout_a", "layout_b")}
+    """Every field of ``d`` but its layouts; the matching as a list (a numpy column)."""
+    out = {f.name: getattr(d, f.name) for f in dataclasses.fields(d) if f.name not in ("layout_a", "layout_b")}
+    out["matches"] = None if d.matches is None else d.matches.tolist()
+    return out
 
 
 def _table(layout: tv.Layout) -> dict:

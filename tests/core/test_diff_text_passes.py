@@ -104,3 +104,46 @@ def test_print_of_100k_renamed_tensors_is_one_screen() -> None:
     assert "  layers.0.b = layers.0.q = layers.0.k = … (75000 names)" in lines  # b, q, k: one tie in a
     assert "  layers.0.q  0 B → 4 B (+4 B)" in lines  # a cast q owns bytes of its own in b
     assert "  layers.{100,200,300,400,…}  (249×)  0 B → 4 B (+4 B)" in lines
+
+
+def plain_modules(d, depth: int | None) -> list[tuple[str, int, int]]:
+    """Bytes per module as first written: every prefix of a's names and of b's (in a's words)."""
+    from tensorviz.core.diff_modules import owned_bytes
+
+    in_a = {nb: na for na, nb in d.renamed}
+    ta = plain_totals(list(d.layout_a.names), owned_bytes(d.layout_a), depth)
+    tb = plain_totals([in_a.get(n, n) for n in d.layout_b.names], owned_bytes(d.layout_b), depth)
+    out = [(p, ta.get(p, 0), tb.get(p, 0)) for p in ta.keys() | tb.keys() if ta.get(p, 0) != tb.get(p, 0)]
+    return sorted(out, key=lambda m: (-abs(m[2] - m[1]), m[0]))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    st.lists(st.sampled_from(["keep", "cast", "clone", "drop", "tie", "grow"]), min_size=1, max_size=12),
+    st.sampled_from(["", "module."]),
+    st.one_of(st.none(), st.integers(1, 3)),
+    st.booleans(),
+)
+def test_module_bytes_and_matches_are_the_plain_ones(edits: list[str], prefix: str, depth, extra_b: bool) -> None:
+    """Side b edits side a name by name (a cast, a copy, a name dropped, a tie made, a bigger
+    tensor), maybe under a wrapper prefix and with a name of its own: the module totals from the
+    changed names alone equal the totals of every prefix of both sides, and ``matches`` pairs
+    each name of a with its own name in b."""
+    base = torch.zeros(64)
+    a = {f"layers.{k}.{'w' if k % 2 else 'b'}": base[k : k + 4] if k % 3 else torch.zeros(4) for k in range(len(edits))}
+    b: dict = {}
+    first = next(iter(a.values()))
+    for (name, t), edit in zip(a.items(), edits):
+        if edit == "drop":
+            continue
+        t = {"cast": t.half(), "clone": t.clone(), "tie": first, "grow": torch.zeros(9)}.get(edit, t)
+        b[prefix + name] = t
+    if extra_b:
+        b[prefix + "head.extra"] = torch.zeros(3)
+    d = tv.diff(a, b)
+    assert [(m.path, m.a, m.b) for m in d.modules(depth)] == plain_modules(d, depth)
+    by_rule, only = dict(d.renamed), set(d.only_a)
+    names_b = d.layout_b.names
+    for i, name in enumerate(d.layout_a.names):
+        j = int(d.matches[i])
+        assert (j < 0) == (name in only) and (j < 0 or names_b[j] == by_rule.get(name, name))
