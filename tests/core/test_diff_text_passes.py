@@ -59,13 +59,14 @@ def plain_totals(names: list[str], own: list[int], depth: int | None) -> dict[st
 
 
 part = st.one_of(
-    st.sampled_from(["layers", "h", "w", "0", "1", "12", "007", "x1", "", "a.b"]), st.integers(0, 40).map(str)
+    st.sampled_from(["layers", "h", "w", "0", "1", "12", "007", "x1", "1x", "a1b2", "", "a.b", "\u0663", "\n"]),
+    st.integers(0, 40).map(str),
 )
 names = st.lists(part, min_size=1, max_size=5).map(".".join)
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(names, st.sampled_from(["", "t", "dtype a → b"])), max_size=40), st.integers(1, 4))
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.tuples(names, st.sampled_from(["", "t", "dtype a → b"])), max_size=60), st.integers(1, 4))
 def test_fold_is_the_plain_fold(items: list[tuple[str, str]], least: int) -> None:
     assert fold(items, least) == plain_fold(items, least)
 
