@@ -22,7 +22,7 @@ import numpy as np
 
 from tensorviz.core.diff_modules import DiffLike
 from tensorviz.core.names import elide, elide_name, terminal
-from tensorviz.core.table import take
+from tensorviz.core.table import objects, take
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
@@ -85,19 +85,28 @@ def fold(items: Iterable[tuple[str, str]], least: int = 3) -> list[tuple[str, st
 
 
 def _shape_runs(members: list[str], rows: list[int], tail: str, runs: dict) -> None:
-    """Add the names of one shape (``rows``: where they are) to ``runs``: cut at the places of
-    the first one's numbered parts when those hold all its digits, else split one by one."""
+    """Add the names of one shape (``rows``: where they are) to ``runs``. Their digits are in
+    the same places, so their numbered parts are too (a run of digits is numbered by the
+    characters around it, the same in every name of the shape): each name is cut at the first
+    one's places. Names whose other digits differ (``fc1``, ``fc2``) are runs of their own."""
     parts = _NUMBER.split(members[0])
-    texts = tuple(parts[::2])
-    if _DIGIT.search("".join(texts)):  # a digit outside the numbered parts: texts may differ
-        for name, row in zip(members, rows):
-            p = _NUMBER.split(name)
-            runs.setdefault((tuple(p[::2]), tail), []).append(([row], [[v] for v in p[1::2]]))
+    ends = [0, *accumulate(map(len, parts))]
+    cuts = [slice(ends[k], ends[k + 1]) for k in range(len(parts))]
+    numbers = [list(map(itemgetter(cut), members)) for cut in cuts[1::2]]
+    if not _DIGIT.search("".join(parts[::2])):  # every digit numbered: one text for all
+        runs.setdefault((tuple(parts[::2]), tail), []).append((rows, numbers))
         return
-    ends = list(accumulate(map(len, parts)))
-    cuts = [slice(ends[k - 1], ends[k]) for k in range(1, len(parts), 2)]
-    columns = [list(map(itemgetter(cut), members)) for cut in cuts]
-    runs.setdefault((texts, tail), []).append((rows, columns))
+    texts = itemgetter(*cuts[::2]) if len(cuts) > 1 else (lambda name: (name,))
+    keys = list(map(texts, members))
+    first: dict[tuple[str, ...], int] = {}
+    at = np.fromiter(map(first.setdefault, keys, count()), np.int64, len(keys))
+    rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
+    order = np.argsort(rank, kind="stable")
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=len(first))))).tolist()
+    row_of, number_of = np.asarray(rows, dtype=np.int64), [objects(column) for column in numbers]
+    for key, a, b in zip(first, bounds[:-1], bounds[1:]):
+        mine = order[a:b]
+        runs.setdefault((key, tail), []).append((row_of[mine].tolist(), [c[mine].tolist() for c in number_of]))
 
 
 _FIRST, _SECOND, _TEXTS = itemgetter(0), itemgetter(1), itemgetter(slice(None, None, 2))

@@ -148,3 +148,10 @@ def test_module_bytes_and_matches_are_the_plain_ones(edits: list[str], prefix: s
     for i, name in enumerate(d.layout_a.names):
         j = int(d.matches[i])
         assert (j < 0) == (name in only) and (j < 0 or names_b[j] == by_rule.get(name, name))
+
+
+def test_names_of_one_shape_that_do_not_fold_stay_apart() -> None:
+    """100k names of a few shapes, none numbered (w0 ... w99999): each is its own run, in order
+    (cutting them by shape once sliced each run out of the whole shape: 73 s; now 0.7 s)."""
+    items = [(f"w{i}", "t") for i in range(100_000)]
+    assert fold(items) == [(n, "t", 1) for n, _ in items]
