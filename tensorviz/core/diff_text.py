@@ -55,20 +55,16 @@ def fold(items: Iterable[tuple[str, str]], least: int = 3) -> list[tuple[str, st
     """
     items = list(items)
     names, tails = list(map(_FIRST, items)), list(map(_SECOND, items))
-    first: dict[tuple[str, str], int] = {}
-    at = np.fromiter(map(first.setdefault, zip(map(_SHAPE, names), tails), count()), np.int64, len(items))
-    rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
-    sizes = np.bincount(rank, minlength=len(first))
+    shapes, order, bounds = _grouped(list(zip(map(_SHAPE, names), tails)))
+    sizes = np.diff(bounds)
     runs: dict[tuple[tuple[str, ...], str], list[tuple[list[int], list[list[str]]]]] = {}
-    alone = np.flatnonzero(sizes[rank] == 1)  # names alone in their shape: split one by one
+    alone = np.sort(order[bounds[:-1][sizes == 1]])  # names alone in their shape: split one by one
     splits = list(map(_NUMBER.split, take(names, alone)))
     keys = zip(map(tuple, map(_TEXTS, splits)), take(tails, alone))
     for key, row, parts in zip(keys, alone.tolist(), splits):
         runs.setdefault(key, []).append(([row], [[v] for v in parts[1::2]]))
     if len(runs) == len(items):  # nothing to fold
         return list(zip(names, tails, repeat(1)))
-    order = np.argsort(rank, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(sizes))).tolist()
     for g in np.flatnonzero(sizes > 1).tolist():
         rows = order[bounds[g] : bounds[g + 1]].tolist()
         _shape_runs(take(names, rows), rows, tails[rows[0]], runs)
@@ -97,16 +93,27 @@ def _shape_runs(members: list[str], rows: list[int], tail: str, runs: dict) -> N
         runs.setdefault((tuple(parts[::2]), tail), []).append((rows, numbers))
         return
     texts = itemgetter(*cuts[::2]) if len(cuts) > 1 else (lambda name: (name,))
-    keys = list(map(texts, members))
-    first: dict[tuple[str, ...], int] = {}
-    at = np.fromiter(map(first.setdefault, keys, count()), np.int64, len(keys))
-    rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
-    order = np.argsort(rank, kind="stable")
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=len(first))))).tolist()
+    keys, order, bounds = _grouped(list(map(texts, members)))
     row_of, number_of = np.asarray(rows, dtype=np.int64), [objects(column) for column in numbers]
-    for key, a, b in zip(first, bounds[:-1], bounds[1:]):
+    for key, a, b in zip(keys, bounds[:-1].tolist(), bounds[1:].tolist()):
         mine = order[a:b]
         runs.setdefault((key, tail), []).append((row_of[mine].tolist(), [c[mine].tolist() for c in number_of]))
+
+
+def _grouped(keys: list) -> tuple[list, np.ndarray, np.ndarray]:
+    """The distinct ``keys`` in order of first appearance, the positions of ``keys`` ordered by
+    group (each group's in order), and each group's bounds in that order: one dict pass and a
+    stable sort.
+
+    >>> distinct, order, bounds = _grouped(["b", "a", "b"])
+    >>> distinct, order.tolist(), bounds.tolist()
+    (['b', 'a'], [0, 2, 1], [0, 2, 3])
+    """
+    first: dict = {}
+    at = np.fromiter(map(first.setdefault, keys, count()), np.int64, len(keys))
+    rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=len(first)))))
+    return list(first), np.argsort(rank, kind="stable"), bounds
 
 
 _FIRST, _SECOND, _TEXTS = itemgetter(0), itemgetter(1), itemgetter(slice(None, None, 2))
