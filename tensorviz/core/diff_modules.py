@@ -171,5 +171,5 @@ def prefix_totals(names: Sequence[str], own: Sequence[int] | np.ndarray, depth: 
     return totals
 
 
-_FIRST, _SECOND, _SEP = itemgetter(0), itemgetter(1), itemgetter(1)
+_FIRST, _SEP = itemgetter(0), itemgetter(1)
 _PARENT, _DOTS = methodcaller("rpartition", "."), methodcaller("count", ".")
