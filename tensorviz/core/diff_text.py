@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from itertools import accumulate, count, repeat
-from operator import itemgetter, methodcaller
+from operator import and_, getitem, itemgetter, methodcaller, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -120,17 +120,20 @@ _FIRST, _SECOND, _TEXTS = itemgetter(0), itemgetter(1), itemgetter(slice(None, N
 #: A name's shape: each ASCII digit written 0 (names of one shape have their digits in the same places).
 _SHAPE = methodcaller("translate", str.maketrans("123456789", "000000000"))
 _DIGIT = re.compile(r"[0-9]")
+_DOT_END = methodcaller("endswith", ".")
 
 
-def _renamed_as(a: str, b: str) -> str:
-    """``b`` with the end it shares with ``a`` (at a dot) written ``…``: ``module.…``.
+def _renamed_as(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Per renamed pair ``(a, b)``: ``(a, "→ " + b)``, b's end that it shares with a (at a dot)
+    written ``…`` (``module.…``). C-level passes: a wrapper rule renames every name.
 
-    >>> _renamed_as("layers.0.w", "module.layers.0.w"), _renamed_as("w", "wrapped.v"), _renamed_as("a.w", "xa.w")
-    ('module.…', 'wrapped.v', 'xa.w')
+    >>> _renamed_as([("layers.0.w", "module.layers.0.w"), ("w", "wrapped.v"), ("a.w", "xa.w")])
+    [('layers.0.w', '→ module.…'), ('w', '→ wrapped.v'), ('a.w', '→ xa.w')]
     """
-    if b.endswith(a) and (len(b) == len(a) or b[-len(a) - 1] == "."):
-        return b[: len(b) - len(a)] + "…"
-    return b
+    names_a, names_b = list(map(_FIRST, pairs)), list(map(_SECOND, pairs))
+    heads = list(map(getitem, names_b, map(slice, map(sub, map(len, names_b), map(len, names_a)))))
+    cut = map(and_, map(str.endswith, names_b, names_a), map(or_, map(not_, heads), map(_DOT_END, heads)))
+    return [(a, f"→ {h}…" if c else f"→ {b}") for a, b, h, c in zip(names_a, names_b, heads, cut)]
 
 
 def _range(column: Iterable[str]) -> str:
@@ -168,7 +171,7 @@ def sections(d: DiffLike) -> list[tuple[str, list[tuple[str, str, int]]]]:
     out = [
         ("only in a", _only(d.only_a, d.layout_a)),
         ("only in b", _only(d.only_b, d.layout_b)),
-        ("renamed (a → b)", [(a, f"→ {_renamed_as(a, b)}") for a, b in d.renamed]),
+        ("renamed (a → b)", _renamed_as(d.renamed)),
         ("changed", _changed_items(d)),
         ("ties lost (tied in a, not in b)", [(_group_text(g, oa), "") for g in d.ties_lost]),
         ("ties gained (tied in b, not in a)", [(_group_text(g, ob), "") for g in d.ties_gained]),

@@ -79,8 +79,8 @@ def test_fold_does_not_take_a_hash_sign_for_a_number() -> None:
 @settings(max_examples=300, deadline=None)
 @given(names, st.sampled_from(["", "module.", "_orig_mod.module.", "x", "base_model.model."]), names)
 def test_renamed_as_is_the_plain_cut(a: str, prefix: str, other: str) -> None:
-    assert _renamed_as(a, prefix + a) == plain_renamed_as(a, prefix + a)
-    assert _renamed_as(a, other) == plain_renamed_as(a, other)
+    pairs = [(a, prefix + a), (a, other), (other, a)]
+    assert _renamed_as(pairs) == [(x, "→ " + plain_renamed_as(x, y)) for x, y in pairs]
 
 
 @settings(max_examples=300, deadline=None)
