@@ -18,14 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import compress, count
+from itertools import compress
 from operator import itemgetter, methodcaller
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from tensorviz.core.attribution import attribution
-from tensorviz.core.table import take
+from tensorviz.core.table import first_seen, take
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
@@ -151,12 +151,9 @@ def prefix_totals(names: Sequence[str], own: Sequence[int] | np.ndarray, depth: 
     totals: dict[str, int] = {}
     paths, values = list(names), np.asarray(own, dtype=np.int64)
     while paths:
-        first: dict[str, int] = {}
-        at = np.fromiter(map(first.setdefault, paths, count()), np.int64, len(paths))
-        rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
-        sums = np.zeros(len(first), dtype=np.int64)
+        rank, _, distinct = first_seen(paths, len(paths))
+        sums = np.zeros(len(distinct), dtype=np.int64)
         np.add.at(sums, rank, values)
-        distinct = list(first)
         if depth is None:
             keep = np.ones(len(distinct), dtype=bool)
         else:

@@ -14,7 +14,7 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict
-from itertools import accumulate, count, repeat
+from itertools import accumulate, repeat
 from operator import and_, getitem, itemgetter, methodcaller, not_, or_, sub
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +22,11 @@ import numpy as np
 
 from tensorviz.core.diff_modules import DiffLike
 from tensorviz.core.names import elide, elide_name, terminal
-from tensorviz.core.table import objects, take
+from tensorviz.core.table import first_seen, objects, take
+from tensorviz.core.units import format_bytes
 
 if TYPE_CHECKING:
     from tensorviz.core.layout import Layout
-from tensorviz.core.units import format_bytes
 
 __all__ = ["diff_text", "diff_html", "diff_json", "fold", "sections", "verdict"]
 
@@ -109,11 +109,9 @@ def _grouped(keys: list) -> tuple[list, np.ndarray, np.ndarray]:
     >>> distinct, order.tolist(), bounds.tolist()
     (['b', 'a'], [0, 2, 1], [0, 2, 3])
     """
-    first: dict = {}
-    at = np.fromiter(map(first.setdefault, keys, count()), np.int64, len(keys))
-    rank = np.searchsorted(np.fromiter(first.values(), np.int64, len(first)), at)
-    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=len(first)))))
-    return list(first), np.argsort(rank, kind="stable"), bounds
+    rank, _, distinct = first_seen(keys, len(keys))
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(rank, minlength=len(distinct)))))
+    return distinct, np.argsort(rank, kind="stable"), bounds
 
 
 _FIRST, _SECOND, _TEXTS = itemgetter(0), itemgetter(1), itemgetter(slice(None, None, 2))

@@ -26,6 +26,7 @@ __all__ = [
     "Table",
     "build",
     "derive",
+    "first_seen",
     "objects",
     "take",
     "slices",
@@ -399,7 +400,7 @@ class _Columns:
         parts = self.parts["token"]
         if self.objects:
             tokens = [t for part in parts for t in (part.tolist() if isinstance(part, np.ndarray) else part)]
-            rank, first_rows, distinct = _first_seen(tokens, len(tokens))
+            rank, first_rows, distinct = first_seen(tokens, len(tokens))
             return rank, np.asarray(first_rows, dtype=np.int64), distinct
         return _ranked_ids(np.concatenate(parts) if parts else np.zeros(0, np.int64))
 
@@ -418,7 +419,7 @@ def _first_rows(first: dict, keys, at: int, k: int) -> np.ndarray:
     return np.fromiter(map(first.setdefault, keys, count(at)), np.int64, k)
 
 
-def _first_seen(keys: Iterable, n: int) -> tuple[np.ndarray, list[int], list]:
+def first_seen(keys: Iterable, n: int) -> tuple[np.ndarray, list[int], list]:
     """``(rank of each of the n keys by first appearance, row of each first appearance, the
     distinct keys)`` in one ``setdefault`` pass: each key maps to the row where it first
     appeared, the dict keeps those rows in increasing order, and a binary search turns a
